@@ -1,0 +1,40 @@
+# Two commands: `make demo` runs Hotspan with the instrumented agent stack; `make test` runs every test.
+# Both build .venv from pyproject.toml first and install the Debian packages the tests drive.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
+DEBIAN_PACKAGES := chromium
+
+.PHONY: demo test lint system-deps venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+system-deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+demo: $(STAMP)
+	$(BIN)/hotspan demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+test: $(STAMP) system-deps lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .hotspan test-artifacts

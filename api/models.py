@@ -1,0 +1,86 @@
+"""Response models of the REST API. Times are integers in nanoseconds since the Unix epoch (UTC)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="Machine-readable error kind, e.g. `invalid_trace_id`, `not_found`.")
+    message: str = Field(description="What was wrong, naming the field.")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class ServicesResponse(BaseModel):
+    services: list[str]
+
+
+class Operation(BaseModel):
+    name: str
+    span_kind: str = Field(description="`Server`, `Client`, `Producer`, `Consumer`, `Internal` or `Unspecified`.")
+
+
+class OperationsResponse(BaseModel):
+    operations: list[Operation]
+
+
+class TraceSummary(BaseModel):
+    trace_id: str = Field(description="32 lowercase hex characters.")
+    root_service: str
+    root_name: str
+    start_time_unix_nano: int = Field(description="Earliest span start, ns since the Unix epoch.")
+    duration_ns: int = Field(description="Latest span end minus earliest span start, ns.")
+    span_count: int
+    service_count: int
+    error_count: int = Field(description="Spans with status `Error`.")
+
+
+class TracesResponse(BaseModel):
+    traces: list[TraceSummary]
+
+
+class Event(BaseModel):
+    time_unix_nano: int
+    name: str
+    attributes: dict[str, str]
+
+
+class Link(BaseModel):
+    trace_id: str
+    span_id: str
+    trace_state: str
+    attributes: dict[str, str]
+
+
+class SpanOut(BaseModel):
+    trace_id: str
+    span_id: str
+    parent_span_id: str = Field(description="Empty for a root span.")
+    name: str
+    service_name: str
+    kind: str
+    start_time_unix_nano: int
+    end_time_unix_nano: int
+    duration_ns: int
+    status_code: str = Field(description="`Unset`, `Ok` or `Error`.")
+    status_message: str
+    trace_state: str
+    scope_name: str
+    scope_version: str
+    attributes: dict[str, str] = Field(description="Values as stored: strings; arrays and maps as JSON.")
+    resource_attributes: dict[str, str]
+    events: list[Event]
+    links: list[Link]
+
+
+class TraceResponse(BaseModel):
+    trace_id: str
+    spans: list[SpanOut]
+
+
+class Health(BaseModel):
+    status: str
+    storage: str

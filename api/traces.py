@@ -1,0 +1,142 @@
+"""``/api/v1`` routes for services, operations and traces. Thin: parse, call the reader, shape the answer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import polars as pl
+from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
+
+from api.errors import ApiError
+from api.models import (
+    ErrorResponse,
+    Event,
+    Link,
+    Operation,
+    OperationsResponse,
+    ServicesResponse,
+    SpanOut,
+    TraceResponse,
+    TracesResponse,
+    TraceSummary,
+)
+from collector.ids import IdError, normalize_trace_id
+from storage.reader import TraceQuery, TraceReader
+
+NS_PER_MS = 1_000_000
+
+
+def build_router(reader: TraceReader) -> APIRouter:
+    """Routes over ``reader``; every query is parameterised by the storage layer."""
+    router = APIRouter(prefix="/api/v1", tags=["traces"])
+
+    @router.get("/services", operation_id="list_services", response_model=ServicesResponse)
+    async def services() -> ServicesResponse:
+        """Every service that has sent spans."""
+        return ServicesResponse(services=await run_in_threadpool(reader.services))
+
+    @router.get("/services/{service}/operations", operation_id="list_operations", response_model=OperationsResponse)
+    async def operations(service: str) -> OperationsResponse:
+        """Span names of one service with their span kinds; empty for an unknown service."""
+        pairs = await run_in_threadpool(reader.operations, service)
+        return OperationsResponse(operations=[Operation(name=n, span_kind=k) for n, k in pairs])
+
+    @router.get(
+        "/traces",
+        operation_id="search_traces",
+        response_model=TracesResponse,
+        responses={400: {"model": ErrorResponse}},
+    )
+    async def search(
+        service: str | None = None,
+        operation: str | None = None,
+        start_ns: Annotated[int | None, Query(ge=0, description="Window start, ns since epoch.")] = None,
+        end_ns: Annotated[int | None, Query(ge=0, description="Window end, ns since epoch.")] = None,
+        min_duration_ms: Annotated[float | None, Query(ge=0, description="Span duration lower bound, ms.")] = None,
+        max_duration_ms: Annotated[float | None, Query(ge=0, description="Span duration upper bound, ms.")] = None,
+        attr: Annotated[
+            list[str] | None, Query(description="`key:value`, repeatable; span or resource attribute.")
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 20,
+    ) -> TracesResponse:
+        """Traces with a span matching every filter, newest first (Jaeger's matching rule)."""
+        query = TraceQuery(
+            service=service or None,
+            operation=operation or None,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            min_duration_ns=None if min_duration_ms is None else int(min_duration_ms * NS_PER_MS),
+            max_duration_ns=None if max_duration_ms is None else int(max_duration_ms * NS_PER_MS),
+            attributes=tuple(parse_attribute_filter(a) for a in attr or ()),
+            limit=limit,
+        )
+        frame = await run_in_threadpool(reader.search, query)
+        return TracesResponse(traces=[TraceSummary(**row) for row in frame.iter_rows(named=True)])
+
+    @router.get(
+        "/traces/{trace_id}",
+        operation_id="get_trace",
+        response_model=TraceResponse,
+        responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+    )
+    async def get_trace(trace_id: str) -> TraceResponse:
+        """Every span of one trace. IDs: 32 hex (any case), 16 hex (64-bit, zero-padded) or base64."""
+        canonical = parse_trace_id(trace_id)
+        frame = await run_in_threadpool(reader.trace, canonical)
+        if frame.height == 0:
+            raise ApiError(404, "not_found", f"trace {canonical} not found")
+        return TraceResponse(trace_id=canonical, spans=spans_out(frame))
+
+    return router
+
+
+def parse_trace_id(text: str) -> str:
+    """Canonical trace ID from a path or query value. Raises ApiError 400 naming the field."""
+    try:
+        return normalize_trace_id(text)
+    except IdError as exc:
+        raise ApiError(400, "invalid_trace_id", f"trace_id: {exc}") from exc
+
+
+def parse_attribute_filter(text: str) -> tuple[str, str]:
+    """``key:value`` → ``(key, value)``; the value may contain colons. Raises ApiError 400."""
+    key, sep, value = text.partition(":")
+    if not sep or not key:
+        raise ApiError(400, "invalid_parameter", f"attr: expected key:value, got {text!r}")
+    return key, value
+
+
+def spans_out(frame: pl.DataFrame) -> list[SpanOut]:
+    """Rows of :meth:`TraceReader.trace` as API spans (maps to dicts, nested events and links)."""
+    return [_span(row) for row in frame.iter_rows(named=True)]
+
+
+def _span(row: dict[str, Any]) -> SpanOut:
+    events = [
+        Event(time_unix_nano=t, name=n, attributes=_as_dict(a))
+        for t, n, a in zip(row["event_times_unix_nano"], row["event_names"], row["event_attributes"], strict=True)
+    ]
+    links = [
+        Link(trace_id=t, span_id=s, trace_state=st, attributes=_as_dict(a))
+        for t, s, st, a in zip(
+            row["link_trace_ids"],
+            row["link_span_ids"],
+            row["link_trace_states"],
+            row["link_attributes"],
+            strict=True,
+        )
+    ]
+    scalar = {k: v for k, v in row.items() if not k.startswith(("event_", "link_"))}
+    scalar["attributes"] = _as_dict(row["attributes"])
+    scalar["resource_attributes"] = _as_dict(row["resource_attributes"])
+    return SpanOut(**scalar, events=events, links=links)
+
+
+def _as_dict(value: Any) -> dict[str, str]:
+    """A map cell as polars returns it (dict, or list of key/value structs) → dict."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    return {item["key"]: item["value"] for item in value}

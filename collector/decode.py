@@ -1,0 +1,83 @@
+"""Request body → ``ExportTraceServiceRequest``: content type, compression and size rules of OTLP/HTTP."""
+
+from __future__ import annotations
+
+import zlib
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.otlp_json import JsonPayloadError, parse_json_bytes, request_from_json
+from collector.rejections import Rejection
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+
+class PayloadError(ValueError):
+    """The body as a whole cannot be accepted.
+
+    Attributes:
+        status: the HTTP status to answer with (400 unreadable, 413 too large, 415 media type).
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def media_type(content_type: str | None) -> str:
+    """The bare media type of a Content-Type header (``application/json; charset=utf-8`` → ``application/json``).
+
+    Raises:
+        PayloadError: 415 for anything but OTLP's protobuf and JSON encodings.
+    """
+    bare = (content_type or "").split(";", 1)[0].strip().lower()
+    if bare not in (PROTOBUF, JSON):
+        raise PayloadError(415, f"Content-Type must be {PROTOBUF} or {JSON}, got {content_type or 'none'!r}")
+    return bare
+
+
+def decompress(body: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
+    """Undo ``Content-Encoding`` (identity or gzip) without letting a bomb grow past ``max_bytes``.
+
+    Raises:
+        PayloadError: 415 for another encoding, 400 for broken gzip, 413 when inflated past ``max_bytes``.
+    """
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return body
+    if encoding != "gzip":
+        raise PayloadError(415, f"Content-Encoding must be gzip or identity, got {content_encoding!r}")
+    inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
+    try:
+        raw = inflater.decompress(body, max_bytes + 1)
+    except zlib.error as exc:
+        raise PayloadError(400, f"body is not valid gzip: {exc}") from exc
+    if len(raw) > max_bytes or inflater.unconsumed_tail:
+        raise PayloadError(413, f"decompressed body exceeds the limit of {max_bytes} bytes")
+    if not inflater.eof:
+        raise PayloadError(400, "gzip body is truncated")
+    return raw
+
+
+def decode_request(raw: bytes, media: str) -> tuple[ExportTraceServiceRequest, list[Rejection]]:
+    """Parse an uncompressed body of media type ``media``.
+
+    Returns:
+        The request, and spans an OTLP/JSON body held that could not be read at all.
+
+    Raises:
+        PayloadError: 400 naming what is wrong when the body is not an ExportTraceServiceRequest.
+    """
+    if media == PROTOBUF:
+        request = ExportTraceServiceRequest()
+        try:
+            request.ParseFromString(raw)
+        except (DecodeError, RecursionError) as exc:
+            raise PayloadError(400, f"body is not a protobuf ExportTraceServiceRequest: {exc}") from exc
+        return request, []
+    try:
+        return request_from_json(parse_json_bytes(raw))
+    except JsonPayloadError as exc:
+        raise PayloadError(400, str(exc)) from exc

@@ -1,0 +1,66 @@
+"""Trace and span ID spellings.
+
+Hotspan stores IDs as lowercase hex: 32 characters for a trace, 16 for a span. OTLP/JSON carries
+them as hex (the OTLP spec) but some senders use base64 (protobuf's generic JSON mapping); 64-bit
+trace IDs (Zipkin, older Jaeger) are left-padded with zeros to 128 bits.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+TRACE_ID_BYTES = 16
+SPAN_ID_BYTES = 8
+_HEX = re.compile(r"^[0-9a-fA-F]+$")
+
+
+class IdError(ValueError):
+    """An ID that is neither hex nor base64 of the right length, or all zeros."""
+
+
+def id_bytes_from_text(text: str, size: int, *, allow_short_trace: bool = True) -> bytes:
+    """Decode an ID written as hex (any case) or base64 into ``size`` bytes.
+
+    A 16-hex-character (or 8-byte base64) trace ID is left-padded to 16 bytes when ``size`` is 16
+    and ``allow_short_trace`` is set.
+
+    Raises:
+        IdError: the text is neither, or decodes to the wrong length.
+    """
+    raw: bytes | None = None
+    if _HEX.match(text) and len(text) % 2 == 0:
+        raw = bytes.fromhex(text)
+    else:
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raw = None
+    if raw is None:
+        raise IdError(f"{text!r} is neither hex nor base64")
+    return check_id_bytes(raw, size, allow_short_trace=allow_short_trace)
+
+
+def check_id_bytes(raw: bytes, size: int, *, allow_short_trace: bool = True) -> bytes:
+    """Validate binary ID bytes (as protobuf carries them); pad a 64-bit trace ID.
+
+    Raises:
+        IdError: wrong length or all zeros (the OTLP spec calls an all-zero ID invalid).
+    """
+    if size == TRACE_ID_BYTES and allow_short_trace and len(raw) == SPAN_ID_BYTES:
+        raw = bytes(SPAN_ID_BYTES) + raw
+    if len(raw) != size:
+        raise IdError(f"must be {size} bytes ({size * 2} hex characters), got {len(raw)} bytes")
+    if not any(raw):
+        raise IdError("must not be all zeros")
+    return raw
+
+
+def normalize_trace_id(text: str) -> str:
+    """Canonical lowercase 32-hex trace ID from user input (hex of 16 or 32 chars, or base64).
+
+    Raises:
+        IdError: the text is not a valid trace ID.
+    """
+    return id_bytes_from_text(text.strip(), TRACE_ID_BYTES).hex()

@@ -1,0 +1,305 @@
+"""OTLP/JSON → protobuf ``ExportTraceServiceRequest``, following the OTLP/JSON encoding rules.
+
+Not protobuf's generic JSON parser: that reads ``traceId``/``spanId`` as base64, while OTLP/JSON
+writes them as hex (OTLP specification, "JSON Protobuf Encoding"). Here IDs are hex in any case,
+or base64 as some senders write them; enums are integers (their proto names are accepted too);
+64-bit integers may be strings or numbers; unknown fields are ignored. A span that cannot be read
+is skipped and reported as a :class:`~collector.rejections.Rejection`; its batch-mates are kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+from collector.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, id_bytes_from_text
+from collector.rejections import Rejection, SpanError
+
+
+class JsonPayloadError(ValueError):
+    """The body is not an OTLP/JSON ExportTraceServiceRequest at all (answered with HTTP 400)."""
+
+
+MAX_DEPTH = 32
+"""Deepest nesting of array/kvlist attribute values accepted; deeper input is hostile or broken."""
+
+
+def request_from_json(body: Any) -> tuple[ExportTraceServiceRequest, list[Rejection]]:
+    """Convert a parsed OTLP/JSON body into the protobuf request, skipping unreadable spans.
+
+    Args:
+        body: the result of ``json.loads`` on the request body.
+
+    Returns:
+        The request holding every readable span, and one rejection per skipped span.
+
+    Raises:
+        JsonPayloadError: the top level is not an object with a ``resourceSpans`` list, or a
+            resource or scope entry is not an object.
+    """
+    if not isinstance(body, dict):
+        raise JsonPayloadError("body must be a JSON object with a 'resourceSpans' array")
+    resource_spans = body.get("resourceSpans", [])
+    if not isinstance(resource_spans, list):
+        raise JsonPayloadError("'resourceSpans' must be an array")
+    request = ExportTraceServiceRequest()
+    rejections: list[Rejection] = []
+    for r_index, rs_json in enumerate(resource_spans):
+        r_path = f"resourceSpans[{r_index}]"
+        _require_object(rs_json, r_path)
+        rs = request.resource_spans.add()
+        _fill_resource(rs, rs_json, r_path)
+        scope_spans = rs_json.get("scopeSpans", [])
+        if not isinstance(scope_spans, list):
+            raise JsonPayloadError(f"{r_path}.scopeSpans must be an array")
+        for s_index, ss_json in enumerate(scope_spans):
+            s_path = f"{r_path}.scopeSpans[{s_index}]"
+            _require_object(ss_json, s_path)
+            ss = rs.scope_spans.add()
+            _fill_scope(ss, ss_json, s_path)
+            spans = ss_json.get("spans", [])
+            if not isinstance(spans, list):
+                raise JsonPayloadError(f"{s_path}.spans must be an array")
+            for p_index, span_json in enumerate(spans):
+                path = f"{s_path}.spans[{p_index}]"
+                try:
+                    span = _span(span_json, path)
+                except SpanError as exc:
+                    rejections.append(Rejection(path, str(exc)))
+                    continue
+                ss.spans.append(span)
+    return request, rejections
+
+
+def parse_json_bytes(raw: bytes) -> Any:
+    """``json.loads`` with an error that says where the body is broken.
+
+    Raises:
+        JsonPayloadError: not UTF-8 or not JSON.
+    """
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise JsonPayloadError(f"body is not UTF-8: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise JsonPayloadError(f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except RecursionError as exc:
+        raise JsonPayloadError("body nests too deeply") from exc
+
+
+def _require_object(value: Any, path: str) -> None:
+    if not isinstance(value, dict):
+        raise JsonPayloadError(f"{path} must be an object")
+
+
+def _fill_resource(rs: ResourceSpans, rs_json: dict[str, Any], path: str) -> None:
+    resource = rs_json.get("resource") or {}
+    _require_object(resource, f"{path}.resource")
+    try:
+        _fill_attributes(rs.resource.attributes, resource.get("attributes"), f"{path}.resource.attributes")
+    except SpanError as exc:
+        raise JsonPayloadError(str(exc)) from exc
+    rs.schema_url = _str(rs_json.get("schemaUrl"))
+
+
+def _fill_scope(ss: ScopeSpans, ss_json: dict[str, Any], path: str) -> None:
+    scope = ss_json.get("scope") or {}
+    _require_object(scope, f"{path}.scope")
+    ss.scope.name = _str(scope.get("name"))
+    ss.scope.version = _str(scope.get("version"))
+    try:
+        _fill_attributes(ss.scope.attributes, scope.get("attributes"), f"{path}.scope.attributes")
+    except SpanError as exc:
+        raise JsonPayloadError(str(exc)) from exc
+    ss.schema_url = _str(ss_json.get("schemaUrl"))
+
+
+def _span(span_json: Any, path: str) -> Span:
+    if not isinstance(span_json, dict):
+        raise SpanError("span must be an object")
+    span = Span()
+    span.trace_id = _id(span_json.get("traceId"), TRACE_ID_BYTES, "traceId", required=True)
+    span.span_id = _id(span_json.get("spanId"), SPAN_ID_BYTES, "spanId", required=True)
+    span.parent_span_id = _id(span_json.get("parentSpanId"), SPAN_ID_BYTES, "parentSpanId", required=False)
+    span.trace_state = _str(span_json.get("traceState"))
+    span.name = _str(span_json.get("name"))
+    span.kind = _enum(span_json.get("kind"), Span.SpanKind, "kind")
+    span.start_time_unix_nano = _uint64(span_json.get("startTimeUnixNano"), "startTimeUnixNano")
+    span.end_time_unix_nano = _uint64(span_json.get("endTimeUnixNano"), "endTimeUnixNano")
+    span.flags = _uint64(span_json.get("flags"), "flags") & 0xFFFFFFFF
+    _fill_attributes(span.attributes, span_json.get("attributes"), "attributes")
+    for e_index, event_json in enumerate(_list(span_json.get("events"), "events")):
+        where = f"events[{e_index}]"
+        if not isinstance(event_json, dict):
+            raise SpanError(f"{where} must be an object")
+        event = span.events.add()
+        event.time_unix_nano = _uint64(event_json.get("timeUnixNano"), f"{where}.timeUnixNano")
+        event.name = _str(event_json.get("name"))
+        _fill_attributes(event.attributes, event_json.get("attributes"), f"{where}.attributes")
+    for l_index, link_json in enumerate(_list(span_json.get("links"), "links")):
+        where = f"links[{l_index}]"
+        if not isinstance(link_json, dict):
+            raise SpanError(f"{where} must be an object")
+        link = span.links.add()
+        link.trace_id = _id(link_json.get("traceId"), TRACE_ID_BYTES, f"{where}.traceId", required=True)
+        link.span_id = _id(link_json.get("spanId"), SPAN_ID_BYTES, f"{where}.spanId", required=True)
+        link.trace_state = _str(link_json.get("traceState"))
+        _fill_attributes(link.attributes, link_json.get("attributes"), f"{where}.attributes")
+    status_json = span_json.get("status") or {}
+    if not isinstance(status_json, dict):
+        raise SpanError("status must be an object")
+    span.status.code = _enum(status_json.get("code"), Status.StatusCode, "status.code")
+    span.status.message = _str(status_json.get("message"))
+    return span
+
+
+def _id(value: Any, size: int, field: str, *, required: bool) -> bytes:
+    if value in (None, ""):
+        if required:
+            raise SpanError(f"{field} is missing")
+        return b""
+    if not isinstance(value, str):
+        raise SpanError(f"{field} must be a string, got {type(value).__name__}")
+    try:
+        return id_bytes_from_text(value, size)
+    except IdError as exc:
+        raise SpanError(f"{field} {exc}") from exc
+
+
+def _enum(value: Any, enum: Any, field: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise SpanError(f"{field} must be an integer enum value, got {value!r}")
+    if isinstance(value, int):
+        if value not in enum.values():
+            raise SpanError(f"{field} {value} is not one of {sorted(enum.values())}")
+        return value
+    if isinstance(value, str):
+        try:
+            return int(enum.Value(value))
+        except ValueError:
+            raise SpanError(f"{field} {value!r} is not one of {list(enum.keys())}") from None
+    raise SpanError(f"{field} must be an integer enum value, got {value!r}")
+
+
+def _uint64(value: Any, field: str) -> int:
+    number = _int(value, field)
+    if not 0 <= number < 2**64:
+        raise SpanError(f"{field} {value!r} is outside the unsigned 64-bit range")
+    return number
+
+
+def _int(value: Any, field: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise SpanError(f"{field} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise SpanError(f"{field} must be an integer (number or decimal string), got {value!r}")
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _list(value: Any, field: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SpanError(f"{field} must be an array")
+    return value
+
+
+def _fill_attributes(target: Any, items: Any, field: str, depth: int = 0) -> None:
+    for index, item in enumerate(_list(items, field)):
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise SpanError(f"{field}[{index}] must be an object with a string 'key'")
+        kv: KeyValue = target.add()
+        kv.key = item["key"]
+        _fill_value(kv.value, item.get("value"), f"{field}[{index}].value", depth)
+
+
+def _fill_value(target: AnyValue, value: Any, field: str, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise SpanError(f"{field} nests deeper than {MAX_DEPTH} levels")
+    if not isinstance(value, dict) or not value:
+        return
+    setters: dict[str, Callable[[Any], None]] = {
+        "stringValue": lambda v: setattr(target, "string_value", _typed(v, str, field)),
+        "boolValue": lambda v: setattr(target, "bool_value", _typed(v, bool, field)),
+        "intValue": lambda v: setattr(target, "int_value", _int64(v, field)),
+        "doubleValue": lambda v: setattr(target, "double_value", _double(v, field)),
+        "bytesValue": lambda v: setattr(target, "bytes_value", _bytes(v, field)),
+        "arrayValue": lambda v: _fill_array(target, v, field, depth),
+        "kvlistValue": lambda v: _fill_kvlist(target, v, field, depth),
+    }
+    for key, setter in setters.items():
+        if key in value:
+            setter(value[key])
+            return
+
+
+def _fill_array(target: AnyValue, value: Any, field: str, depth: int) -> None:
+    target.array_value.SetInParent()
+    values = value.get("values") if isinstance(value, dict) else None
+    for index, item in enumerate(_list(values, f"{field}.arrayValue.values")):
+        _fill_value(target.array_value.values.add(), item, f"{field}.arrayValue.values[{index}]", depth + 1)
+
+
+def _fill_kvlist(target: AnyValue, value: Any, field: str, depth: int) -> None:
+    target.kvlist_value.SetInParent()
+    values = value.get("values") if isinstance(value, dict) else None
+    _fill_attributes(target.kvlist_value.values, values, f"{field}.kvlistValue.values", depth + 1)
+
+
+def _typed(value: Any, kind: type, field: str) -> Any:
+    if not isinstance(value, kind):
+        raise SpanError(f"{field} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _int64(value: Any, field: str) -> int:
+    number = _int(value, field)
+    if not -(2**63) <= number < 2**63:
+        raise SpanError(f"{field} {value!r} is outside the signed 64-bit range")
+    return number
+
+
+def _double(value: Any, field: str) -> float:
+    special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+    if isinstance(value, str) and value in special:
+        return special[value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise SpanError(f"{field} must be a number, got {value!r}")
+
+
+def _bytes(value: Any, field: str) -> bytes:
+    if not isinstance(value, str):
+        raise SpanError(f"{field} must be a base64 string")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise SpanError(f"{field} is not valid base64") from exc

@@ -1,0 +1,125 @@
+"""The ``hotspan`` command: ``serve``, ``import``, ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from hotspan.settings import SettingsError, load_settings
+
+log = logging.getLogger("hotspan")
+
+
+def _add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, help="data directory (env HOTSPAN_DATA_DIR, default ./.hotspan)")
+    parser.add_argument("--clickhouse-dsn", help="chdb:///path or http(s)://... (env HOTSPAN_CLICKHOUSE_DSN)")
+
+
+def _add_server_options(parser: argparse.ArgumentParser) -> None:
+    _add_store_options(parser)
+    parser.add_argument("--host", help="bind address (env HOTSPAN_HOST, default 127.0.0.1)")
+    parser.add_argument("--http-port", type=int, help="OTLP/HTTP + REST + UI port (default 4318)")
+    parser.add_argument("--grpc-port", type=int, help="OTLP/gRPC port (default 4317, -1 disables)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="hotspan", description="Trace analysis for LLM agent stacks on vLLM.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the collector, REST API and UI in one process")
+    _add_server_options(serve)
+
+    importer = commands.add_parser("import", help="load OTLP / Jaeger / Zipkin trace files")
+    importer.add_argument("paths", nargs="+", type=Path, help="files to import; the format is detected")
+    importer.add_argument("--endpoint", help="send to a running Hotspan (e.g. http://127.0.0.1:4318) over OTLP/HTTP")
+    importer.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_store_options(importer)
+
+    demo = commands.add_parser("demo", help="serve Hotspan and drive the instrumented agent stack against it")
+    _add_server_options(demo)
+    demo.add_argument("--requests", type=int, default=40, help="user requests the stack sends (default 40)")
+    demo.add_argument("--exit", action="store_true", help="exit after the stack's run instead of serving on")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit status."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return {"serve": _serve, "import": _import, "demo": _demo}[args.command](args)
+    except SettingsError as exc:
+        print(f"hotspan: {exc}", file=sys.stderr)
+        return 2
+
+
+def _settings(args: argparse.Namespace):
+    return load_settings(
+        data_dir=args.data_dir,
+        clickhouse_dsn=args.clickhouse_dsn,
+        host=getattr(args, "host", None),
+        http_port=getattr(args, "http_port", None),
+        grpc_port=getattr(args, "grpc_port", None),
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from hotspan.server import start_server
+
+    server = start_server(_settings(args))
+    print(f"Hotspan UI: {server.base_url}/ui/   API docs: {server.base_url}/docs", flush=True)
+    print(
+        f"OTLP/HTTP: {server.base_url}/v1/traces   OTLP/gRPC: {server.settings.host}:{server.grpc_port}",
+        flush=True,
+    )
+    _wait_for_interrupt()
+    server.stop()
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from hotspan.importer import OtlpHttpSink, StoreSink, import_paths
+
+    if args.endpoint:
+        summary = import_paths(args.paths, OtlpHttpSink(args.endpoint), progress=not args.no_progress)
+    else:
+        from hotspan.app import open_storage
+
+        storage = open_storage(_settings(args))
+        summary = import_paths(args.paths, StoreSink(storage.writer), progress=not args.no_progress)
+        storage.clickhouse.close()
+    print(summary.render())
+    return 0 if summary.spans or not summary.problems else 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from hotspan.server import start_server
+    from instrumented_stack.runner import run_stack
+
+    server = start_server(_settings(args))
+    print(f"Hotspan is up: UI {server.base_url}/ui/  (API docs {server.base_url}/docs)", flush=True)
+    print(f"Running the instrumented agent stack ({args.requests} requests) ...", flush=True)
+    summary = run_stack(endpoint=server.base_url, requests=args.requests)
+    print(f"Stack run: {summary}", flush=True)
+    print(f"Open {server.base_url}/ui/ to explore the traces. Ctrl-C stops.", flush=True)
+    if not args.exit:
+        _wait_for_interrupt()
+    server.stop()
+    return 0
+
+
+def _wait_for_interrupt() -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

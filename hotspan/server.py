@@ -1,0 +1,68 @@
+"""``hotspan serve``: one process with OTLP/HTTP + REST + UI (uvicorn) and OTLP/gRPC."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import grpc
+import uvicorn
+
+from collector.grpc_receiver import start_grpc_server
+from hotspan.app import Storage, create_app, open_storage
+from hotspan.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunningServer:
+    """A started server; ``http_port``/``grpc_port`` are the bound ports (useful when 0 was asked)."""
+
+    settings: Settings
+    storage: Storage
+    uvicorn_server: uvicorn.Server
+    thread: threading.Thread
+    grpc_server: grpc.Server | None
+    http_port: int
+    grpc_port: int
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.settings.host}:{self.http_port}"
+
+    def stop(self) -> None:
+        """Stop accepting, finish in-flight requests (up to 5 s), release the store."""
+        if self.grpc_server is not None:
+            self.grpc_server.stop(grace=5).wait()
+        self.uvicorn_server.should_exit = True
+        self.thread.join(timeout=10)
+        self.storage.clickhouse.close()
+
+
+def start_server(settings: Settings, storage: Storage | None = None) -> RunningServer:
+    """Start HTTP (uvicorn, in a thread) and gRPC servers and wait until HTTP accepts connections.
+
+    Raises:
+        RuntimeError: a port could not be bound or the HTTP server did not come up in 30 s.
+    """
+    storage = storage or open_storage(settings)
+    app = create_app(settings, storage)
+    grpc_server, grpc_port = None, 0
+    if settings.grpc_port >= 0:
+        grpc_server, grpc_port = start_grpc_server(app.state.ingestor, settings.host, settings.grpc_port)
+    config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="hotspan-http", daemon=True)
+    thread.start()
+    for _ in range(300):
+        if server.started:
+            break
+        if not thread.is_alive():
+            raise RuntimeError(f"HTTP server failed to start on {settings.host}:{settings.http_port}")
+        threading.Event().wait(0.1)
+    else:
+        raise RuntimeError("HTTP server did not start within 30 s")
+    http_port = server.servers[0].sockets[0].getsockname()[1]
+    return RunningServer(settings, storage, server, thread, grpc_server, http_port, grpc_port)

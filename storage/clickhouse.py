@@ -1,0 +1,92 @@
+"""One ClickHouse connection shared by the writer and the reader.
+
+The DSN decides the engine: ``chdb:///abs/path`` (or ``chdb://memory``) runs ClickHouse in-process
+through clickhouse-connect's chDB backend; ``http(s)://user:pass@host:8123`` talks to a server. The
+calling code is the same for both.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import clickhouse_connect
+import pyarrow as pa
+from clickhouse_connect.driver.client import Client
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class StorageError(RuntimeError):
+    """ClickHouse could not be reached or refused a statement."""
+
+
+def validate_identifier(name: str) -> str:
+    """Return ``name`` if it is a plain SQL identifier (database or table name).
+
+    Raises:
+        ValueError: ``name`` holds anything but letters, digits and underscores.
+    """
+    if not _IDENTIFIER.match(name):
+        raise ValueError(f"not a plain identifier: {name!r}")
+    return name
+
+
+class ClickHouse:
+    """A thread-safe handle on one ClickHouse database.
+
+    chDB allows one engine per process and its client is not safe for concurrent use, so every call
+    takes a lock; against a server the lock costs little next to the round trip.
+
+    Args:
+        dsn: ``chdb:///path``, ``chdb://memory`` or ``http(s)://...``.
+        database: database to create (if missing) and use for every statement.
+
+    Raises:
+        StorageError: the engine could not be opened or the database not created.
+    """
+
+    def __init__(self, dsn: str, database: str) -> None:
+        self.dsn = dsn
+        self.database = validate_identifier(database)
+        self.is_embedded = dsn.startswith("chdb:")
+        self._lock = threading.RLock()
+        try:
+            bootstrap = clickhouse_connect.get_client(dsn=dsn)
+            bootstrap.command(f"CREATE DATABASE IF NOT EXISTS {self.database}")
+            bootstrap.close()
+            self._client: Client = clickhouse_connect.get_client(dsn=dsn, database=self.database)
+        except Exception as exc:
+            raise StorageError(f"cannot open ClickHouse at {_redact(dsn)}: {exc}") from exc
+
+    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
+        """Run a statement that returns no rows (DDL, INSERT ... SELECT)."""
+        with self._lock:
+            return self._client.command(sql, parameters=dict(parameters or {}))
+
+    def query_arrow(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pa.Table:
+        """Run a query with bound ``{name:Type}`` parameters and return an Arrow table."""
+        with self._lock:
+            return self._client.query_arrow(sql, parameters=dict(parameters or {}), use_strings=True)
+
+    def query_rows(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run a query with bound parameters and return its rows as tuples."""
+        with self._lock:
+            return self._client.query(sql, parameters=dict(parameters or {})).result_rows
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        """Insert an Arrow table whose column names match ``table``'s columns; one INSERT."""
+        with self._lock:
+            self._client.insert_arrow(validate_identifier(table), data)
+
+    def close(self) -> None:
+        """Release the client; the embedded engine stays open for other clients of this process."""
+        with self._lock:
+            self._client.close()
+
+
+def _redact(dsn: str) -> str:
+    """Hide the password of a DSN for messages and logs."""
+    return re.sub(r"(//[^:/@]+:)[^@]*@", r"\1***@", dsn)

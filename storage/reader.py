@@ -1,0 +1,120 @@
+"""Reading traces: the interface the REST API and the UI depend on, and its ClickHouse implementation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import polars as pl
+
+from storage import trace_sql
+from storage.clickhouse import ClickHouse
+
+SEARCH_COLUMNS = (
+    "trace_id",
+    "root_service",
+    "root_name",
+    "start_time_unix_nano",
+    "duration_ns",
+    "span_count",
+    "service_count",
+    "error_count",
+)
+
+
+@dataclass(frozen=True)
+class TraceQuery:
+    """Filters of a trace search. A trace matches when one of its spans meets every set filter
+    (Jaeger's rule: duration bounds apply to that span, not to the whole trace).
+
+    Attributes:
+        service, operation: exact service and span name.
+        start_ns, end_ns: window on span start, ns since the Unix epoch; ``None`` leaves it open.
+        min_duration_ns, max_duration_ns: span duration bounds in ns.
+        attributes: ``(key, value)`` pairs, each matched against span or resource attributes.
+        limit: most traces returned, newest first.
+    """
+
+    service: str | None = None
+    operation: str | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+    min_duration_ns: int | None = None
+    max_duration_ns: int | None = None
+    attributes: Sequence[tuple[str, str]] = field(default_factory=tuple)
+    limit: int = 20
+
+
+class TraceReader(Protocol):
+    """Read side of the trace store. Every method is thread-safe and returns empty results, never
+    ``None``, when nothing matches."""
+
+    def services(self) -> list[str]:
+        """Service names, sorted."""
+        ...
+
+    def operations(self, service: str) -> list[tuple[str, str]]:
+        """``(span name, span kind)`` pairs seen for ``service``, sorted; kinds as ``Server``, ``Client``..."""
+        ...
+
+    def search(self, query: TraceQuery) -> pl.DataFrame:
+        """Summaries of matching traces, newest first, with :data:`SEARCH_COLUMNS` (times in ns)."""
+        ...
+
+    def trace(self, trace_id: str) -> pl.DataFrame:
+        """Every span of one trace (lowercase 32-hex ID), ordered by start; zero rows when unknown.
+
+        Columns: trace_id, span_id, parent_span_id, name, service_name, kind, start_time_unix_nano,
+        end_time_unix_nano, duration_ns, status_code (``Unset``/``Ok``/``Error``), status_message,
+        trace_state, scope_name, scope_version, attributes and resource_attributes (list of
+        ``{key, value}`` structs, values as stored strings), event_times_unix_nano, event_names,
+        event_attributes, link_trace_ids, link_span_ids, link_trace_states, link_attributes.
+        """
+        ...
+
+
+class ClickHouseTraceReader:
+    """:class:`TraceReader` over ``otel_traces`` (written by Hotspan or by an OTel Collector)."""
+
+    def __init__(self, ch: ClickHouse) -> None:
+        self._ch = ch
+
+    def services(self) -> list[str]:
+        return [row[0] for row in self._ch.query_rows(trace_sql.SERVICES)]
+
+    def operations(self, service: str) -> list[tuple[str, str]]:
+        return [(row[0], row[1]) for row in self._ch.query_rows(trace_sql.OPERATIONS, {"service": service})]
+
+    def search(self, query: TraceQuery) -> pl.DataFrame:
+        sql, parameters = build_search(query)
+        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters))
+        assert isinstance(frame, pl.DataFrame)
+        return frame.select(SEARCH_COLUMNS) if frame.height else _empty_search()
+
+    def trace(self, trace_id: str) -> pl.DataFrame:
+        frame = pl.from_arrow(self._ch.query_arrow(trace_sql.TRACE_SPANS, {"trace_id": trace_id}))
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+
+def build_search(query: TraceQuery) -> tuple[str, dict[str, object]]:
+    """The search SQL and its parameters for ``query``; user values only ever travel as parameters."""
+    parameters: dict[str, object] = {"limit": max(1, min(query.limit, 10_000))}
+    conditions = []
+    for name, condition in trace_sql.SEARCH_SPAN_FILTERS.items():
+        value = getattr(query, name)
+        if value is not None:
+            conditions.append(condition)
+            parameters[name] = value
+    for index, (key, value) in enumerate(query.attributes):
+        conditions.append(trace_sql.ATTRIBUTE_FILTER.format(i=index))
+        parameters[f"attr_key_{index}"] = key
+        parameters[f"attr_value_{index}"] = value
+    where = " AND ".join(conditions) or "1"
+    return trace_sql.SEARCH.format(conditions=where), parameters
+
+
+def _empty_search() -> pl.DataFrame:
+    schema = {name: pl.String for name in SEARCH_COLUMNS[:3]} | {name: pl.Int64 for name in SEARCH_COLUMNS[3:]}
+    return pl.DataFrame(schema=schema)

@@ -1,0 +1,123 @@
+"""REST API over a served Hotspan holding the OpenTelemetry demo capture (otel-tui test data)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import httpx
+import pytest
+from conftest import TRACES
+
+from hotspan.server import RunningServer
+
+DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
+
+
+@pytest.fixture
+def demo_server(hotspan_server: RunningServer) -> RunningServer:
+    for line in DEMO.read_text().splitlines():
+        if line.strip():
+            assert (
+                httpx.post(
+                    f"{hotspan_server.base_url}/v1/traces",
+                    content=line,
+                    headers={"content-type": "application/json"},
+                ).status_code
+                == 200
+            )
+    return hotspan_server
+
+
+def _demo_spans() -> list[dict]:
+    spans = []
+    for line in DEMO.read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            service = next(
+                a["value"]["stringValue"] for a in rs["resource"]["attributes"] if a["key"] == "service.name"
+            )
+            for ss in rs["scopeSpans"]:
+                spans += [dict(span, service=service) for span in ss["spans"]]
+    return spans
+
+
+def _get(server: RunningServer, path: str, **params: object) -> httpx.Response:
+    return httpx.get(f"{server.base_url}{path}", params=params, timeout=30)
+
+
+def test_services_and_operations(demo_server: RunningServer) -> None:
+    services = _get(demo_server, "/api/v1/services").json()["services"]
+    assert services == sorted({s["service"] for s in _demo_spans()})
+    assert len(services) == 8
+    operations = _get(demo_server, "/api/v1/services/frontend/operations").json()["operations"]
+    expected = {
+        (s["name"], {2: "Server", 3: "Client", 1: "Internal"}[s["kind"]])
+        for s in _demo_spans()
+        if s["service"] == "frontend"
+    }
+    assert {(o["name"], o["span_kind"]) for o in operations} == expected
+    assert _get(demo_server, "/api/v1/services/nope/operations").json() == {"operations": []}
+
+
+def test_search_filters_by_service_operation_duration_and_attribute(demo_server: RunningServer) -> None:
+    spans = _demo_spans()
+    by_service = {s["traceId"] for s in spans if s["service"] == "checkoutservice"}
+    found = _get(demo_server, "/api/v1/traces", service="checkoutservice", limit=1000).json()["traces"]
+    assert {t["trace_id"] for t in found} == by_service
+
+    slow = {s["traceId"] for s in spans if int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"]) >= 50_000_000}
+    found = _get(demo_server, "/api/v1/traces", min_duration_ms=50, limit=1000).json()["traces"]
+    assert {t["trace_id"] for t in found} == slow and slow
+
+    get_traces = {
+        s["traceId"]
+        for s in spans
+        if any(a["key"] == "http.method" and a["value"].get("stringValue") == "GET" for a in s.get("attributes", []))
+    }
+    found = _get(demo_server, "/api/v1/traces", attr="http.method:GET", limit=1000).json()["traces"]
+    assert {t["trace_id"] for t in found} == get_traces and get_traces
+
+    assert len(_get(demo_server, "/api/v1/traces", limit=5).json()["traces"]) == 5
+
+
+def test_search_summary_fields_match_the_file(demo_server: RunningServer) -> None:
+    spans = _demo_spans()
+    per_trace = Counter(s["traceId"] for s in spans)
+    biggest = max(per_trace, key=per_trace.get)
+    mine = [s for s in spans if s["traceId"] == biggest]
+    start = min(int(s["startTimeUnixNano"]) for s in mine)
+    summary = next(
+        t
+        for t in _get(demo_server, "/api/v1/traces", start_ns=start, end_ns=start + 1, limit=1000).json()["traces"]
+        if t["trace_id"] == biggest
+    )
+    assert summary["span_count"] == per_trace[biggest]
+    assert summary["start_time_unix_nano"] == start
+    assert summary["duration_ns"] == max(int(s["endTimeUnixNano"]) for s in mine) - start
+    assert summary["service_count"] == len({s["service"] for s in mine})
+    root = next(s for s in mine if not s.get("parentSpanId"))
+    assert (summary["root_service"], summary["root_name"]) == (root["service"], root["name"])
+
+
+def test_trace_by_id_accepts_upper_case_and_answers_errors_in_the_envelope(
+    demo_server: RunningServer,
+) -> None:
+    trace_id = _demo_spans()[0]["traceId"]
+    spans = _get(demo_server, f"/api/v1/traces/{trace_id.upper()}").json()["spans"]
+    assert {s["trace_id"] for s in spans} == {trace_id}
+    missing = _get(demo_server, "/api/v1/traces/0123456789abcdef0123456789abcdef")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    bad = _get(demo_server, "/api/v1/traces/xyz")
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_trace_id"
+    assert _get(demo_server, "/api/v1/traces", attr="novalue").status_code == 400
+
+
+@pytest.mark.parametrize(
+    "hostile", ["' OR 1=1 --", "frontend'); DROP TABLE otel_traces; --", "{service:String}", "\\'"]
+)
+def test_filter_values_never_reach_sql_as_text(demo_server: RunningServer, hostile: str) -> None:
+    for params in ({"service": hostile}, {"operation": hostile}, {"attr": f"{hostile}:{hostile}"}):
+        answer = _get(demo_server, "/api/v1/traces", **params)
+        assert answer.status_code == 200 and answer.json() == {"traces": []}
+    assert _get(demo_server, f"/api/v1/services/{hostile}/operations").json() == {"operations": []}
+    assert len(_get(demo_server, "/api/v1/services").json()["services"]) == 8
