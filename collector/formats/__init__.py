@@ -1,0 +1,29 @@
+"""The file-format layer of `hotspan import`: read a trace file, recognise its format by content, and
+yield OTLP payloads for the decoder.
+
+Formats: OTLP JSON, OTLP JSON lines, OTLP protobuf (each optionally gzipped), Jaeger JSON (API/UI
+download, trace objects, UI state, domain model) and Zipkin v2 JSON, the last two converted to OTLP JSON.
+This layer converts only; the decoder validates spans and counts what was imported.
+
+Errors surface in two ways:
+
+- `FormatError` (a ValueError) from `detect_format`/`read_payloads`: the whole file is unusable;
+- `Rejected` items among the payloads `read_payloads` yields: one JSON line, or one Jaeger/Zipkin span,
+  could not be converted; the rest of the file is still yielded. Callers report them with the decoder's
+  own per-span rejections.
+"""
+
+from collector.formats.detect import detect_format
+from collector.formats.payload import ContentType, Format, FormatError, Payload, Rejected
+from collector.formats.reader import DEFAULT_MAX_SPANS_PER_PAYLOAD, read_payloads
+
+__all__ = [
+    "DEFAULT_MAX_SPANS_PER_PAYLOAD",
+    "ContentType",
+    "Format",
+    "FormatError",
+    "Payload",
+    "Rejected",
+    "detect_format",
+    "read_payloads",
+]

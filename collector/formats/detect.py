@@ -1,0 +1,170 @@
+"""Recognising a trace file by its content (never by its name).
+
+Order of the checks: gzip magic `1f 8b` → gunzip first, whatever is inside; content starting with `{`, `[`
+or `"` → JSON (one document), else JSON lines (at least two non-blank lines, one of the first two an object
+on its own); anything else → OTLP protobuf ExportTraceServiceRequest. A JSON document is then OTLP when it
+has `resourceSpans` (or `result.resourceSpans`, Jaeger API v3), Jaeger in the shapes `jaeger.py` lists,
+Zipkin v2 when it is a list of spans with `traceId` and `id`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import unknown_fields
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.formats import jaeger, zipkin
+from collector.formats.otlp import traces_request
+from collector.formats.payload import Format, FormatError
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
+_JSON_TYPE_NAMES = {str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+_OTLP_OTHER_SIGNALS = {"resourceLogs": "logs", "resourceMetrics": "metrics", "resourceProfiles": "profiles"}
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    """A file read whole (gunzipped) and recognised.
+
+    `document` depends on `format`: the parsed JSON value for `otlp-json`, `jaeger` and `zipkin`; the
+    decoded text for `otlp-jsonl` (its lines are parsed one by one later); the parsed
+    ExportTraceServiceRequest for `otlp-protobuf`, whose serialized form is `raw`.
+    """
+
+    format: Format
+    document: Any
+    raw: bytes
+
+
+def detect_format(path: Path) -> Format:
+    """The format of a trace file, recognised by content.
+
+    Raises FormatError, naming the file, when it cannot be read, is empty, is broken JSON, or is in no
+    format Hotspan imports.
+    """
+    return sniff(path).format
+
+
+def sniff(path: Path) -> Sniffed:
+    """Read a trace file whole and recognise its format (see the module docstring).
+
+    Raises FormatError as `detect_format` does.
+    """
+    raw = _read(path)
+    head = raw.removeprefix(_UTF8_BOM).lstrip()
+    if not head:
+        raise FormatError(f"{path}: the file is empty")
+    if head[:1] in (b"{", b"[", b'"'):
+        return _sniff_json(path, raw)
+    return _sniff_protobuf(path, raw)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
+    if not raw.startswith(_GZIP_MAGIC):
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FormatError(f"{path}: gzip data is corrupt or truncated: {exc}") from None
+
+
+def _sniff_json(path: Path, raw: bytes) -> Sniffed:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{path}: starts like JSON but is not UTF-8 text (byte {exc.start})") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if _looks_like_json_lines(path, text):
+            return Sniffed("otlp-jsonl", text, raw)
+        raise FormatError(_describe_json_error(path, text, exc)) from None
+    except RecursionError:
+        raise FormatError(f"{path}: JSON nested too deeply to read") from None
+    return Sniffed(_classify(path, document), document, raw)
+
+
+def _looks_like_json_lines(path: Path, text: str) -> bool:
+    """Whether text that is not one JSON document is OTLP JSON lines: at least two non-blank lines, and one
+    of the first two is a JSON object on its own (so one broken first line does not hide the format).
+
+    Raises FormatError when it is JSON lines of something other than OTLP trace requests.
+    """
+    candidates = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+    if len(candidates) < 2:
+        return False
+    for number, line in candidates[:2]:
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if not isinstance(record, dict):
+            continue
+        if traces_request(record) is None:
+            raise FormatError(
+                f"{path}: JSON lines, but line {number} is not an OTLP trace export request ({_describe_value(record)})"
+            )
+        return True
+    return False
+
+
+def _describe_json_error(path: Path, text: str, exc: json.JSONDecodeError) -> str:
+    message = f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
+        message += " (the file ends inside a JSON value; is it truncated?)"
+    return message
+
+
+def _classify(path: Path, document: object) -> Format:
+    if traces_request(document) is not None:
+        return "otlp-json"
+    if isinstance(document, dict):
+        for key, signal in _OTLP_OTHER_SIGNALS.items():
+            if key in document:
+                raise FormatError(f"{path}: OTLP {signal}, not traces ('{key}' instead of 'resourceSpans')")
+    if jaeger.is_jaeger(document):
+        return "jaeger"
+    if zipkin.is_zipkin_v1(document):
+        raise FormatError(f"{path}: Zipkin v1 JSON (binaryAnnotations, annotation endpoints); use Zipkin v2")
+    if zipkin.is_zipkin(document):
+        return "zipkin"
+    if document == []:
+        raise FormatError(f"{path}: an empty JSON array, no spans")
+    raise FormatError(
+        f"{path}: JSON in no known trace format ({_describe_value(document)}); expected OTLP "
+        "(resourceSpans), Jaeger (data/traceID/spans) or a Zipkin v2 span list (traceId, id)"
+    )
+
+
+def _describe_value(value: object) -> str:
+    if isinstance(value, dict):
+        return f"an object with keys {sorted(value)[:8]}"
+    if isinstance(value, list):
+        first = _describe_value(value[0]) if value else "nothing"
+        return f"an array whose first element is {first}"
+    return f"a JSON {_JSON_TYPE_NAMES.get(type(value), type(value).__name__)}"
+
+
+def _sniff_protobuf(path: Path, raw: bytes) -> Sniffed:
+    not_otlp = f"{path}: neither JSON nor an OTLP protobuf ExportTraceServiceRequest"
+    start = raw[:8].hex(" ")
+    try:
+        request = ExportTraceServiceRequest.FromString(raw)
+    except DecodeError as exc:
+        raise FormatError(f"{not_otlp} (starts with bytes {start}; protobuf decode failed: {exc})") from None
+    # Bytes that happen to decode as protobuf yield only unknown fields; a real request has resourceSpans.
+    if not request.resource_spans or len(unknown_fields.UnknownFieldSet(request)):
+        raise FormatError(f"{not_otlp} (starts with bytes {start}; no resourceSpans)")
+    return Sniffed("otlp-protobuf", request, raw)

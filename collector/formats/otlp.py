@@ -1,0 +1,209 @@
+"""OTLP request shapes: building OTLP-JSON values, grouping converted spans into requests, splitting
+large requests (JSON and protobuf) into requests of at most N spans.
+
+OTLP-JSON follows the OTLP/JSON encoding of the spec: camelCase keys, hex IDs, enums as ints, int64
+(`intValue`, `*UnixNano`) as decimal strings, bytes as base64.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+SPAN_KIND_UNSPECIFIED = 0
+SPAN_KIND_INTERNAL = 1
+SPAN_KIND_SERVER = 2
+SPAN_KIND_CLIENT = 3
+SPAN_KIND_PRODUCER = 4
+SPAN_KIND_CONSUMER = 5
+
+STATUS_CODE_UNSET = 0
+STATUS_CODE_OK = 1
+STATUS_CODE_ERROR = 2
+
+SERVICE_NAME = "service.name"
+UNKNOWN_SERVICE = "unknown_service"
+"""The OpenTelemetry resource SDK's default `service.name` when a span names no service."""
+
+_MAX_INT64 = 2**63 - 1
+_SCOPE_TAGS = (
+    ("name", ("otel.scope.name", "otel.library.name")),
+    ("version", ("otel.scope.version", "otel.library.version")),
+)
+
+TagValue = TypeVar("TagValue")
+
+
+def string_value(value: str) -> dict:
+    """An OTLP-JSON AnyValue holding a string."""
+    return {"stringValue": value}
+
+
+def int_value(value: int) -> dict:
+    """An OTLP-JSON AnyValue holding an int64 (a decimal string, as proto3 JSON writes int64).
+
+    Raises ValueError when `value` does not fit an int64.
+    """
+    if not -_MAX_INT64 - 1 <= value <= _MAX_INT64:
+        raise ValueError(f"{value} does not fit a 64-bit signed integer")
+    return {"intValue": str(value)}
+
+
+def key_value(key: str, value: dict) -> dict:
+    """An OTLP-JSON KeyValue: `key` and an AnyValue."""
+    return {"key": key, "value": value}
+
+
+def attribute_list(attributes: dict[str, dict]) -> list[dict]:
+    """OTLP-JSON attributes (a KeyValue list) from a key → AnyValue mapping, in insertion order."""
+    return [key_value(key, value) for key, value in attributes.items()]
+
+
+def status_code_from_name(name: str) -> int | None:
+    """The OTLP status code for an `otel.status_code` tag value: `OK`/`ERROR`/`UNSET` as the OTel
+    Jaeger and Zipkin exporters write it, or the enum names `STATUS_CODE_*`; any case. None if unknown."""
+    codes = {"UNSET": STATUS_CODE_UNSET, "OK": STATUS_CODE_OK, "ERROR": STATUS_CODE_ERROR}
+    return codes.get(name.upper().removeprefix("STATUS_CODE_"))
+
+
+def pop_scope(tags: dict[str, TagValue], as_text: Callable[[TagValue], str]) -> dict:
+    """The OTLP-JSON InstrumentationScope named by `otel.scope.name`/`.version` tags (or the older
+    `otel.library.*` ones, which the OTel Jaeger and Zipkin exporters wrote), removed from `tags`."""
+    scope: dict[str, str] = {}
+    for field, keys in _SCOPE_TAGS:
+        for key in keys:
+            value = tags.pop(key, None)
+            if value is not None and field not in scope:
+                scope[field] = as_text(value)
+    return scope
+
+
+@dataclass(frozen=True)
+class ConvertedSpan:
+    """One span converted to OTLP-JSON, with the resource and instrumentation scope it belongs to.
+
+    `resource` is an OTLP-JSON Resource (`{"attributes": [...]}`), `scope` an InstrumentationScope
+    (`{"name": ..., "version": ...}`, empty when unknown), `span` an OTLP-JSON Span.
+    """
+
+    resource: dict
+    scope: dict
+    span: dict
+
+
+def group_converted(spans: Iterable[ConvertedSpan]) -> list[tuple[dict, dict, dict]]:
+    """(resourceSpans template, scopeSpans template, span) triples, grouped so that spans of one resource
+    and scope are adjacent, groups in order of first appearance. Equal resources (and scopes) share one
+    template object, so `chunk_requests` emits one resourceSpans per distinct resource."""
+    groups: dict[str, tuple[dict, dict[str, tuple[dict, list[dict]]]]] = {}
+    for converted in spans:
+        resource_key = json.dumps(converted.resource, sort_keys=True)
+        scope_key = json.dumps(converted.scope, sort_keys=True)
+        _, scopes = groups.setdefault(resource_key, ({"resource": converted.resource}, {}))
+        scopes.setdefault(scope_key, ({"scope": converted.scope}, []))[1].append(converted.span)
+    return [
+        (resource_template, scope_template, span)
+        for resource_template, scopes in groups.values()
+        for scope_template, members in scopes.values()
+        for span in members
+    ]
+
+
+def request_triples(request: dict) -> list[tuple[dict, dict, dict]] | None:
+    """The (resourceSpans template, scopeSpans template, span) triples of an OTLP-JSON request, the
+    templates being shallow copies without their `scopeSpans`/`spans`.
+
+    None when the request is not shaped as lists of objects, so it cannot be split and is passed on
+    whole for the decoder to judge.
+    """
+    resource_spans = request.get("resourceSpans")
+    if not isinstance(resource_spans, list):
+        return None
+    triples: list[tuple[dict, dict, dict]] = []
+    for resource_span in resource_spans:
+        scope_spans = resource_span.get("scopeSpans", []) if isinstance(resource_span, dict) else None
+        if not isinstance(scope_spans, list):
+            return None
+        resource_template = {k: v for k, v in resource_span.items() if k != "scopeSpans"}
+        for scope_span in scope_spans:
+            spans = scope_span.get("spans", []) if isinstance(scope_span, dict) else None
+            if not isinstance(spans, list):
+                return None
+            scope_template = {k: v for k, v in scope_span.items() if k != "spans"}
+            triples.extend((resource_template, scope_template, span) for span in spans)
+    return triples
+
+
+def chunk_requests(triples: Iterable[tuple[dict, dict, dict]], max_spans: int) -> Iterator[tuple[dict, int]]:
+    """OTLP-JSON ExportTraceServiceRequests of at most `max_spans` spans each, with their span counts.
+
+    Consecutive triples that share a template object (by identity) share one resourceSpans/scopeSpans
+    entry of a request; a template repeats in each request its spans reach.
+    """
+    resource_spans: list[dict] = []
+    count = 0
+    last_resource: dict | None = None
+    last_scope: dict | None = None
+    for resource_template, scope_template, span in triples:
+        if count == max_spans:
+            yield {"resourceSpans": resource_spans}, count
+            resource_spans, count, last_resource, last_scope = [], 0, None, None
+        if resource_template is not last_resource:
+            resource_spans.append({**resource_template, "scopeSpans": []})
+            last_resource, last_scope = resource_template, None
+        if scope_template is not last_scope:
+            resource_spans[-1]["scopeSpans"].append({**scope_template, "spans": []})
+            last_scope = scope_template
+        resource_spans[-1]["scopeSpans"][-1]["spans"].append(span)
+        count += 1
+    if count:
+        yield {"resourceSpans": resource_spans}, count
+
+
+def protobuf_span_count(request: ExportTraceServiceRequest) -> int:
+    """The number of spans in a protobuf ExportTraceServiceRequest."""
+    return sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
+
+
+def chunk_protobuf(request: ExportTraceServiceRequest, max_spans: int) -> Iterator[tuple[bytes, int]]:
+    """Serialized ExportTraceServiceRequests of at most `max_spans` spans each, with their span counts;
+    resource and scope (with their schema URLs) are copied into each request their spans reach."""
+    chunk = ExportTraceServiceRequest()
+    count = 0
+    for resource_spans in request.resource_spans:
+        chunk_resource = None
+        for scope_spans in resource_spans.scope_spans:
+            chunk_scope = None
+            for span in scope_spans.spans:
+                if count == max_spans:
+                    yield chunk.SerializeToString(), count
+                    chunk, count, chunk_resource, chunk_scope = ExportTraceServiceRequest(), 0, None, None
+                if chunk_resource is None:
+                    chunk_resource = chunk.resource_spans.add()
+                    chunk_resource.resource.CopyFrom(resource_spans.resource)
+                    chunk_resource.schema_url = resource_spans.schema_url
+                if chunk_scope is None:
+                    chunk_scope = chunk_resource.scope_spans.add()
+                    chunk_scope.scope.CopyFrom(scope_spans.scope)
+                    chunk_scope.schema_url = scope_spans.schema_url
+                chunk_scope.spans.append(span)
+                count += 1
+    if count:
+        yield chunk.SerializeToString(), count
+
+
+def traces_request(document: object) -> dict | None:
+    """The OTLP-JSON ExportTraceServiceRequest in a parsed JSON document: the document itself when it has
+    `resourceSpans`, or its `result` as Jaeger's API v3 wraps it (`{"result": {"resourceSpans": ...}}`).
+    None otherwise."""
+    if isinstance(document, dict):
+        if "resourceSpans" in document:
+            return document
+        result = document.get("result")
+        if isinstance(result, dict) and "resourceSpans" in result:
+            return result
+    return None

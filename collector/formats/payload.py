@@ -1,0 +1,55 @@
+"""What the file-format layer hands on: OTLP payloads, rejected input, and the file-level error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Format = Literal["otlp-json", "otlp-jsonl", "otlp-protobuf", "jaeger", "zipkin"]
+"""The file formats `hotspan import` recognises, by content."""
+
+ContentType = Literal["application/json", "application/x-protobuf"]
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One OTLP ExportTraceServiceRequest ready for the decoder.
+
+    `body` is a dict for `application/json`: an OTLP-JSON ExportTraceServiceRequest with camelCase keys
+    as the OTLP/JSON spec writes them (hex IDs, `kind`/`status.code` as ints, times in **nanoseconds**
+    as decimal strings). It is `bytes` for `application/x-protobuf`: a serialized request, already
+    gunzipped. A payload holds at most the `max_spans_per_payload` spans `read_payloads` was given.
+    """
+
+    content_type: ContentType
+    body: dict | bytes
+    source: str
+    """Where the payload came from, for messages: `file.json`, `file.jsonl:17` (line 17), and with
+    ` (spans 5001-10000 of 12000)` appended when a file was split."""
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Input that could not be turned into OTLP; the rest of the file is still read.
+
+    One item per unusable JSON line (OTLP JSON lines) or per unusable Jaeger/Zipkin span. `source` names
+    the place: `file.jsonl:17` for a line, an RFC 6901 JSON pointer for a span
+    (`file.json#/data/0/spans/4`). `reason` says what is wrong and names the field.
+    `span_count` is the number of spans lost, `None` where it cannot be known (a line that is not JSON).
+    """
+
+    source: str
+    reason: str
+    span_count: int | None
+
+
+class FormatError(ValueError):
+    """The file cannot be read or its format is not recognised; the message names the file and the problem.
+
+    Nothing of such a file is imported.
+    """
+
+
+class SpanError(ValueError):
+    """Raised inside a converter: one span cannot be converted; the message names the field. The converter
+    turns it into a `Rejected` item and goes on with the next span."""

@@ -1,0 +1,133 @@
+"""``hotspan import`` on every shared trace file: counts as ../shared/data/SOURCES.md gives them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import TRACES
+from hotspan.importer import ImportSummary, OtlpHttpSink, StoreSink, import_paths
+from hotspan.server import RunningServer
+from storage.clickhouse import ClickHouse
+from storage.writer import ClickHouseTraceWriter
+
+# (spans, traces, services) per file, from SOURCES.md unless a comment says why not.
+EXPECTED = {
+    "otlp/jaeger__otel_traces_01.json": (4, 2, 1),
+    "otlp/jaeger__query_otlp2jaeger-in.json": (2, 1, 1),
+    "otlp/jaegerui__otlp2jaeger-multi-in-combined.json": (4, 1, 1),
+    "otlp/otelproto__trace.json": (1, 1, 1),
+    "otlp/oteltui__test_data.traces_only.jsonl": (547, 141, 8),
+    "otlp/otlp2parquet__trace.json": (2, 1, 1),
+    "otlp/otlp2parquet__trace.pb": (2, 1, 1),
+    "otlp/otlp2parquet__traces.jsonl": (19, 19, 8),
+    "otlp/otlp2parquet__traces.pb": (19, 19, 8),
+    "jaeger/jaeger__domain_01.json": (5, 1, 2),
+    "jaeger/jaeger__example_trace.json": (5, 1, 3),
+    "jaeger/jaeger__ui_01.json": (5, 1, 2),
+    # SOURCES.md lists no counts; the file's own "services" entry says 2 services x 2 spans.
+    "jaeger/jaegerui__flamegraph_testTrace.json": (4, 1, 2),
+    "jaeger/jaegerui__stats_spanLongerAsParent.json": (8, 1, 2),
+    "jaeger/jaegerui__stats_testTraceNormal.json": (5, 1, 2),
+    # Its IDs are "trace-123" / "span-1": not hex, so every span is rejected by name (see test below).
+    "jaeger/jaegerui__tracegraph_testTrace.json": (0, 0, 0),
+    "jaeger/tracecompass__opentracing_multiple_services.json": (5, 1, 3),
+    "zipkin/zipkin__envoy.json": (1, 1, 1),
+    "zipkin/zipkin__messaging-kafka.json": (28, 1, 2),
+    "zipkin/zipkin__messaging.json": (4, 1, 2),
+    "zipkin/zipkin__messaging2.json": (11, 1, 4),
+    "zipkin/zipkin__netflix.json": (8, 1, 4),
+    "zipkin/zipkin__simple-db-p6.json": (5, 1, 1),
+    "zipkin/zipkin__smartthings-oauth-authorization.json": (175, 1, 8),
+    "zipkin/zipkin__yelp.json": (16, 1, 6),
+}
+
+
+def test_every_shared_file_is_listed() -> None:
+    on_disk = {str(p.relative_to(TRACES)) for p in TRACES.glob("*/*") if p.parent.name != "invalid"}
+    assert on_disk == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_import_counts_match_sources(store: ClickHouse, name: str) -> None:
+    summary = import_paths([TRACES / name], StoreSink(ClickHouseTraceWriter(store)), progress=False)
+
+    spans, traces, services = EXPECTED[name]
+    assert (summary.spans, len(summary.traces), len(summary.services)) == (spans, traces, services)
+    stored = store.query_rows("SELECT count(), uniqExact(TraceId), uniqExact(ServiceName) FROM otel_traces")[0]
+    assert stored == (spans, traces, services)
+    if spans:
+        assert summary.problems == []
+
+
+def test_non_hex_jaeger_ids_are_rejected_by_name(store: ClickHouse) -> None:
+    summary = import_paths(
+        [TRACES / "jaeger/jaegerui__tracegraph_testTrace.json"], StoreSink(ClickHouseTraceWriter(store)), progress=False
+    )
+    assert summary.rejected == 11
+    assert all("is not an ID of 1 to 32 hex digits" in p or "hex digits" in p for p in summary.problems)
+    assert "traceID 'trace-123'" in summary.problems[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("otlp2parquet__invalid_trace_invalid_base64.json", "traceId '!!!INVALID_BASE64!!!' is neither hex nor base64"),
+        ("otlp2parquet__invalid_trace_invalid_kind.json", "kind 'SPAN_KIND_INVALID_TYPE' is not one of"),
+        ("otlp2parquet__invalid_trace_mixed_encoding.json", "traceId 'zzz' is neither hex nor base64"),
+    ],
+)
+def test_invalid_files_are_rejected_with_a_clear_message(store: ClickHouse, name: str, reason: str) -> None:
+    summary = import_paths([TRACES / "invalid" / name], StoreSink(ClickHouseTraceWriter(store)), progress=False)
+    assert (summary.spans, summary.rejected) == (0, 1)
+    assert reason in summary.problems[0]
+
+
+def test_missing_service_name_is_imported_with_a_warning(store: ClickHouse) -> None:
+    summary = import_paths(
+        [TRACES / "invalid/jaegerui__otlp2jaeger-in-error.json"],
+        StoreSink(ClickHouseTraceWriter(store)),
+        progress=False,
+    )
+    assert (summary.spans, summary.rejected, summary.services) == (1, 0, {"unknown_service"})
+    assert "has no 'service.name'" in summary.warnings[0]
+
+
+def test_import_through_an_endpoint_matches_a_local_import(hotspan_server: RunningServer) -> None:
+    files = [
+        TRACES / "otlp/otlp2parquet__traces.pb",
+        TRACES / "zipkin/zipkin__yelp.json",
+        TRACES / "otlp/otelproto__trace.json",
+    ]
+    summary: ImportSummary = import_paths(files, OtlpHttpSink(hotspan_server.base_url), progress=False)
+    assert (summary.spans, len(summary.traces)) == (19 + 16 + 1, 19 + 1 + 1)
+    services = httpx.get(f"{hotspan_server.base_url}/api/v1/services").json()["services"]
+    assert set(services) == summary.services
+
+
+def test_cli_import_prints_a_summary_and_fails_on_a_broken_file(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"resourceSpans": [')
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hotspan.cli",
+            "import",
+            "--no-progress",
+            "--data-dir",
+            str(tmp_path / "data"),
+            str(TRACES / "zipkin/zipkin__netflix.json"),
+            str(broken),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "files: 2  spans: 8  traces: 1  services: 4  rejected: 0" in run.stdout
+    assert "broken.json" in run.stdout
