@@ -6,10 +6,10 @@ import base64
 import json
 
 import pytest
-from conftest import TRACES
 
 from collector.batch import to_batch
 from collector.otlp_json import JsonPayloadError, request_from_json
+from conftest import TRACES
 
 TRACE_HEX = "5b8efff798038103d269b633813fc60c"
 SPAN_HEX = "eee19b7ec3c1b174"
