@@ -1,0 +1,258 @@
+"""The vLLM emulator's HTTP front end: OpenAI-compatible routes over an :class:`EngineCore`.
+
+Routes (as ``vllm serve`` exposes them): ``POST /v1/completions``, ``POST /v1/chat/completions``,
+``GET /health``. Each served request records one ``llm_request`` span (see ``vllm_span``) and nothing
+else: like vLLM, the engine adds no HTTP server span, and it reads only ``traceparent``/``tracestate``.
+
+Errors use vLLM's body ``{"error": {"message", "type", "param", "code"}}``: 400 for an invalid request
+(bad fields, empty prompt, ``stream=true``, ``n > 1``, prompt + max_tokens over ``max_model_len``),
+404 for an unknown model name.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.trace import Tracer
+from pydantic import BaseModel, ConfigDict, Field
+
+from instrumented_stack.engine.core import EngineCore, EngineRequest, EngineResult
+from instrumented_stack.engine.openai_protocol import (
+    COMPLETIONS_DEFAULT_MAX_TOKENS,
+    ChatChoice,
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    ChatMessage,
+    CompletionChoice,
+    CompletionRequest,
+    CompletionResponse,
+    ErrorInfo,
+    ErrorResponse,
+    SamplingFields,
+    UsageInfo,
+)
+from instrumented_stack.engine.simple_core import SimpleEngineCore, SimpleTimeModel
+from instrumented_stack.engine.vllm_span import VLLM_TRACER_NAME, record_llm_request_span
+from instrumented_stack.telemetry import build_tracer_provider
+from instrumented_stack.tokenizer import Tokenizer, WhitespaceTokenizer
+
+_ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    400: {"model": ErrorResponse, "description": "invalid request"},
+    404: {"model": ErrorResponse, "description": "unknown model"},
+}
+
+
+class EngineConfig(BaseModel):
+    """Settings of one emulated vLLM server."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    service_name: str = Field(default="vllm", description="OTel service.name of the engine")
+    served_model_name: str = Field(default="meta-llama/Llama-3.1-8B-Instruct", min_length=1)
+    max_model_len: int = Field(default=32768, ge=2, description="prompt + output token limit")
+    max_num_seqs: int = Field(default=16, ge=1, description="requests running at once; the rest queue")
+    time_model: SimpleTimeModel = Field(default_factory=SimpleTimeModel)
+
+
+class EngineError(Exception):
+    """A request the engine refuses; becomes an :class:`ErrorResponse` with HTTP ``status``."""
+
+    def __init__(self, status: int, error_type: str, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.body = ErrorResponse(error=ErrorInfo(message=message, type=error_type, param=param, code=status))
+
+
+def _error_response(error: EngineError) -> JSONResponse:
+    return JSONResponse(status_code=error.body.error.code, content=error.body.model_dump())
+
+
+class EmulatedServer:
+    """Validates requests, runs them on the core, records their spans. One per app, one event loop."""
+
+    def __init__(self, config: EngineConfig, core: EngineCore, tokenizer: Tokenizer, tracer: Tracer) -> None:
+        self._config = config
+        self._core = core
+        self._tokenizer = tokenizer
+        self._tracer = tracer
+
+    def check_request(self, body: SamplingFields) -> None:
+        """Refuse what the emulator cannot serve. Raises :class:`EngineError` (404 or 400)."""
+        if body.model != self._config.served_model_name:
+            raise EngineError(404, "NotFoundError", f"The model `{body.model}` does not exist.", "model")
+        if body.stream:
+            raise EngineError(400, "BadRequestError", "stream=true is not emulated", "stream")
+        if body.n != 1:
+            raise EngineError(400, "BadRequestError", "the emulator serves n=1 only", "n")
+
+    def count_prompt(self, prompt: str | list[int]) -> int:
+        """Prompt length in tokens. Raises :class:`EngineError` (400) for an empty prompt."""
+        tokens = len(prompt) if isinstance(prompt, list) else self._tokenizer.count(prompt)
+        if tokens == 0:
+            raise EngineError(400, "BadRequestError", "The prompt cannot be empty", "prompt")
+        return tokens
+
+    def engine_request(
+        self, body: SamplingFields, request_id: str, prompt_tokens: int, max_tokens: int
+    ) -> EngineRequest:
+        """The core's request, with vLLM's defaults (temperature 1.0, top_p 1.0).
+
+        Raises:
+            EngineError: 400 when prompt plus output exceed ``max_model_len``.
+        """
+        limit = self._config.max_model_len
+        if prompt_tokens + max_tokens > limit:
+            raise EngineError(
+                400,
+                "BadRequestError",
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+                "completion).",
+                "max_tokens",
+            )
+        return EngineRequest(
+            request_id=request_id,
+            prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
+            temperature=1.0 if body.temperature is None else body.temperature,
+            top_p=1.0 if body.top_p is None else body.top_p,
+            n=body.n,
+        )
+
+    async def run(self, request: Request, engine_request: EngineRequest) -> EngineResult:
+        """Serve ``engine_request``; record its ``llm_request`` span (parent from ``request``'s headers)."""
+        result = await self._core.generate(engine_request)
+        record_llm_request_span(self._tracer, request.headers, engine_request, result)
+        return result
+
+    def output_text(self, completion_tokens: int) -> str:
+        """Placeholder output of exactly ``completion_tokens`` tokens."""
+        return self._tokenizer.synthesize(completion_tokens)
+
+
+def _usage(engine_request: EngineRequest, result: EngineResult) -> UsageInfo:
+    return UsageInfo(
+        prompt_tokens=engine_request.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        total_tokens=engine_request.prompt_tokens + result.completion_tokens,
+    )
+
+
+def _base_request_id(request: Request) -> str:
+    """``X-Request-Id`` when the caller sent one, else a random hex id (as vLLM's OpenAI server does)."""
+    return request.headers.get("x-request-id") or uuid.uuid4().hex
+
+
+def create_engine_app(
+    config: EngineConfig,
+    span_processor: SpanProcessor,
+    *,
+    core: EngineCore | None = None,
+    tokenizer: Tokenizer | None = None,
+) -> FastAPI:
+    """The emulator as a FastAPI app.
+
+    Args:
+        config: engine settings.
+        span_processor: receives the engine's spans (``service.name`` = ``config.service_name``); it is
+            shut down, and so flushed, when the app's lifespan ends.
+        core: the engine core; default :class:`SimpleEngineCore` over ``config.time_model``.
+        tokenizer: counts text prompts and makes output text; default :class:`WhitespaceTokenizer`.
+    """
+    provider = build_tracer_provider(config.service_name, span_processor)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            provider.shutdown()
+
+    app = FastAPI(title="vLLM emulator", lifespan=lifespan)
+    server = EmulatedServer(
+        config,
+        core or SimpleEngineCore(config.time_model, config.max_num_seqs),
+        tokenizer or WhitespaceTokenizer(),
+        provider.get_tracer(VLLM_TRACER_NAME),
+    )
+
+    @app.exception_handler(EngineError)
+    async def on_engine_error(_: Request, error: EngineError) -> JSONResponse:
+        return _error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0] if error.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or None
+        message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request body"
+        return _error_response(EngineError(400, "BadRequestError", message, where))
+
+    @app.get("/health", operation_id="health", description="200 with an empty body while the engine serves.")
+    async def health() -> None:
+        return None
+
+    @app.post(
+        "/v1/completions",
+        operation_id="create_completion",
+        description="Complete one prompt (text or token ids). Runs to max_tokens (default 16); "
+        "latency follows the engine core's time model.",
+        responses=_ERROR_RESPONSES,
+    )
+    async def create_completion(body: CompletionRequest, request: Request) -> CompletionResponse:
+        server.check_request(body)
+        prompt_tokens = server.count_prompt(body.prompt)
+        max_tokens = body.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS
+        response_id = f"cmpl-{_base_request_id(request)}"
+        # vLLM suffixes the prompt's index: the engine (and the span) see "cmpl-<id>-0".
+        engine_request = server.engine_request(body, f"{response_id}-0", prompt_tokens, max_tokens)
+        result = await server.run(request, engine_request)
+        return CompletionResponse(
+            id=response_id,
+            created=int(time.time()),
+            model=config.served_model_name,
+            choices=[
+                CompletionChoice(
+                    index=0,
+                    text=server.output_text(result.completion_tokens),
+                    finish_reason=result.finish_reason,
+                )
+            ],
+            usage=_usage(engine_request, result),
+        )
+
+    @app.post(
+        "/v1/chat/completions",
+        operation_id="create_chat_completion",
+        description="Answer a chat. The prompt is the message contents joined (no chat template "
+        "tokens); runs to max_completion_tokens (default: the rest of max_model_len).",
+        responses=_ERROR_RESPONSES,
+    )
+    async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> ChatCompletionResponse:
+        server.check_request(body)
+        prompt_tokens = server.count_prompt(" ".join(message.text() for message in body.messages))
+        requested = body.max_completion_tokens or body.max_tokens
+        max_tokens = requested or max(config.max_model_len - prompt_tokens, 1)
+        response_id = f"chatcmpl-{_base_request_id(request)}"
+        engine_request = server.engine_request(body, response_id, prompt_tokens, max_tokens)
+        result = await server.run(request, engine_request)
+        return ChatCompletionResponse(
+            id=response_id,
+            created=int(time.time()),
+            model=config.served_model_name,
+            choices=[
+                ChatChoice(
+                    index=0,
+                    message=ChatMessage(role="assistant", content=server.output_text(result.completion_tokens)),
+                    finish_reason=result.finish_reason,
+                )
+            ],
+            usage=_usage(engine_request, result),
+        )
+
+    return app

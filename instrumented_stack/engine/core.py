@@ -1,0 +1,89 @@
+"""The engine core interface: what the HTTP front end asks of a time model or scheduler.
+
+The front end (``engine.app``) turns an OpenAI-compatible request into an :class:`EngineRequest`, awaits
+:meth:`EngineCore.generate`, and builds vLLM's ``llm_request`` span from the returned
+:class:`RequestTimeline`. Today :class:`~instrumented_stack.engine.simple_core.SimpleEngineCore` fills the
+timeline from a simple time model; issue 4 plugs in a scheduler emulator (continuous batching, KV blocks,
+prefix cache, preemption) behind this same interface.
+
+Timestamps follow vLLM v1's per-request stats (``vllm/v1/metrics/stats.py`` ``RequestStateStats``:
+``arrival_time``, ``queued_ts``, ``scheduled_ts``, ``first_token_ts``, ``last_token_ts``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+FinishReason = Literal["stop", "length", "abort"]
+"""vLLM v1 ``FinishReason`` as it prints (``str(FinishReason.LENGTH) == "length"``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRequest:
+    """A tokenized request handed to the engine core.
+
+    Attributes:
+        request_id: the engine-side id (vLLM's ``external_req_id``, e.g. ``cmpl-<hex>-0``).
+        prompt_tokens: prompt length in tokens (>= 1).
+        max_tokens: most tokens to generate (>= 1).
+        ignore_eos: keep generating past EOS until ``max_tokens`` (vLLM's sampling parameter).
+        temperature, top_p: sampling parameters, reported on the span only.
+        n: number of sequences requested (the emulator serves 1).
+    """
+
+    request_id: str
+    prompt_tokens: int
+    max_tokens: int
+    ignore_eos: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    n: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTimeline:
+    """When a request passed each point, on the monotonic clock, in **seconds**.
+
+    ``arrival_unix_ns`` anchors ``arrival_s`` to the wall clock (**nanoseconds** since the Unix epoch),
+    so span timestamps come out as ``arrival_unix_ns + (t - arrival_s) * 1e9``.
+    Invariant: ``arrival_s <= queued_s <= scheduled_s <= first_token_s <= last_token_s <= finished_s``.
+    """
+
+    arrival_unix_ns: int
+    arrival_s: float
+    queued_s: float
+    scheduled_s: float
+    first_token_s: float
+    last_token_s: float
+    finished_s: float
+
+    def unix_ns(self, t_s: float) -> int:
+        """Wall-clock **nanoseconds** since the Unix epoch of monotonic instant ``t_s`` (seconds)."""
+        return self.arrival_unix_ns + round((t_s - self.arrival_s) * 1e9)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineResult:
+    """Outcome of one request.
+
+    Attributes:
+        timeline: when the request was queued, scheduled, produced tokens and finished.
+        completion_tokens: tokens generated (vLLM's ``num_generation_tokens``).
+        finish_reason: why generation stopped.
+    """
+
+    timeline: RequestTimeline
+    completion_tokens: int
+    finish_reason: FinishReason
+
+
+class EngineCore(Protocol):
+    """Serves requests; implementations are used from one asyncio event loop."""
+
+    async def generate(self, request: EngineRequest) -> EngineResult:
+        """Queue, schedule and run ``request``; return when its last token is out.
+
+        Cancelling the awaiting task aborts the request and frees whatever it held.
+        """
+        ...

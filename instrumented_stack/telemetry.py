@@ -1,0 +1,134 @@
+"""OpenTelemetry set-up shared by the stack's services.
+
+Every service owns an explicit :class:`TracerProvider` (never the global one), so several services can
+live in one process - the tests and the runner do exactly that - and each still reports its own
+``service.name``. A service is handed a :class:`SpanProcessor`: tests pass a ``SimpleSpanProcessor`` around
+an ``InMemorySpanExporter``, the demo a ``BatchSpanProcessor`` around an OTLP exporter
+(:func:`otlp_span_processor`).
+
+Propagation uses the process-wide W3C propagators of ``opentelemetry.propagate`` (``tracecontext`` and
+``baggage`` unless ``OTEL_PROPAGATORS`` says otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+import httpx
+from fastapi import FastAPI
+from opentelemetry import baggage
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from opentelemetry.metrics import NoOpMeterProvider
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import Span
+
+OtlpProtocol = Literal["http/protobuf", "grpc"]
+"""OTLP transports the stack can export with (same spelling as ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``)."""
+
+SpanProcessorFactory = Callable[[str], SpanProcessor]
+"""Builds the span processor of one service, given its ``service.name``."""
+
+BAGGAGE_TENANT_ID = "tenant_id"
+BAGGAGE_SAMPLE_POLICY = "sample_policy"
+BAGGAGE_KEYS: tuple[str, ...] = (BAGGAGE_TENANT_ID, BAGGAGE_SAMPLE_POLICY)
+"""W3C baggage keys the gateway sets and the agent copies onto its spans (DESIGN.md, BaggageSampler)."""
+
+
+def build_tracer_provider(service_name: str, span_processor: SpanProcessor) -> TracerProvider:
+    """A tracer provider for one service, exporting through ``span_processor``.
+
+    Args:
+        service_name: the ``service.name`` resource attribute; it wins over ``OTEL_SERVICE_NAME``.
+        span_processor: receives every span the provider records; it is shut down with the provider.
+
+    The provider does not register an ``atexit`` hook: its owner (the service's app lifespan) shuts it
+    down, which flushes ``span_processor``.
+    """
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}), shutdown_on_exit=False)
+    provider.add_span_processor(span_processor)
+    return provider
+
+
+def otlp_traces_url(base_url: str) -> str:
+    """The OTLP/HTTP traces URL for a collector base URL (``http://127.0.0.1:4318`` -> ``.../v1/traces``).
+
+    A URL that already ends in ``/v1/traces`` is returned unchanged.
+    """
+    trimmed = base_url.rstrip("/")
+    return trimmed if trimmed.endswith("/v1/traces") else f"{trimmed}/v1/traces"
+
+
+def otlp_span_exporter(
+    endpoint: str, *, protocol: OtlpProtocol = "http/protobuf", timeout_s: float = 10.0
+) -> SpanExporter:
+    """The official OTLP span exporter for ``endpoint``.
+
+    Args:
+        endpoint: collector base URL; for ``http/protobuf`` the path ``/v1/traces`` is appended
+            (e.g. ``http://127.0.0.1:4318``), for ``grpc`` it is the server address
+            (e.g. ``http://127.0.0.1:4317``, plaintext).
+        protocol: ``http/protobuf`` (default) or ``grpc``.
+        timeout_s: per-export deadline in **seconds**, retries included.
+
+    Raises:
+        ValueError: unknown ``protocol``.
+    """
+    if protocol == "http/protobuf":
+        return HttpSpanExporter(endpoint=otlp_traces_url(endpoint), timeout=timeout_s)
+    if protocol == "grpc":
+        return GrpcSpanExporter(endpoint=endpoint, insecure=True, timeout=timeout_s)
+    raise ValueError(f"unknown OTLP protocol {protocol!r}; expected 'http/protobuf' or 'grpc'")
+
+
+def otlp_span_processor(
+    endpoint: str, *, protocol: OtlpProtocol = "http/protobuf", timeout_s: float = 10.0
+) -> SpanProcessor:
+    """A ``BatchSpanProcessor`` over :func:`otlp_span_exporter` (same arguments)."""
+    return BatchSpanProcessor(otlp_span_exporter(endpoint, protocol=protocol, timeout_s=timeout_s))
+
+
+def otlp_span_processors(
+    endpoint: str, *, protocol: OtlpProtocol = "http/protobuf", timeout_s: float = 10.0
+) -> SpanProcessorFactory:
+    """A :data:`SpanProcessorFactory` giving every service its own :func:`otlp_span_processor`."""
+
+    def make(_service_name: str) -> SpanProcessor:
+        return otlp_span_processor(endpoint, protocol=protocol, timeout_s=timeout_s)
+
+    return make
+
+
+def copy_baggage_to_span(span: Span, keys: Iterable[str] = BAGGAGE_KEYS, context: Context | None = None) -> None:
+    """Copy the listed W3C baggage entries of ``context`` (default: current) onto ``span`` as attributes.
+
+    Each key keeps its baggage name (``tenant_id`` -> attribute ``tenant_id``), as the OpenTelemetry
+    contrib ``BaggageSpanProcessor`` does; absent keys are skipped.
+    """
+    for key in keys:
+        value = baggage.get_baggage(key, context)
+        if value is not None:
+            span.set_attribute(key, str(value))
+
+
+def instrument_fastapi_app(app: FastAPI, provider: TracerProvider) -> None:
+    """Trace ``app``'s requests as SERVER spans of ``provider`` (``opentelemetry-instrumentation-fastapi``).
+
+    Incoming ``traceparent`` and ``baggage`` are extracted, so handlers see the caller's baggage. The
+    per-message ``http send``/``http receive`` spans are left out: they add nothing to request latency
+    analysis. Metrics go to a no-op meter provider, keeping services in one process independent.
+    """
+    FastAPIInstrumentor.instrument_app(
+        app, tracer_provider=provider, meter_provider=NoOpMeterProvider(), exclude_spans=["receive", "send"]
+    )
+
+
+def instrument_httpx_client(client: httpx.AsyncClient, provider: TracerProvider) -> None:
+    """Trace ``client``'s calls as CLIENT spans of ``provider`` and inject W3C context and baggage."""
+    HTTPXClientInstrumentor.instrument_client(client, tracer_provider=provider, meter_provider=NoOpMeterProvider())

@@ -1,0 +1,109 @@
+"""Workload traces from the shared data directory, as request records the stack can replay.
+
+Source: ``<shared data>/workloads/azure__AzureLLMInferenceTrace_conv.csv`` (Azure LLM inference trace
+2023, Splitwise, ISCA 2024), columns ``TIMESTAMP`` (invocation time), ``ContextTokens`` (prompt tokens),
+``GeneratedTokens`` (output tokens).
+
+The shared data directory is found with the precedence argument > environment > default:
+``shared_dir`` argument, then ``HOTSPAN_SHARED_DATA``, then ``<repo>/../shared/data``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+ENV_SHARED_DATA = "HOTSPAN_SHARED_DATA"
+"""Environment variable naming the shared data directory (default ``<repo>/../shared/data``)."""
+
+AZURE_CONV_FILE = "workloads/azure__AzureLLMInferenceTrace_conv.csv"
+"""Path of the Azure conversation trace, relative to the shared data directory."""
+
+_TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S%.f"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRequest:
+    """One request of a workload trace.
+
+    Attributes:
+        index: 0-based row number in the source file.
+        arrival_offset_s: arrival time in **seconds** after the first row of the file (>= 0).
+        prompt_tokens: prompt length in tokens (>= 1).
+        output_tokens: number of tokens to generate (>= 1).
+    """
+
+    index: int
+    arrival_offset_s: float
+    prompt_tokens: int
+    output_tokens: int
+
+
+def default_shared_data_dir() -> Path:
+    """``<repo>/../shared/data``, where ``<repo>`` is the checkout holding this package."""
+    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def shared_data_dir(shared_dir: Path | None = None) -> Path:
+    """The shared data directory: ``shared_dir``, else ``$HOTSPAN_SHARED_DATA``, else the default.
+
+    Raises:
+        FileNotFoundError: the chosen directory does not exist; the message names it and the variable.
+    """
+    from_env = os.environ.get(ENV_SHARED_DATA)
+    chosen = shared_dir or (Path(from_env) if from_env else default_shared_data_dir())
+    if not chosen.is_dir():
+        raise FileNotFoundError(f"shared data directory {chosen} does not exist (set {ENV_SHARED_DATA} to override)")
+    return chosen
+
+
+def load_azure_trace(
+    path: Path | None = None,
+    *,
+    limit: int | None = None,
+    offset: int = 0,
+    shared_dir: Path | None = None,
+) -> list[WorkloadRequest]:
+    """Requests of an Azure LLM inference trace CSV, in file order.
+
+    Args:
+        path: the CSV; default the conversation trace under :func:`shared_data_dir`.
+        limit: at most this many requests (``None``: all).
+        offset: skip this many rows first.
+        shared_dir: overrides the shared data directory (ignored when ``path`` is given).
+
+    Returns:
+        One :class:`WorkloadRequest` per row; ``arrival_offset_s`` counts from the file's first row,
+        so it is unaffected by ``offset``.
+
+    Raises:
+        FileNotFoundError: the file or the shared data directory is missing.
+        ValueError: a required column is missing, a row has a non-positive token count, or
+            ``limit``/``offset`` is negative.
+    """
+    if offset < 0 or (limit is not None and limit < 0):
+        raise ValueError(f"offset and limit must be >= 0, got offset={offset}, limit={limit}")
+    csv_path = path or shared_data_dir(shared_dir) / AZURE_CONV_FILE
+    if not csv_path.is_file():
+        raise FileNotFoundError(f"workload file {csv_path} does not exist")
+    frame = pl.read_csv(csv_path)
+    missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(frame.columns)
+    if missing:
+        raise ValueError(f"{csv_path}: missing column(s) {sorted(missing)}")
+    arrival = pl.col("TIMESTAMP").str.to_datetime(_TIMESTAMP_FORMAT)
+    frame = frame.select(
+        ((arrival - arrival.first()).dt.total_microseconds() / 1e6).alias("arrival_offset_s"),
+        pl.col("ContextTokens").cast(pl.Int64).alias("prompt_tokens"),
+        pl.col("GeneratedTokens").cast(pl.Int64).alias("output_tokens"),
+    ).with_row_index("index")
+    frame = frame.slice(offset, limit)
+    bad = frame.filter((pl.col("prompt_tokens") < 1) | (pl.col("output_tokens") < 1))
+    if bad.height:
+        raise ValueError(f"{csv_path}: row {bad['index'][0]} has a token count below 1")
+    return [
+        WorkloadRequest(index=int(i), arrival_offset_s=float(t), prompt_tokens=int(p), output_tokens=int(o))
+        for i, t, p, o in frame.iter_rows()
+    ]
