@@ -33,6 +33,8 @@ class TraceQuery:
         start_ns, end_ns: window on span start, ns since the Unix epoch; ``None`` leaves it open.
         min_duration_ns, max_duration_ns: span duration bounds in ns.
         attributes: ``(key, value)`` pairs, each matched against span or resource attributes.
+        status_code: span status as stored, ``Unset``/``Ok``/``Error`` (older spellings folded).
+        span_kind: span kind as stored, ``Server``/``Client``/``Producer``/``Consumer``/``Internal``/``Unspecified``.
         limit: most traces returned, newest first.
     """
 
@@ -43,6 +45,8 @@ class TraceQuery:
     min_duration_ns: int | None = None
     max_duration_ns: int | None = None
     attributes: Sequence[tuple[str, str]] = field(default_factory=tuple)
+    status_code: str | None = None
+    span_kind: str | None = None
     limit: int = 20
 
 
@@ -67,10 +71,20 @@ class TraceReader(Protocol):
 
         Columns: trace_id, span_id, parent_span_id, name, service_name, kind, start_time_unix_nano,
         end_time_unix_nano, duration_ns, status_code (``Unset``/``Ok``/``Error``), status_message,
-        trace_state, scope_name, scope_version, attributes and resource_attributes (list of
-        ``{key, value}`` structs, values as stored strings), event_times_unix_nano, event_names,
+        trace_state, scope_name, scope_version, attributes and resource_attributes (polars
+        ``Map(String, String)``: a dict per row, values as stored strings), event_times_unix_nano, event_names,
         event_attributes, link_trace_ids, link_span_ids, link_trace_states, link_attributes.
         """
+        ...
+
+    def search_spans(self, query: TraceQuery) -> pl.DataFrame:
+        """Every span of the traces :meth:`search` finds for ``query`` (same traces, same limit), with the
+        columns of :meth:`trace`, ordered by trace ID, then span start; zero rows when nothing matches."""
+        ...
+
+    def dependencies(self, start_ns: int, end_ns: int) -> list[tuple[str, str, int]]:
+        """``(parent service, child service, call count)`` over parent→child span pairs whose services differ,
+        for child spans starting in ``[start_ns, end_ns]`` (ns since the Unix epoch); sorted by parent, child."""
         ...
 
 
@@ -97,9 +111,23 @@ class ClickHouseTraceReader:
         assert isinstance(frame, pl.DataFrame)
         return frame
 
+    def search_spans(self, query: TraceQuery) -> pl.DataFrame:
+        sql, parameters = build_search(query, trace_sql.SEARCH_SPANS)
+        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters))
+        assert isinstance(frame, pl.DataFrame)
+        return frame
 
-def build_search(query: TraceQuery) -> tuple[str, dict[str, object]]:
-    """The search SQL and its parameters for ``query``; user values only ever travel as parameters."""
+    def dependencies(self, start_ns: int, end_ns: int) -> list[tuple[str, str, int]]:
+        rows = self._ch.query_rows(trace_sql.DEPENDENCIES, {"start_ns": start_ns, "end_ns": end_ns})
+        return [(row[0], row[1], int(row[2])) for row in rows]
+
+
+def build_search(query: TraceQuery, template: str = trace_sql.SEARCH) -> tuple[str, dict[str, object]]:
+    """The search SQL and its parameters for ``query``; user values only ever travel as parameters.
+
+    ``template`` is a query starting with :data:`storage.trace_sql.MATCHED_TRACES` (trace summaries by default,
+    :data:`storage.trace_sql.SEARCH_SPANS` for whole traces).
+    """
     parameters: dict[str, object] = {"limit": max(1, min(query.limit, 10_000))}
     conditions = []
     for name, condition in trace_sql.SEARCH_SPAN_FILTERS.items():
@@ -112,7 +140,7 @@ def build_search(query: TraceQuery) -> tuple[str, dict[str, object]]:
         parameters[f"attr_key_{index}"] = key
         parameters[f"attr_value_{index}"] = value
     where = " AND ".join(conditions) or "1"
-    return trace_sql.SEARCH.format(conditions=where), parameters
+    return template.format(conditions=where), parameters
 
 
 def _empty_search() -> pl.DataFrame:

@@ -1,0 +1,149 @@
+"""The Dash UI: an app factory over a :class:`storage.reader.TraceReader`.
+
+The app is meant to be mounted under ``/ui`` of the FastAPI app::
+
+    dash_app = build_dash_app(reader)                      # requests_pathname_prefix="/ui/"
+    api.mount("/ui", WSGIMiddleware(dash_app.server))      # a2wsgi; Flask then sees paths below /ui
+
+Dash routes on ``/`` (``routes_pathname_prefix``) because the mount strips ``/ui`` from the path, while
+the browser is told every URL with ``/ui/`` in front (``requests_pathname_prefix``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dash
+from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
+from dash.development.base_component import Component
+
+from dashboards.pages import Page, search, trace
+from dashboards.query_form import FormError, normalize_trace_id
+from storage.reader import TraceReader
+
+PAGES: tuple[Page, ...] = (search.PAGE, trace.PAGE)
+"""Pages in nav bar order; a new page is one module under ``dashboards/pages`` plus one entry here."""
+
+ASSETS = Path(__file__).with_name("assets")
+
+
+def build_dash_app(reader: TraceReader, *, requests_pathname_prefix: str = "/ui/") -> Dash:
+    """A new Dash app showing traces from ``reader``.
+
+    Safe to call several times in one process (tests do): Dash's page registry is global, so every call
+    re-registers the same pages (overwriting their entries), while callbacks, which carry ``reader``,
+    are bound to this app only.
+
+    Args:
+        reader: where traces come from; called from Flask worker threads, so it must be thread-safe
+            (the :class:`~storage.reader.TraceReader` contract says it is).
+        requests_pathname_prefix: URL path the browser sees the app under, with slashes on both ends;
+            ``"/"`` when the Flask server is served on its own.
+
+    Returns:
+        The app; serve ``app.server`` (a Flask WSGI app).
+    """
+    app = Dash(
+        __name__,
+        use_pages=True,
+        pages_folder="",
+        requests_pathname_prefix=requests_pathname_prefix,
+        routes_pathname_prefix="/",
+        assets_folder=str(ASSETS),
+        serve_locally=True,
+        title="Hotspan",
+        update_title=None,
+    )
+    for order, page in enumerate(PAGES):
+        dash.register_page(
+            page.module,
+            path=page.path,
+            path_template=page.path_template,
+            name=page.name,
+            title=page.title,
+            layout=page.layout,
+            order=order,
+        )
+    app.layout = _shell(app)
+    _register_shell_callbacks(app)
+    for page in PAGES:
+        page.register_callbacks(app, reader)
+    return app
+
+
+def active_page_path(relative_path: str | None) -> str:
+    """The :attr:`Page.path` a URL path (already stripped of the app prefix, e.g. ``"trace/ab12"``)
+    belongs to; the search page for anything unknown."""
+    first = (relative_path or "").strip("/").split("/", 1)[0]
+    return next((page.path for page in PAGES if page.path.strip("/") == first), PAGES[0].path)
+
+
+def _shell(app: Dash) -> Component:
+    """Nav bar (brand, page links, trace ID lookup) above the current page."""
+    links = [
+        dcc.Link(
+            page.name,
+            href=app.get_relative_path(page.path),
+            id={"type": "nav-link", "index": page.path},
+            className="hs-nav-link",
+        )
+        for page in PAGES
+    ]
+    return html.Div(
+        className="hs-app",
+        children=[
+            dcc.Location(id="app-url", refresh="callback-nav"),
+            html.Header(
+                className="hs-nav",
+                children=[
+                    dcc.Link(
+                        [html.Span("◆", className="hs-logo"), "Hotspan"],
+                        href=app.get_relative_path("/"),
+                        className="hs-brand",
+                    ),
+                    html.Nav(links, className="hs-nav-links"),
+                    html.Div(
+                        className="hs-lookup",
+                        children=[
+                            dcc.Input(
+                                id="nav-lookup",
+                                type="text",
+                                placeholder="Lookup by trace ID…",
+                                debounce=True,
+                                spellCheck=False,
+                                autoComplete="off",
+                            ),
+                            html.Div(id="nav-lookup-error", className="hs-lookup-error"),
+                        ],
+                    ),
+                ],
+            ),
+            html.Main(dash.page_container, className="hs-main"),
+        ],
+    )
+
+
+def _register_shell_callbacks(app: Dash) -> None:
+    """Highlight the current page's nav link; open the trace typed into the lookup box."""
+
+    @app.callback(
+        Output({"type": "nav-link", "index": ALL}, "className"),
+        Input("app-url", "pathname"),
+    )
+    def highlight_nav(pathname: str | None) -> list[str]:
+        active = active_page_path(app.strip_relative_path(pathname) if pathname else "")
+        return ["hs-nav-link active" if page.path == active else "hs-nav-link" for page in PAGES]
+
+    @app.callback(
+        Output("app-url", "href"),
+        Output("nav-lookup-error", "children"),
+        Input("nav-lookup", "n_submit"),
+        State("nav-lookup", "value"),
+        prevent_initial_call=True,
+    )
+    def lookup_trace(_submits: int | None, text: str | None) -> tuple[object, str]:
+        try:
+            trace_id = normalize_trace_id(text)
+        except FormError as exc:
+            return no_update, str(exc)
+        return app.get_relative_path(f"/trace/{trace_id}"), ""

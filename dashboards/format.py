@@ -1,0 +1,60 @@
+"""Text for people: durations, timestamps and attribute maps as the UI shows them."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+NS_PER_MS = 1_000_000
+
+
+def format_duration_ns(duration_ns: int | float) -> str:
+    """A duration (ns) in the unit a reader expects: ``"0 ns"``, ``"12.5 µs"``, ``"850 µs"``, ``"12.35 ms"``,
+    ``"1.52 s"``, ``"2.5 min"``."""
+    value = float(duration_ns)
+    if value < 1_000:
+        return f"{value:.0f} ns"
+    if value < 1_000_000:
+        return f"{value / 1_000:.1f} µs" if value < 100_000 else f"{value / 1_000:.0f} µs"
+    if value < 1_000_000_000:
+        return f"{value / 1_000_000:.2f} ms"
+    if value < 60_000_000_000:
+        return f"{value / 1_000_000_000:.2f} s"
+    return f"{value / 60_000_000_000:.1f} min"
+
+
+def format_time_ns(unix_ns: int, *, zone: bool = True) -> str:
+    """A Unix time in ns as UTC with milliseconds: ``"2024-10-30 12:24:28.889 UTC"`` (without `` UTC``
+    when ``zone`` is False, for columns whose header names the zone)."""
+    seconds, rest_ns = divmod(int(unix_ns), 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    text = f"{moment:%Y-%m-%d %H:%M:%S}.{rest_ns // NS_PER_MS:03d}"
+    return f"{text} UTC" if zone else text
+
+
+def attribute_dict(value: object) -> dict[str, str]:
+    """An attribute column cell as a plain ``{key: value}`` dict.
+
+    Accepts what polars yields for the reader's attribute columns: a dict (Map or Struct dtype; a
+    Struct fills absent keys with None, which are dropped), a list of ``{"key", "value"}`` structs, or
+    None.
+    """
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        pairs = (item for item in value if isinstance(item, Mapping) and item.get("key") is not None)
+        return {str(item["key"]): str(item.get("value", "")) for item in pairs}
+    return {}
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in ``…`` when cut."""
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+def hover_escape(text: str) -> str:
+    """Escape user text for Plotly hover and tick labels, which interpret a subset of HTML."""
+    return html.escape(text, quote=False)

@@ -1,0 +1,135 @@
+"""Turning what a user typed into a :class:`storage.reader.TraceQuery` or a trace ID, with messages that
+say what to fix. Pure functions, so the search page's callbacks only wire components to them."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from dashboards.format import shorten
+from storage.reader import TraceQuery
+
+NS_PER_S = 1_000_000_000
+
+LOOKBACKS: dict[str, tuple[str, int | None]] = {
+    "15m": ("Last 15 minutes", 15 * 60 * NS_PER_S),
+    "1h": ("Last hour", 3600 * NS_PER_S),
+    "6h": ("Last 6 hours", 6 * 3600 * NS_PER_S),
+    "24h": ("Last 24 hours", 24 * 3600 * NS_PER_S),
+    "7d": ("Last 7 days", 7 * 86400 * NS_PER_S),
+    "30d": ("Last 30 days", 30 * 86400 * NS_PER_S),
+    "all": ("All time", None),
+}
+"""Lookback choices: key → (label, window in ns, ``None`` for no lower bound). "All time" exists because
+imported files often hold traces that are years old."""
+DEFAULT_LOOKBACK = "all"
+STATUSES = ("Error", "Ok", "Unset")
+"""Span status choices, as the reader spells them; no choice means any status."""
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 1_000
+
+_HEX = re.compile(r"^[0-9a-f]+$")
+
+
+class FormError(ValueError):
+    """Input the user has to correct; the message says what and how."""
+
+
+@dataclass(frozen=True)
+class SearchForm:
+    """Raw values of the search form, as Dash delivers them (``None`` for an empty field).
+
+    Attributes:
+        service, operation: exact names, or None for any.
+        min_duration_ms, max_duration_ms: span duration bounds in **ms** (floats allowed).
+        lookback: a key of :data:`LOOKBACKS`.
+        attributes: ``key=value`` pairs separated by spaces; quote values with spaces (``k="a b"``).
+        status: one of :data:`STATUSES`, or None for any.
+        limit: most traces to list.
+    """
+
+    service: str | None = None
+    operation: str | None = None
+    min_duration_ms: float | None = None
+    max_duration_ms: float | None = None
+    lookback: str = DEFAULT_LOOKBACK
+    attributes: str | None = None
+    status: str | None = None
+    limit: int | None = DEFAULT_LIMIT
+
+
+def parse_attribute_filter(text: str | None) -> tuple[tuple[str, str], ...]:
+    """``'http.status_code=500 user="a b"'`` → ``(("http.status_code", "500"), ("user", "a b"))``.
+
+    Raises:
+        FormError: unbalanced quotes, or a term without ``=`` or with an empty key.
+    """
+    if not text or not text.strip():
+        return ()
+    try:
+        terms = shlex.split(text)
+    except ValueError as exc:
+        raise FormError(f'attribute filter: {exc} (quote values with spaces: key="a b")') from exc
+    pairs = []
+    for term in terms:
+        key, separator, value = term.partition("=")
+        if not separator or not key.strip():
+            raise FormError(f"attribute filter: {term!r} is not key=value")
+        pairs.append((key.strip(), value))
+    return tuple(pairs)
+
+
+def build_trace_query(form: SearchForm, now_ns: int) -> TraceQuery:
+    """The :class:`TraceQuery` for ``form``; ``now_ns`` (Unix ns) anchors the lookback window.
+
+    Raises:
+        FormError: a negative duration, a minimum above the maximum, an unknown lookback or status, a
+            limit out of 1..:data:`MAX_LIMIT`, or a bad attribute filter.
+    """
+    if form.lookback not in LOOKBACKS:
+        raise FormError(f"unknown lookback {form.lookback!r}")
+    if form.status and form.status not in STATUSES:
+        raise FormError(f"unknown status {form.status!r}")
+    window_ns = LOOKBACKS[form.lookback][1]
+    min_ns = _ms_to_ns("min duration", form.min_duration_ms)
+    max_ns = _ms_to_ns("max duration", form.max_duration_ms)
+    if min_ns is not None and max_ns is not None and min_ns > max_ns:
+        raise FormError("min duration is above max duration")
+    limit = DEFAULT_LIMIT if form.limit is None else int(form.limit)
+    if not 1 <= limit <= MAX_LIMIT:
+        raise FormError(f"limit must be between 1 and {MAX_LIMIT}")
+    return TraceQuery(
+        service=form.service or None,
+        operation=form.operation or None,
+        start_ns=None if window_ns is None else now_ns - window_ns,
+        end_ns=None,
+        min_duration_ns=min_ns,
+        max_duration_ns=max_ns,
+        attributes=parse_attribute_filter(form.attributes),
+        status_code=form.status or None,
+        limit=limit,
+    )
+
+
+def normalize_trace_id(text: str | None) -> str:
+    """A typed or pasted trace ID as stored: 32 lowercase hex characters; a 16-character (64-bit) ID is
+    left-padded with zeros, as DESIGN.md asks.
+
+    Raises:
+        FormError: empty, not hex, or neither 16 nor 32 characters.
+    """
+    trace_id = (text or "").strip().lower()
+    if not trace_id:
+        raise FormError("enter a trace ID")
+    if not _HEX.match(trace_id) or len(trace_id) not in (16, 32):
+        raise FormError(f"{shorten(trace_id, 40)!r} is not a trace ID (16 or 32 hex characters)")
+    return trace_id.rjust(32, "0")
+
+
+def _ms_to_ns(label: str, value_ms: float | None) -> int | None:
+    if value_ms is None:
+        return None
+    if value_ms < 0:
+        raise FormError(f"{label} must not be negative")
+    return round(float(value_ms) * 1_000_000)

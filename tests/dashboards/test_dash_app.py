@@ -1,0 +1,127 @@
+"""The app factory: built twice in one process, mounted under /ui of FastAPI and served by uvicorn, with
+its callbacks answering over HTTP against a real embedded store."""
+
+from __future__ import annotations
+
+import json
+
+import dash
+import httpx
+import pytest
+from dash_support import mounted_ui, serving
+
+from collector.ingest import Ingestor
+from conftest import TRACES, ingest_otlp_json_file
+from dashboards.app import PAGES, active_page_path, build_dash_app
+from storage.reader import ClickHouseTraceReader
+
+DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
+LARGEST_DEMO_TRACE = "43e16db8b39d2847d082975ab07acfa6"
+"""An 18-span, 4-service trace of the demo capture (frontend → recommendation/product catalog/flagd)."""
+
+
+def _callback_body(dependencies: list[dict], output_fragment: str, values: dict[str, object]) -> dict:
+    """The request the browser sends to run the callback whose output names ``output_fragment``; its
+    inputs and states come from ``/_dash-dependencies``, filled from ``values`` (``"id.prop" → value``,
+    missing ones None)."""
+    (dependency,) = [d for d in dependencies if output_fragment in d["output"]]
+
+    def fill(items: list[dict]) -> list[dict]:
+        return [dict(item, value=values.get(f"{item['id']}.{item['property']}")) for item in items]
+
+    outputs = [
+        {"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]}
+        for part in dependency["output"].strip(".").split("...")
+    ]
+    return {
+        "output": dependency["output"],
+        "outputs": outputs if dependency["output"].startswith("..") else outputs[0],
+        "inputs": fill(dependency["inputs"]),
+        "state": fill(dependency["state"]),
+        "changedPropIds": [f"{item['id']}.{item['property']}" for item in dependency["inputs"]],
+    }
+
+
+def _call(base_url: str, output_fragment: str, values: dict[str, object]) -> dict:
+    """Run a callback over HTTP through the ``/ui`` mount; returns its ``response`` (``id → prop → value``)."""
+    dependencies = httpx.get(f"{base_url}/ui/_dash-dependencies", timeout=30).json()
+    body = _callback_body(dependencies, output_fragment, values)
+    response = httpx.post(f"{base_url}/ui/_dash-update-component", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    return response.json()["response"]
+
+
+def test_building_twice_in_one_process_is_safe(reader: ClickHouseTraceReader) -> None:
+    first = build_dash_app(reader)
+    second = build_dash_app(reader, requests_pathname_prefix="/other/")
+    assert [page["module"] for page in dash.page_registry.values()] == [page.module for page in PAGES]
+    for app, prefix in ((first, "/ui/"), (second, "/other/")):
+        client = app.server.test_client()
+        index = client.get("/")
+        assert index.status_code == 200
+        assert f"{prefix}_dash-component-suites/".encode() in index.data
+        assert f"{prefix}assets/hotspan.css".encode() in index.data
+        assert client.get("/_dash-layout").status_code == 200
+        outputs = {d["output"] for d in json.loads(client.get("/_dash-dependencies").data)}
+        assert "search-service.options" in outputs
+        assert any("trace-waterfall.figure" in output for output in outputs)
+
+
+def test_nav_highlights_the_page_a_path_belongs_to() -> None:
+    assert active_page_path("") == "/"
+    assert active_page_path(None) == "/"
+    assert active_page_path("trace") == "/trace"
+    assert active_page_path("trace/0123") == "/trace"
+    assert active_page_path("unknown/page") == "/"
+
+
+def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, reader: ClickHouseTraceReader) -> None:
+    ingest_otlp_json_file(ingestor, DEMO)
+    with serving(mounted_ui(reader)) as url:
+        assert httpx.get(f"{url}/ui").status_code == 307  # Starlette adds the slash
+        for path in ("/ui/", f"/ui/trace/{LARGEST_DEMO_TRACE}", "/ui/trace"):
+            page = httpx.get(f"{url}{path}")
+            assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+            assert "/ui/_dash-component-suites/" in page.text
+        css = httpx.get(f"{url}/ui/assets/hotspan.css")
+        assert css.status_code == 200 and ".hs-nav" in css.text
+
+        services = _call(url, "search-service.options", {"search-init.data": True})
+        assert services["search-service"]["options"][0] == "adservice"
+        assert len(services["search-service"]["options"]) == 8
+
+        found = _call(
+            url,
+            "search-results.rowData",
+            {"search-lookback.value": "all", "search-limit.value": 200, "search-service.value": "frontend"},
+        )
+        rows = found["search-results"]["rowData"]
+        assert found["search-count"]["children"] == f"{len(rows)} traces"
+        assert rows and all(row["trace"].startswith("[") and "](/ui/trace/" in row["trace"] for row in rows)
+        assert LARGEST_DEMO_TRACE in {row["trace_id"] for row in rows}
+
+        errors_only = _call(url, "search-results.rowData", {"search-status.value": "Error", "search-limit.value": 200})
+        error_rows = errors_only["search-results"]["rowData"]
+        assert error_rows and all(row["error_count"] > 0 for row in error_rows)
+
+        invalid = _call(url, "search-results.rowData", {"search-attributes.value": "no-equals-sign"})
+        assert "is not key=value" in invalid["search-message"]["children"]
+
+        loaded = _call(url, "trace-waterfall.figure", {"trace-id.data": LARGEST_DEMO_TRACE})
+        bars = [t for t in loaded["trace-waterfall"]["figure"]["data"] if t["type"] == "bar"]
+        assert len(bars) == 4  # one per service
+        assert loaded["trace-flame"]["figure"]["data"][0]["type"] == "icicle"
+
+        missing = _call(url, "trace-waterfall.figure", {"trace-id.data": "f" * 32})
+        assert "not found" in json.dumps(missing["trace-header"])
+
+
+@pytest.mark.parametrize("raw", ["not-a-trace-id", "ABC"])
+def test_malformed_trace_ids_get_a_message(reader: ClickHouseTraceReader, raw: str) -> None:
+    app = build_dash_app(reader)
+    client = app.server.test_client()
+    dependencies = json.loads(client.get("/_dash-dependencies").data)
+    body = _callback_body(dependencies, "trace-waterfall.figure", {"trace-id.data": raw})
+    response = client.post("/_dash-update-component", json=body)
+    assert response.status_code == 200
+    assert "is not a trace ID" in json.dumps(response.get_json()["response"]["trace-header"])

@@ -1,0 +1,163 @@
+"""Headless Chromium against the UI mounted under /ui of a served FastAPI app, over a real embedded store
+holding the OpenTelemetry demo capture. Screenshots go to ``test-artifacts/`` at the repository root."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dash_support import mounted_ui, serving
+from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+
+from collector.ingest import Ingestor
+from conftest import REPO, TRACES, ingest_otlp_json_file
+from storage.reader import ClickHouseTraceReader
+
+pytestmark = pytest.mark.ui
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = REPO / "test-artifacts"
+DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
+TRACE_ID = "43e16db8b39d2847d082975ab07acfa6"
+"""18 spans over 4 services (frontend, recommendationservice, productcatalogservice, flagd)."""
+TRACE_SPANS = 18
+OPERATION = "grpc.oteldemo.RecommendationService/ListRecommendations"
+"""A frontend operation found in 4 traces of the capture, TRACE_ID among them."""
+TIMEOUT_MS = 20_000
+
+BAR_COUNT_JS = """
+id => {
+  const graph = document.querySelector(`#${id} .js-plotly-plot`);
+  return graph.data.filter(t => t.type === 'bar').reduce((n, t) => n + t.customdata.length, 0);
+}
+"""
+"""Bars in a figure's data, counted by ``customdata`` (an object array, so it arrives as a plain list;
+numeric arrays arrive base64-packed)."""
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium driven by Playwright; a missing binary fails the test (``make test`` installs it)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium) to run UI tests")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def ui_url(ingestor: Ingestor, reader: ClickHouseTraceReader) -> Iterator[str]:
+    """Base URL of a served FastAPI app with the UI at /ui, holding the demo capture."""
+    ingest_otlp_json_file(ingestor, DEMO)
+    with serving(mounted_ui(reader)) as url:
+        yield url
+
+
+def _page(browser: Browser) -> tuple[Page, list[str]]:
+    """A fresh page and the list its console errors and uncaught exceptions are collected into."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    errors: list[str] = []
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            errors.append(message.text)
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return page, errors
+
+
+def _screenshot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+def test_search_page_lists_traces_and_opens_one(browser: Browser, ui_url: str) -> None:
+    page, errors = _page(browser)
+    page.goto(f"{ui_url}/ui/")
+    page.wait_for_selector("#search-results .ag-row", timeout=TIMEOUT_MS)
+    assert page.inner_text("#search-count") == "20 traces"
+    assert page.locator("#search-results .ag-center-cols-container .ag-row").count() == 20
+    assert page.locator("#search-scatter .scatterlayer .point").count() == 20
+    assert "active" in page.get_attribute('#\\{\\"index\\"\\:\\"\\/\\"\\,\\"type\\"\\:\\"nav-link\\"\\}', "class")
+
+    page.click("#search-service")
+    page.get_by_role("option", name="frontend", exact=True).click()
+    page.click("#search-operation")
+    page.get_by_role("option", name=OPERATION, exact=True).click()
+    page.click("#search-submit")
+    page.wait_for_selector("#search-count:text-is('4 traces')", timeout=TIMEOUT_MS)
+    assert page.locator("#search-results .ag-center-cols-container .ag-row").count() == 4
+    assert page.locator(f"#search-results .ag-row[row-id='{TRACE_ID}']").count() == 1
+    _screenshot(page, "ui-search.png")
+
+    page.click(f"#search-results .ag-row[row-id='{TRACE_ID}'] [col-id='root_name']")
+    page.wait_for_url(f"**/ui/trace/{TRACE_ID}", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#trace-waterfall .bars path", timeout=TIMEOUT_MS)
+    assert page.evaluate(BAR_COUNT_JS, "trace-waterfall") == TRACE_SPANS
+    assert errors == []
+
+
+def test_trace_page_draws_waterfall_and_flame_graph(browser: Browser, ui_url: str) -> None:
+    page, errors = _page(browser)
+    page.goto(f"{ui_url}/ui/trace/{TRACE_ID}")
+    page.wait_for_selector("#trace-waterfall .bars path", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
+
+    assert page.evaluate(BAR_COUNT_JS, "trace-waterfall") == TRACE_SPANS
+    assert page.locator("#trace-waterfall .bars .point").count() == TRACE_SPANS
+    assert page.locator("#trace-flame .slice").count() == TRACE_SPANS
+    header = page.inner_text("#trace-header")
+    assert "HTTP GET" in header and TRACE_ID in header and "18" in header
+    assert page.title() == f"Trace {TRACE_ID[:8]} · Hotspan"
+
+    # Plotly's drag layer lies above the bars, so click at the bar's position rather than on its element.
+    box = page.locator("#trace-waterfall .bars .point path").nth(2).bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector("#trace-span-detail .hs-kv", timeout=TIMEOUT_MS)
+    assert "Span ID" in page.inner_text("#trace-span-detail")
+    page.mouse.move(0, 0)  # hide the hover label so the screenshot shows the whole timeline
+    _screenshot(page, "ui-trace.png")
+
+    shown = page.inner_text("#trace-span-detail")
+    tile = page.locator("#trace-flame .slice").nth(3).bounding_box()
+    assert tile is not None
+    page.mouse.click(tile["x"] + 5, tile["y"] + tile["height"] / 2)
+    page.wait_for_function(
+        "shown => document.querySelector('#trace-span-detail').innerText !== shown",
+        arg=shown,
+        timeout=TIMEOUT_MS,
+    )
+    assert errors == []
+
+
+def test_trace_lookup_and_bad_ids(browser: Browser, ui_url: str) -> None:
+    page, errors = _page(browser)
+    page.goto(f"{ui_url}/ui/trace")
+    page.wait_for_selector("#trace-header .hs-notice", timeout=TIMEOUT_MS)
+    assert "No trace selected" in page.inner_text("#trace-header")
+
+    page.fill("#nav-lookup", "not a trace id")
+    page.press("#nav-lookup", "Enter")
+    page.wait_for_selector("#nav-lookup-error:has-text('is not a trace ID')", timeout=TIMEOUT_MS)
+
+    page.fill("#nav-lookup", TRACE_ID.upper())
+    page.press("#nav-lookup", "Enter")
+    page.wait_for_url(f"**/ui/trace/{TRACE_ID}", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
+
+    page.goto(f"{ui_url}/ui/trace/{'f' * 32}")
+    page.wait_for_selector("#trace-header:has-text('not found')", timeout=TIMEOUT_MS)
+    assert errors == []

@@ -1,0 +1,155 @@
+"""Pure helpers behind the pages: form parsing, text formatting, header facts, span details, result rows."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from dash_support import T0_NS, spans_frame
+
+from dashboards.format import attribute_dict, format_duration_ns, format_time_ns
+from dashboards.query_form import (
+    LOOKBACKS,
+    FormError,
+    SearchForm,
+    build_trace_query,
+    normalize_trace_id,
+    parse_attribute_filter,
+)
+from dashboards.span_tree import span_tree
+from dashboards.views import find_span_row, search_rows, span_detail, trace_summary
+from storage.reader import TraceQuery
+
+NOW_NS = 1_800_000_000_000_000_000
+
+
+def test_attribute_filter_parsing() -> None:
+    assert parse_attribute_filter(None) == ()
+    assert parse_attribute_filter("  ") == ()
+    assert parse_attribute_filter('http.status_code=500 user="a b" empty= x==y') == (
+        ("http.status_code", "500"),
+        ("user", "a b"),
+        ("empty", ""),
+        ("x", "=y"),
+    )
+    for bad in ("novalue", "=v", 'k="open'):
+        with pytest.raises(FormError, match="attribute filter"):
+            parse_attribute_filter(bad)
+
+
+def test_search_form_to_trace_query() -> None:
+    query = build_trace_query(
+        SearchForm(
+            service="gw",
+            operation="",
+            min_duration_ms=1.5,
+            max_duration_ms=250,
+            lookback="1h",
+            attributes="tenant=acme",
+            status="Error",
+            limit=50,
+        ),
+        NOW_NS,
+    )
+    assert query == TraceQuery(
+        service="gw",
+        operation=None,
+        start_ns=NOW_NS - 3_600_000_000_000,
+        end_ns=None,
+        min_duration_ns=1_500_000,
+        max_duration_ns=250_000_000,
+        attributes=(("tenant", "acme"),),
+        status_code="Error",
+        limit=50,
+    )
+    everything = build_trace_query(SearchForm(limit=None), NOW_NS)
+    assert everything.start_ns is None and everything.limit == 20
+    assert LOOKBACKS["all"][1] is None
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        (SearchForm(min_duration_ms=-1), "must not be negative"),
+        (SearchForm(min_duration_ms=5, max_duration_ms=1), "above max"),
+        (SearchForm(lookback="1y"), "unknown lookback"),
+        (SearchForm(status="Failed"), "unknown status"),
+        (SearchForm(limit=0), "limit"),
+        (SearchForm(limit=100_000), "limit"),
+    ],
+)
+def test_search_form_errors(form: SearchForm, message: str) -> None:
+    with pytest.raises(FormError, match=message):
+        build_trace_query(form, NOW_NS)
+
+
+def test_trace_id_normalization() -> None:
+    assert normalize_trace_id(" ABCDEF0123456789ABCDEF0123456789 ") == "abcdef0123456789abcdef0123456789"
+    assert normalize_trace_id("00000000000000ff") == "0" * 30 + "ff"
+    for bad in (None, "", "xyz", "abc", "g" * 32, "a" * 33):
+        with pytest.raises(FormError):
+            normalize_trace_id(bad)
+
+
+def test_formatting() -> None:
+    assert [format_duration_ns(v) for v in (0, 999, 12_500, 850_000, 12_345_678, 1_520_000_000, 150e9)] == [
+        "0 ns",
+        "999 ns",
+        "12.5 µs",
+        "850 µs",
+        "12.35 ms",
+        "1.52 s",
+        "2.5 min",
+    ]
+    assert format_time_ns(1_730_291_068_889_123_456) == "2024-10-30 12:24:28.889 UTC"
+    assert format_time_ns(1_730_291_068_889_123_456, zone=False) == "2024-10-30 12:24:28.889"
+    assert attribute_dict({"a": "1", "b": None}) == {"a": "1"}
+    assert attribute_dict([{"key": "a", "value": "1"}]) == {"a": "1"}
+    assert attribute_dict(None) == {}
+
+
+def test_trace_summary_counts_repairs() -> None:
+    spans = spans_frame([("a", "", 0, 100), ("b", "gone", 10, 200), ("a", "", 20, 5), ("c", "c", 30, 1)])
+    spans = spans.with_columns(pl.Series("status_code", ["Unset", "Error", "Ok", "Error"]))
+    summary = trace_summary("ab" * 16, spans, span_tree(spans))
+    assert (summary.root_service, summary.root_name) == ("svc-a", "op-a")
+    assert summary.start_ns == T0_NS
+    assert summary.duration_ns == 210
+    assert (summary.span_count, summary.service_count, summary.error_count) == (4, 2, 2)
+    assert (summary.broken_links, summary.duplicate_ids, summary.depth) == (2, 1, 1)
+    with pytest.raises(ValueError):
+        trace_summary("x", spans.clear(), span_tree(spans.clear()))
+
+
+def test_span_detail_and_click_lookup() -> None:
+    spans = spans_frame([("a", "", 0, 1_000_000), ("b", "a", 2_500_000, 40_000)])
+    assert find_span_row(spans, 1, "b") == 1
+    assert find_span_row(spans, 0, "b") == 1  # stale row: found by ID
+    assert find_span_row(spans, 7, "zz") is None
+    detail = span_detail(spans, 1)
+    assert detail.title == "svc-b: op-b"
+    fields = dict(detail.fields)
+    assert fields["Parent span ID"] == "a"
+    assert fields["Duration"] == "40.0 µs"
+    assert fields["Start"].startswith("+2.500 ms")
+    assert detail.attributes == [("index", "1")]
+    assert detail.events == []
+
+
+def test_search_rows() -> None:
+    summaries = pl.DataFrame(
+        {
+            "trace_id": ["0123456789abcdef" * 2],
+            "root_service": ["gw"],
+            "root_name": ["GET /"],
+            "start_time_unix_nano": [1_730_291_068_889_000_000],
+            "duration_ns": [7_276_144],
+            "span_count": [18],
+            "service_count": [4],
+            "error_count": [0],
+        }
+    )
+    (row,) = search_rows(summaries, lambda trace_id: f"/ui/trace/{trace_id}")
+    assert row["trace"] == f"[0123456789abcdef](/ui/trace/{'0123456789abcdef' * 2})"
+    assert row["duration_ms"] == 7.276
+    assert row["start"] == "2024-10-30 12:24:28.889"
+    assert (row["span_count"], row["service_count"], row["error_count"]) == (18, 4, 0)
