@@ -11,6 +11,8 @@ from fastapi.responses import RedirectResponse
 
 from api import traces as traces_api
 from api.errors import install_error_handlers
+from api.jaeger import routes_v1 as jaeger_v1
+from api.jaeger import routes_v3 as jaeger_v3
 from api.models import Health
 from collector import http_receiver
 from collector.ingest import Ingestor
@@ -59,6 +61,8 @@ def create_app(settings: Settings, storage: Storage) -> FastAPI:
     app.state.ingestor = Ingestor(storage.writer)
     app.include_router(http_receiver.build_router(app.state.ingestor, settings.max_body_bytes))
     app.include_router(traces_api.build_router(storage.reader))
+    app.include_router(jaeger_v1.build_router(storage.reader))
+    app.include_router(jaeger_v3.build_router(storage.reader))
 
     @app.get("/healthz", operation_id="health", response_model=Health, tags=["service"])
     def health() -> Health:

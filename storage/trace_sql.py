@@ -20,8 +20,7 @@ GROUP BY name, span_kind
 ORDER BY name, span_kind
 """
 
-TRACE_SPANS = f"""
-SELECT
+SPAN_COLUMNS = f"""
     TraceId AS trace_id,
     SpanId AS span_id,
     ParentSpanId AS parent_span_id,
@@ -44,7 +43,12 @@ SELECT
     Links.TraceId AS link_trace_ids,
     Links.SpanId AS link_span_ids,
     Links.TraceState AS link_trace_states,
-    Links.Attributes AS link_attributes
+    Links.Attributes AS link_attributes"""
+"""The span columns every full-span read returns (see ``TraceReader.trace``); holds no braces, so the
+queries that embed it can still be ``str.format``-ed."""
+
+TRACE_SPANS = f"""
+SELECT{SPAN_COLUMNS}
 FROM otel_traces
 WHERE TraceId = {{trace_id:String}}
 ORDER BY start_time_unix_nano, span_id
@@ -57,6 +61,8 @@ SEARCH_SPAN_FILTERS = {
     "end_ns": "Timestamp <= fromUnixTimestamp64Nano({end_ns:Int64})",
     "min_duration_ns": "Duration >= {min_duration_ns:UInt64}",
     "max_duration_ns": "Duration <= {max_duration_ns:UInt64}",
+    "status_code": f"{STATUS} = {{status_code:String}}",
+    "span_kind": f"{KIND} = {{span_kind:String}}",
 }
 """Span-level conditions of a trace search, by parameter name; only those whose parameter is set apply."""
 
@@ -66,15 +72,21 @@ ATTRIBUTE_FILTER = (
 )
 """One ``key=value`` condition, matched against span or resource attributes; ``{i}`` numbers it."""
 
-SEARCH = f"""
+MATCHED_TRACES = """
 WITH matched AS (
     SELECT TraceId, max(Timestamp) AS last_seen
     FROM otel_traces
-    WHERE {{conditions}}
+    WHERE {conditions}
     GROUP BY TraceId
     ORDER BY last_seen DESC
-    LIMIT {{{{limit:UInt32}}}}
-)
+    LIMIT {{limit:UInt32}}
+)"""
+"""The traces a search finds: those with a span meeting ``{conditions}``, the most recently active first, at
+most ``{limit:UInt32}`` of them. A template: the builder fills ``{conditions}`` with ``str.format``."""
+
+SEARCH = (
+    MATCHED_TRACES
+    + f"""
 SELECT
     TraceId AS trace_id,
     if(countIf(ParentSpanId = '') > 0,
@@ -91,3 +103,38 @@ WHERE TraceId IN (SELECT TraceId FROM matched)
 GROUP BY TraceId
 ORDER BY start_time_unix_nano DESC
 """
+)
+
+SEARCH_SPANS = (
+    MATCHED_TRACES
+    + f"""
+SELECT{SPAN_COLUMNS}
+FROM otel_traces
+WHERE TraceId IN (SELECT TraceId FROM matched)
+ORDER BY trace_id, start_time_unix_nano, span_id
+"""
+)
+"""Every span of the traces a search finds (the Jaeger APIs answer a search with whole traces)."""
+
+DEPENDENCIES = """
+WITH children AS (
+    SELECT DISTINCT TraceId, SpanId, ParentSpanId, ServiceName
+    FROM otel_traces
+    WHERE ParentSpanId != ''
+      AND Timestamp >= fromUnixTimestamp64Nano({start_ns:Int64})
+      AND Timestamp <= fromUnixTimestamp64Nano({end_ns:Int64})
+)
+SELECT p.ServiceName AS parent, c.ServiceName AS child, count() AS call_count
+FROM children AS c
+INNER JOIN (
+    SELECT DISTINCT TraceId, SpanId, ServiceName
+    FROM otel_traces
+    WHERE TraceId IN (SELECT TraceId FROM children)
+) AS p ON c.TraceId = p.TraceId AND c.ParentSpanId = p.SpanId
+WHERE p.ServiceName != c.ServiceName
+GROUP BY parent, child
+ORDER BY parent, child
+"""
+"""Service-to-service calls: parent→child span pairs whose services differ, counted per (parent, child) service,
+for child spans starting inside the window (Jaeger's dependency rule). Rows are made distinct first because an
+exporter that retries may have stored a span twice; the parent may start before the window."""

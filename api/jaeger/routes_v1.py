@@ -1,0 +1,174 @@
+"""Jaeger query API v1 (``/api/...``), the HTTP JSON API Jaeger UI and Grafana's Jaeger data source call.
+
+Thin: parse (:mod:`api.jaeger.params`), call the reader, shape Jaeger JSON (:mod:`api.jaeger.model`). Every
+answer is Jaeger's envelope ``{data, total, limit, offset, errors}``; failures too (:mod:`api.jaeger.errors`).
+Times: ``start``/``end`` in **µs**, ``endTs``/``lookback`` of dependencies in **ms**, span durations as Go
+duration strings; span times in the answers are µs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
+
+from api.jaeger import model, params
+from api.jaeger.errors import JaegerError, JaegerV1Route
+from api.jaeger.model import JaegerDependency, JaegerEnvelope, JaegerOperation, JaegerStructuredError, JaegerTrace
+from api.traces import parse_trace_id
+from storage.reader import TraceReader
+
+MAX_TRACE_IDS = 1_000
+"""Most ``traceID`` values one search may ask for (each is one lookup)."""
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": JaegerEnvelope[None], "description": "Bad parameter: `data` null, the reason in `errors`."}
+}
+
+
+def build_router(reader: TraceReader) -> APIRouter:
+    """Jaeger API v1 routes over ``reader``."""
+    router = APIRouter(prefix="/api", tags=["jaeger"], route_class=JaegerV1Route)
+
+    @router.get(
+        "/services",
+        operation_id="jaeger_v1_services",
+        response_model=JaegerEnvelope[list[str]],
+        description="Service names, sorted.",
+    )
+    async def services() -> JaegerEnvelope[list[str]]:
+        names = await run_in_threadpool(reader.services)
+        return JaegerEnvelope[list[str]](data=names, total=len(names))
+
+    @router.get(
+        "/services/{service:path}/operations",
+        operation_id="jaeger_v1_service_operations",
+        response_model=JaegerEnvelope[list[str]],
+        description="Span names of one service, any kind, sorted; empty for an unknown service.",
+    )
+    async def service_operations(service: str) -> JaegerEnvelope[list[str]]:
+        pairs = await run_in_threadpool(reader.operations, service)
+        names = sorted({name for name, _ in pairs})
+        return JaegerEnvelope[list[str]](data=names, total=len(names))
+
+    @router.get(
+        "/operations",
+        operation_id="jaeger_v1_operations",
+        response_model=JaegerEnvelope[list[JaegerOperation]],
+        responses=_ERRORS,
+        description="Span names with their kinds (`server`, `client`, ..., empty when unspecified).",
+    )
+    async def operations(
+        service: Annotated[str | None, Query(description="Service name (required).")] = None,
+        span_kind: Annotated[str | None, Query(alias="spanKind", description="Only this kind, lowercase.")] = None,
+    ) -> JaegerEnvelope[list[JaegerOperation]]:
+        if not service:
+            raise JaegerError(400, "parameter 'service' is required")
+        found = model.operations(await run_in_threadpool(reader.operations, service), span_kind)
+        return JaegerEnvelope[list[JaegerOperation]](data=found, total=len(found))
+
+    @router.get(
+        "/traces",
+        operation_id="jaeger_v1_find_traces",
+        response_model=JaegerEnvelope[list[JaegerTrace]],
+        responses=_ERRORS,
+        description=(
+            "Whole traces having a span that meets every filter (Jaeger's rule: duration bounds apply to that "
+            "span), newest first. With `traceID` the other filters are ignored and each trace is looked up; "
+            "those not found are listed in `errors`."
+        ),
+    )
+    async def find_traces(
+        service: Annotated[str | None, Query(description="Service name (required unless `traceID`).")] = None,
+        operation: Annotated[str | None, Query(description="Span name.")] = None,
+        tag: Annotated[list[str] | None, Query(description="`key:value`, repeatable.")] = None,
+        tags: Annotated[list[str] | None, Query(description='JSON object of strings, e.g. `{"error":"true"}`.')] = None,
+        start: Annotated[int | None, Query(description="Window start, µs since epoch; default end - 2 days.")] = None,
+        end: Annotated[int | None, Query(description="Window end, µs since epoch; default now.")] = None,
+        lookback: Annotated[str | None, Query(description="Window length when `start` is absent: `1h`, `2d`.")] = None,
+        min_duration: Annotated[str | None, Query(alias="minDuration", description="Go duration, `150ms`.")] = None,
+        max_duration: Annotated[str | None, Query(alias="maxDuration", description="Go duration, `1.5s`.")] = None,
+        limit: Annotated[int | None, Query(description="Most traces returned; default 100.")] = None,
+        trace_ids: Annotated[list[str] | None, Query(alias="traceID", description="Trace IDs to fetch.")] = None,
+    ) -> JaegerEnvelope[list[JaegerTrace]]:
+        if trace_ids:
+            return await _by_ids(reader, trace_ids)
+        query = params.v1_search(
+            service=service,
+            operation=operation,
+            tag=tag or (),
+            tags=tags or (),
+            start_us=start,
+            end_us=end,
+            lookback=lookback,
+            min_duration=min_duration,
+            max_duration=max_duration,
+            limit=limit,
+        )
+        traces = model.traces_from_frame(await run_in_threadpool(reader.search_spans, query))
+        return JaegerEnvelope[list[JaegerTrace]](data=traces, total=len(traces))
+
+    @router.get(
+        "/traces/{trace_id:path}",
+        operation_id="jaeger_v1_get_trace",
+        response_model=JaegerEnvelope[list[JaegerTrace]],
+        responses={**_ERRORS, 404: {"model": JaegerEnvelope[None], "description": "Unknown trace."}},
+        description=(
+            "One trace. IDs: 32 or 16 hex characters (any case; 16 are zero-padded) or base64. `start`/`end` "
+            "(µs) are accepted as Jaeger's lookup hints; Hotspan finds the trace by ID alone."
+        ),
+    )
+    async def get_trace(
+        trace_id: str,
+        start: Annotated[int | None, Query(description="Hint, µs since epoch.")] = None,
+        end: Annotated[int | None, Query(description="Hint, µs since epoch.")] = None,
+        raw: Annotated[str | None, Query(description="Accepted for compatibility; traces are never adjusted.")] = None,
+    ) -> JaegerEnvelope[list[JaegerTrace]]:
+        if raw:
+            params.go_bool(raw, "raw")
+        frame = await run_in_threadpool(reader.trace, parse_trace_id(trace_id))
+        if frame.height == 0:
+            raise JaegerError(404, "trace not found")
+        return JaegerEnvelope[list[JaegerTrace]](data=model.traces_from_frame(frame), total=1)
+
+    @router.get(
+        "/dependencies",
+        operation_id="jaeger_v1_dependencies",
+        response_model=JaegerEnvelope[list[JaegerDependency]],
+        responses=_ERRORS,
+        description="Service calls (parent→child span pairs across services) of spans starting in the window.",
+    )
+    async def dependencies(
+        end_ts: Annotated[
+            int | None, Query(alias="endTs", description="Window end, ms since epoch; default now.")
+        ] = None,
+        lookback: Annotated[int | None, Query(description="Window length, ms; default one day.")] = None,
+        service: Annotated[str | None, Query(description="Only calls from or to this service.")] = None,
+    ) -> JaegerEnvelope[list[JaegerDependency]]:
+        start_ns, end_ns = params.dependency_window(end_ts, lookback)
+        rows = await run_in_threadpool(reader.dependencies, start_ns, end_ns)
+        links = [
+            JaegerDependency(parent=parent, child=child, callCount=count)
+            for parent, child, count in rows
+            if not service or service in (parent, child)
+        ]
+        return JaegerEnvelope[list[JaegerDependency]](data=links, total=len(links))
+
+    return router
+
+
+async def _by_ids(reader: TraceReader, trace_ids: list[str]) -> JaegerEnvelope[list[JaegerTrace]]:
+    """Jaeger's ``/api/traces?traceID=...``: every trace found, and a 404 entry in ``errors`` per ID that is not."""
+    if len(trace_ids) > MAX_TRACE_IDS:
+        raise JaegerError(400, f"too many traceID values: {len(trace_ids)} (at most {MAX_TRACE_IDS})")
+    traces: list[JaegerTrace] = []
+    missing: list[JaegerStructuredError] = []
+    for text in dict.fromkeys(trace_ids):
+        trace_id = parse_trace_id(text)
+        frame = await run_in_threadpool(reader.trace, trace_id)
+        if frame.height:
+            traces += model.traces_from_frame(frame)
+        else:
+            missing.append(JaegerStructuredError(code=404, msg="trace not found", traceID=trace_id))
+    return JaegerEnvelope[list[JaegerTrace]](data=traces, total=len(traces), errors=missing or None)
