@@ -1,0 +1,186 @@
+"""Per-span cost of the OTel SDK, bare versus with Hotspan's three SDK components, side by side.
+
+Both pipelines export through ``BatchSpanProcessor`` into an ``InMemorySpanExporter``. One run makes
+``--traces`` traces of four nested spans (gateway -> agent -> tool -> LLM call) under
+``start_as_current_span``, the usual instrumentation pattern, with ``tenant_id`` and
+``sample_policy`` baggage attached, then flushes, so the exporter thread's work is inside the timing.
+
+"full" adds ``BaggageSampler`` (three policies that this baggage does not match, default ratio 1.0,
+so both pipelines keep every span), ``BaggageSpanProcessor`` copying ``tenant_id`` (``sample_policy``
+is not copied: the sampler records the policy that decided) and ``HotspotSpanProcessor`` (a static
+rule plus adaptive p95, about 5% of spans flagged) wrapping the batch processor. Each extra copied key
+costs about one microsecond per span, mostly the SDK's ``set_attribute``.
+
+Two workloads, each timed bare and full:
+
+* ``typical``: spans carry the attributes their instrumentation sets at start (HTTP on the gateway,
+  GenAI on the LLM call; 14 over the four spans), as in the instrumented agent stack. This is the
+  headline figure, printed last.
+* ``empty``: spans without attributes, the SDK's cheapest span and so the largest relative overhead.
+
+Each run is timed in process CPU time (caller and exporter thread together). Repetitions alternate the
+order of the pipelines and the medians are compared, so drift (CPU frequency, other load) hits both alike.
+
+Run: ``python benchmarks/sdk_overhead.py [--reps 15] [--traces 2000]``. The last line is
+``overhead_ratio: X.XX`` (full / bare median per-span time, typical workload; goal <= 1.10).
+"""
+
+import argparse
+import gc
+import statistics
+import time
+from collections.abc import Callable
+
+from opentelemetry import baggage, context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Tracer, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from processors.sdk import (
+    AdaptiveConfig,
+    BaggageSampler,
+    BaggageSpanProcessor,
+    HotspotSpanProcessor,
+    StaticRule,
+)
+
+SPANS_PER_TRACE = 4
+POLICIES = {
+    "default_ratio": 1.0,
+    "policies": [
+        {"match": {"sample_policy": "debug-high"}, "sample": "always"},
+        {"match": {"sample_policy": "off"}, "sample": "never"},
+        {"match": {"tenant_id": "staging-*"}, "ratio": 0.5, "channel": "gray"},
+    ],
+}
+GATEWAY_ATTRIBUTES = {
+    "http.request.method": "POST",
+    "url.path": "/v1/chat/completions",
+    "http.route": "/v1/chat/completions",
+    "server.address": "gateway",
+    "server.port": 8080,
+    "http.response.status_code": 200,
+}
+AGENT_ATTRIBUTES = {"agent.step": "plan", "agent.iteration": 1}
+TOOL_ATTRIBUTES = {"tool.name": "search", "tool.call.id": "call-1"}
+LLM_ATTRIBUTES = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.system": "vllm",
+    "gen_ai.request.model": "llama-3-8b",
+    "gen_ai.usage.input_tokens": 512,
+}
+
+Workload = Callable[[Tracer, int], None]
+
+
+def typical_workload(tracer: Tracer, traces: int) -> None:
+    """Four nested spans per trace with the attributes instrumentation sets at start."""
+    for _ in range(traces):
+        with (
+            tracer.start_as_current_span("POST /v1/chat", kind=SpanKind.SERVER, attributes=GATEWAY_ATTRIBUTES),
+            tracer.start_as_current_span("agent.plan", attributes=AGENT_ATTRIBUTES),
+            tracer.start_as_current_span("tool.call", attributes=TOOL_ATTRIBUTES),
+            tracer.start_as_current_span("chat llama-3-8b", kind=SpanKind.CLIENT, attributes=LLM_ATTRIBUTES),
+        ):
+            pass
+
+
+def empty_workload(tracer: Tracer, traces: int) -> None:
+    """Four nested spans per trace without attributes."""
+    for _ in range(traces):
+        with (
+            tracer.start_as_current_span("gateway.request"),
+            tracer.start_as_current_span("agent.plan"),
+            tracer.start_as_current_span("tool.call"),
+            tracer.start_as_current_span("llm.request"),
+        ):
+            pass
+
+
+def _batch(exporter: InMemorySpanExporter) -> BatchSpanProcessor:
+    # A queue larger than one run holds, so neither pipeline drops spans (dropping is cheaper).
+    return BatchSpanProcessor(exporter, max_queue_size=1 << 17, max_export_batch_size=512)
+
+
+def bare_pipeline() -> tuple[TracerProvider, InMemorySpanExporter]:
+    """The SDK as users run it without Hotspan: default sampler, batch processor."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "bench"}))
+    provider.add_span_processor(_batch(exporter))
+    return provider, exporter
+
+
+def full_pipeline() -> tuple[TracerProvider, InMemorySpanExporter]:
+    """The same plus BaggageSampler, BaggageSpanProcessor and HotspotSpanProcessor."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "bench"}),
+        sampler=BaggageSampler.from_config(POLICIES),
+    )
+    provider.add_span_processor(BaggageSpanProcessor(["tenant_id"]))
+    provider.add_span_processor(
+        HotspotSpanProcessor(
+            _batch(exporter),
+            rules=[StaticRule(threshold_ms=250.0, name="db.*")],
+            adaptive=AdaptiveConfig(),
+        )
+    )
+    return provider, exporter
+
+
+def run_once(provider: TracerProvider, exporter: InMemorySpanExporter, workload: Workload, traces: int) -> float:
+    """CPU seconds per span for one run, flush included.
+
+    CPU time of the whole process (both the caller's and the exporter thread's work) rather than wall
+    time: it is the cost a service pays, and other processes competing for the cores barely move it.
+    """
+    tracer = provider.get_tracer("bench")
+    gc.collect()
+    start = time.process_time()
+    workload(tracer, traces)
+    provider.force_flush()
+    elapsed = time.process_time() - start
+    exported = len(exporter.get_finished_spans())
+    exporter.clear()
+    if exported != traces * SPANS_PER_TRACE:
+        raise RuntimeError(f"expected {traces * SPANS_PER_TRACE} exported spans, got {exported}")
+    return elapsed / exported
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=15, help="repetitions per pipeline and workload")
+    parser.add_argument("--traces", type=int, default=2000, help="traces per repetition")
+    args = parser.parse_args()
+
+    workloads: dict[str, Workload] = {"empty": empty_workload, "typical": typical_workload}
+    pipelines = {"bare": bare_pipeline(), "full": full_pipeline()}
+    runs = [(workload, pipeline) for workload in workloads for pipeline in pipelines]
+    samples: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
+    token = context.attach(baggage.set_baggage("sample_policy", "normal", baggage.set_baggage("tenant_id", "acme")))
+    try:
+        for workload, pipeline in runs:  # warm-up: imports, caches, adaptive sketches
+            run_once(*pipelines[pipeline], workloads[workload], args.traces)
+        for rep in range(args.reps):
+            for workload, pipeline in runs if rep % 2 == 0 else reversed(runs):
+                samples[workload, pipeline].append(run_once(*pipelines[pipeline], workloads[workload], args.traces))
+    finally:
+        context.detach(token)
+        for provider, _ in pipelines.values():
+            provider.shutdown()
+
+    medians = {run: statistics.median(values) for run, values in samples.items()}
+    spans = args.traces * SPANS_PER_TRACE
+    header = f"{'workload':<8} {'pipeline':<8} {'median cpu us/span':>19} {'min':>8} {'max':>8}"
+    print(f"{header}  ({args.reps} reps x {spans} spans)")
+    for (workload, pipeline), values in samples.items():
+        median_us = medians[workload, pipeline] * 1e6
+        print(f"{workload:<8} {pipeline:<8} {median_us:>19.2f} {min(values) * 1e6:>8.2f} {max(values) * 1e6:>8.2f}")
+    print(f"overhead_ratio_empty_spans: {medians['empty', 'full'] / medians['empty', 'bare']:.2f}")
+    print(f"overhead_ratio: {medians['typical', 'full'] / medians['typical', 'bare']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

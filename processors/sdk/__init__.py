@@ -1,0 +1,30 @@
+"""Hotspan's SDK components for users' own services: hotspot flags and baggage-driven sampling.
+
+Depends only on opentelemetry-api/-sdk and the standard library (PyYAML optional, for YAML configs).
+
+* :class:`HotspotSpanProcessor` wraps the exporting processor and flags slow spans
+  (``hotspan.hotspot*`` attributes, counter ``hotspan.hotspot.spans``).
+* :class:`BaggageSampler` samples by a policy table over W3C baggage, consistently across services.
+* :class:`BaggageSpanProcessor` copies allow-listed baggage entries onto span attributes.
+"""
+
+from processors.sdk.baggage_processor import BaggageSpanProcessor
+from processors.sdk.baggage_sampler import BaggageSampler
+from processors.sdk.config_errors import ConfigError, ConfigIssue
+from processors.sdk.hotspot import HotspotSpanProcessor
+from processors.sdk.hotspot_config import AdaptiveConfig, StaticRule
+from processors.sdk.policy import SamplingConfig, SamplingPolicy
+from processors.sdk.quantile import WindowedQuantileSketch
+
+__all__ = [
+    "AdaptiveConfig",
+    "BaggageSampler",
+    "BaggageSpanProcessor",
+    "ConfigError",
+    "ConfigIssue",
+    "HotspotSpanProcessor",
+    "SamplingConfig",
+    "SamplingPolicy",
+    "StaticRule",
+    "WindowedQuantileSketch",
+]
