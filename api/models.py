@@ -36,6 +36,7 @@ class TraceSummary(BaseModel):
     span_count: int
     service_count: int
     error_count: int = Field(description="Spans with status `Error`.")
+    hotspot_count: int = Field(description="Spans flagged `hotspan.hotspot=true` by the SDK HotspotSpanProcessor.")
 
 
 class TracesResponse(BaseModel):

@@ -58,6 +58,9 @@ def build_router(reader: TraceReader) -> APIRouter:
         attr: Annotated[
             list[str] | None, Query(description="`key:value`, repeatable; span or resource attribute.")
         ] = None,
+        hotspot: Annotated[
+            bool | None, Query(description="`true`: only traces with a span flagged `hotspan.hotspot=true`.")
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 20,
     ) -> TracesResponse:
         """Traces with a span matching every filter, newest first (Jaeger's matching rule)."""
@@ -69,6 +72,7 @@ def build_router(reader: TraceReader) -> APIRouter:
             min_duration_ns=None if min_duration_ms is None else int(min_duration_ms * NS_PER_MS),
             max_duration_ns=None if max_duration_ms is None else int(max_duration_ms * NS_PER_MS),
             attributes=tuple(parse_attribute_filter(a) for a in attr or ()),
+            hotspot=hotspot,
             limit=limit,
         )
         frame = await run_in_threadpool(reader.search, query)

@@ -141,7 +141,7 @@ def search_rows(summaries: pl.DataFrame, trace_href: Callable[[str], str]) -> li
 
     Keys: ``trace`` (Markdown link to ``trace_href(trace_id)``), ``trace_id``, ``root_service``,
     ``root_name``, ``start`` (UTC text without zone), ``duration_ms`` (float, ms), ``span_count``, ``service_count``,
-    ``error_count``.
+    ``error_count``, ``hotspot_count``.
     """
     return [
         {
@@ -154,6 +154,7 @@ def search_rows(summaries: pl.DataFrame, trace_href: Callable[[str], str]) -> li
             "span_count": int(row["span_count"]),
             "service_count": int(row["service_count"]),
             "error_count": int(row["error_count"]),
+            "hotspot_count": int(row["hotspot_count"]),
         }
         for row in summaries.iter_rows(named=True)
     ]

@@ -20,6 +20,7 @@ SEARCH_COLUMNS = (
     "span_count",
     "service_count",
     "error_count",
+    "hotspot_count",
 )
 
 
@@ -35,6 +36,7 @@ class TraceQuery:
         attributes: ``(key, value)`` pairs, each matched against span or resource attributes.
         status_code: span status as stored, ``Unset``/``Ok``/``Error`` (older spellings folded).
         span_kind: span kind as stored, ``Server``/``Client``/``Producer``/``Consumer``/``Internal``/``Unspecified``.
+        hotspot: ``True`` keeps traces with a span flagged ``hotspan.hotspot=true`` by the SDK processor.
         limit: most traces returned, newest first.
     """
 
@@ -47,6 +49,7 @@ class TraceQuery:
     attributes: Sequence[tuple[str, str]] = field(default_factory=tuple)
     status_code: str | None = None
     span_kind: str | None = None
+    hotspot: bool | None = None
     limit: int = 20
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 KIND = "initcap(replaceRegexpOne(SpanKind, '^SPAN_KIND_', ''))"
 STATUS = "initcap(replaceRegexpOne(StatusCode, '^STATUS_CODE_', ''))"
 START_NS = "toUnixTimestamp64Nano(Timestamp)"
+HOTSPOT = "SpanAttributes['hotspan.hotspot'] = 'true'"
+"""A span flagged by Hotspan's SDK ``HotspotSpanProcessor`` (``processors.sdk``)."""
 
 SERVICES = "SELECT DISTINCT ServiceName FROM otel_traces ORDER BY ServiceName"
 
@@ -63,6 +65,7 @@ SEARCH_SPAN_FILTERS = {
     "max_duration_ns": "Duration <= {max_duration_ns:UInt64}",
     "status_code": f"{STATUS} = {{status_code:String}}",
     "span_kind": f"{KIND} = {{span_kind:String}}",
+    "hotspot": f"({HOTSPOT}) = {{hotspot:Bool}}",
 }
 """Span-level conditions of a trace search, by parameter name; only those whose parameter is set apply."""
 
@@ -97,7 +100,8 @@ SELECT
     toUInt64(max({START_NS} + Duration) - min({START_NS})) AS duration_ns,
     count() AS span_count,
     uniqExact(ServiceName) AS service_count,
-    countIf({STATUS} = 'Error') AS error_count
+    countIf({STATUS} = 'Error') AS error_count,
+    countIf({HOTSPOT}) AS hotspot_count
 FROM otel_traces
 WHERE TraceId IN (SELECT TraceId FROM matched)
 GROUP BY TraceId

@@ -6,7 +6,6 @@ database name instead.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from collector.ingest import ExportResult, Ingestor
-from collector.otlp_json import request_from_json
+from collector.ingest import Ingestor
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
 from storage.reader import ClickHouseTraceReader
@@ -23,10 +21,6 @@ from storage.writer import ClickHouseTraceWriter
 
 if TYPE_CHECKING:
     from hotspan.server import RunningServer
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-TRACES = SHARED_DATA / "traces"
 
 
 @pytest.fixture(scope="session")
@@ -53,17 +47,6 @@ def reader(store: ClickHouse) -> ClickHouseTraceReader:
 @pytest.fixture
 def ingestor(store: ClickHouse) -> Ingestor:
     return Ingestor(ClickHouseTraceWriter(store))
-
-
-def ingest_otlp_json_file(ingestor: Ingestor, path: Path) -> list[ExportResult]:
-    """Store an OTLP-JSON file (one object, or JSON lines) through the real decode path."""
-    text = path.read_text(encoding="utf-8")
-    bodies = (
-        [json.loads(line) for line in text.splitlines() if line.strip()]
-        if path.suffix == ".jsonl"
-        else [json.loads(text)]
-    )
-    return [ingestor.export(*request_from_json(body)) for body in bodies]
 
 
 @pytest.fixture

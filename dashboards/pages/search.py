@@ -51,6 +51,14 @@ COLUMNS = [
         "maxWidth": 100,
         "cellClassRules": {"hs-error-cell": "params.value > 0"},
     },
+    {
+        "field": "hotspot_count",
+        "headerName": "Hotspots",
+        "headerTooltip": "Spans flagged hotspan.hotspot=true by the SDK HotspotSpanProcessor",
+        "type": "numericColumn",
+        "maxWidth": 110,
+        "cellClassRules": {"hs-hotspot-cell": "params.value > 0"},
+    },
 ]
 """Result grid columns; keys match :func:`dashboards.views.search_rows`."""
 

@@ -8,8 +8,8 @@ from collections import Counter
 import httpx
 import pytest
 
-from conftest import TRACES
 from hotspan.server import RunningServer
+from testkit import TRACES
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 

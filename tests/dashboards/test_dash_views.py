@@ -146,10 +146,11 @@ def test_search_rows() -> None:
             "span_count": [18],
             "service_count": [4],
             "error_count": [0],
+            "hotspot_count": [3],
         }
     )
     (row,) = search_rows(summaries, lambda trace_id: f"/ui/trace/{trace_id}")
     assert row["trace"] == f"[0123456789abcdef](/ui/trace/{'0123456789abcdef' * 2})"
     assert row["duration_ms"] == 7.276
     assert row["start"] == "2024-10-30 12:24:28.889"
-    assert (row["span_count"], row["service_count"], row["error_count"]) == (18, 4, 0)
+    assert (row["span_count"], row["service_count"], row["error_count"], row["hotspot_count"]) == (18, 4, 0, 3)

@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import TRACES
 from hotspan.importer import ImportSummary, OtlpHttpSink, StoreSink, import_paths
 from hotspan.server import RunningServer
 from storage.clickhouse import ClickHouse
 from storage.writer import ClickHouseTraceWriter
+from testkit import TRACES
 
 # (spans, traces, services) per file, from SOURCES.md unless a comment says why not.
 EXPECTED = {

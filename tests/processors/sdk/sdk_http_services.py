@@ -4,22 +4,23 @@ Each service runs ``http.server`` in a thread, extracts the W3C context (tracepa
 baggage) with ``opentelemetry.propagate.extract``, starts a SERVER span, optionally calls the next
 service with ``opentelemetry.propagate.inject``, and answers with the trace ID it saw (so a client
 learns the IDs of traces that were not sampled too). Spans go through BaggageSampler,
-BaggageSpanProcessor and HotspotSpanProcessor into the service's own InMemorySpanExporter.
+BaggageSpanProcessor and HotspotSpanProcessor into the service's own InMemorySpanExporter, and into
+``also_export_to`` (e.g. an OTLP exporter to a served Hotspan) when given.
 """
 
 import http.client
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from opentelemetry import baggage, context, propagate
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, SynchronousMultiSpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from processors.sdk import BaggageSampler, BaggageSpanProcessor, HotspotSpanProcessor
+from processors.sdk import BaggageSampler, BaggageSpanProcessor, HotspotSpanProcessor, StaticRule
 
 SET_BAGGAGE_HEADER = "x-set-baggage"
 """Request header ``key=value``: the first service adds this baggage before calling downstream."""
@@ -28,14 +29,28 @@ SET_BAGGAGE_HEADER = "x-set-baggage"
 class Service:
     """One service: a loopback HTTP server whose handler traces each request and calls ``downstream``."""
 
-    def __init__(self, name: str, policies: Mapping[str, object], downstream: "Service | None" = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        policies: Mapping[str, object],
+        downstream: "Service | None" = None,
+        *,
+        also_export_to: SpanExporter | None = None,
+        hotspot_rules: Sequence[StaticRule] = (),
+    ) -> None:
         self.name = name
         self.exporter = InMemorySpanExporter()
+        exporting = SynchronousMultiSpanProcessor()
+        exporting.add_span_processor(SimpleSpanProcessor(self.exporter))
+        if also_export_to is not None:
+            exporting.add_span_processor(SimpleSpanProcessor(also_export_to))
         self.provider = TracerProvider(
             resource=Resource.create({"service.name": name}), sampler=BaggageSampler.from_config(policies)
         )
         self.provider.add_span_processor(BaggageSpanProcessor(["tenant_id"]))
-        self.provider.add_span_processor(HotspotSpanProcessor(SimpleSpanProcessor(self.exporter), adaptive=True))
+        self.provider.add_span_processor(
+            HotspotSpanProcessor(exporting, rules=hotspot_rules, adaptive=not hotspot_rules)
+        )
         self._tracer = self.provider.get_tracer(f"{name}-server")
         self._downstream = downstream
         self._connections = threading.local()

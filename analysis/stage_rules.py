@@ -1,0 +1,200 @@
+"""The stage rule table: its schema, the packaged default, and loading a user's table.
+
+A table maps a span to one stage of the taxonomy in DESIGN.md ("LLM-aware analysis"). Document shape
+(YAML; the packaged ``stage_rules.yaml`` is the reference)::
+
+    version: 1
+    include_defaults: false   # true: the packaged rules follow this file's rules
+    rules:                    # ordered; the first rule whose every condition holds wins
+      - stage: retrieval      # one of STAGES
+        why: vector stores serve retrieval    # free text, for the reader
+        split: vllm           # optional: split the span by vLLM's latency attributes (analysis.vllm);
+                              # ``stage`` is then what the span gets when those attributes are missing
+        match:                # at least one condition; all must hold
+          name: ["*search*"]            # globs over the span name
+          name_regex: "^GET /v[0-9]+/"  # a regular expression searched in the span name (Rust syntax)
+          service: ["*gateway*"]        # globs over service_name
+          kind: [Client, Producer]      # span kinds, in the Server/Client/... spelling
+          attributes:                   # attribute key -> globs over its value; "*" = present
+            db.system: [qdrant, milvus]
+          has_children: false           # whether the span has children in its trace
+
+Globs know ``*`` (any run of characters) and ``?`` (one character) and ignore case; a string stands for a
+list of one. A span no rule matches is ``other``.
+
+Validation happens at load (pydantic), and every problem is reported at once, each under its key path
+(``rules[3].match.kind[0]: ...``), in one :class:`StageRulesError`.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Literal, get_args
+
+import numpy.typing as npt
+import polars as pl
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from analysis.spans import SpanKind
+
+Stage = Literal[
+    "network",
+    "gateway",
+    "agent",
+    "retrieval",
+    "tool",
+    "llm.tokenize",
+    "llm.queue",
+    "llm.prefill",
+    "llm.decode",
+    "llm.detokenize",
+    "output_parsing",
+    "other",
+]
+STAGES: tuple[Stage, ...] = get_args(Stage)
+"""The stage taxonomy of DESIGN.md, in pipeline order."""
+STAGE_DTYPE = pl.Enum(STAGES)
+"""Polars dtype of every ``stage`` column the analysis returns (sorts in taxonomy order)."""
+DEFAULT_STAGE: Stage = "other"
+"""The stage of a span that no rule matches."""
+SplitMode = Literal["vllm"]
+
+DEFAULT_RULES_RESOURCE = "stage_rules.yaml"
+
+
+def stage_series(codes: npt.ArrayLike, name: str = "stage") -> pl.Series:
+    """Stage indices (into :data:`STAGES`) as a :data:`STAGE_DTYPE` Series."""
+    return pl.Series(name, STAGES, dtype=STAGE_DTYPE).gather(codes)
+
+
+def _listed(value: object) -> object:
+    return [value] if isinstance(value, str) else value
+
+
+Globs = Annotated[list[str], BeforeValidator(_listed), Field(min_length=1)]
+
+
+def glob_regex(globs: list[str]) -> str:
+    """A case-insensitive, anchored regular expression (Rust and Python syntax) matching any of ``globs``."""
+    alternatives = (
+        "".join(".*" if char == "*" else "." if char == "?" else re.escape(char) for char in glob) for glob in globs
+    )
+    return "(?is)^(?:" + "|".join(alternatives) + ")$"
+
+
+class SpanMatch(BaseModel):
+    """The conditions of one rule; all given conditions must hold (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Globs | None = None
+    name_regex: str | None = None
+    service: Globs | None = None
+    kind: Annotated[list[SpanKind], BeforeValidator(_listed), Field(min_length=1)] | None = None
+    attributes: dict[str, Globs] | None = Field(default=None, min_length=1)
+    has_children: bool | None = None
+
+    @field_validator("name_regex")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        # Polars evaluates the pattern, so its (Rust) regex engine is the judge.
+        try:
+            pl.Series([""]).str.contains(pattern)
+        except pl.exceptions.ComputeError as error:
+            reason = " ".join(str(error).split("This error occurred")[0].split())
+            raise ValueError(f"not a valid regular expression: {reason}") from None
+        return pattern
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> SpanMatch:
+        if all(getattr(self, field) is None for field in type(self).model_fields):
+            raise ValueError("a match needs at least one condition")
+        return self
+
+
+class StageRule(BaseModel):
+    """One row of the table: spans matching ``match`` get ``stage`` (or are split, see ``split``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stage: Stage
+    match: SpanMatch
+    split: SplitMode | None = None
+    why: str | None = None
+
+
+class StageRules(BaseModel):
+    """An ordered rule table; the first matching rule decides a span's stage."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    include_defaults: bool = False
+    rules: list[StageRule] = Field(min_length=1)
+
+    @property
+    def attribute_keys(self) -> list[str]:
+        """Every attribute key some rule reads, in first-use order."""
+        keys: dict[str, None] = {}
+        for rule in self.rules:
+            keys.update(dict.fromkeys(rule.match.attributes or {}))
+        return list(keys)
+
+
+class StageRulesError(ValueError):
+    """A rule table is invalid. ``issues`` lists every problem as ``"<key path>: <message>"``."""
+
+    def __init__(self, origin: str, issues: list[str]) -> None:
+        self.issues = tuple(issues)
+        lines = "\n".join(f"  - {issue}" for issue in self.issues)
+        super().__init__(f"invalid stage rules in {origin} ({len(self.issues)} error(s)):\n{lines}")
+
+
+def parse_stage_rules(document: object, origin: str = "<document>") -> StageRules:
+    """Validate a parsed YAML/JSON document as a rule table (``include_defaults`` is *not* applied here).
+
+    Raises:
+        StageRulesError: every problem, each under its key path.
+    """
+    try:
+        return StageRules.model_validate(document)
+    except ValidationError as error:
+        raise StageRulesError(origin, [f"{_key_path(item['loc'])}: {item['msg']}" for item in error.errors()]) from None
+
+
+def default_stage_rules() -> StageRules:
+    """The packaged table (``analysis/stage_rules.yaml``)."""
+    text = resources.files("analysis").joinpath(DEFAULT_RULES_RESOURCE).read_text(encoding="utf-8")
+    return parse_stage_rules(yaml.safe_load(text), f"analysis/{DEFAULT_RULES_RESOURCE}")
+
+
+def load_stage_rules(path: str | Path | None = None) -> StageRules:
+    """The rule table at ``path`` (YAML), or the packaged default when ``path`` is None.
+
+    A user table with ``include_defaults: true`` gets the packaged rules appended after its own, so it
+    only needs the rules it adds or overrides.
+
+    Raises:
+        StageRulesError: the file cannot be read, is not YAML, or breaks the schema (every problem listed).
+    """
+    if path is None:
+        return default_stage_rules()
+    origin = str(path)
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise StageRulesError(origin, [f"{origin}: cannot be read as YAML: {error}"]) from None
+    rules = parse_stage_rules(document, origin)
+    if not rules.include_defaults:
+        return rules
+    return rules.model_copy(update={"rules": [*rules.rules, *default_stage_rules().rules]})
+
+
+def _key_path(location: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "<document>"

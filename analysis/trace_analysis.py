@@ -1,0 +1,65 @@
+"""One span frame's analysis, each step computed once and shared by every view that needs it.
+
+Every public function of :mod:`analysis.decomposition` and :mod:`analysis.statistics` accepts a span frame,
+a :class:`~analysis.tree.SpanTree` or a :class:`TraceAnalysis`; callers that want several views of the same
+spans (the trace pipeline, the benchmark) build one :class:`TraceAnalysis` and pass it to each.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import polars as pl
+
+from analysis.ancestry import IntArray
+from analysis.critical_path import Sections, critical_path_sections
+from analysis.self_time import self_times
+from analysis.stage_rules import StageRules, load_stage_rules
+from analysis.stages import Assignment, Pieces, classify, pieces
+from analysis.tree import SpanTree, as_tree
+from analysis.wall_clock import Shares, wall_clock_shares
+
+
+class TraceAnalysis:
+    """Lazily computed analysis of the traces in one :class:`~analysis.tree.SpanTree`.
+
+    Not thread-safe while its properties are first computed (they are cached on the instance); read-only
+    afterwards.
+    """
+
+    def __init__(self, tree: SpanTree, rules: StageRules | None = None) -> None:
+        self.tree = tree
+        self.rules = rules if rules is not None else load_stage_rules()
+
+    @cached_property
+    def self_time_ns(self) -> IntArray:
+        """Per span, self time in ns (:mod:`analysis.self_time`)."""
+        return self_times(self.tree)
+
+    @cached_property
+    def sections(self) -> Sections:
+        """Critical-path sections of every tree (:mod:`analysis.critical_path`)."""
+        return critical_path_sections(self.tree)
+
+    @cached_property
+    def assignment(self) -> Assignment:
+        """Per span, the deciding stage rule (:mod:`analysis.stages`)."""
+        return classify(self.tree, self.rules)
+
+    @cached_property
+    def pieces(self) -> Pieces:
+        """Every span tiled into stage pieces (:mod:`analysis.stages`)."""
+        return pieces(self.tree, self.assignment)
+
+    @cached_property
+    def wall_clock(self) -> Shares:
+        """The wall-clock profiler's shares (:mod:`analysis.wall_clock`)."""
+        return wall_clock_shares(self.tree, self.pieces)
+
+
+def analyze(spans: pl.DataFrame | SpanTree | TraceAnalysis, rules: StageRules | None = None) -> TraceAnalysis:
+    """A :class:`TraceAnalysis` of ``spans``; ``spans`` itself when it already is one and ``rules`` is None
+    or its own table."""
+    if isinstance(spans, TraceAnalysis):
+        return spans if rules is None or rules == spans.rules else TraceAnalysis(spans.tree, rules)
+    return TraceAnalysis(as_tree(spans), rules)
