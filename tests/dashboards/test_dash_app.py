@@ -11,9 +11,9 @@ import pytest
 from dash_support import mounted_ui, serving
 
 from collector.ingest import Ingestor
-from conftest import TRACES, ingest_otlp_json_file
 from dashboards.app import PAGES, active_page_path, build_dash_app
 from storage.reader import ClickHouseTraceReader
+from testkit import TRACES, ingest_otlp_json_file
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 LARGEST_DEMO_TRACE = "43e16db8b39d2847d082975ab07acfa6"

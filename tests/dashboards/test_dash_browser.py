@@ -11,8 +11,8 @@ from dash_support import mounted_ui, serving
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from collector.ingest import Ingestor
-from conftest import REPO, TRACES, ingest_otlp_json_file
 from storage.reader import ClickHouseTraceReader
+from testkit import REPO, TRACES, ingest_otlp_json_file
 
 pytestmark = pytest.mark.ui
 

@@ -11,7 +11,6 @@ import pytest
 from dash_support import T0_NS, spans_frame
 
 from collector.ingest import Ingestor
-from conftest import TRACES, ingest_otlp_json_file
 from dashboards.figures import (
     BAR_THICKNESS,
     MIN_BAR_FRACTION,
@@ -25,6 +24,7 @@ from hotspan.importer import StoreSink, import_paths
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.writer import ClickHouseTraceWriter
+from testkit import TRACES, ingest_otlp_json_file
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 
