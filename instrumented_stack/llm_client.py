@@ -1,48 +1,90 @@
-"""The agent's LLM client: an OpenAI-compatible chat call with a GenAI-semconv CLIENT span.
+"""The agent's LLM client: tokenize, call an OpenAI-compatible chat endpoint, parse the answer.
 
-The span follows the OpenTelemetry GenAI semantic conventions for inference spans
-(``gen-ai-spans.md``, now in open-telemetry/semantic-conventions-genai): name ``chat {model}``, kind
-CLIENT, ``gen_ai.operation.name=chat``, ``gen_ai.provider.name``, ``gen_ai.request.*``, then
-``gen_ai.response.*`` and ``gen_ai.usage.input_tokens``/``output_tokens`` from the response's usage;
-on failure ``error.type`` and status ERROR.
+One call records (names and attributes from the GenAI semconv inference span, ``gen-ai-spans.md``):
 
-This span is the HTTP client span of the call: the W3C context is injected while it is current, so the
-engine's ``llm_request`` is its direct child. The HTTP client is deliberately not auto-instrumented,
-which would add a second CLIENT span between the two.
+- ``chat {model}`` (CLIENT): ``gen_ai.operation.name=chat``, ``gen_ai.provider.name``,
+  ``gen_ai.request.*``, ``server.address``/``server.port``, ``llm.prompt.sha256`` (first 16 hex digits of
+  the prompt's SHA-256: equal prompts sent twice have equal values), then ``gen_ai.response.*`` and
+  ``gen_ai.usage.input_tokens``/``output_tokens``; on failure ``error.type`` and status ERROR.
+  - ``tokenize`` (INTERNAL): the prompt tokenized by a tokenizer worker (``llm.prompt_tokens``,
+    ``llm.tokenizer.worker``), with a ``load_tokenizer`` child when the worker had to load it first;
+  - ``connect`` and ``tls_handshake`` (INTERNAL) when the call opened a new connection
+    (``http_tracing``);
+  - the engine's ``llm_request`` (SERVER, remote child): the W3C context is injected while ``chat`` is
+    current, and the HTTP client is deliberately not auto-instrumented, which would put a second CLIENT
+    span between the two;
+  - ``parse_output`` (INTERNAL): decoding the response body (``llm.output.chars``).
+
+Connections: ``pooled`` keeps one ``httpx.AsyncClient`` (keep-alive) for the client's life;
+``per_request`` opens a new client, and so a new TCP connection (and TLS handshake for ``https``), per call
+and closes it after. The client checks prompt + ``max_tokens`` against ``max_model_len`` before sending,
+which is why it tokenizes at all.
 """
 
 from __future__ import annotations
 
+import hashlib
+import ssl
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 import httpx
 from opentelemetry import propagate
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
+from pydantic import BaseModel, ConfigDict, Field
 
-GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
-GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
-GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
-GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
-GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
-GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
-GEN_AI_RESPONSE_ID = "gen_ai.response.id"
-GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
-GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
-GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-SERVER_ADDRESS = "server.address"
-SERVER_PORT = "server.port"
-ERROR_TYPE = "error.type"
+from instrumented_stack.http_tracing import connection_trace
+from instrumented_stack.semconv import (
+    ERROR_TYPE,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MAX_TOKENS,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_REQUEST_TEMPERATURE,
+    GEN_AI_REQUEST_TOP_P,
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_RESPONSE_ID,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    LLM_OUTPUT_CHARS,
+    LLM_PROMPT_SHA256,
+    LLM_PROMPT_TOKENS,
+    LLM_TOKENIZER_WORKER,
+    SERVER_ADDRESS,
+    SERVER_PORT,
+)
+from instrumented_stack.tokenizer_workers import TokenizerWorkers
 
 PROVIDER_NAME = "vllm"
 """``gen_ai.provider.name``: vLLM is not in the semconv's well-known list, so a custom value."""
 
+ConnectionMode = Literal["pooled", "per_request"]
+
+
+class LlmClientConfig(BaseModel):
+    """Settings of the LLM client."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base_url: str = Field(description="root URL of the OpenAI-compatible server (http or https)")
+    model: str = Field(min_length=1, description="model name sent and reported as gen_ai.request.model")
+    connection: ConnectionMode = Field(default="pooled", description="pooled keep-alive or a new one per call")
+    ca_file: Path | None = Field(default=None, description="PEM CA bundle to trust for https; None: system CAs")
+    timeout_s: float = Field(default=300.0, gt=0, description="per-call timeout in seconds")
+    max_model_len: int = Field(default=131072, ge=2, description="prompt + max_tokens limit checked before sending")
+    tokenizer_workers: int = Field(default=4, ge=1, description="tokenizer workers (each loads lazily)")
+    tokenizer_max_requests: int | None = Field(
+        default=None, ge=1, description="recycle a tokenizer worker after this many requests; None: never"
+    )
+
 
 class LlmError(Exception):
-    """The LLM call failed: transport error or non-2xx status.
+    """The LLM call failed: prompt too long, transport error, non-2xx status or an unreadable body.
 
     Attributes:
         status: the HTTP status, or ``None`` when no response came back.
@@ -60,7 +102,7 @@ class ChatResult:
     Attributes:
         response_id: the server's completion id (``chatcmpl-...``).
         model: the model that answered.
-        text: the assistant message content.
+        text: the assistant message content, stripped.
         finish_reason: why generation stopped (``length``, ``stop``, ...).
         input_tokens, output_tokens: usage reported by the server.
     """
@@ -73,25 +115,50 @@ class ChatResult:
     output_tokens: int
 
 
+def prompt_signature(prompt: str) -> str:
+    """First 16 hex digits of the SHA-256 of ``prompt`` (UTF-8)."""
+    return hashlib.sha256(prompt.encode()).hexdigest()[:16]
+
+
 class LlmClient:
-    """Chat completions against one OpenAI-compatible base URL.
+    """Chat completions against one OpenAI-compatible server; an async context manager.
 
     Args:
-        http: an async client whose ``base_url`` is the server root (e.g. ``http://127.0.0.1:8000``);
-            the caller owns and closes it.
+        config: connection, timeout, tokenizer workers.
         tracer: the calling service's tracer.
-        model: model name sent as ``model`` and reported as ``gen_ai.request.model``.
+        tokenizer_path: the ``tokenizer.json`` the workers load.
 
-    Use from one event loop; calls may run concurrently.
+    Use ``async with`` on one event loop; calls may run concurrently.
     """
 
-    def __init__(self, http: httpx.AsyncClient, tracer: Tracer, model: str) -> None:
-        self._http = http
+    def __init__(self, config: LlmClientConfig, tracer: Tracer, tokenizer_path: Path) -> None:
+        self._config = config
         self._tracer = tracer
-        self._model = model
-        url = urlsplit(str(http.base_url))
+        self._tokenizers = TokenizerWorkers(
+            tokenizer_path, config.tokenizer_workers, config.tokenizer_max_requests, tracer=tracer
+        )
+        url = urlsplit(config.base_url)
         self._server_address = url.hostname or ""
         self._server_port = url.port or (443 if url.scheme == "https" else 80)
+        self._verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=str(config.ca_file)) if config.ca_file else True
+        )
+        self._pooled: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> Self:
+        if self._config.connection == "pooled":
+            self._pooled = self._new_http_client()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._pooled is not None:
+            await self._pooled.aclose()
+            self._pooled = None
+
+    def _new_http_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self._config.base_url, timeout=self._config.timeout_s, verify=self._verify)
 
     async def chat(
         self,
@@ -102,30 +169,34 @@ class LlmClient:
         top_p: float,
         ignore_eos: bool = False,
     ) -> ChatResult:
-        """``POST /v1/chat/completions`` inside a ``chat {model}`` CLIENT span.
+        """``POST /v1/chat/completions`` inside a ``chat {model}`` CLIENT span (see the module docstring).
 
         Args:
-            messages: OpenAI chat messages (``role``, ``content``).
-            max_tokens: most tokens to generate (sent as ``max_tokens``).
+            messages: OpenAI chat messages (``role``, ``content``); the prompt is their contents joined by
+                spaces, as the engine joins them.
+            max_tokens: most tokens to generate.
             temperature, top_p: sampling parameters.
-            ignore_eos: vLLM's sampling extra: generate exactly ``max_tokens`` (used to replay a
-                workload's output lengths).
+            ignore_eos: vLLM's sampling extra: generate exactly ``max_tokens``.
 
         Raises:
-            LlmError: transport failure, non-2xx response, or a body that is not a chat completion.
+            LlmError: prompt + ``max_tokens`` over ``max_model_len``, transport failure, non-2xx response,
+                or a body that is not a chat completion.
         """
+        model = self._config.model
+        prompt = " ".join(message["content"] for message in messages)
         attributes: dict[str, AttributeValue] = {
             GEN_AI_OPERATION_NAME: "chat",
             GEN_AI_PROVIDER_NAME: PROVIDER_NAME,
-            GEN_AI_REQUEST_MODEL: self._model,
+            GEN_AI_REQUEST_MODEL: model,
             GEN_AI_REQUEST_MAX_TOKENS: max_tokens,
             GEN_AI_REQUEST_TEMPERATURE: temperature,
             GEN_AI_REQUEST_TOP_P: top_p,
             SERVER_ADDRESS: self._server_address,
             SERVER_PORT: self._server_port,
+            LLM_PROMPT_SHA256: prompt_signature(prompt),
         }
         body = {
-            "model": self._model,
+            "model": model,
             "messages": messages,
             "max_tokens": max_tokens,
             "temperature": temperature,
@@ -133,26 +204,24 @@ class LlmClient:
             "ignore_eos": ignore_eos,
         }
         with self._tracer.start_as_current_span(
-            f"chat {self._model}",
+            f"chat {model}",
             kind=SpanKind.CLIENT,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
-            headers: dict[str, str] = {}
-            propagate.inject(headers)
-            try:
-                response = await self._http.post("/v1/chat/completions", json=body, headers=headers)
-            except httpx.HTTPError as error:
-                raise _failed(span, type(error).__qualname__, f"LLM call failed: {error!r}", None) from error
-            if response.is_error:
-                message = f"LLM answered {response.status_code}: {response.text[:200]}"
-                raise _failed(span, str(response.status_code), message, response.status_code)
-            try:
-                result = _parse_chat_response(response.json(), self._model)
-            except (ValueError, TypeError, AttributeError, LookupError) as error:
-                message = f"LLM response is not a chat completion: {error}"
-                raise _failed(span, "invalid_response", message, response.status_code) from error
+            prompt_tokens = self._tokenize(prompt)
+            if prompt_tokens + max_tokens > self._config.max_model_len:
+                message = f"prompt ({prompt_tokens}) + max_tokens ({max_tokens}) exceed {self._config.max_model_len}"
+                raise _failed(span, "context_length_exceeded", message, None)
+            response = await self._post(span, body)
+            with self._tracer.start_as_current_span("parse_output", kind=SpanKind.INTERNAL) as parse_span:
+                try:
+                    result = _parse_chat_response(response.json(), model)
+                except (ValueError, TypeError, AttributeError, LookupError) as error:
+                    message = f"LLM response is not a chat completion: {error}"
+                    raise _failed(span, "invalid_response", message, response.status_code) from error
+                parse_span.set_attribute(LLM_OUTPUT_CHARS, len(result.text))
             span.set_attributes(
                 {
                     GEN_AI_RESPONSE_ID: result.response_id,
@@ -163,6 +232,34 @@ class LlmClient:
                 }
             )
             return result
+
+    def _tokenize(self, prompt: str) -> int:
+        with self._tracer.start_as_current_span("tokenize", kind=SpanKind.INTERNAL) as span:
+            lease = self._tokenizers.lease()
+            count = len(lease.tokenizer.encode(prompt))
+            span.set_attributes({LLM_PROMPT_TOKENS: count, LLM_TOKENIZER_WORKER: lease.worker})
+            return count
+
+    async def _post(self, span: Span, body: dict[str, Any]) -> httpx.Response:
+        headers: dict[str, str] = {}
+        propagate.inject(headers)
+        extensions = {"trace": connection_trace(self._tracer)}
+        try:
+            if self._pooled is not None:
+                response = await self._pooled.post(
+                    "/v1/chat/completions", json=body, headers=headers, extensions=extensions
+                )
+            else:
+                async with self._new_http_client() as http:
+                    response = await http.post(
+                        "/v1/chat/completions", json=body, headers=headers, extensions=extensions
+                    )
+        except httpx.HTTPError as error:
+            raise _failed(span, type(error).__qualname__, f"LLM call failed: {error!r}", None) from error
+        if response.is_error:
+            message = f"LLM answered {response.status_code}: {response.text[:200]}"
+            raise _failed(span, str(response.status_code), message, response.status_code)
+        return response
 
 
 def _failed(span: Span, error_type: str, message: str, status: int | None) -> LlmError:
@@ -183,7 +280,7 @@ def _parse_chat_response(payload: dict[str, Any], requested_model: str) -> ChatR
     return ChatResult(
         response_id=str(payload.get("id", "")),
         model=str(payload.get("model") or requested_model),
-        text=str((choice.get("message") or {}).get("content") or ""),
+        text=str((choice.get("message") or {}).get("content") or "").strip(),
         finish_reason=str(choice.get("finish_reason")),
         input_tokens=int(usage.get("prompt_tokens", 0)),
         output_tokens=int(usage.get("completion_tokens", 0)),

@@ -1,24 +1,38 @@
-"""The stack's users: send workload requests to the gateway and time them.
+"""The stack's users: send prompts to the gateway, open loop or closed loop, and time them.
 
-Closed loop: ``concurrency`` users each send their next request as soon as the previous answer is back,
-in workload order. (Open-loop replay of the trace's arrival times is issue 4.) The users are not
-instrumented, so the gateway's SERVER span is the root of each trace.
+- **Open loop** (:func:`replay_open_loop`): request *i* is sent at ``arrival_offset_s / rate_scale`` seconds
+  after the start, whether or not earlier ones were answered - the trace's arrival process, sped up
+  ``rate_scale`` times.
+- **Closed loop** (:func:`replay_closed_loop`): ``users`` users each send their next prompt as soon as the
+  previous answer is back, in prompt order.
+
+Both stop sending at ``duration_s`` (when given) and wait for what was sent. Users are not instrumented,
+so the gateway's SERVER span is the root of each trace. Tenants are assigned round-robin by position; a
+tenant with an API key sends ``Authorization: Bearer <key>``, one without sends ``x-tenant-id``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
 
-from instrumented_stack.tokenizer import Tokenizer, WhitespaceTokenizer
+from instrumented_stack.prompts import UserPrompt
 from instrumented_stack.workload import WorkloadRequest
 
 TENANT_HEADER = "x-tenant-id"
 SAMPLE_POLICY_HEADER = "x-sample-policy"
+
+
+@dataclass(frozen=True, slots=True)
+class TenantCredentials:
+    """Who a user sends as: ``tenant_id`` and, when the gateway checks keys, its ``api_key``."""
+
+    tenant_id: str
+    api_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,17 +41,21 @@ class RequestOutcome:
 
     Attributes:
         workload: the workload row it replayed.
+        intent: the intent its question was drawn for.
         tenant_id: the tenant it was sent as.
         status: HTTP status, ``None`` when no response came back.
         latency_ms: client-side end-to-end latency in **milliseconds**.
+        sent_unix_ns: when it was sent, **nanoseconds** since the Unix epoch.
         trace_id: the trace id the gateway reported (32 hex), ``None`` on failure.
         error: what went wrong, ``None`` on success.
     """
 
     workload: WorkloadRequest
+    intent: str
     tenant_id: str
     status: int | None
     latency_ms: float
+    sent_unix_ns: int
     trace_id: str | None
     error: str | None
 
@@ -47,71 +65,119 @@ class RequestOutcome:
         return self.status == 200
 
 
-async def replay(
-    gateway_url: str,
-    requests: Sequence[WorkloadRequest],
-    *,
-    concurrency: int = 1,
-    tenants: Sequence[str] = ("tenant-a", "tenant-b"),
-    sample_policy: str | None = None,
-    tokenizer: Tokenizer | None = None,
-    timeout_s: float = 300.0,
-) -> list[RequestOutcome]:
-    """Send ``requests`` to ``POST {gateway_url}/v1/agent`` and return their outcomes in the same order.
+Progress = Callable[[int, int, int], None]
+"""Called after each answer with ``(answered, errors, total planned)``."""
 
-    Args:
-        gateway_url: the gateway's root URL.
-        requests: workload rows; each becomes a prompt of exactly ``prompt_tokens`` tokens asking for
-            ``output_tokens`` tokens.
-        concurrency: users sending at once (>= 1).
-        tenants: ``x-tenant-id`` values, assigned round-robin by position (must not be empty).
-        sample_policy: ``x-sample-policy`` header for every request; ``None``: not sent.
-        tokenizer: makes the prompts; default :class:`WhitespaceTokenizer` (the emulator's).
-        timeout_s: per-request timeout in **seconds**.
+
+@dataclass(frozen=True, slots=True)
+class UserSettings:
+    """What every request carries: ``tenants`` round-robin (not empty), ``sample_policy`` header (``None``:
+    not sent), the per-request ``timeout_s`` in **seconds**, and an optional ``progress`` callback."""
+
+    tenants: Sequence[TenantCredentials]
+    sample_policy: str | None = None
+    timeout_s: float = 300.0
+    progress: Progress | None = None
+
+
+class _Sender:
+    def __init__(self, http: httpx.AsyncClient, settings: UserSettings, total: int) -> None:
+        if not settings.tenants:
+            raise ValueError("tenants must not be empty")
+        self._http = http
+        self._settings = settings
+        self._total = total
+        self._answered = 0
+        self._errors = 0
+
+    async def send(self, position: int, prompt: UserPrompt) -> RequestOutcome:
+        settings = self._settings
+        tenant = settings.tenants[position % len(settings.tenants)]
+        headers = {"authorization": f"Bearer {tenant.api_key}"} if tenant.api_key else {TENANT_HEADER: tenant.tenant_id}
+        if settings.sample_policy is not None:
+            headers[SAMPLE_POLICY_HEADER] = settings.sample_policy
+        body = {"prompt": prompt.prompt, "max_tokens": prompt.row.output_tokens}
+        sent_ns = time.time_ns()
+        started = time.perf_counter()
+        status: int | None = None
+        trace_id = error = None
+        try:
+            response = await self._http.post("/v1/agent", json=body, headers=headers)
+            status = response.status_code
+            if status == 200:
+                trace_id = response.json().get("trace_id")
+            else:
+                error = response.text[:200]
+        except httpx.HTTPError as failure:
+            error = repr(failure)
+        latency_ms = (time.perf_counter() - started) * 1e3
+        self._answered += 1
+        self._errors += status != 200
+        if settings.progress is not None:
+            settings.progress(self._answered, self._errors, self._total)
+        return RequestOutcome(prompt.row, prompt.intent, tenant.tenant_id, status, latency_ms, sent_ns, trace_id, error)
+
+
+async def replay_open_loop(
+    gateway_url: str,
+    prompts: Sequence[UserPrompt],
+    settings: UserSettings,
+    *,
+    rate_scale: float = 1.0,
+    duration_s: float | None = None,
+) -> list[RequestOutcome]:
+    """Send each prompt at its row's arrival offset divided by ``rate_scale``; outcomes in prompt order.
+
+    Offsets count from the first prompt's row. Prompts due after ``duration_s`` **seconds** are not sent.
 
     Raises:
-        ValueError: ``concurrency`` < 1 or no tenants.
+        ValueError: ``rate_scale`` <= 0 or no tenants.
     """
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    if not tenants:
-        raise ValueError("tenants must not be empty")
-    make_prompt = tokenizer or WhitespaceTokenizer()
-    outcomes: list[RequestOutcome | None] = [None] * len(requests)
-    positions = iter(range(len(requests)))
+    if rate_scale <= 0:
+        raise ValueError(f"rate_scale must be > 0, got {rate_scale}")
+    if not prompts:
+        return []
+    origin = prompts[0].row.arrival_offset_s
+    due = [(p, (p.row.arrival_offset_s - origin) / rate_scale) for p in prompts]
+    due = [(p, t) for p, t in due if duration_s is None or t <= duration_s]
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=settings.timeout_s) as http:
+        sender = _Sender(http, settings, len(due))
+        started = time.monotonic()
 
-    async def user(http: httpx.AsyncClient) -> None:
-        for position in positions:
-            row = requests[position]
-            tenant = tenants[position % len(tenants)]
-            headers = {TENANT_HEADER: tenant}
-            if sample_policy is not None:
-                headers[SAMPLE_POLICY_HEADER] = sample_policy
-            body = {
-                "prompt": make_prompt.synthesize(row.prompt_tokens, seed=row.index),
-                "max_tokens": row.output_tokens,
-            }
-            outcomes[position] = await _send(http, row, tenant, headers, body)
+        async def at(position: int, prompt: UserPrompt, offset_s: float) -> RequestOutcome:
+            await asyncio.sleep(max(0.0, started + offset_s - time.monotonic()))
+            return await sender.send(position, prompt)
 
-    async with httpx.AsyncClient(base_url=gateway_url, timeout=timeout_s) as http:
-        await asyncio.gather(*(user(http) for _ in range(min(concurrency, len(requests)))))
+        return list(await asyncio.gather(*(at(i, p, t) for i, (p, t) in enumerate(due))))
+
+
+async def replay_closed_loop(
+    gateway_url: str,
+    prompts: Sequence[UserPrompt],
+    settings: UserSettings,
+    *,
+    users: int = 1,
+    duration_s: float | None = None,
+) -> list[RequestOutcome]:
+    """``users`` users send the prompts in order, each waiting for its previous answer; outcomes in prompt
+    order. No user starts a new request after ``duration_s`` **seconds**.
+
+    Raises:
+        ValueError: ``users`` < 1 or no tenants.
+    """
+    if users < 1:
+        raise ValueError(f"users must be >= 1, got {users}")
+    outcomes: list[RequestOutcome | None] = [None] * len(prompts)
+    positions = iter(range(len(prompts)))
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=settings.timeout_s) as http:
+        sender = _Sender(http, settings, len(prompts))
+        started = time.monotonic()
+
+        async def user() -> None:
+            for position in positions:
+                if duration_s is not None and time.monotonic() - started > duration_s:
+                    return
+                outcomes[position] = await sender.send(position, prompts[position])
+
+        await asyncio.gather(*(user() for _ in range(min(users, len(prompts)))))
     return [outcome for outcome in outcomes if outcome is not None]
-
-
-async def _send(
-    http: httpx.AsyncClient,
-    row: WorkloadRequest,
-    tenant: str,
-    headers: dict[str, str],
-    body: dict[str, object],
-) -> RequestOutcome:
-    started = time.perf_counter()
-    try:
-        response = await http.post("/v1/agent", json=body, headers=headers)
-    except httpx.HTTPError as error:
-        latency_ms = (time.perf_counter() - started) * 1e3
-        return RequestOutcome(row, tenant, None, latency_ms, None, repr(error))
-    latency_ms = (time.perf_counter() - started) * 1e3
-    if response.status_code != 200:
-        return RequestOutcome(row, tenant, response.status_code, latency_ms, None, response.text[:200])
-    return RequestOutcome(row, tenant, 200, latency_ms, response.json().get("trace_id"), None)

@@ -1,69 +1,49 @@
-"""Run the instrumented stack once: start it, replay workload rows through it, flush, summarise.
+"""Run the instrumented stack once in this process: start it, replay Azure rows closed-loop, flush, summarise.
 
 ``run_stack`` is what ``hotspan demo`` calls, e.g.::
 
     summary = run_stack(endpoint="http://127.0.0.1:4318", requests=50, concurrency=4)
-    print(summary)  # 50 requests, 0 errors, e2e p50 ... ms, p95 ... ms in ... s
+    print(summary)  # 50 requests, 0 errors, ... QPS, e2e p50 ... ms, p95 ... ms, p99 ... ms ...
+
+``hotspan stack run`` (open loop, every workload, faults, separate processes) is ``replay.run_workload``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
+import httpx
 
-from instrumented_stack.engine import SimpleTimeModel
-from instrumented_stack.loadgen import RequestOutcome, replay
+from instrumented_stack.engine import StepTimeModel
+from instrumented_stack.loadgen import UserSettings, replay_closed_loop
+from instrumented_stack.planning import Intent
+from instrumented_stack.prompts import DEFAULT_INTENT_MIX, PromptBuilder
 from instrumented_stack.stack import Stack, StackConfig
+from instrumented_stack.summary import TTFT_METRIC, HistogramSnapshot, RunSummary, parse_histogram, summarise
 from instrumented_stack.telemetry import OtlpProtocol, SpanProcessorFactory, otlp_span_processors
+from instrumented_stack.tokenizer import default_tokenizer
 from instrumented_stack.workload import load_azure_trace
 
 
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """What one run did.
+def with_speed(config: StackConfig, speed: float) -> StackConfig:
+    """``config`` with the engine's speed factor set. Raises ``ValueError`` for ``speed <= 0``."""
+    time_model = StepTimeModel.model_validate({**config.engine.time_model.model_dump(), "speed": speed})
+    return config.model_copy(update={"engine": config.engine.model_copy(update={"time_model": time_model})})
 
-    Attributes:
-        requests: user requests sent.
-        errors: requests that did not get a 200.
-        p50_e2e_ms, p95_e2e_ms: client-side end-to-end latency percentiles of the successful requests,
-            in **milliseconds**; ``None`` when none succeeded.
-        duration_s: wall-clock **seconds** from the first request to the last answer.
-        outcomes: every request, in workload order (trace ids included).
+
+def scrape_ttft(engine_url: str, *, verify: bool = False) -> HistogramSnapshot | None:
+    """The engine's TTFT histogram from ``{engine_url}/metrics``; ``None`` when it cannot be read.
+
+    ``verify`` is off by default because an HTTPS engine presents a self-signed certificate.
     """
-
-    requests: int
-    errors: int
-    p50_e2e_ms: float | None
-    p95_e2e_ms: float | None
-    duration_s: float
-    outcomes: tuple[RequestOutcome, ...]
-
-    def __str__(self) -> str:
-        """One line, e.g. ``20 requests, 0 errors, e2e p50 212.4 ms, p95 388.0 ms in 4.3 s``."""
-        if self.p50_e2e_ms is None or self.p95_e2e_ms is None:
-            latency = "no successful request"
-        else:
-            latency = f"e2e p50 {self.p50_e2e_ms:.1f} ms, p95 {self.p95_e2e_ms:.1f} ms"
-        return f"{self.requests} requests, {self.errors} errors, {latency} in {self.duration_s:.1f} s"
-
-
-def summarise(outcomes: Sequence[RequestOutcome], duration_s: float) -> RunSummary:
-    """A :class:`RunSummary` of ``outcomes`` (percentiles by linear interpolation)."""
-    latencies = np.array([outcome.latency_ms for outcome in outcomes if outcome.ok], dtype=float)
-    p50, p95 = (float(v) for v in np.percentile(latencies, [50, 95])) if latencies.size else (None, None)
-    return RunSummary(
-        requests=len(outcomes),
-        errors=sum(not outcome.ok for outcome in outcomes),
-        p50_e2e_ms=p50,
-        p95_e2e_ms=p95,
-        duration_s=duration_s,
-        outcomes=tuple(outcomes),
-    )
+    try:
+        response = httpx.get(f"{engine_url}/metrics", timeout=10.0, verify=verify)
+    except httpx.HTTPError:
+        return None
+    return parse_histogram(response.text, TTFT_METRIC) if response.status_code == 200 else None
 
 
 def run_stack(
@@ -79,8 +59,10 @@ def run_stack(
     workload_path: Path | None = None,
     config: StackConfig | None = None,
     span_processors: SpanProcessorFactory | None = None,
+    seed: int = 0,
+    intent_mix: Mapping[Intent, float] = DEFAULT_INTENT_MIX,
 ) -> RunSummary:
-    """Start gateway, agent and vLLM emulator on free loopback ports, replay workload rows, stop.
+    """Start the stack on free loopback ports in this process, replay Azure rows closed-loop, stop.
 
     Blocks until every span is exported (or the exporter gave up); call it from a thread without a
     running asyncio event loop.
@@ -92,21 +74,20 @@ def run_stack(
         requests: rows of the Azure conversation trace to replay (>= 1).
         concurrency: users sending at once (closed loop, >= 1).
         protocol: ``http/protobuf`` or ``grpc``.
-        speed: engine speed-up (modeled seconds / speed); overrides ``config``'s time model speed.
+        speed: engine speed-up (modeled seconds / speed); overrides ``config``'s.
         offset: first workload row to replay.
-        tenants: ``x-tenant-id`` values, round-robin.
+        tenants: tenants sent round-robin (their API keys come from ``config``).
         sample_policy: ``x-sample-policy`` for every request (``None``: not sent).
         workload_path: the workload CSV; default the shared Azure conversation trace.
-        config: stack settings (ports, model, time model); default :class:`StackConfig`.
+        config: stack settings; default :class:`StackConfig`.
         span_processors: per-service span processors (given the ``service.name``), e.g. in-memory
             exporters in tests; default OTLP to ``endpoint``.
-
-    Returns:
-        The run's :class:`RunSummary`.
+        seed: seeds the prompts (intents, questions, filler text).
+        intent_mix: share of each intent among the rows.
 
     Raises:
         ValueError: no ``endpoint`` and no ``span_processors``; ``requests`` or ``concurrency`` < 1;
-            an invalid ``speed`` or ``config``.
+            an invalid ``speed`` or ``config``; a tenant without an API key.
         FileNotFoundError: the workload file or shared data directory is missing.
         RuntimeError: a service did not start.
     """
@@ -115,14 +96,13 @@ def run_stack(
     if span_processors is None and endpoint is None:
         raise ValueError("give an OTLP endpoint or span_processors")
     processors = span_processors or otlp_span_processors(str(endpoint), protocol=protocol)
-    base = config or StackConfig()
-    time_model = SimpleTimeModel.model_validate({**base.engine.time_model.model_dump(), "speed": speed})
-    stack_config = base.model_copy(update={"engine": base.engine.model_copy(update={"time_model": time_model})})
-    rows = load_azure_trace(workload_path, limit=requests, offset=offset)
+    stack_config = with_speed(config or StackConfig(), speed)
+    settings = UserSettings(tenants=stack_config.credentials(tuple(tenants)), sample_policy=sample_policy)
+    builder = PromptBuilder(default_tokenizer(), seed, intent_mix)
+    prompts = [builder.build(row) for row in load_azure_trace(workload_path, limit=requests, offset=offset)]
     with Stack(stack_config, processors) as stack:
         started = time.monotonic()
-        outcomes = asyncio.run(
-            replay(stack.gateway_url, rows, concurrency=concurrency, tenants=tenants, sample_policy=sample_policy)
-        )
+        outcomes = asyncio.run(replay_closed_loop(stack.gateway_url, prompts, settings, users=concurrency))
         duration_s = time.monotonic() - started
-    return summarise(outcomes, duration_s)
+        ttft = scrape_ttft(stack.urls.engine)
+    return summarise(outcomes, duration_s, ttft)

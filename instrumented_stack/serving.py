@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -32,10 +33,10 @@ def bind_loopback(port: int = 0) -> socket.socket:
     return sock
 
 
-def socket_url(sock: socket.socket) -> str:
-    """``http://<host>:<port>`` of a bound socket."""
+def socket_url(sock: socket.socket, scheme: str = "http") -> str:
+    """``<scheme>://<host>:<port>`` of a bound socket."""
     host, port = sock.getsockname()[:2]
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
 class ThreadedServer:
@@ -43,15 +44,31 @@ class ThreadedServer:
 
     ``start`` returns once the app's lifespan has started and the socket accepts connections; ``stop``
     asks for a graceful shutdown (in-flight requests finish, the lifespan's shutdown runs) and waits.
-    Not restartable.
+    Not restartable. With ``ssl_certfile`` and ``ssl_keyfile`` (PEM paths) it serves HTTPS.
     """
 
-    def __init__(self, app: ASGIApp, sock: socket.socket, *, name: str) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        sock: socket.socket,
+        *,
+        name: str,
+        ssl_certfile: Path | None = None,
+        ssl_keyfile: Path | None = None,
+    ) -> None:
         self._sock = sock
-        self.url = socket_url(sock)
-        """``http://127.0.0.1:<port>``."""
+        self.url = socket_url(sock, "https" if ssl_certfile else "http")
+        """``http(s)://127.0.0.1:<port>``."""
         self._server = uvicorn.Server(
-            uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=30)
+            uvicorn.Config(
+                app,
+                log_level="warning",
+                access_log=False,
+                lifespan="on",
+                timeout_graceful_shutdown=30,
+                ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
+                ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
+            )
         )
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name=name, daemon=True)
 

@@ -1,38 +1,57 @@
-"""The three services wired together on loopback, in one process: gateway -> agent -> vLLM emulator.
+"""The five services wired together on loopback, in one process: the fast mode for tests and notebooks.
 
-Each service runs its own uvicorn server (thread + event loop) and its own ``TracerProvider``, exactly as
-separate processes would, except that they share the interpreter. Issue 4 moves each service into its
-own process; the app factories already take everything they need as arguments.
+gateway -> agent -> {retriever, tools, vLLM emulator}. Each service runs its own uvicorn server (thread +
+event loop) and its own ``TracerProvider``, exactly as separate processes would, except that they share
+the interpreter. ``supervisor.ProcessStack`` runs the same services as separate processes.
+
+:func:`wire` is the one place that knows the dependencies: it fills every downstream URL into the configs
+and, when the engine serves HTTPS, the certificate into the engine and the agent.
 """
 
 from __future__ import annotations
 
 import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from instrumented_stack.agent import AgentConfig, create_agent_app
+from instrumented_stack.agent import UNSET_URL, AgentConfig, create_agent_app
 from instrumented_stack.engine import EngineConfig, create_engine_app
-from instrumented_stack.gateway import GatewayConfig, create_gateway_app
+from instrumented_stack.gateway import GatewayConfig, TenantKey, create_gateway_app
+from instrumented_stack.loadgen import TenantCredentials
+from instrumented_stack.retriever import RetrieverConfig, create_retriever_app
 from instrumented_stack.serving import ThreadedServer, bind_loopback, socket_url
 from instrumented_stack.telemetry import SpanProcessorFactory
+from instrumented_stack.tls import CertificateFiles, generate_self_signed
+from instrumented_stack.tools import ToolsConfig, create_tools_app
 
-_UNSET_URL = "http://127.0.0.1:0"
-"""Placeholder downstream URL; :class:`Stack` fills in the bound addresses."""
+SERVICES: tuple[str, ...] = ("engine", "retriever", "tools", "agent", "gateway")
+"""Start order: every service after the ones it calls."""
+
+DEMO_TENANTS: tuple[TenantKey, ...] = (
+    TenantKey(api_key="hotspan-demo-key-tenant-a", tenant_id="tenant-a", tier="P1"),
+    TenantKey(api_key="hotspan-demo-key-tenant-b", tenant_id="tenant-b", tier="P2"),
+    TenantKey(api_key="hotspan-demo-key-tenant-p0", tenant_id="tenant-p0", tier="P0"),
+)
+"""API keys of the demo stack (loopback only); the load generator sends them."""
 
 
 class StackConfig(BaseModel):
-    """Settings of the whole stack; downstream URLs are filled in by :class:`Stack` once ports are bound."""
+    """Settings of the whole stack; downstream URLs are filled in by :func:`wire` once ports are bound."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     engine: EngineConfig = Field(default_factory=EngineConfig)
-    agent: AgentConfig = Field(default_factory=lambda: AgentConfig(llm_base_url=_UNSET_URL))
-    gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig(agent_url=_UNSET_URL))
-    engine_port: int = Field(default=0, ge=0, le=65535, description="0: a free port")
-    agent_port: int = Field(default=0, ge=0, le=65535, description="0: a free port")
+    retriever: RetrieverConfig = Field(default_factory=RetrieverConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    agent: AgentConfig = Field(default_factory=lambda: AgentConfig(llm_base_url=UNSET_URL))
+    gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig(agent_url=UNSET_URL, tenants=DEMO_TENANTS))
+    engine_tls: bool = Field(default=False, description="engine serves HTTPS with a certificate made at start")
     gateway_port: int = Field(default=0, ge=0, le=65535, description="0: a free port")
 
     @model_validator(mode="after")
@@ -44,67 +63,126 @@ class StackConfig(BaseModel):
             )
         return self
 
+    def credentials(self, tenants: tuple[str, ...] | None = None) -> list[TenantCredentials]:
+        """Credentials of ``tenants`` (default: every configured tenant) for the load generator.
+
+        Without configured API keys every name is sent as a plain ``x-tenant-id``. Raises ``ValueError`` for
+        a tenant that has no key while keys are configured.
+        """
+        keys = {tenant.tenant_id: tenant.api_key for tenant in self.gateway.tenants}
+        names = tenants or tuple(keys) or ("tenant-a",)
+        if keys and (missing := [name for name in names if name not in keys]):
+            raise ValueError(f"no API key for tenant(s) {missing}; configured: {sorted(keys)}")
+        return [TenantCredentials(name, keys.get(name)) for name in names]
+
+
+def wire(config: StackConfig, urls: dict[str, str], certificate: CertificateFiles | None) -> StackConfig:
+    """``config`` with the downstream URLs of ``urls`` (service -> root URL) and the engine's CA filled in."""
+    agent = config.agent.model_copy(
+        update={
+            "llm_base_url": urls["engine"],
+            "retriever_url": urls["retriever"],
+            "tools_url": urls["tools"],
+            "llm_ca_file": certificate.certfile if certificate else None,
+        }
+    )
+    gateway = config.gateway.model_copy(update={"agent_url": urls["agent"]})
+    return config.model_copy(update={"agent": agent, "gateway": gateway})
+
+
+def build_app(service: str, config: StackConfig, span_processors: SpanProcessorFactory) -> FastAPI:
+    """The FastAPI app of ``service`` (one of :data:`SERVICES`) for a wired ``config``."""
+    if service == "engine":
+        return create_engine_app(config.engine, span_processors(config.engine.service_name))
+    if service == "retriever":
+        return create_retriever_app(config.retriever, span_processors(config.retriever.service_name))
+    if service == "tools":
+        return create_tools_app(config.tools, span_processors(config.tools.service_name))
+    if service == "agent":
+        return create_agent_app(config.agent, span_processors(config.agent.service_name))
+    if service == "gateway":
+        return create_gateway_app(config.gateway, span_processors(config.gateway.service_name))
+    raise ValueError(f"unknown service {service!r}; expected one of {SERVICES}")
+
+
+@dataclass(frozen=True, slots=True)
+class StackUrls:
+    """Root URLs of a running stack."""
+
+    gateway: str
+    engine: str
+    services: dict[str, str]
+
 
 class Stack:
-    """Context manager that serves the stack on ``127.0.0.1`` while open.
+    """Context manager that serves the five services on ``127.0.0.1`` in this process while open.
 
     Args:
-        config: the stack's settings.
-        span_processors: called once per service with its ``service.name``; the processor it returns
-            is shut down (flushed) when the stack closes.
-
-    On exit the services stop front to back (gateway, agent, engine), each after its in-flight
-    requests finish, so every span has ended and been handed to its processor when ``__exit__`` returns.
+        config: stack settings (URLs are filled in on open).
+        span_processors: builds each service's span processor from its ``service.name``.
     """
 
     def __init__(self, config: StackConfig, span_processors: SpanProcessorFactory) -> None:
         self._config = config
         self._span_processors = span_processors
         self._servers: list[ThreadedServer] = []
-        self._gateway_url: str | None = None
+        self._urls: StackUrls | None = None
+        self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def urls(self) -> StackUrls:
+        """The running stack's URLs. Raises ``RuntimeError`` when the stack is not open."""
+        if self._urls is None:
+            raise RuntimeError("the stack is not open")
+        return self._urls
 
     @property
     def gateway_url(self) -> str:
-        """Root URL of the gateway (``http://127.0.0.1:<port>``).
-
-        Raises:
-            RuntimeError: the stack is not open.
-        """
-        if self._gateway_url is None:
-            raise RuntimeError("the stack is not open")
-        return self._gateway_url
+        """Root URL of the gateway. Raises ``RuntimeError`` when the stack is not open."""
+        return self.urls.gateway
 
     def __enter__(self) -> Self:
         config = self._config
-        sockets: list[socket.socket] = []
+        sockets: dict[str, socket.socket] = {}
         try:
-            for port in (config.engine_port, config.agent_port, config.gateway_port):
-                sockets.append(bind_loopback(port))
-            engine_url, agent_url, gateway_url = (socket_url(sock) for sock in sockets)
-            agent_config = config.agent.model_copy(update={"llm_base_url": engine_url})
-            gateway_config = config.gateway.model_copy(update={"agent_url": agent_url})
-            apps = [
-                create_engine_app(config.engine, self._span_processors(config.engine.service_name)),
-                create_agent_app(agent_config, self._span_processors(agent_config.service_name)),
-                create_gateway_app(gateway_config, self._span_processors(gateway_config.service_name)),
-            ]
-            for name, app, sock in zip(("engine", "agent", "gateway"), apps, sockets, strict=True):
-                server = ThreadedServer(app, sock, name=f"stack-{name}")
+            certificate = None
+            if config.engine_tls:
+                self._tls_dir = tempfile.TemporaryDirectory(prefix="hotspan-stack-tls-")
+                certificate = generate_self_signed(Path(self._tls_dir.name))
+            for service in SERVICES:
+                sockets[service] = bind_loopback(config.gateway_port if service == "gateway" else 0)
+            urls = {
+                name: socket_url(sock, "https" if name == "engine" and certificate else "http")
+                for name, sock in sockets.items()
+            }
+            wired = wire(config, urls, certificate)
+            for service in SERVICES:
+                tls = certificate if service == "engine" else None
+                server = ThreadedServer(
+                    build_app(service, wired, self._span_processors),
+                    sockets[service],
+                    name=f"stack-{service}",
+                    ssl_certfile=tls.certfile if tls else None,
+                    ssl_keyfile=tls.keyfile if tls else None,
+                )
                 self._servers.append(server)
                 server.start()
         except BaseException:
             self.close()
-            for sock in sockets:
+            for sock in sockets.values():
                 sock.close()
             raise
-        self._gateway_url = gateway_url
+        self._urls = StackUrls(gateway=urls["gateway"], engine=urls["engine"], services=urls)
         return self
 
     def close(self) -> None:
-        """Stop every started service, front to back. Idempotent."""
-        self._gateway_url = None
+        """Stop every started service, front to back, and remove the certificate. Idempotent."""
+        self._urls = None
         while self._servers:
             self._servers.pop().stop()
+        if self._tls_dir is not None:
+            self._tls_dir.cleanup()
+            self._tls_dir = None
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -129,6 +129,6 @@ def instrument_fastapi_app(app: FastAPI, provider: TracerProvider) -> None:
     )
 
 
-def instrument_httpx_client(client: httpx.AsyncClient, provider: TracerProvider) -> None:
+def instrument_httpx_client(client: httpx.AsyncClient | httpx.Client, provider: TracerProvider) -> None:
     """Trace ``client``'s calls as CLIENT spans of ``provider`` and inject W3C context and baggage."""
     HTTPXClientInstrumentor.instrument_client(client, tracer_provider=provider, meter_provider=NoOpMeterProvider())

@@ -1,8 +1,12 @@
 """The vLLM emulator's HTTP front end: OpenAI-compatible routes over an :class:`EngineCore`.
 
 Routes (as ``vllm serve`` exposes them): ``POST /v1/completions``, ``POST /v1/chat/completions``,
-``GET /health``. Each served request records one ``llm_request`` span (see ``vllm_span``) and nothing
-else: like vLLM, the engine adds no HTTP server span, and it reads only ``traceparent``/``tracestate``.
+``GET /health``, ``GET /metrics`` (vLLM's Prometheus metrics, ``engine.metrics``). Each served request
+records one ``llm_request`` span (see ``vllm_span``) and nothing else: like vLLM, the engine adds no HTTP
+server span, and it reads only ``traceparent``/``tracestate``.
+
+Prompts are tokenized with the stack's BPE tokenizer (``tokenizer``); their token ids go to the core, whose
+prefix cache hashes them in KV blocks.
 
 Errors use vLLM's body ``{"error": {"message", "type", "param", "code"}}``: 400 for an invalid request
 (bad fields, empty prompt, ``stream=true``, ``n > 1``, prompt + max_tokens over ``max_model_len``),
@@ -15,15 +19,20 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Self
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace import Tracer
-from pydantic import BaseModel, ConfigDict, Field
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from instrumented_stack.engine.batching_core import BatchingEngineCore
 from instrumented_stack.engine.core import EngineCore, EngineRequest, EngineResult
+from instrumented_stack.engine.metrics import EngineMetrics
 from instrumented_stack.engine.openai_protocol import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
     ChatChoice,
@@ -38,10 +47,11 @@ from instrumented_stack.engine.openai_protocol import (
     SamplingFields,
     UsageInfo,
 )
-from instrumented_stack.engine.simple_core import SimpleEngineCore, SimpleTimeModel
+from instrumented_stack.engine.scheduler import SchedulerConfig
+from instrumented_stack.engine.time_model import StepTimeModel
 from instrumented_stack.engine.vllm_span import VLLM_TRACER_NAME, record_llm_request_span
 from instrumented_stack.telemetry import build_tracer_provider
-from instrumented_stack.tokenizer import Tokenizer, WhitespaceTokenizer
+from instrumented_stack.tokenizer import BpeTokenizer, Tokenizer, tokenizer_file
 
 _ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     400: {"model": ErrorResponse, "description": "invalid request"},
@@ -56,9 +66,17 @@ class EngineConfig(BaseModel):
 
     service_name: str = Field(default="vllm", description="OTel service.name of the engine")
     served_model_name: str = Field(default="meta-llama/Llama-3.1-8B-Instruct", min_length=1)
-    max_model_len: int = Field(default=32768, ge=2, description="prompt + output token limit")
-    max_num_seqs: int = Field(default=16, ge=1, description="requests running at once; the rest queue")
-    time_model: SimpleTimeModel = Field(default_factory=SimpleTimeModel)
+    max_model_len: int = Field(default=131072, ge=2, description="prompt + output token limit")
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    time_model: StepTimeModel = Field(default_factory=StepTimeModel)
+    engine_index: int = Field(default=0, ge=0, description="the engine label of the metrics")
+
+    @model_validator(mode="after")
+    def _longest_request_fits_the_kv_cache(self) -> Self:
+        capacity = self.scheduler.kv_capacity_tokens
+        if capacity < self.max_model_len:
+            raise ValueError(f"KV capacity ({capacity} tokens) is below max_model_len ({self.max_model_len})")
+        return self
 
 
 class EngineError(Exception):
@@ -91,15 +109,15 @@ class EmulatedServer:
         if body.n != 1:
             raise EngineError(400, "BadRequestError", "the emulator serves n=1 only", "n")
 
-    def count_prompt(self, prompt: str | list[int]) -> int:
-        """Prompt length in tokens. Raises :class:`EngineError` (400) for an empty prompt."""
-        tokens = len(prompt) if isinstance(prompt, list) else self._tokenizer.count(prompt)
-        if tokens == 0:
+    def tokenize(self, prompt: str | list[int]) -> list[int]:
+        """Prompt token ids. Raises :class:`EngineError` (400) for an empty prompt."""
+        token_ids = list(prompt) if isinstance(prompt, list) else self._tokenizer.encode(prompt)
+        if not token_ids:
             raise EngineError(400, "BadRequestError", "The prompt cannot be empty", "prompt")
-        return tokens
+        return token_ids
 
     def engine_request(
-        self, body: SamplingFields, request_id: str, prompt_tokens: int, max_tokens: int
+        self, body: SamplingFields, request_id: str, token_ids: list[int], max_tokens: int
     ) -> EngineRequest:
         """The core's request, with vLLM's defaults (temperature 1.0, top_p 1.0).
 
@@ -107,6 +125,7 @@ class EmulatedServer:
             EngineError: 400 when prompt plus output exceed ``max_model_len``.
         """
         limit = self._config.max_model_len
+        prompt_tokens = len(token_ids)
         if prompt_tokens + max_tokens > limit:
             raise EngineError(
                 400,
@@ -120,6 +139,7 @@ class EmulatedServer:
             request_id=request_id,
             prompt_tokens=prompt_tokens,
             max_tokens=max_tokens,
+            prompt_token_ids=tuple(token_ids),
             temperature=1.0 if body.temperature is None else body.temperature,
             top_p=1.0 if body.top_p is None else body.top_p,
             n=body.n,
@@ -155,6 +175,8 @@ def create_engine_app(
     *,
     core: EngineCore | None = None,
     tokenizer: Tokenizer | None = None,
+    tokenizer_path: Path | None = None,
+    metrics: EngineMetrics | None = None,
 ) -> FastAPI:
     """The emulator as a FastAPI app.
 
@@ -162,23 +184,31 @@ def create_engine_app(
         config: engine settings.
         span_processor: receives the engine's spans (``service.name`` = ``config.service_name``); it is
             shut down, and so flushed, when the app's lifespan ends.
-        core: the engine core; default :class:`SimpleEngineCore` over ``config.time_model``.
-        tokenizer: counts text prompts and makes output text; default :class:`WhitespaceTokenizer`.
+        core: the engine core; default :class:`BatchingEngineCore` over ``config.scheduler`` and
+            ``config.time_model``, recording into ``metrics``.
+        tokenizer: tokenizes text prompts and makes output text; default the stack's BPE tokenizer from
+            ``tokenizer_path`` (default :func:`tokenizer_file`).
+        tokenizer_path: the ``tokenizer.json`` to load when ``tokenizer`` is not given.
+        metrics: where the default core records vLLM's metrics and what ``/metrics`` serves; default a
+            new :class:`EngineMetrics` with its own registry.
     """
     provider = build_tracer_provider(config.service_name, span_processor)
+    engine_metrics = metrics or EngineMetrics(config.served_model_name, config.max_model_len, config.engine_index)
+    engine_core = core or BatchingEngineCore(config.scheduler, config.time_model, engine_metrics)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            await engine_core.aclose()
             provider.shutdown()
 
     app = FastAPI(title="vLLM emulator", lifespan=lifespan)
     server = EmulatedServer(
         config,
-        core or SimpleEngineCore(config.time_model, config.max_num_seqs),
-        tokenizer or WhitespaceTokenizer(),
+        engine_core,
+        tokenizer or BpeTokenizer.from_file(tokenizer_path or tokenizer_file()),
         provider.get_tracer(VLLM_TRACER_NAME),
     )
 
@@ -197,6 +227,15 @@ def create_engine_app(
     async def health() -> None:
         return None
 
+    @app.get(
+        "/metrics",
+        operation_id="metrics",
+        description="vLLM's Prometheus metrics (text exposition format), labels model_name and engine.",
+        response_class=Response,
+    )
+    async def prometheus_metrics() -> Response:
+        return Response(engine_metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
     @app.post(
         "/v1/completions",
         operation_id="create_completion",
@@ -206,11 +245,11 @@ def create_engine_app(
     )
     async def create_completion(body: CompletionRequest, request: Request) -> CompletionResponse:
         server.check_request(body)
-        prompt_tokens = server.count_prompt(body.prompt)
+        token_ids = server.tokenize(body.prompt)
         max_tokens = body.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS
         response_id = f"cmpl-{_base_request_id(request)}"
         # vLLM suffixes the prompt's index: the engine (and the span) see "cmpl-<id>-0".
-        engine_request = server.engine_request(body, f"{response_id}-0", prompt_tokens, max_tokens)
+        engine_request = server.engine_request(body, f"{response_id}-0", token_ids, max_tokens)
         result = await server.run(request, engine_request)
         return CompletionResponse(
             id=response_id,
@@ -235,11 +274,11 @@ def create_engine_app(
     )
     async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> ChatCompletionResponse:
         server.check_request(body)
-        prompt_tokens = server.count_prompt(" ".join(message.text() for message in body.messages))
+        token_ids = server.tokenize(" ".join(message.text() for message in body.messages))
         requested = body.max_completion_tokens or body.max_tokens
-        max_tokens = requested or max(config.max_model_len - prompt_tokens, 1)
+        max_tokens = requested or max(config.max_model_len - len(token_ids), 1)
         response_id = f"chatcmpl-{_base_request_id(request)}"
-        engine_request = server.engine_request(body, response_id, prompt_tokens, max_tokens)
+        engine_request = server.engine_request(body, response_id, token_ids, max_tokens)
         result = await server.run(request, engine_request)
         return ChatCompletionResponse(
             id=response_id,

@@ -2,9 +2,8 @@
 
 The front end (``engine.app``) turns an OpenAI-compatible request into an :class:`EngineRequest`, awaits
 :meth:`EngineCore.generate`, and builds vLLM's ``llm_request`` span from the returned
-:class:`RequestTimeline`. Today :class:`~instrumented_stack.engine.simple_core.SimpleEngineCore` fills the
-timeline from a simple time model; issue 4 plugs in a scheduler emulator (continuous batching, KV blocks,
-prefix cache, preemption) behind this same interface.
+:class:`RequestTimeline`. :class:`~instrumented_stack.engine.batching_core.BatchingEngineCore` fills the
+timeline from a model of vLLM v1's scheduler (continuous batching, KV blocks, prefix cache, preemption).
 
 Timestamps follow vLLM v1's per-request stats (``vllm/v1/metrics/stats.py`` ``RequestStateStats``:
 ``arrival_time``, ``queued_ts``, ``scheduled_ts``, ``first_token_ts``, ``last_token_ts``).
@@ -26,6 +25,8 @@ class EngineRequest:
     Attributes:
         request_id: the engine-side id (vLLM's ``external_req_id``, e.g. ``cmpl-<hex>-0``).
         prompt_tokens: prompt length in tokens (>= 1).
+        prompt_token_ids: the prompt's token ids when known (``len == prompt_tokens``); the prefix cache
+            hashes them in KV blocks. Empty: the prompt cannot be matched in the prefix cache.
         max_tokens: most tokens to generate (>= 1).
         ignore_eos: keep generating past EOS until ``max_tokens`` (vLLM's sampling parameter).
         temperature, top_p: sampling parameters, reported on the span only.
@@ -35,6 +36,7 @@ class EngineRequest:
     request_id: str
     prompt_tokens: int
     max_tokens: int
+    prompt_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
     temperature: float = 1.0
     top_p: float = 1.0
@@ -86,4 +88,8 @@ class EngineCore(Protocol):
 
         Cancelling the awaiting task aborts the request and frees whatever it held.
         """
+        ...
+
+    async def aclose(self) -> None:
+        """Stop background work; pending requests are cancelled. Idempotent."""
         ...

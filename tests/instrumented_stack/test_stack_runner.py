@@ -1,17 +1,23 @@
-"""``run_stack`` end to end through the official OTLP exporters, over HTTP and gRPC."""
+"""``run_stack`` end to end through the official OTLP exporters, over HTTP and gRPC; ``hotspan stack run``
+with the services as separate processes."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from pathlib import Path
 
 import grpc
 import pytest
 from fastapi import FastAPI, Request, Response
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
+from hotspan.cli import main as hotspan_main
 from instrumented_stack.runner import run_stack
+
+SERVICES = {"gateway", "agent", "retriever", "tools", "vllm"}
 
 
 class Received:
@@ -67,7 +73,7 @@ def grpc_receiver() -> Iterator[tuple[str, Received]]:
 
 def _assert_full_stack(received: Received, requests: int) -> None:
     services = {service for service, _ in received.spans}
-    assert services == {"gateway", "agent", "vllm"}
+    assert services >= {"gateway", "agent", "vllm"} and services <= SERVICES
     assert received.spans.count(("vllm", "llm_request")) == requests
     assert received.spans.count(("gateway", "POST /v1/agent")) == requests
 
@@ -80,7 +86,8 @@ def test_run_stack_exports_over_otlp_http(serve: Callable[[FastAPI], str]) -> No
     assert [outcome.workload.index for outcome in summary.outcomes] == [10, 11, 12]
     assert summary.p50_e2e_ms is not None and summary.p95_e2e_ms is not None
     assert 0 < summary.p50_e2e_ms <= summary.p95_e2e_ms
-    assert str(summary).startswith("3 requests, 0 errors, e2e p50 ")
+    assert str(summary).startswith("3 requests, 0 errors, ")
+    assert "e2e p50 " in str(summary) and "TTFT p50 " in str(summary)
     _assert_full_stack(received, 3)
 
 
@@ -98,3 +105,35 @@ def test_run_stack_refuses_bad_arguments() -> None:
         run_stack("http://127.0.0.1:4318", requests=0)
     with pytest.raises(ValueError, match="speed"):
         run_stack("http://127.0.0.1:4318", speed=0)
+
+
+def test_stack_run_cli_replays_a_workload_with_faults_in_separate_processes(
+    serve: Callable[[FastAPI], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    received = Received()
+    endpoint = serve(_http_receiver(received))
+    manifest_path = tmp_path / "run.json"
+    argv = ["stack", "run", "--workload", "azure-code", "--limit", "4", "--closed-loop", "2", "--speed", "100"]
+    argv += ["--faults", "connection_per_request,prefix_cache_off", "--endpoint", endpoint]
+    argv += ["--manifest", str(manifest_path), "--no-progress", "--seed", "7"]
+    assert hotspan_main(argv) == 0
+    assert "4 requests, 0 errors" in capsys.readouterr().out
+    assert {service for service, _ in received.spans} == SERVICES
+    names = {name for _, name in received.spans}
+    assert {"tls_handshake", "connect", "llm_request"} <= names
+    manifest = json.loads(manifest_path.read_text())
+    assert (manifest["seed"], manifest["workload"]) == (7, "azure-code")
+    assert manifest["faults"] == ["connection_per_request", "prefix_cache_off"]
+    assert manifest["loop"] == {"mode": "closed", "users": 2}
+    assert manifest["process_mode"] == "processes"
+    assert manifest["services"]["engine"].startswith("https://")
+    window = manifest["window"]
+    assert 0 < window["start_unix_ns"] < window["end_unix_ns"]
+    assert len(manifest["trace_ids"]) == 4
+    assert not any("connection_per_request" in name or "prefix_cache_off" in name for name in names)
+
+
+def test_stack_run_cli_refuses_unknown_faults(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["stack", "run", "--workload", "mooncake", "--faults", "gremlins", "--endpoint", "http://127.0.0.1:9"]
+    assert hotspan_main(argv) == 2
+    assert "unknown fault" in capsys.readouterr().err

@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from instrumented_stack.env import ENV_SHARED_DATA
 from instrumented_stack.workload import (
     AZURE_CONV_FILE,
-    ENV_SHARED_DATA,
     WorkloadRequest,
     load_azure_trace,
+    load_mooncake_trace,
+    load_workload,
     shared_data_dir,
 )
 
@@ -64,3 +66,30 @@ def test_bad_rows_are_refused(tmp_path: Path) -> None:
     path.write_text("TIMESTAMP,ContextTokens\n2023-11-16 18:00:00.0,3\n")
     with pytest.raises(ValueError, match="GeneratedTokens"):
         load_azure_trace(path)
+
+
+def test_mooncake_trace_keeps_timestamps_lengths_and_hash_ids() -> None:
+    rows = load_mooncake_trace()
+    assert len(rows) == 12031
+    assert rows[0] == WorkloadRequest(0, 0.0, 6758, 500, tuple(range(14)))
+    assert rows[10].arrival_offset_s == 3.0, "timestamps are milliseconds"
+    assert all(len(row.hash_ids) * 512 >= row.prompt_tokens for row in rows[:100])
+    assert load_mooncake_trace(limit=2, offset=10)[0].index == 10
+
+
+def test_workloads_by_name() -> None:
+    assert len(load_workload("azure-code")) == 8819
+    assert load_workload("azure-conv", limit=1)[0].prompt_tokens == 374
+    assert load_workload("mooncake", limit=1)[0].hash_ids[0] == 0
+    with pytest.raises(ValueError, match="azure-conv, azure-code, mooncake"):
+        load_workload("sharegpt")
+
+
+def test_bad_mooncake_lines_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 1000, "output_length": 2, "hash_ids": [1]}\n')
+    with pytest.raises(ValueError, match="too few hash_ids"):
+        load_mooncake_trace(path)
+    path.write_text('{"timestamp": 0}\n')
+    with pytest.raises(ValueError, match="line 1"):
+        load_mooncake_trace(path)

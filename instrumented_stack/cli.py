@@ -1,0 +1,68 @@
+"""The ``hotspan stack`` subcommands: ``hotspan stack run`` replays a workload through the stack.
+
+``hotspan/cli.py`` only registers :func:`add_stack_parser` and dispatches to :func:`run_stack_command`, so
+the stack's options live here, next to the code they drive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from instrumented_stack.faults import FAULTS, parse_faults
+from instrumented_stack.replay import RunSettings, run_workload, write_manifest
+from instrumented_stack.workload import WORKLOADS
+
+
+def add_stack_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``stack`` (with its ``run`` subcommand) to the ``hotspan`` subcommands."""
+    stack = commands.add_parser("stack", help="run the instrumented agent stack (vLLM emulator) against a collector")
+    actions = stack.add_subparsers(dest="stack_command", required=True)
+    run = actions.add_parser(
+        "run",
+        help="replay a workload trace through the stack, optionally with faults",
+        description=f"Faults: {', '.join(FAULTS)}.",
+    )
+    run.add_argument("--workload", required=True, choices=WORKLOADS, help="trace to replay")
+    run.add_argument("--rate-scale", type=float, default=1.0, help="arrival rate multiplier (default 1.0)")
+    run.add_argument("--duration", type=float, default=60.0, help="replay window in seconds (default 60)")
+    run.add_argument("--faults", default="", help="comma-separated fault names (default none)")
+    run.add_argument("--endpoint", required=True, help="OTLP endpoint, e.g. http://127.0.0.1:4318")
+    run.add_argument("--protocol", default="http/protobuf", choices=("http/protobuf", "grpc"))
+    run.add_argument("--manifest", type=Path, help="write the run manifest (JSON) here")
+    run.add_argument("--closed-loop", type=int, metavar="N", help="N closed-loop users instead of open-loop replay")
+    run.add_argument("--seed", type=int, default=0, help="prompt seed (default 0)")
+    run.add_argument("--speed", type=float, default=20.0, help="engine speed factor (default 20)")
+    run.add_argument("--offset", type=int, default=0, help="first workload row (default 0)")
+    run.add_argument("--limit", type=int, help="at most this many rows")
+    run.add_argument("--threads", action="store_true", help="run the services as threads of one process")
+    run.add_argument("--no-progress", action="store_true", help="no progress line")
+
+
+def run_stack_command(args: argparse.Namespace) -> int:
+    """Run ``hotspan stack <command>``; returns the exit status (2 for bad arguments)."""
+    try:
+        settings = RunSettings(
+            workload=args.workload,
+            rate_scale=args.rate_scale,
+            duration_s=args.duration,
+            faults=parse_faults(args.faults),
+            closed_loop_users=args.closed_loop,
+            seed=args.seed,
+            speed=args.speed,
+            offset=args.offset,
+            limit=args.limit,
+            mode="threads" if args.threads else "processes",
+        )
+        run = run_workload(
+            settings, endpoint=args.endpoint, protocol=args.protocol, progress=None if args.no_progress else sys.stderr
+        )
+    except ValueError as error:
+        print(f"hotspan stack run: {error}", file=sys.stderr)
+        return 2
+    print(f"Stack run ({settings.workload}, faults: {', '.join(settings.faults) or 'none'}): {run.summary}")
+    if args.manifest:
+        write_manifest(args.manifest, run, endpoint=args.endpoint)
+        print(f"Manifest: {args.manifest}")
+    return 0

@@ -1,0 +1,30 @@
+"""Environment variables the instrumented stack reads, each with its default and unit.
+
+Precedence everywhere: an explicit argument, then the variable, then the default.
+
+- ``HOTSPAN_SHARED_DATA``: directory holding ``workloads/`` (path; default ``<repo>/../shared/data``).
+- ``HOTSPAN_STACK_CACHE``: where built artefacts are cached, e.g. the trained tokenizer (path; default
+  ``<HOTSPAN_DATA_DIR>/instrumented_stack``).
+- ``HOTSPAN_DATA_DIR``: Hotspan's data directory, used only to place the default cache (path; default
+  ``./.hotspan``, as ``hotspan.settings`` has it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_SHARED_DATA = "HOTSPAN_SHARED_DATA"
+ENV_STACK_CACHE = "HOTSPAN_STACK_CACHE"
+ENV_DATA_DIR = "HOTSPAN_DATA_DIR"
+
+DEFAULT_DATA_DIR = Path(".hotspan")
+
+
+def stack_cache_dir(cache_dir: Path | None = None) -> Path:
+    """The cache directory (created if missing): ``cache_dir``, ``$HOTSPAN_STACK_CACHE``, or the default."""
+    from_env = os.environ.get(ENV_STACK_CACHE)
+    data_dir = Path(os.environ.get(ENV_DATA_DIR) or DEFAULT_DATA_DIR)
+    chosen = cache_dir or (Path(from_env) if from_env else data_dir / "instrumented_stack")
+    chosen.mkdir(parents=True, exist_ok=True)
+    return chosen

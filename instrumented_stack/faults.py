@@ -1,0 +1,133 @@
+"""Fault switches: one per cause, each a documented change of the stack's configuration.
+
+A fault is data (:data:`FAULTS`): what it changes, which stage it should move, and the configuration it
+applies. :func:`apply_faults` turns a clean :class:`StackConfig` into the faulty one; services only ever see
+ordinary settings (``max_num_seqs``, ``tool_validation``, ...), so no span names a fault - the fault list is
+the answer key, recorded only in the run manifest. Stages follow DESIGN.md's taxonomy.
+
+The table in ``instrumented_stack/README.md`` lists the same faults with the change measured by the tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from instrumented_stack.stack import StackConfig
+
+Patch = Callable[[StackConfig], StackConfig]
+
+
+def _engine(config: StackConfig, **scheduler: object) -> StackConfig:
+    updated = config.engine.scheduler.model_copy(update=scheduler)
+    return config.model_copy(update={"engine": config.engine.model_copy(update={"scheduler": updated})})
+
+
+def _agent(config: StackConfig, **fields: object) -> StackConfig:
+    return config.model_copy(update={"agent": config.agent.model_copy(update=fields)})
+
+
+def _retrieval_blowup(config: StackConfig) -> StackConfig:
+    config = _agent(config, retrieval_top_k=200)
+    return config.model_copy(update={"retriever": config.retriever.model_copy(update={"deserialize": "json"})})
+
+
+def _connection_per_request(config: StackConfig) -> StackConfig:
+    return _agent(config, llm_connection="per_request").model_copy(update={"engine_tls": True})
+
+
+def _decode_bound(config: StackConfig) -> StackConfig:
+    return _agent(_engine(config, max_num_seqs=256), output_tokens_factor=4.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One switch: ``name``, ``changes`` (what it does), ``stage`` (what it should move), ``patch``."""
+
+    name: str
+    changes: str
+    stage: str
+    patch: Patch
+
+
+FAULTS: dict[str, Fault] = {
+    fault.name: fault
+    for fault in (
+        Fault(
+            "queue_saturation",
+            "engine max_num_seqs 64 -> 2: requests wait in the scheduler's queue",
+            "llm.queue",
+            lambda c: _engine(c, max_num_seqs=2),
+        ),
+        Fault(
+            "prefix_cache_off",
+            "engine prefix caching disabled: every prompt token is prefilled",
+            "llm.prefill",
+            lambda c: _engine(c, enable_prefix_caching=False),
+        ),
+        Fault(
+            "tokenizer_cold_start",
+            "LLM client tokenizer workers recycled after every request: each call loads tokenizer.json",
+            "llm.tokenize",
+            lambda c: _agent(c, tokenizer_max_requests=1),
+        ),
+        Fault(
+            "connection_per_request",
+            "engine serves HTTPS with a certificate made at start; the LLM client opens a new "
+            "connection (TCP + TLS handshake) per call",
+            "network",
+            _connection_per_request,
+        ),
+        Fault(
+            "decode_bound",
+            "agent asks for 4x the output tokens and the engine runs up to 256 sequences per batch",
+            "llm.decode",
+            _decode_bound,
+        ),
+        Fault(
+            "orchestration_cpu_hotspot",
+            "tool arguments validated by rebuilding and re-checking every tool's JSON Schema per call",
+            "agent",
+            lambda c: _agent(c, tool_validation="per_call"),
+        ),
+        Fault(
+            "redundant_llm_calls",
+            "agent sends the same answer prompt twice",
+            "llm",
+            lambda c: _agent(c, llm_calls_per_answer=2),
+        ),
+        Fault(
+            "retrieval_topk_blowup",
+            "agent asks the retriever for top_k 200 instead of 4; retriever parses stored JSON payloads "
+            "(vectors included) per hit",
+            "retrieval",
+            _retrieval_blowup,
+        ),
+        Fault(
+            "event_loop_blocking",
+            "agent calls the tool service with a synchronous HTTP client inside its async handler",
+            "agent",
+            lambda c: _agent(c, tool_calls="blocking"),
+        ),
+    )
+}
+
+
+def parse_faults(text: str | None) -> tuple[str, ...]:
+    """Fault names from a comma-separated list (blank items ignored, duplicates dropped, order kept).
+
+    Raises:
+        ValueError: an unknown name; the message lists the known ones.
+    """
+    names = tuple(dict.fromkeys(item.strip() for item in (text or "").split(",") if item.strip()))
+    unknown = [name for name in names if name not in FAULTS]
+    if unknown:
+        raise ValueError(f"unknown fault(s) {', '.join(unknown)}; known: {', '.join(FAULTS)}")
+    return names
+
+
+def apply_faults(config: StackConfig, faults: Iterable[str]) -> StackConfig:
+    """``config`` with each named fault applied, in order. Raises ``KeyError`` for an unknown name."""
+    for name in faults:
+        config = FAULTS[name].patch(config)
+    return config
