@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
-DEBIAN_PACKAGES := chromium
+DEBIAN_PACKAGES := chromium prometheus prometheus-alertmanager
 
 .PHONY: demo test lint system-deps venv clean
 

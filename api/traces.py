@@ -1,4 +1,7 @@
-"""``/api/v1`` routes for services, operations and traces. Thin: parse, call the reader, shape the answer."""
+"""``/api/v1`` routes for services, operations and traces. Thin: parse, call the reader, shape the answer.
+
+Every read is limited to the caller's tenant (:func:`api.tenancy.read_tenant`, from the bearer token).
+"""
 
 from __future__ import annotations
 
@@ -21,10 +24,14 @@ from api.models import (
     TracesResponse,
     TraceSummary,
 )
-from collector.ids import IdError, normalize_trace_id
+from api.tenancy import Tenant
+from storage.ids import IdError, normalize_trace_id
 from storage.reader import TraceQuery, TraceReader
 
 NS_PER_MS = 1_000_000
+MAX_DURATION_MS = (2**63 - 1) // NS_PER_MS
+"""Longest duration bound, ms: the largest span duration a ``DateTime64(9)`` range holds (~292 years); it also
+keeps ``inf`` (and ``1e309``) out of the ns conversion."""
 
 
 def build_router(reader: TraceReader) -> APIRouter:
@@ -32,14 +39,14 @@ def build_router(reader: TraceReader) -> APIRouter:
     router = APIRouter(prefix="/api/v1", tags=["traces"])
 
     @router.get("/services", operation_id="list_services", response_model=ServicesResponse)
-    async def services() -> ServicesResponse:
+    async def services(tenant: Tenant) -> ServicesResponse:
         """Every service that has sent spans."""
-        return ServicesResponse(services=await run_in_threadpool(reader.services))
+        return ServicesResponse(services=await run_in_threadpool(reader.services, tenant=tenant))
 
     @router.get("/services/{service}/operations", operation_id="list_operations", response_model=OperationsResponse)
-    async def operations(service: str) -> OperationsResponse:
+    async def operations(service: str, tenant: Tenant) -> OperationsResponse:
         """Span names of one service with their span kinds; empty for an unknown service."""
-        pairs = await run_in_threadpool(reader.operations, service)
+        pairs = await run_in_threadpool(reader.operations, service, tenant=tenant)
         return OperationsResponse(operations=[Operation(name=n, span_kind=k) for n, k in pairs])
 
     @router.get(
@@ -49,12 +56,17 @@ def build_router(reader: TraceReader) -> APIRouter:
         responses={400: {"model": ErrorResponse}},
     )
     async def search(
+        tenant: Tenant,
         service: str | None = None,
         operation: str | None = None,
         start_ns: Annotated[int | None, Query(ge=0, description="Window start, ns since epoch.")] = None,
         end_ns: Annotated[int | None, Query(ge=0, description="Window end, ns since epoch.")] = None,
-        min_duration_ms: Annotated[float | None, Query(ge=0, description="Span duration lower bound, ms.")] = None,
-        max_duration_ms: Annotated[float | None, Query(ge=0, description="Span duration upper bound, ms.")] = None,
+        min_duration_ms: Annotated[
+            float | None, Query(ge=0, le=MAX_DURATION_MS, description="Span duration lower bound, ms.")
+        ] = None,
+        max_duration_ms: Annotated[
+            float | None, Query(ge=0, le=MAX_DURATION_MS, description="Span duration upper bound, ms.")
+        ] = None,
         attr: Annotated[
             list[str] | None, Query(description="`key:value`, repeatable; span or resource attribute.")
         ] = None,
@@ -75,7 +87,7 @@ def build_router(reader: TraceReader) -> APIRouter:
             hotspot=hotspot,
             limit=limit,
         )
-        frame = await run_in_threadpool(reader.search, query)
+        frame = await run_in_threadpool(reader.search, query, tenant=tenant)
         return TracesResponse(traces=[TraceSummary(**row) for row in frame.iter_rows(named=True)])
 
     @router.get(
@@ -84,10 +96,10 @@ def build_router(reader: TraceReader) -> APIRouter:
         response_model=TraceResponse,
         responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
     )
-    async def get_trace(trace_id: str) -> TraceResponse:
+    async def get_trace(trace_id: str, tenant: Tenant) -> TraceResponse:
         """Every span of one trace. IDs: 32 hex (any case), 16 hex (64-bit, zero-padded) or base64."""
         canonical = parse_trace_id(trace_id)
-        frame = await run_in_threadpool(reader.trace, canonical)
+        frame = await run_in_threadpool(reader.trace, canonical, tenant=tenant)
         if frame.height == 0:
             raise ApiError(404, "not_found", f"trace {canonical} not found")
         return TraceResponse(trace_id=canonical, spans=spans_out(frame))

@@ -17,17 +17,35 @@ import dash
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.pages import Page, search, trace
+from dashboards.pages import Page, diagnosis, hotspots, search, services, stages, topology, trace
 from dashboards.query_form import FormError, normalize_trace_id
+from diagnosis import DiagnosisSettings
+from processors.pipeline.queries import AnalysisService
+from storage.engine_metrics import EngineMetricsReader
 from storage.reader import TraceReader
 
-PAGES: tuple[Page, ...] = (search.PAGE, trace.PAGE)
+PAGES: tuple[Page, ...] = (
+    search.PAGE,
+    trace.PAGE,
+    services.PAGE,
+    topology.PAGE,
+    stages.PAGE,
+    hotspots.PAGE,
+    diagnosis.PAGE,
+)
 """Pages in nav bar order; a new page is one module under ``dashboards/pages`` plus one entry here."""
 
 ASSETS = Path(__file__).with_name("assets")
 
 
-def build_dash_app(reader: TraceReader, *, requests_pathname_prefix: str = "/ui/") -> Dash:
+def build_dash_app(
+    reader: TraceReader,
+    *,
+    requests_pathname_prefix: str = "/ui/",
+    engine_metrics: EngineMetricsReader | None = None,
+    analysis: AnalysisService | None = None,
+    diagnosis_settings: DiagnosisSettings | None = None,
+) -> Dash:
     """A new Dash app showing traces from ``reader``.
 
     Safe to call several times in one process (tests do): Dash's page registry is global, so every call
@@ -39,6 +57,12 @@ def build_dash_app(reader: TraceReader, *, requests_pathname_prefix: str = "/ui/
             (the :class:`~storage.reader.TraceReader` contract says it is).
         requests_pathname_prefix: URL path the browser sees the app under, with slashes on both ends;
             ``"/"`` when the Flask server is served on its own.
+        engine_metrics: where the Services page reads vLLM's metrics (``HOTSPAN_PROMETHEUS_URL``); None hides
+            them. Kept in the Flask config under :data:`dashboards.pages.services.ENGINE_METRICS_CONFIG`.
+        analysis: the analysis service functions behind the trace page's critical path and stage bar and the
+            Stages and Hotspots pages; None hides them. Kept under :data:`dashboards.pages.stages.ANALYSIS_CONFIG`.
+        diagnosis_settings: rule table and metrics source of the Diagnosis page; None hides it. Kept under
+            :data:`dashboards.pages.diagnosis.DIAGNOSIS_CONFIG`.
 
     Returns:
         The app; serve ``app.server`` (a Flask WSGI app).
@@ -64,6 +88,9 @@ def build_dash_app(reader: TraceReader, *, requests_pathname_prefix: str = "/ui/
             layout=page.layout,
             order=order,
         )
+    app.server.config[services.ENGINE_METRICS_CONFIG] = engine_metrics
+    app.server.config[stages.ANALYSIS_CONFIG] = analysis
+    app.server.config[diagnosis.DIAGNOSIS_CONFIG] = diagnosis_settings
     app.layout = _shell(app)
     _register_shell_callbacks(app)
     for page in PAGES:

@@ -3,24 +3,47 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
+from alerts.config import load_alerts_config
+from alerts.evaluator import SloEvaluator
+from analysis import STAGES
+from api import analysis as analysis_api
+from api import diagnosis as diagnosis_api
+from api import red as red_api
+from api import topology as topology_api
 from api import traces as traces_api
 from api.errors import install_error_handlers
 from api.jaeger import routes_v1 as jaeger_v1
 from api.jaeger import routes_v3 as jaeger_v3
 from api.models import Health
 from collector import http_receiver
-from collector.ingest import Ingestor
+from collector.limits import SpanLimits
+from collector.metrics import IngestMetrics
+from collector.pipeline import IngestPipeline, PipelineConfig
 from dashboards.app import build_dash_app
+from diagnosis import load_diagnosis_settings
+from hotspan import metrics as metrics_routes
+from hotspan.auth import Auth, load_auth, protect_app
 from hotspan.settings import Settings
+from processors.pipeline.base import TraceProcessor
+from processors.pipeline.config import PipelineConfig as TracePipelineConfig
+from processors.pipeline.pipeline import TracePipeline
+from processors.pipeline.queries import AnalysisService
+from processors.pipeline.service_graph import ServiceGraphProcessor
+from processors.pipeline.trace_metrics import TraceMetrics, TraceMetricsProcessor
+from storage.analysis_store import ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
+from storage.engine_metrics import PrometheusEngineMetrics
+from storage.faults import FaultInjectingClickHouse, FaultPlan
 from storage.migrations import apply_migrations
 from storage.reader import ClickHouseTraceReader
+from storage.service_graph_writer import ClickHouseServiceGraphWriter
 from storage.writer import ClickHouseTraceWriter
 
 log = logging.getLogger(__name__)
@@ -50,19 +73,114 @@ def open_storage(settings: Settings) -> Storage:
     return Storage(ch, ClickHouseTraceReader(ch), ClickHouseTraceWriter(ch))
 
 
-def create_app(settings: Settings, storage: Storage) -> FastAPI:
-    """The HTTP application: ``/v1/traces``, ``/api/v1/...``, ``/healthz``, ``/docs`` and the UI at ``/ui``."""
+def open_pipeline(settings: Settings, metrics: IngestMetrics) -> IngestPipeline:
+    """The started ingest pipeline for ``settings`` (storage faults only when the test hook is set)."""
+    plan = FaultPlan.parse(settings.fault_injection) if settings.fault_injection else None
+
+    def open_handle() -> ClickHouse:
+        ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database)
+        return FaultInjectingClickHouse(ch, plan) if plan else ch
+
+    limits = SpanLimits(
+        settings.max_attributes, settings.max_attribute_value_chars, settings.max_events, settings.max_links
+    )
+    config = PipelineConfig(
+        queue_max_bytes=settings.queue_max_bytes,
+        queue_max_spans=settings.queue_max_spans,
+        batch_max_spans=settings.batch_max_spans,
+        spool_max_bytes=settings.spool_max_bytes,
+        retry_after_s=settings.retry_after_s,
+        limits=limits,
+    )
+    pipeline = IngestPipeline(open_handle, settings.data_dir, config, metrics, plan)
+    pipeline.start()
+    return pipeline
+
+
+def trace_pipeline_config(settings: Settings) -> TracePipelineConfig:
+    """The trace pipeline's and the analysis API's configuration from ``settings`` (rule files read).
+
+    Raises:
+        analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError: a rule file is invalid.
+    """
+    return TracePipelineConfig.load(
+        trace_idle_s=settings.trace_idle_s,
+        stage_rules_path=settings.stage_rules_path,
+        hotspot_rules_path=settings.hotspot_rules_path,
+        hotspot_window_s=settings.hotspot_window_s,
+    )
+
+
+def trace_processors(storage: Storage, metrics: TraceMetrics | None = None) -> list[TraceProcessor]:
+    """The extensions the trace pipeline runs on every batch (``processors.pipeline.base``), the same list for
+    ``hotspan serve`` (with the process's ``metrics``) and ``hotspan import`` (without), so imported traces
+    are counted like received ones: service-graph edges into ClickHouse (and the servicegraph metrics), and,
+    with ``metrics``, span, stage and hotspot metrics."""
+    processors: list[TraceProcessor] = [
+        ServiceGraphProcessor(ClickHouseServiceGraphWriter(storage.clickhouse), metrics)
+    ]
+    if metrics is not None:
+        processors.append(TraceMetricsProcessor(metrics, storage.reader))
+    return processors
+
+
+def open_slo_evaluator(settings: Settings, storage: Storage) -> SloEvaluator | None:
+    """The built-in SLO evaluator for ``settings.alerts_path`` (not started); None when no SLO file is set.
+
+    Raises:
+        alerts.config.AlertsConfigError: the SLO file is unreadable or invalid (every problem listed).
+    """
+    if settings.alerts_path is None:
+        return None
+    return SloEvaluator(load_alerts_config(settings.alerts_path), storage.reader)
+
+
+def open_trace_pipeline(
+    storage: Storage, config: TracePipelineConfig, processors: Sequence[TraceProcessor] = ()
+) -> TracePipeline:
+    """The trace pipeline (``processors.pipeline``) over ``storage``, running ``processors``; not started."""
+    return TracePipeline(ClickHouseAnalysisStore(storage.clickhouse, STAGES), storage.reader, config, processors)
+
+
+def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -> FastAPI:
+    """The HTTP application: ``/v1/traces``, ``/api/v1/...``, ``/metrics``, ``/healthz``, ``/docs`` and the UI
+    at ``/ui``. Starts the ingest pipeline (``app.state.pipeline``); whoever serves the app stops it.
+
+    Every request passes ``hotspan.auth``'s middleware first (``auth``; loaded from ``settings`` when omitted).
+
+    Raises:
+        hotspan.auth.AuthFileError: the auth file is missing or invalid.
+    """
     app = FastAPI(
         title="Hotspan",
         version="0.1.0",
         description="Trace analysis for LLM agent stacks. Times are ns unless a field name says otherwise.",
     )
+    protect_app(app, auth or load_auth(settings))
     install_error_handlers(app)
-    app.state.ingestor = Ingestor(storage.writer)
-    app.include_router(http_receiver.build_router(app.state.ingestor, settings.max_body_bytes))
+    app.state.metrics_registry = metrics_routes.new_registry()
+    app.state.ingest_metrics = IngestMetrics(app.state.metrics_registry)
+    app.state.trace_metrics = TraceMetrics(app.state.metrics_registry)
+    app.state.pipeline = open_pipeline(settings, app.state.ingest_metrics)
+    app.include_router(
+        http_receiver.build_router(app.state.pipeline, app.state.ingest_metrics, settings.max_body_bytes)
+    )
+    app.include_router(metrics_routes.build_router(app.state.metrics_registry))
     app.include_router(traces_api.build_router(storage.reader))
     app.include_router(jaeger_v1.build_router(storage.reader))
     app.include_router(jaeger_v3.build_router(storage.reader))
+    app.include_router(topology_api.build_router(storage.reader))
+    app.include_router(red_api.build_router(storage.reader))
+    diagnosis_settings = load_diagnosis_settings()
+    app.include_router(diagnosis_api.build_router(storage.reader, diagnosis_settings))
+    app.state.analysis_config = trace_pipeline_config(settings)
+    # The trace pipeline (started by server.py) runs these on every batch.
+    app.state.trace_processors = trace_processors(storage, app.state.trace_metrics)
+    # The analysis service functions, for the REST routes and the UI pages alike.
+    app.state.analysis = AnalysisService(
+        storage.reader, ClickHouseAnalysisStore(storage.clickhouse, STAGES), app.state.analysis_config
+    )
+    app.include_router(analysis_api.build_router(app.state.analysis))
 
     @app.get("/healthz", operation_id="health", response_model=Health, tags=["service"])
     def health() -> Health:
@@ -77,6 +195,13 @@ def create_app(settings: Settings, storage: Storage) -> FastAPI:
     def root() -> RedirectResponse:
         return RedirectResponse("/ui/")
 
-    dash_app = build_dash_app(storage.reader, requests_pathname_prefix="/ui/")
+    engine_metrics = PrometheusEngineMetrics(settings.prometheus_url) if settings.prometheus_url else None
+    dash_app = build_dash_app(
+        storage.reader,
+        requests_pathname_prefix="/ui/",
+        engine_metrics=engine_metrics,
+        analysis=app.state.analysis,
+        diagnosis_settings=diagnosis_settings,
+    )
     app.mount("/ui", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app

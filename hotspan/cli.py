@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
+from alerts.cli import add_alerts_parser, run_alerts_command
+from alerts.config import AlertsConfigError
+from hotspan.auth.cli import add_auth_parser, run_auth_command, tenant_argument
 from hotspan.settings import SettingsError, load_settings
+from storage.tenancy import DEFAULT_TENANT
 
 log = logging.getLogger("hotspan")
 
@@ -25,6 +30,7 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="bind address (env HOTSPAN_HOST, default 127.0.0.1)")
     parser.add_argument("--http-port", type=int, help="OTLP/HTTP + REST + UI port (default 4318)")
     parser.add_argument("--grpc-port", type=int, help="OTLP/gRPC port (default 4317, -1 disables)")
+    parser.add_argument("--auth-file", type=Path, help="hashed bearer tokens per tenant (env HOTSPAN_AUTH_FILE)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,12 +45,24 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument("paths", nargs="+", type=Path, help="files to import; the format is detected")
     importer.add_argument("--endpoint", help="send to a running Hotspan (e.g. http://127.0.0.1:4318) over OTLP/HTTP")
     importer.add_argument("--no-progress", action="store_true", help="no progress bar")
+    importer.add_argument(
+        "--tenant",
+        type=tenant_argument,
+        help="tenant to store the spans under (local store only, default 'default'; with --endpoint the token in "
+        "env HOTSPAN_TOKEN decides)",
+    )
     _add_store_options(importer)
 
     demo = commands.add_parser("demo", help="serve Hotspan and drive the instrumented agent stack against it")
     _add_server_options(demo)
     demo.add_argument("--requests", type=int, default=40, help="user requests the stack sends (default 40)")
     demo.add_argument("--exit", action="store_true", help="exit after the stack's run instead of serving on")
+
+    from instrumented_stack.cli import add_stack_parser
+
+    add_stack_parser(commands)
+    add_auth_parser(commands)
+    add_alerts_parser(commands)
     return parser
 
 
@@ -55,8 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     try:
-        return {"serve": _serve, "import": _import, "demo": _demo}[args.command](args)
-    except SettingsError as exc:
+        commands = {
+            "serve": _serve,
+            "import": _import,
+            "demo": _demo,
+            "stack": _stack,
+            "auth": run_auth_command,
+            "alerts": run_alerts_command,
+        }
+        return commands[args.command](args)
+    except (SettingsError, AlertsConfigError) as exc:
         print(f"hotspan: {exc}", file=sys.stderr)
         return 2
 
@@ -68,6 +94,7 @@ def _settings(args: argparse.Namespace):
         host=getattr(args, "host", None),
         http_port=getattr(args, "http_port", None),
         grpc_port=getattr(args, "grpc_port", None),
+        auth_file=getattr(args, "auth_file", None),
     )
 
 
@@ -86,16 +113,24 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from hotspan.importer import OtlpHttpSink, StoreSink, import_paths
+    from hotspan.importer import OtlpHttpSink, StoreSink, analyse_stored, import_paths
 
     if args.endpoint:
-        summary = import_paths(args.paths, OtlpHttpSink(args.endpoint), progress=not args.no_progress)
+        if args.tenant:
+            print("hotspan import: --tenant is for the local store; with --endpoint the token decides", file=sys.stderr)
+            return 2
+        sink = OtlpHttpSink(args.endpoint, token=os.environ.get("HOTSPAN_TOKEN") or None)
+        summary = import_paths(args.paths, sink, progress=not args.no_progress)
     else:
         from hotspan.app import open_storage
 
-        storage = open_storage(_settings(args))
-        summary = import_paths(args.paths, StoreSink(storage.writer), progress=not args.no_progress)
+        settings = _settings(args)
+        storage = open_storage(settings)
+        sink = StoreSink(storage.writer, args.tenant or DEFAULT_TENANT)
+        summary = import_paths(args.paths, sink, progress=not args.no_progress)
+        analysed = analyse_stored(storage, settings)
         storage.clickhouse.close()
+        print(f"analysed: {analysed.analysed} traces", flush=True)
     print(summary.render())
     return 0 if summary.spans or not summary.problems else 1
 
@@ -114,6 +149,12 @@ def _demo(args: argparse.Namespace) -> int:
         _wait_for_interrupt()
     server.stop()
     return 0
+
+
+def _stack(args: argparse.Namespace) -> int:
+    from instrumented_stack.cli import run_stack_command
+
+    return run_stack_command(args)
 
 
 def _wait_for_interrupt() -> None:

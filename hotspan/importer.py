@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import httpx
 import pyarrow.compute as pc
@@ -24,7 +24,14 @@ from collector.batch import SpanBatch, to_batch
 from collector.decode import PayloadError, decode_request
 from collector.formats import FormatError, Payload, Rejected, read_payloads
 from collector.otlp_json import JsonPayloadError, request_from_json
+from storage.schema import with_tenant
+from storage.tenancy import DEFAULT_TENANT
 from storage.writer import TraceWriter
+
+if TYPE_CHECKING:
+    from hotspan.app import Storage
+    from hotspan.settings import Settings
+    from processors.pipeline.pipeline import PollResult
 
 
 @dataclass
@@ -70,25 +77,30 @@ class Sink(Protocol):
 
 
 class StoreSink:
-    """Writes straight into the local store."""
+    """Writes straight into the local store, under ``tenant`` (``storage.tenancy``)."""
 
-    def __init__(self, writer: TraceWriter) -> None:
+    def __init__(self, writer: TraceWriter, tenant: str = DEFAULT_TENANT) -> None:
         self._writer = writer
+        self._tenant = tenant
 
     def send(self, payload: Payload, batch: SpanBatch) -> None:
-        self._writer.write(batch.table)
+        self._writer.write(with_tenant(batch.table, self._tenant))
 
 
 class OtlpHttpSink:
     """Sends each payload to a running Hotspan's ``/v1/traces`` in its own encoding.
 
+    ``token``: a bearer token with the ``ingest`` role, for a server with an auth file; its tenant is the one
+    the spans are stored under.
+
     Raises (from :meth:`send`):
         RuntimeError: the server answered with an error status.
     """
 
-    def __init__(self, endpoint: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, endpoint: str, timeout_s: float = 30.0, token: str | None = None) -> None:
         self._url = endpoint.rstrip("/") + ("" if endpoint.rstrip("/").endswith("/v1/traces") else "/v1/traces")
-        self._client = httpx.Client(timeout=timeout_s)
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.Client(timeout=timeout_s, headers=headers)
 
     def send(self, payload: Payload, batch: SpanBatch) -> None:
         body = payload.body if isinstance(payload.body, bytes) else json.dumps(payload.body).encode()
@@ -149,3 +161,19 @@ def _import_payload(payload: Payload, sink: Sink, summary: ImportSummary) -> int
     summary.traces.update(pc.unique(batch.table.column("TraceId")).to_pylist())
     summary.services.update(pc.unique(batch.table.column("ServiceName")).to_pylist())
     return batch.accepted
+
+
+def analyse_stored(storage: Storage, settings: Settings) -> PollResult:
+    """Analyse now every stored trace the trace pipeline has not (or spans added since), without waiting for it
+    to go quiet: ``hotspan import`` calls this once its files are stored, so the derived tables are complete
+    when it returns. Runs the processors ``hotspan serve`` runs (``hotspan.app.trace_processors``).
+
+    Raises:
+        analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError: a rule file is invalid.
+        Exception: what storage raises; the traces analysed before stay recorded.
+    """
+    # hotspan.app pulls in the web stack, which only the local-store path of an import needs.
+    from hotspan.app import open_trace_pipeline, trace_pipeline_config, trace_processors
+
+    pipeline = open_trace_pipeline(storage, trace_pipeline_config(settings), trace_processors(storage))
+    return pipeline.run_once(force=True)

@@ -9,9 +9,14 @@ from dataclasses import dataclass
 import grpc
 import uvicorn
 
+from alerts.evaluator import SloEvaluator
 from collector.grpc_receiver import start_grpc_server
-from hotspan.app import Storage, create_app, open_storage
+from collector.pipeline import IngestPipeline
+from hotspan.app import Storage, create_app, open_slo_evaluator, open_storage, open_trace_pipeline
+from hotspan.auth import check_bind, load_auth
+from hotspan.auth import logs as auth_logs
 from hotspan.settings import Settings
+from processors.pipeline.pipeline import TracePipeline
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +32,9 @@ class RunningServer:
     grpc_server: grpc.Server | None
     http_port: int
     grpc_port: int
+    pipeline: IngestPipeline
+    trace_pipeline: TracePipeline | None = None
+    slo_evaluator: SloEvaluator | None = None
 
     @property
     def base_url(self) -> str:
@@ -38,6 +46,11 @@ class RunningServer:
             self.grpc_server.stop(grace=5).wait()
         self.uvicorn_server.should_exit = True
         self.thread.join(timeout=10)
+        if self.slo_evaluator is not None:
+            self.slo_evaluator.stop()
+        if self.trace_pipeline is not None:
+            self.trace_pipeline.stop()
+        self.pipeline.stop()
         self.storage.clickhouse.close()
 
 
@@ -46,12 +59,26 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
 
     Raises:
         RuntimeError: a port could not be bound or the HTTP server did not come up in 30 s.
+        hotspan.auth.InsecureBindError: ``settings.host`` is not loopback and no tokens are configured.
+        hotspan.auth.AuthFileError: the auth file is missing or invalid.
+        alerts.config.AlertsConfigError: the SLO file (``settings.alerts_path``) is missing or invalid.
     """
+    auth = load_auth(settings)
+    check_bind(settings.host, auth.authenticator)
+    auth_logs.install()
     storage = storage or open_storage(settings)
-    app = create_app(settings, storage)
+    slo_evaluator = open_slo_evaluator(settings, storage)
+    app = create_app(settings, storage, auth)
     grpc_server, grpc_port = None, 0
     if settings.grpc_port >= 0:
-        grpc_server, grpc_port = start_grpc_server(app.state.ingestor, settings.host, settings.grpc_port)
+        grpc_server, grpc_port = start_grpc_server(
+            app.state.pipeline,
+            app.state.ingest_metrics,
+            settings.host,
+            settings.grpc_port,
+            settings.max_body_bytes,
+            interceptors=auth.grpc_interceptors(),
+        )
     config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="hotspan-http", daemon=True)
@@ -65,4 +92,19 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
     else:
         raise RuntimeError("HTTP server did not start within 30 s")
     http_port = server.servers[0].sockets[0].getsockname()[1]
-    return RunningServer(settings, storage, server, thread, grpc_server, http_port, grpc_port)
+    trace_pipeline = open_trace_pipeline(storage, app.state.analysis_config, app.state.trace_processors)
+    trace_pipeline.start()
+    if slo_evaluator is not None:
+        slo_evaluator.start()
+    return RunningServer(
+        settings,
+        storage,
+        server,
+        thread,
+        grpc_server,
+        http_port,
+        grpc_port,
+        app.state.pipeline,
+        trace_pipeline,
+        slo_evaluator,
+    )

@@ -11,6 +11,38 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_GRPC_PORT``: OTLP/gRPC; default 4317, 0 picks a free port, -1 disables.
 - ``HOTSPAN_MAX_BODY_BYTES``: largest OTLP request body, compressed or inflated; bytes, default 16 MiB.
 - ``HOTSPAN_TTL_DAYS``: drop partitions older than this; days, default 0 (keep forever).
+- ``HOTSPAN_QUEUE_MAX_BYTES``: request bytes (decompressed) admitted and not yet acknowledged; beyond
+  it OTLP/HTTP answers 429 and OTLP/gRPC UNAVAILABLE; bytes, default 64 MiB.
+- ``HOTSPAN_QUEUE_MAX_SPANS``: spans admitted and not yet acknowledged; spans, default 200000.
+- ``HOTSPAN_BATCH_MAX_SPANS``: most spans converted and written in one INSERT (bounds its memory); spans,
+  default 20000.
+- ``HOTSPAN_SPOOL_MAX_BYTES``: size of the on-disk spool (``<data dir>/ingest/spool``) that takes
+  batches while ClickHouse fails; full → 503; bytes, default 1 GiB.
+- ``HOTSPAN_RETRY_AFTER_S``: retry hint sent with 429/503 (``Retry-After``, gRPC RetryInfo), also the
+  first replay back-off; seconds, default 1.
+- ``HOTSPAN_MAX_ATTRIBUTES``: attributes kept per span, event, link and resource (the rest dropped,
+  the span marked ``hotspan.truncated``); count, default 256.
+- ``HOTSPAN_MAX_ATTRIBUTE_VALUE_CHARS``: characters kept per attribute value; default 65536.
+- ``HOTSPAN_MAX_EVENTS``: events kept per span; default 256.
+- ``HOTSPAN_MAX_LINKS``: links kept per span; default 128.
+- ``HOTSPAN_AUTH_FILE``: YAML/JSON file of hashed bearer tokens, each with a tenant and roles
+  (``hotspan.auth.config``); default none: no auth, one tenant (``default``), allowed on a loopback
+  ``HOTSPAN_HOST`` only.
+- ``HOTSPAN_SESSION_SECRET``: key signing UI session cookies, at least 32 characters, the same on every
+  instance behind one load balancer; default a random key per process (sessions end with it).
+- ``HOTSPAN_FAULT_INJECTION``: TEST HOOK, never set in production: makes storage fail on purpose
+  (``storage.faults``, e.g. ``insert_fail_for_s=5``); default empty (off).
+- ``HOTSPAN_TRACE_IDLE_S``: a trace is analysed (``processors.pipeline``) once no span of it has arrived
+  for this long; seconds, default 10.
+- ``HOTSPAN_STAGE_RULES``: YAML stage rule table (``analysis.stage_rules``); path, default the packaged one.
+- ``HOTSPAN_HOTSPOT_RULES``: YAML hotspot rules, static thresholds and the rolling quantile
+  (``processors.pipeline.hotspot_rules``); path, default the packaged one (rolling p95 only).
+- ``HOTSPAN_HOTSPOT_WINDOW_S``: window of the rolling hotspot quantile; seconds, default 3600.
+- ``HOTSPAN_PROMETHEUS_URL``: Prometheus base URL holding vLLM's metrics (``http(s)://...``); the Services page
+  plots them under the trace-derived latency; default none (not shown).
+- ``HOTSPAN_ALERTS``: SLO file (YAML, ``alerts.config``); when set, ``hotspan serve`` runs the built-in SLO
+  evaluator (``alerts.evaluator``) that notifies the Alertmanager and/or webhook the file names; path,
+  default none (no evaluator).
 """
 
 from __future__ import annotations
@@ -19,7 +51,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+
+from storage.faults import FaultPlan
 
 ENVIRONMENT = {
     "data_dir": "HOTSPAN_DATA_DIR",
@@ -30,6 +64,24 @@ ENVIRONMENT = {
     "grpc_port": "HOTSPAN_GRPC_PORT",
     "max_body_bytes": "HOTSPAN_MAX_BODY_BYTES",
     "ttl_days": "HOTSPAN_TTL_DAYS",
+    "queue_max_bytes": "HOTSPAN_QUEUE_MAX_BYTES",
+    "queue_max_spans": "HOTSPAN_QUEUE_MAX_SPANS",
+    "batch_max_spans": "HOTSPAN_BATCH_MAX_SPANS",
+    "spool_max_bytes": "HOTSPAN_SPOOL_MAX_BYTES",
+    "retry_after_s": "HOTSPAN_RETRY_AFTER_S",
+    "max_attributes": "HOTSPAN_MAX_ATTRIBUTES",
+    "max_attribute_value_chars": "HOTSPAN_MAX_ATTRIBUTE_VALUE_CHARS",
+    "max_events": "HOTSPAN_MAX_EVENTS",
+    "max_links": "HOTSPAN_MAX_LINKS",
+    "fault_injection": "HOTSPAN_FAULT_INJECTION",
+    "trace_idle_s": "HOTSPAN_TRACE_IDLE_S",
+    "stage_rules_path": "HOTSPAN_STAGE_RULES",
+    "hotspot_rules_path": "HOTSPAN_HOTSPOT_RULES",
+    "hotspot_window_s": "HOTSPAN_HOTSPOT_WINDOW_S",
+    "auth_file": "HOTSPAN_AUTH_FILE",
+    "session_secret": "HOTSPAN_SESSION_SECRET",
+    "prometheus_url": "HOTSPAN_PROMETHEUS_URL",
+    "alerts_path": "HOTSPAN_ALERTS",
 }
 """Setting name → environment variable."""
 
@@ -49,6 +101,30 @@ class Settings(BaseModel):
     grpc_port: int = Field(4317, ge=-1, le=65535)
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     ttl_days: int = Field(0, ge=0)
+    queue_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    queue_max_spans: int = Field(200_000, ge=1)
+    batch_max_spans: int = Field(20_000, ge=1)
+    spool_max_bytes: int = Field(1024 * 1024 * 1024, ge=0)
+    retry_after_s: float = Field(1.0, gt=0)
+    max_attributes: int = Field(256, ge=1)
+    max_attribute_value_chars: int = Field(65_536, ge=1)
+    max_events: int = Field(256, ge=0)
+    max_links: int = Field(128, ge=0)
+    fault_injection: str = ""
+    auth_file: Path | None = None
+    session_secret: SecretStr | None = Field(None, min_length=32)
+    trace_idle_s: float = Field(10.0, ge=0)
+    stage_rules_path: Path | None = None
+    hotspot_rules_path: Path | None = None
+    hotspot_window_s: float = Field(3600.0, gt=0)
+    prometheus_url: str | None = Field(None, pattern=r"^https?://")
+    alerts_path: Path | None = None
+
+    @field_validator("fault_injection")
+    @classmethod
+    def _fault_plan(cls, value: str) -> str:
+        FaultPlan.parse(value)
+        return value
 
     @model_validator(mode="after")
     def _default_dsn(self) -> Settings:

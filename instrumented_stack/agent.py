@@ -58,7 +58,6 @@ from instrumented_stack.semconv import (
 )
 from instrumented_stack.telemetry import (
     build_tracer_provider,
-    copy_baggage_to_span,
     instrument_fastapi_app,
     instrument_httpx_client,
 )
@@ -167,7 +166,6 @@ class Agent:
                 AGENT_MAX_STEPS: config.max_steps,
             },
         ) as agent_span:
-            copy_baggage_to_span(agent_span)
             with self._tracer.start_as_current_span(f"plan {name}", kind=SpanKind.INTERNAL) as plan_span:
                 state = PlanState(intent=route(task.prompt), question=last_line(task.prompt))
                 plan_span.set_attribute(AGENT_INTENT, state.intent)

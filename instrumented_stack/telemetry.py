@@ -12,13 +12,11 @@ Propagation uses the process-wide W3C propagators of ``opentelemetry.propagate``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Literal
 
 import httpx
 from fastapi import FastAPI
-from opentelemetry import baggage
-from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
@@ -27,7 +25,8 @@ from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.trace import Span
+
+from processors.sdk import BaggageSampler, BaggageSpanProcessor, HotspotSpanProcessor
 
 OtlpProtocol = Literal["http/protobuf", "grpc"]
 """OTLP transports the stack can export with (same spelling as ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``)."""
@@ -38,21 +37,37 @@ SpanProcessorFactory = Callable[[str], SpanProcessor]
 BAGGAGE_TENANT_ID = "tenant_id"
 BAGGAGE_SAMPLE_POLICY = "sample_policy"
 BAGGAGE_KEYS: tuple[str, ...] = (BAGGAGE_TENANT_ID, BAGGAGE_SAMPLE_POLICY)
-"""W3C baggage keys the gateway sets and the agent copies onto its spans (DESIGN.md, BaggageSampler)."""
+"""W3C baggage keys the gateway sets; ``BaggageSpanProcessor`` copies them onto every span (DESIGN.md)."""
 
 
-def build_tracer_provider(service_name: str, span_processor: SpanProcessor) -> TracerProvider:
+def build_tracer_provider(
+    service_name: str, span_processor: SpanProcessor, *, hotspan_sdk: bool = True
+) -> TracerProvider:
     """A tracer provider for one service, exporting through ``span_processor``.
 
     Args:
         service_name: the ``service.name`` resource attribute; it wins over ``OTEL_SERVICE_NAME``.
         span_processor: receives every span the provider records; it is shut down with the provider.
+        hotspan_sdk: instrument the service the way Hotspan asks its users to (``processors.sdk``):
+            :class:`BaggageSampler` from ``HOTSPAN_SAMPLING_POLICIES`` (unset: keep every trace),
+            :class:`BaggageSpanProcessor` copying :data:`BAGGAGE_KEYS` onto every span, and
+            :class:`HotspotSpanProcessor` (adaptive p95) in front of ``span_processor``. The vLLM
+            emulator passes ``False``: real vLLM runs none of them, and its span must look the same.
 
     The provider does not register an ``atexit`` hook: its owner (the service's app lifespan) shuts it
     down, which flushes ``span_processor``.
+
+    Raises:
+        processors.sdk.ConfigError: ``HOTSPAN_SAMPLING_POLICIES`` holds an invalid policy table.
     """
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}), shutdown_on_exit=False)
-    provider.add_span_processor(span_processor)
+    resource = Resource.create({SERVICE_NAME: service_name})
+    if not hotspan_sdk:
+        provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        provider.add_span_processor(span_processor)
+        return provider
+    provider = TracerProvider(resource=resource, sampler=BaggageSampler.from_env(), shutdown_on_exit=False)
+    provider.add_span_processor(BaggageSpanProcessor(BAGGAGE_KEYS))
+    provider.add_span_processor(HotspotSpanProcessor(span_processor, adaptive=True))
     return provider
 
 
@@ -103,18 +118,6 @@ def otlp_span_processors(
         return otlp_span_processor(endpoint, protocol=protocol, timeout_s=timeout_s)
 
     return make
-
-
-def copy_baggage_to_span(span: Span, keys: Iterable[str] = BAGGAGE_KEYS, context: Context | None = None) -> None:
-    """Copy the listed W3C baggage entries of ``context`` (default: current) onto ``span`` as attributes.
-
-    Each key keeps its baggage name (``tenant_id`` -> attribute ``tenant_id``), as the OpenTelemetry
-    contrib ``BaggageSpanProcessor`` does; absent keys are skipped.
-    """
-    for key in keys:
-        value = baggage.get_baggage(key, context)
-        if value is not None:
-            span.set_attribute(key, str(value))
 
 
 def instrument_fastapi_app(app: FastAPI, provider: TracerProvider) -> None:

@@ -1,4 +1,9 @@
-"""Reading traces: the interface the REST API and the UI depend on, and its ClickHouse implementation."""
+"""Reading traces: the interface the REST API and the UI depend on, and its ClickHouse implementation.
+
+Every read takes a keyword-only ``tenant`` (``storage.tenancy``): a tenant name reads that tenant's spans
+only; ``None`` reads every tenant and is for admin tokens only. It has no default on purpose: a read that
+forgets it fails loudly instead of crossing tenants.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,10 @@ from typing import Protocol
 
 import polars as pl
 
-from storage import trace_sql
+from storage import analysis_sql, trace_sql
 from storage.clickhouse import ClickHouse
+from storage.rollup_reader import ClickHouseRollupReader
+from storage.tenancy import tenant_parameters
 
 SEARCH_COLUMNS = (
     "trace_id",
@@ -55,21 +62,25 @@ class TraceQuery:
 
 class TraceReader(Protocol):
     """Read side of the trace store. Every method is thread-safe and returns empty results, never
-    ``None``, when nothing matches."""
+    ``None``, when nothing matches. ``tenant``: the tenant whose spans are read, ``None`` for every tenant
+    (admin only); spans of other tenants are invisible, even under the same trace ID.
 
-    def services(self) -> list[str]:
+    Raises (every method): ValueError for a ``tenant`` that is not a valid tenant name.
+    """
+
+    def services(self, *, tenant: str | None) -> list[str]:
         """Service names, sorted."""
         ...
 
-    def operations(self, service: str) -> list[tuple[str, str]]:
+    def operations(self, service: str, *, tenant: str | None) -> list[tuple[str, str]]:
         """``(span name, span kind)`` pairs seen for ``service``, sorted; kinds as ``Server``, ``Client``..."""
         ...
 
-    def search(self, query: TraceQuery) -> pl.DataFrame:
+    def search(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         """Summaries of matching traces, newest first, with :data:`SEARCH_COLUMNS` (times in ns)."""
         ...
 
-    def trace(self, trace_id: str) -> pl.DataFrame:
+    def trace(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame:
         """Every span of one trace (lowercase 32-hex ID), ordered by start; zero rows when unknown.
 
         Columns: trace_id, span_id, parent_span_id, name, service_name, kind, start_time_unix_nano,
@@ -80,48 +91,64 @@ class TraceReader(Protocol):
         """
         ...
 
-    def search_spans(self, query: TraceQuery) -> pl.DataFrame:
+    def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         """Every span of the traces :meth:`search` finds for ``query`` (same traces, same limit), with the
         columns of :meth:`trace`, ordered by trace ID, then span start; zero rows when nothing matches."""
         ...
 
-    def dependencies(self, start_ns: int, end_ns: int) -> list[tuple[str, str, int]]:
+    def traces(self, trace_ids: Sequence[str], *, tenant: str | None) -> pl.DataFrame:
+        """Every span of the traces ``trace_ids`` (lowercase 32-hex IDs), in one read: the columns of
+        :meth:`trace` plus ``tenant`` (String, the owner tenant, ``''`` read as the default one), ordered by
+        trace ID, then span start; unknown IDs contribute no rows. The trace pipeline reads its batches so."""
+        ...
+
+    def dependencies(self, start_ns: int, end_ns: int, *, tenant: str | None) -> list[tuple[str, str, int]]:
         """``(parent service, child service, call count)`` over parent→child span pairs whose services differ,
         for child spans starting in ``[start_ns, end_ns]`` (ns since the Unix epoch); sorted by parent, child."""
         ...
 
 
-class ClickHouseTraceReader:
-    """:class:`TraceReader` over ``otel_traces`` (written by Hotspan or by an OTel Collector)."""
+class ClickHouseTraceReader(ClickHouseRollupReader):
+    """:class:`TraceReader` over ``otel_traces`` (written by Hotspan or by an OTel Collector); also the
+    :class:`~storage.rollup_reader.RollupReader` over the RED and service-graph rollups of the same store."""
 
     def __init__(self, ch: ClickHouse) -> None:
         self._ch = ch
 
-    def services(self) -> list[str]:
-        return [row[0] for row in self._ch.query_rows(trace_sql.SERVICES)]
+    def services(self, *, tenant: str | None) -> list[str]:
+        return [row[0] for row in self._ch.query_rows(trace_sql.SERVICES, tenant_parameters(tenant))]
 
-    def operations(self, service: str) -> list[tuple[str, str]]:
-        return [(row[0], row[1]) for row in self._ch.query_rows(trace_sql.OPERATIONS, {"service": service})]
+    def operations(self, service: str, *, tenant: str | None) -> list[tuple[str, str]]:
+        parameters = {"service": service, **tenant_parameters(tenant)}
+        return [(row[0], row[1]) for row in self._ch.query_rows(trace_sql.OPERATIONS, parameters)]
 
-    def search(self, query: TraceQuery) -> pl.DataFrame:
+    def search(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         sql, parameters = build_search(query)
-        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters))
+        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters | tenant_parameters(tenant)))
         assert isinstance(frame, pl.DataFrame)
         return frame.select(SEARCH_COLUMNS) if frame.height else _empty_search()
 
-    def trace(self, trace_id: str) -> pl.DataFrame:
-        frame = pl.from_arrow(self._ch.query_arrow(trace_sql.TRACE_SPANS, {"trace_id": trace_id}))
+    def trace(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame:
+        parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
+        frame = pl.from_arrow(self._ch.query_arrow(trace_sql.TRACE_SPANS, parameters))
         assert isinstance(frame, pl.DataFrame)
         return frame
 
-    def search_spans(self, query: TraceQuery) -> pl.DataFrame:
+    def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         sql, parameters = build_search(query, trace_sql.SEARCH_SPANS)
-        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters))
+        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters | tenant_parameters(tenant)))
         assert isinstance(frame, pl.DataFrame)
         return frame
 
-    def dependencies(self, start_ns: int, end_ns: int) -> list[tuple[str, str, int]]:
-        rows = self._ch.query_rows(trace_sql.DEPENDENCIES, {"start_ns": start_ns, "end_ns": end_ns})
+    def traces(self, trace_ids: Sequence[str], *, tenant: str | None) -> pl.DataFrame:
+        parameters = {"trace_ids": list(trace_ids), **tenant_parameters(tenant)}
+        frame = pl.from_arrow(self._ch.query_arrow(analysis_sql.TRACES_SPANS, parameters))
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def dependencies(self, start_ns: int, end_ns: int, *, tenant: str | None) -> list[tuple[str, str, int]]:
+        parameters = {"start_ns": start_ns, "end_ns": end_ns, **tenant_parameters(tenant)}
+        rows = self._ch.query_rows(trace_sql.DEPENDENCIES, parameters)
         return [(row[0], row[1], int(row[2])) for row in rows]
 
 
@@ -129,7 +156,9 @@ def build_search(query: TraceQuery, template: str = trace_sql.SEARCH) -> tuple[s
     """The search SQL and its parameters for ``query``; user values only ever travel as parameters.
 
     ``template`` is a query starting with :data:`storage.trace_sql.MATCHED_TRACES` (trace summaries by default,
-    :data:`storage.trace_sql.SEARCH_SPANS` for whole traces).
+    :data:`storage.trace_sql.SEARCH_SPANS` for whole traces). The SQL carries
+    :data:`storage.trace_sql.TENANT_FILTER` on every read of ``otel_traces``; the caller adds its parameters
+    (:func:`storage.tenancy.tenant_parameters`), so the SQL runs for no one until it does.
     """
     parameters: dict[str, object] = {"limit": max(1, min(query.limit, 10_000))}
     conditions = []
@@ -143,7 +172,7 @@ def build_search(query: TraceQuery, template: str = trace_sql.SEARCH) -> tuple[s
         parameters[f"attr_key_{index}"] = key
         parameters[f"attr_value_{index}"] = value
     where = " AND ".join(conditions) or "1"
-    return template.format(conditions=where), parameters
+    return template.format(conditions=where, tenant=trace_sql.TENANT_FILTER), parameters
 
 
 def _empty_search() -> pl.DataFrame:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from storage.tenancy import check_tenant_name
+
 ATTRIBUTES = pa.map_(pa.string(), pa.string())
 
 SPAN_SCHEMA = pa.schema(
@@ -39,6 +41,14 @@ SPAN_SCHEMA = pa.schema(
     ]
 )
 
+TENANT_FIELD = pa.field("Tenant", pa.string())
+"""``otel_traces.Tenant`` (migration 0030): the tenant a span was stored for (``storage.tenancy``). Not part of
+:data:`SPAN_SCHEMA`, the layout the converters produce: it is one value per request, added right before
+the write by :func:`with_tenant`."""
+
+STORED_SCHEMA = SPAN_SCHEMA.append(TENANT_FIELD)
+""":data:`SPAN_SCHEMA` plus ``Tenant``: what a writer stores."""
+
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
 """``SpanKind`` spellings the exporter writes, indexed by the OTLP enum value."""
 
@@ -49,3 +59,17 @@ STATUS_CODES = ("Unset", "Ok", "Error")
 def empty_batch() -> pa.Table:
     """A zero-row table with :data:`SPAN_SCHEMA`."""
     return SPAN_SCHEMA.empty_table()
+
+
+def with_tenant(batch: pa.Table, tenant: str) -> pa.Table:
+    """``batch`` (:data:`SPAN_SCHEMA`) with a ``Tenant`` column holding ``tenant`` on every row
+    (:data:`STORED_SCHEMA`).
+
+    Raises:
+        ValueError: ``tenant`` is not a valid tenant name (``storage.tenancy.TENANT_NAME``), or the batch
+            already has a ``Tenant`` column.
+    """
+    check_tenant_name(tenant)
+    if TENANT_FIELD.name in batch.schema.names:
+        raise ValueError("batch already has a Tenant column")
+    return batch.append_column(TENANT_FIELD, pa.repeat(pa.scalar(tenant, pa.string()), batch.num_rows))

@@ -2,9 +2,15 @@
 
 Readers accept both spellings the exporter has written over time: ``Server``/``Ok`` and the older
 ``SPAN_KIND_SERVER``/``STATUS_CODE_OK``; the expressions below fold them to the new one.
+
+Every read of ``otel_traces`` carries :data:`TENANT_FILTER`, bound by
+:func:`storage.tenancy.tenant_parameters`: each ``FROM otel_traces`` of a query has its own, so spans another
+tenant stored under the same trace ID never join in (``tests/security`` checks every query here).
 """
 
 from __future__ import annotations
+
+from storage.tenancy import DEFAULT_TENANT
 
 KIND = "initcap(replaceRegexpOne(SpanKind, '^SPAN_KIND_', ''))"
 STATUS = "initcap(replaceRegexpOne(StatusCode, '^STATUS_CODE_', ''))"
@@ -12,12 +18,21 @@ START_NS = "toUnixTimestamp64Nano(Timestamp)"
 HOTSPOT = "SpanAttributes['hotspan.hotspot'] = 'true'"
 """A span flagged by Hotspan's SDK ``HotspotSpanProcessor`` (``processors.sdk``)."""
 
-SERVICES = "SELECT DISTINCT ServiceName FROM otel_traces ORDER BY ServiceName"
+TENANT = f"if(Tenant = '', '{DEFAULT_TENANT}', Tenant)"
+"""A span's tenant: ``Tenant``, with ``''`` (rows written before migration 0030 or by an OTel Collector) read as
+the default tenant."""
+
+TENANT_FILTER = f"({{all_tenants:Bool}} OR {TENANT} = {{tenant:String}})"
+"""The tenant condition of every read: the caller's tenant only, or every tenant for an admin
+(``all_tenants``); parameters from :func:`storage.tenancy.tenant_parameters`. Holds bound-parameter braces:
+insert it into ``str.format`` templates as a field value, never as template text."""
+
+SERVICES = f"SELECT DISTINCT ServiceName FROM otel_traces WHERE {TENANT_FILTER} ORDER BY ServiceName"
 
 OPERATIONS = f"""
 SELECT SpanName AS name, {KIND} AS span_kind
 FROM otel_traces
-WHERE ServiceName = {{service:String}}
+WHERE ServiceName = {{service:String}} AND {TENANT_FILTER}
 GROUP BY name, span_kind
 ORDER BY name, span_kind
 """
@@ -52,7 +67,7 @@ queries that embed it can still be ``str.format``-ed."""
 TRACE_SPANS = f"""
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
-WHERE TraceId = {{trace_id:String}}
+WHERE TraceId = {{trace_id:String}} AND {TENANT_FILTER}
 ORDER BY start_time_unix_nano, span_id
 """
 
@@ -79,13 +94,14 @@ MATCHED_TRACES = """
 WITH matched AS (
     SELECT TraceId, max(Timestamp) AS last_seen
     FROM otel_traces
-    WHERE {conditions}
+    WHERE {tenant} AND {conditions}
     GROUP BY TraceId
     ORDER BY last_seen DESC
     LIMIT {{limit:UInt32}}
 )"""
 """The traces a search finds: those with a span meeting ``{conditions}``, the most recently active first, at
-most ``{limit:UInt32}`` of them. A template: the builder fills ``{conditions}`` with ``str.format``."""
+most ``{limit:UInt32}`` of them. A template: the builder fills ``{conditions}`` and ``{tenant}`` (with
+:data:`TENANT_FILTER`) by ``str.format``."""
 
 SEARCH = (
     MATCHED_TRACES
@@ -103,7 +119,7 @@ SELECT
     countIf({STATUS} = 'Error') AS error_count,
     countIf({HOTSPOT}) AS hotspot_count
 FROM otel_traces
-WHERE TraceId IN (SELECT TraceId FROM matched)
+WHERE TraceId IN (SELECT TraceId FROM matched) AND {{tenant}}
 GROUP BY TraceId
 ORDER BY start_time_unix_nano DESC
 """
@@ -114,26 +130,27 @@ SEARCH_SPANS = (
     + f"""
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
-WHERE TraceId IN (SELECT TraceId FROM matched)
+WHERE TraceId IN (SELECT TraceId FROM matched) AND {{tenant}}
 ORDER BY trace_id, start_time_unix_nano, span_id
 """
 )
 """Every span of the traces a search finds (the Jaeger APIs answer a search with whole traces)."""
 
-DEPENDENCIES = """
+DEPENDENCIES = f"""
 WITH children AS (
     SELECT DISTINCT TraceId, SpanId, ParentSpanId, ServiceName
     FROM otel_traces
     WHERE ParentSpanId != ''
-      AND Timestamp >= fromUnixTimestamp64Nano({start_ns:Int64})
-      AND Timestamp <= fromUnixTimestamp64Nano({end_ns:Int64})
+      AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+      AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
+      AND {TENANT_FILTER}
 )
 SELECT p.ServiceName AS parent, c.ServiceName AS child, count() AS call_count
 FROM children AS c
 INNER JOIN (
     SELECT DISTINCT TraceId, SpanId, ServiceName
     FROM otel_traces
-    WHERE TraceId IN (SELECT TraceId FROM children)
+    WHERE TraceId IN (SELECT TraceId FROM children) AND {TENANT_FILTER}
 ) AS p ON c.TraceId = p.TraceId AND c.ParentSpanId = p.SpanId
 WHERE p.ServiceName != c.ServiceName
 GROUP BY parent, child

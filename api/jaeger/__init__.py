@@ -9,6 +9,6 @@ Hotspan unchanged.
   storage layer's :class:`~storage.reader.TraceQuery`; :mod:`api.jaeger.errors` answers failures in each API's
   own error envelope.
 
-Reads go through :class:`storage.reader.TraceReader` only, so a tenant filter added to the reader's queries
-later applies here unchanged.
+Reads go through :class:`storage.reader.TraceReader` only, each with the caller's tenant (:mod:`api.tenancy`):
+a Jaeger client sees its own tenant's traces, services and dependencies, never another's.
 """

@@ -16,6 +16,8 @@ from starlette.concurrency import run_in_threadpool
 from api.jaeger import model, params
 from api.jaeger.errors import JaegerError, JaegerV1Route
 from api.jaeger.model import JaegerDependency, JaegerEnvelope, JaegerOperation, JaegerStructuredError, JaegerTrace
+from api.jaeger.paths import ANY_PATH
+from api.tenancy import Tenant
 from api.traces import parse_trace_id
 from storage.reader import TraceReader
 
@@ -37,18 +39,18 @@ def build_router(reader: TraceReader) -> APIRouter:
         response_model=JaegerEnvelope[list[str]],
         description="Service names, sorted.",
     )
-    async def services() -> JaegerEnvelope[list[str]]:
-        names = await run_in_threadpool(reader.services)
+    async def services(tenant: Tenant) -> JaegerEnvelope[list[str]]:
+        names = await run_in_threadpool(reader.services, tenant=tenant)
         return JaegerEnvelope[list[str]](data=names, total=len(names))
 
     @router.get(
-        "/services/{service:path}/operations",
+        f"/services/{{service:{ANY_PATH}}}/operations",
         operation_id="jaeger_v1_service_operations",
         response_model=JaegerEnvelope[list[str]],
         description="Span names of one service, any kind, sorted; empty for an unknown service.",
     )
-    async def service_operations(service: str) -> JaegerEnvelope[list[str]]:
-        pairs = await run_in_threadpool(reader.operations, service)
+    async def service_operations(service: str, tenant: Tenant) -> JaegerEnvelope[list[str]]:
+        pairs = await run_in_threadpool(reader.operations, service, tenant=tenant)
         names = sorted({name for name, _ in pairs})
         return JaegerEnvelope[list[str]](data=names, total=len(names))
 
@@ -60,12 +62,13 @@ def build_router(reader: TraceReader) -> APIRouter:
         description="Span names with their kinds (`server`, `client`, ..., empty when unspecified).",
     )
     async def operations(
+        tenant: Tenant,
         service: Annotated[str | None, Query(description="Service name (required).")] = None,
         span_kind: Annotated[str | None, Query(alias="spanKind", description="Only this kind, lowercase.")] = None,
     ) -> JaegerEnvelope[list[JaegerOperation]]:
         if not service:
             raise JaegerError(400, "parameter 'service' is required")
-        found = model.operations(await run_in_threadpool(reader.operations, service), span_kind)
+        found = model.operations(await run_in_threadpool(reader.operations, service, tenant=tenant), span_kind)
         return JaegerEnvelope[list[JaegerOperation]](data=found, total=len(found))
 
     @router.get(
@@ -80,6 +83,7 @@ def build_router(reader: TraceReader) -> APIRouter:
         ),
     )
     async def find_traces(
+        tenant: Tenant,
         service: Annotated[str | None, Query(description="Service name (required unless `traceID`).")] = None,
         operation: Annotated[str | None, Query(description="Span name.")] = None,
         tag: Annotated[list[str] | None, Query(description="`key:value`, repeatable.")] = None,
@@ -93,7 +97,7 @@ def build_router(reader: TraceReader) -> APIRouter:
         trace_ids: Annotated[list[str] | None, Query(alias="traceID", description="Trace IDs to fetch.")] = None,
     ) -> JaegerEnvelope[list[JaegerTrace]]:
         if trace_ids:
-            return await _by_ids(reader, trace_ids)
+            return await _by_ids(reader, trace_ids, tenant)
         query = params.v1_search(
             service=service,
             operation=operation,
@@ -106,11 +110,11 @@ def build_router(reader: TraceReader) -> APIRouter:
             max_duration=max_duration,
             limit=limit,
         )
-        traces = model.traces_from_frame(await run_in_threadpool(reader.search_spans, query))
+        traces = model.traces_from_frame(await run_in_threadpool(reader.search_spans, query, tenant=tenant))
         return JaegerEnvelope[list[JaegerTrace]](data=traces, total=len(traces))
 
     @router.get(
-        "/traces/{trace_id:path}",
+        f"/traces/{{trace_id:{ANY_PATH}}}",
         operation_id="jaeger_v1_get_trace",
         response_model=JaegerEnvelope[list[JaegerTrace]],
         responses={**_ERRORS, 404: {"model": JaegerEnvelope[None], "description": "Unknown trace."}},
@@ -121,13 +125,14 @@ def build_router(reader: TraceReader) -> APIRouter:
     )
     async def get_trace(
         trace_id: str,
+        tenant: Tenant,
         start: Annotated[int | None, Query(description="Hint, µs since epoch.")] = None,
         end: Annotated[int | None, Query(description="Hint, µs since epoch.")] = None,
         raw: Annotated[str | None, Query(description="Accepted for compatibility; traces are never adjusted.")] = None,
     ) -> JaegerEnvelope[list[JaegerTrace]]:
         if raw:
             params.go_bool(raw, "raw")
-        frame = await run_in_threadpool(reader.trace, parse_trace_id(trace_id))
+        frame = await run_in_threadpool(reader.trace, parse_trace_id(trace_id), tenant=tenant)
         if frame.height == 0:
             raise JaegerError(404, "trace not found")
         return JaegerEnvelope[list[JaegerTrace]](data=model.traces_from_frame(frame), total=1)
@@ -140,6 +145,7 @@ def build_router(reader: TraceReader) -> APIRouter:
         description="Service calls (parent→child span pairs across services) of spans starting in the window.",
     )
     async def dependencies(
+        tenant: Tenant,
         end_ts: Annotated[
             int | None, Query(alias="endTs", description="Window end, ms since epoch; default now.")
         ] = None,
@@ -147,7 +153,7 @@ def build_router(reader: TraceReader) -> APIRouter:
         service: Annotated[str | None, Query(description="Only calls from or to this service.")] = None,
     ) -> JaegerEnvelope[list[JaegerDependency]]:
         start_ns, end_ns = params.dependency_window(end_ts, lookback)
-        rows = await run_in_threadpool(reader.dependencies, start_ns, end_ns)
+        rows = await run_in_threadpool(reader.dependencies, start_ns, end_ns, tenant=tenant)
         links = [
             JaegerDependency(parent=parent, child=child, callCount=count)
             for parent, child, count in rows
@@ -158,15 +164,16 @@ def build_router(reader: TraceReader) -> APIRouter:
     return router
 
 
-async def _by_ids(reader: TraceReader, trace_ids: list[str]) -> JaegerEnvelope[list[JaegerTrace]]:
-    """Jaeger's ``/api/traces?traceID=...``: every trace found, and a 404 entry in ``errors`` per ID that is not."""
+async def _by_ids(reader: TraceReader, trace_ids: list[str], tenant: str | None) -> JaegerEnvelope[list[JaegerTrace]]:
+    """Jaeger's ``/api/traces?traceID=...``: every trace of ``tenant`` found, and a 404 entry in ``errors`` per ID
+    that is not (another tenant's trace is not found either)."""
     if len(trace_ids) > MAX_TRACE_IDS:
         raise JaegerError(400, f"too many traceID values: {len(trace_ids)} (at most {MAX_TRACE_IDS})")
     traces: list[JaegerTrace] = []
     missing: list[JaegerStructuredError] = []
     for text in dict.fromkeys(trace_ids):
         trace_id = parse_trace_id(text)
-        frame = await run_in_threadpool(reader.trace, trace_id)
+        frame = await run_in_threadpool(reader.trace, trace_id, tenant=tenant)
         if frame.height:
             traces += model.traces_from_frame(frame)
         else:

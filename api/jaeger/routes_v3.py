@@ -20,6 +20,8 @@ from api.errors import ApiError
 from api.jaeger import model, otlp, params
 from api.jaeger.errors import JaegerError, JaegerV3Route
 from api.jaeger.params import Named, pick
+from api.jaeger.paths import ANY_PATH
+from api.tenancy import Tenant
 from api.traces import parse_trace_id
 from storage.reader import TraceQuery, TraceReader
 
@@ -113,8 +115,8 @@ def build_router(reader: TraceReader) -> APIRouter:
         response_model=V3ServicesResponse,
         description="Service names, sorted.",
     )
-    async def services() -> V3ServicesResponse:
-        return V3ServicesResponse(services=await run_in_threadpool(reader.services))
+    async def services(tenant: Tenant) -> V3ServicesResponse:
+        return V3ServicesResponse(services=await run_in_threadpool(reader.services, tenant=tenant))
 
     @router.get(
         "/operations",
@@ -123,11 +125,12 @@ def build_router(reader: TraceReader) -> APIRouter:
         description="Span names of a service with their kinds (lowercase; `internal` when unspecified).",
     )
     async def operations(
+        tenant: Tenant,
         service: Annotated[str | None, Query(description="Service name.")] = None,
         span_kind: Annotated[str | None, Query(alias="spanKind", description="Only this kind, lowercase.")] = None,
         span_kind_old: Annotated[str | None, Query(alias="span_kind", include_in_schema=False)] = None,
     ) -> V3OperationsResponse:
-        pairs = await run_in_threadpool(reader.operations, service or "")
+        pairs = await run_in_threadpool(reader.operations, service or "", tenant=tenant)
         kind = span_kind or span_kind_old
         return V3OperationsResponse(operations=model.operations(pairs, kind, unspecified="internal"))
 
@@ -138,14 +141,14 @@ def build_router(reader: TraceReader) -> APIRouter:
         responses=_ERRORS,
         description="Whole traces having a span that meets every filter; 404 when none does.",
     )
-    async def find_traces(query: Annotated[TraceQuery, Depends(find_traces_query)]) -> V3TracesResponse:
-        frame = await run_in_threadpool(reader.search_spans, query)
+    async def find_traces(query: Annotated[TraceQuery, Depends(find_traces_query)], tenant: Tenant) -> V3TracesResponse:
+        frame = await run_in_threadpool(reader.search_spans, query, tenant=tenant)
         if frame.height == 0:
             raise JaegerError(404, NOT_FOUND)
         return V3TracesResponse(result=otlp.traces_data(frame))
 
     @router.get(
-        "/traces/{trace_id:path}",
+        f"/traces/{{trace_id:{ANY_PATH}}}",
         operation_id="jaeger_v3_get_trace",
         response_model=V3TracesResponse,
         responses=_ERRORS,
@@ -156,6 +159,7 @@ def build_router(reader: TraceReader) -> APIRouter:
     )
     async def get_trace(
         trace_id: str,
+        tenant: Tenant,
         start_time: Annotated[str | None, Query(alias="startTime", description="Hint, RFC 3339.")] = None,
         end_time: Annotated[str | None, Query(alias="endTime", description="Hint, RFC 3339.")] = None,
         raw_traces: Annotated[str | None, Query(alias="rawTraces", description="Accepted; never adjusted.")] = None,
@@ -176,7 +180,7 @@ def build_router(reader: TraceReader) -> APIRouter:
             canonical = parse_trace_id(trace_id)
         except ApiError as exc:
             raise JaegerError(400, f"malformed parameter {exc.message}") from None
-        frame = await run_in_threadpool(reader.trace, canonical)
+        frame = await run_in_threadpool(reader.trace, canonical, tenant=tenant)
         if frame.height == 0:
             raise JaegerError(404, NOT_FOUND)
         return V3TracesResponse(result=otlp.traces_data(frame))

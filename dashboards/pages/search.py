@@ -23,6 +23,7 @@ from dashboards.query_form import (
     SearchForm,
     build_trace_query,
 )
+from dashboards.tenancy import read_tenant
 from dashboards.views import search_rows
 from storage.clickhouse import StorageError
 from storage.reader import TraceReader
@@ -161,7 +162,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
 
     @app.callback(Output("search-service", "options"), Input("search-init", "data"))
     def load_services(_init: object) -> list[str]:
-        return reader.services()
+        return reader.services(tenant=read_tenant())
 
     @app.callback(
         Output("search-operation", "options"),
@@ -172,7 +173,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
     def load_operations(service: str | None, operation: str | None) -> tuple[list[str], str | None]:
         if not service:
             return [], None
-        names = sorted({name for name, _kind in reader.operations(service)})
+        names = sorted({name for name, _kind in reader.operations(service, tenant=read_tenant())})
         return names, operation if operation in names else None
 
     @app.callback(
@@ -220,7 +221,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
             limit=limit,
         )
         try:
-            summaries = reader.search(build_trace_query(form, time.time_ns()))
+            summaries = reader.search(build_trace_query(form, time.time_ns()), tenant=read_tenant())
         except (FormError, StorageError) as exc:
             return no_update, no_update, no_update, str(exc)
         count = f"{summaries.height} trace{'s' if summaries.height != 1 else ''}"

@@ -1,5 +1,5 @@
-"""Trace page (``/ui/trace/<trace_id>``): header facts, the waterfall timeline with a span detail panel,
-and the flame graph. ``/ui/trace`` alone explains how to open one."""
+"""Trace page (``/ui/trace/<trace_id>``): header facts, the request's stage bar, the waterfall timeline with
+its critical path and a span detail panel, and the flame graph. ``/ui/trace`` alone explains how to open one."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.development.base_component import Component
 
+from dashboards.analysis_figures import add_critical_path, stage_bar_figure
 from dashboards.figures import empty_figure, flame_graph_figure, waterfall_figure
 from dashboards.format import format_duration_ns, format_time_ns
 from dashboards.pages import Page
+from dashboards.pages.stages import analysis_service
 from dashboards.query_form import FormError, normalize_trace_id
 from dashboards.span_tree import span_tree
+from dashboards.tenancy import read_tenant
 from dashboards.views import SpanDetail, TraceSummary, find_span_row, span_detail, trace_summary
 from storage.clickhouse import StorageError
 from storage.reader import TraceReader
@@ -28,13 +31,21 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
         children=[
             dcc.Store(id="trace-id", data=trace_id),
             html.Div(id="trace-header", className="hs-card hs-trace-header"),
+            html.Section(
+                className="hs-card",
+                children=[
+                    _section_title("Stages", "where the request's time went, along its critical path"),
+                    html.Div(id="trace-stage-facts", className="hs-hint"),
+                    dcc.Graph(id="trace-stages", figure=empty_figure("Loading…"), config=_GRAPH_CONFIG),
+                ],
+            ),
             html.Div(
                 className="hs-trace-body",
                 children=[
                     html.Section(
                         className="hs-card hs-timeline",
                         children=[
-                            _section_title("Timeline", "ms since trace start, colored by service"),
+                            _section_title("Timeline", "ms since trace start, colored by service; dark: critical path"),
                             dcc.Loading(
                                 dcc.Graph(
                                     id="trace-waterfall",
@@ -75,23 +86,45 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         Output("trace-header", "children"),
         Output("trace-waterfall", "figure"),
         Output("trace-flame", "figure"),
+        Output("trace-stages", "figure"),
+        Output("trace-stage-facts", "children"),
         Input("trace-id", "data"),
     )
-    def load_trace(raw_trace_id: str | None) -> tuple[Component, go.Figure, go.Figure]:
+    def load_trace(raw_trace_id: str | None) -> tuple[Component, go.Figure, go.Figure, go.Figure, str]:
         if not raw_trace_id:
             return _no_trace("No trace selected", "Open one from Search, or paste its ID in the lookup box.")
+        tenant = read_tenant()
         try:
             trace_id = normalize_trace_id(raw_trace_id)
-            spans = reader.trace(trace_id)
+            spans = reader.trace(trace_id, tenant=tenant)
         except (FormError, StorageError) as exc:
             return _no_trace("Cannot show this trace", str(exc))
         if spans.height == 0:
             return _no_trace(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired.")
         tree = span_tree(spans)
+        waterfall = waterfall_figure(spans, tree)
+        service = analysis_service()
+        if service is None:
+            stage_figure, facts = empty_figure("The analysis service is not configured in this app."), ""
+        else:
+            try:
+                sections = service.trace_critical_path(trace_id, tenant=tenant)
+                stages = service.trace_stages(trace_id, tenant=tenant)
+            except StorageError as exc:
+                stage_figure, facts = empty_figure("Analysis unavailable"), str(exc)
+            else:
+                if sections is not None:
+                    add_critical_path(waterfall, spans, tree, sections)
+                stage_figure = (
+                    stage_bar_figure(stages.stages_ns, stages.total_ns) if stages else empty_figure("No analysis")
+                )
+                facts = _stage_facts(stages.ttft_ns, stages.tpot_ns) if stages else ""
         return (
             _header(trace_summary(trace_id, spans, tree)),
-            waterfall_figure(spans, tree),
+            waterfall,
             flame_graph_figure(spans, tree),
+            stage_figure,
+            facts,
         )
 
     @app.callback(
@@ -109,7 +142,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         if span_id is None or not raw_trace_id:
             return no_update
         try:
-            spans = reader.trace(normalize_trace_id(raw_trace_id))
+            spans = reader.trace(normalize_trace_id(raw_trace_id), tenant=read_tenant())
         except (FormError, StorageError) as exc:
             return html.P(str(exc), className="hs-message")
         found = find_span_row(spans, row, span_id)
@@ -129,10 +162,19 @@ def _clicked_span(click: dict | None) -> tuple[int | None, str | None]:
     return int(data[0]), str(data[1])
 
 
-def _no_trace(headline: str, detail: str) -> tuple[Component, go.Figure, go.Figure]:
-    """Header notice and two placeholder figures for a page without a trace to show."""
+def _no_trace(headline: str, detail: str) -> tuple[Component, go.Figure, go.Figure, go.Figure, str]:
+    """Header notice, three placeholder figures and no stage facts for a page without a trace to show."""
     notice = html.Div(className="hs-notice", children=[html.H2(headline), html.P(detail, className="hs-hint")])
-    return notice, empty_figure(headline), empty_figure(headline)
+    return notice, empty_figure(headline), empty_figure(headline), empty_figure(headline), ""
+
+
+def _stage_facts(ttft_ns: int | None, tpot_ns: float | None) -> str:
+    """TTFT and TPOT of the request's LLM calls, or why they are absent."""
+    if ttft_ns is None and tpot_ns is None:
+        return "No LLM call in this request reports time to first token or per output token."
+    ttft = format_duration_ns(ttft_ns) if ttft_ns is not None else "—"
+    tpot = format_duration_ns(tpot_ns) if tpot_ns is not None else "—"
+    return f"Time to first token {ttft} · time per output token {tpot}"
 
 
 def _section_title(text: str, hint: str) -> Component:

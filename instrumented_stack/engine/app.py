@@ -192,7 +192,7 @@ def create_engine_app(
         metrics: where the default core records vLLM's metrics and what ``/metrics`` serves; default a
             new :class:`EngineMetrics` with its own registry.
     """
-    provider = build_tracer_provider(config.service_name, span_processor)
+    provider = build_tracer_provider(config.service_name, span_processor, hotspan_sdk=False)
     engine_metrics = metrics or EngineMetrics(config.served_model_name, config.max_model_len, config.engine_index)
     engine_core = core or BatchingEngineCore(config.scheduler, config.time_model, engine_metrics)
 

@@ -21,6 +21,7 @@ from collector.formats import Payload, read_payloads
 from collector.ingest import Ingestor
 from collector.otlp_json import request_from_json
 from storage.reader import ClickHouseTraceReader
+from storage.tenancy import ALL_TENANTS
 from testkit import TRACES
 
 JAEGER = TRACES / "jaeger"
@@ -42,7 +43,7 @@ def load(ingestor: Ingestor, reader: ClickHouseTraceReader, path: Path) -> pl.Da
             s["traceId"] for rs in payload.body["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]
         }
     (trace_id,) = trace_ids
-    return reader.trace(trace_id)
+    return reader.trace(trace_id, tenant=ALL_TENANTS)
 
 
 def statistics_row(table: pl.DataFrame, service: str, name: str) -> dict[str, object]:

@@ -17,6 +17,7 @@ from analysis.trace_analysis import analyze
 from analysis.tree import build_tree
 from collector.ingest import Ingestor
 from storage.reader import ClickHouseTraceReader, TraceQuery
+from storage.tenancy import ALL_TENANTS
 from testkit import TRACES, ingest_otlp_json_file
 
 OTELTUI = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
@@ -27,8 +28,8 @@ ONE_US = 1_000
 def oteltui_spans(ingestor: Ingestor, reader: ClickHouseTraceReader) -> pl.DataFrame:
     results = ingest_otlp_json_file(ingestor, OTELTUI)
     assert sum(r.rejected for r in results) == 0
-    trace_ids = reader.search(TraceQuery(limit=10_000))["trace_id"].sort()
-    return pl.concat([reader.trace(trace_id) for trace_id in trace_ids])
+    trace_ids = reader.search(TraceQuery(limit=10_000), tenant=ALL_TENANTS)["trace_id"].sort()
+    return pl.concat([reader.trace(trace_id, tenant=ALL_TENANTS) for trace_id in trace_ids])
 
 
 def test_every_request_decomposes_to_its_root_duration(oteltui_spans: pl.DataFrame) -> None:

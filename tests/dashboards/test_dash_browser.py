@@ -132,6 +132,8 @@ def test_trace_page_draws_waterfall_and_flame_graph(browser: Browser, ui_url: st
     _screenshot(page, "ui-trace.png")
 
     shown = page.inner_text("#trace-span-detail")
+    # The flame graph may lie below the fold (the stage bar sits above the timeline); mouse clicks need it in view.
+    page.locator("#trace-flame .slice").nth(3).scroll_into_view_if_needed()
     tile = page.locator("#trace-flame .slice").nth(3).bounding_box()
     assert tile is not None
     page.mouse.click(tile["x"] + 5, tile["y"] + tile["height"] / 2)

@@ -23,6 +23,7 @@ from dashboards.span_tree import span_tree
 from hotspan.importer import StoreSink, import_paths
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader, TraceQuery
+from storage.tenancy import ALL_TENANTS
 from storage.writer import ClickHouseTraceWriter
 from testkit import TRACES, ingest_otlp_json_file
 
@@ -207,11 +208,11 @@ def test_search_scatter() -> None:
 def test_figures_for_every_trace_of_the_otel_demo(ingestor: Ingestor, reader: ClickHouseTraceReader) -> None:
     results = ingest_otlp_json_file(ingestor, DEMO)
     assert sum(result.accepted for result in results) == 547
-    summaries = reader.search(TraceQuery(limit=1_000))
+    summaries = reader.search(TraceQuery(limit=1_000), tenant=ALL_TENANTS)
     assert summaries.height == 141
     largest = summaries.sort(["span_count", "service_count"], descending=True).row(0, named=True)
     for trace_id in summaries["trace_id"]:
-        spans = reader.trace(trace_id)
+        spans = reader.trace(trace_id, tenant=ALL_TENANTS)
         tree = span_tree(spans)
         waterfall = waterfall_figure(spans, tree)
         assert_waterfall(waterfall, spans)
@@ -230,10 +231,10 @@ def test_figures_for_every_trace_of_the_shared_jaeger_zipkin_and_small_otlp_file
     paths += [path for path in sorted((TRACES / "otlp").glob("*.json*")) if path != DEMO]
     summary = import_paths(paths, StoreSink(ClickHouseTraceWriter(store)), progress=False)
     assert summary.spans > 250
-    summaries = reader.search(TraceQuery(limit=10_000))
+    summaries = reader.search(TraceQuery(limit=10_000), tenant=ALL_TENANTS)
     assert summaries.height > 20
     for trace_id in summaries["trace_id"]:
-        spans = reader.trace(trace_id)
+        spans = reader.trace(trace_id, tenant=ALL_TENANTS)
         tree = span_tree(spans)
         assert_waterfall(waterfall_figure(spans, tree), spans)
         assert_icicle(flame_graph_figure(spans, tree), spans)

@@ -9,6 +9,7 @@ from collector.ingest import Ingestor
 from collector.otlp_json import request_from_json
 from storage import trace_sql
 from storage.reader import ClickHouseTraceReader, TraceQuery, build_search
+from storage.tenancy import ALL_TENANTS
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 OTHER = "1af7651916cd43dd8448eb211c80319c"
@@ -63,28 +64,40 @@ def _store(ingestor: Ingestor) -> None:
 def test_dependencies_count_cross_service_calls_once(reader: ClickHouseTraceReader, ingestor: Ingestor) -> None:
     _store(ingestor)
     end = T0 + 10**9
-    assert reader.dependencies(T0, end) == [("agent", "llm", 1), ("gateway", "agent", 1), ("gateway", "tools", 1)]
+    assert reader.dependencies(T0, end, tenant=ALL_TENANTS) == [
+        ("agent", "llm", 1),
+        ("gateway", "agent", 1),
+        ("gateway", "tools", 1),
+    ]
     # The window is on the child span's start; the parent may start before it.
-    assert reader.dependencies(T0 + 3_000_000, end) == [("agent", "llm", 1), ("gateway", "tools", 1)]
-    assert reader.dependencies(end, end + 1) == []
+    assert reader.dependencies(T0 + 3_000_000, end, tenant=ALL_TENANTS) == [
+        ("agent", "llm", 1),
+        ("gateway", "tools", 1),
+    ]
+    assert reader.dependencies(end, end + 1, tenant=ALL_TENANTS) == []
 
 
 def test_search_spans_returns_whole_traces(reader: ClickHouseTraceReader, ingestor: Ingestor) -> None:
     _store(ingestor)
-    frame = reader.search_spans(TraceQuery(service="tools"))
+    frame = reader.search_spans(TraceQuery(service="tools"), tenant=ALL_TENANTS)
     assert set(frame["trace_id"]) == {TRACE}
-    assert frame.columns == reader.trace(TRACE).columns
-    assert sorted(set(frame["span_id"])) == sorted(set(reader.trace(TRACE)["span_id"]))
-    assert reader.search_spans(TraceQuery(service="nobody")).height == 0
-    assert set(reader.search_spans(TraceQuery(service="gateway", limit=1))["trace_id"]) == {OTHER}  # newest
+    assert frame.columns == reader.trace(TRACE, tenant=ALL_TENANTS).columns
+    assert sorted(set(frame["span_id"])) == sorted(set(reader.trace(TRACE, tenant=ALL_TENANTS)["span_id"]))
+    assert reader.search_spans(TraceQuery(service="nobody"), tenant=ALL_TENANTS).height == 0
+    assert set(reader.search_spans(TraceQuery(service="gateway", limit=1), tenant=ALL_TENANTS)["trace_id"]) == {
+        OTHER
+    }  # newest
 
 
 def test_status_and_kind_filters(reader: ClickHouseTraceReader, ingestor: Ingestor) -> None:
     _store(ingestor)
-    assert set(reader.search(TraceQuery(status_code="Error"))["trace_id"]) == {TRACE}
-    assert set(reader.search(TraceQuery(service="gateway", span_kind="Server"))["trace_id"]) == {TRACE, OTHER}
-    assert reader.search(TraceQuery(service="gateway", span_kind="Client")).height == 0
-    assert set(reader.search(TraceQuery(span_kind="Client"))["trace_id"]) == {TRACE}
+    assert set(reader.search(TraceQuery(status_code="Error"), tenant=ALL_TENANTS)["trace_id"]) == {TRACE}
+    assert set(reader.search(TraceQuery(service="gateway", span_kind="Server"), tenant=ALL_TENANTS)["trace_id"]) == {
+        TRACE,
+        OTHER,
+    }
+    assert reader.search(TraceQuery(service="gateway", span_kind="Client"), tenant=ALL_TENANTS).height == 0
+    assert set(reader.search(TraceQuery(span_kind="Client"), tenant=ALL_TENANTS)["trace_id"]) == {TRACE}
 
 
 def test_user_values_only_travel_as_parameters() -> None:
@@ -94,4 +107,4 @@ def test_user_values_only_travel_as_parameters() -> None:
         sql, parameters = build_search(query, template)
         assert hostile not in sql
         assert {parameters[name] for name in ("service", "status_code", "span_kind", "attr_key_0")} == {hostile}
-    assert build_search(TraceQuery())[0] == trace_sql.SEARCH.format(conditions="1")
+    assert build_search(TraceQuery())[0] == trace_sql.SEARCH.format(conditions="1", tenant=trace_sql.TENANT_FILTER)

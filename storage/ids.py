@@ -1,4 +1,4 @@
-"""Trace and span ID spellings.
+"""Trace and span ID spellings, shared by ingest (validation) and queries (lookups).
 
 Hotspan stores IDs as lowercase hex: 32 characters for a trace, 16 for a span. OTLP/JSON carries
 them as hex (the OTLP spec) but some senders use base64 (protobuf's generic JSON mapping); 64-bit

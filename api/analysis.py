@@ -1,0 +1,424 @@
+"""``/api/v1`` routes of the LLM-aware analysis: per trace (critical path, statistics, flame graph, stages) and
+over a window (stage percentiles and shares, hotspots, aggregated flame graph).
+
+Thin: parse, call :class:`processors.pipeline.queries.AnalysisService`, shape the answer. Per-trace routes
+analyse the trace's spans on the fly, so they answer before the trace pipeline has run; window routes read the
+pipeline's tables, so they cover requests quiet for ``trace_idle_s``. Every read is limited to the caller's
+tenant (:mod:`api.tenancy`). Units are in every field name: ``_ns`` nanoseconds (times since the Unix epoch),
+``_ms`` milliseconds, ``share``/``percent`` fractions and percentages.
+
+Two "tenants" meet here: the caller's (from the bearer token, never a parameter) decides what can be read at
+all; the ``tenant`` query parameter and ``group_by=tenant`` are about the tenant a request's own spans name
+(``tenant_id`` / ``tenant.id`` attribute, e.g. set from W3C baggage by ``processors.sdk``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal, TypeVar
+
+import polars as pl
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from api.errors import ApiError
+from api.models import ErrorResponse
+from api.tenancy import Tenant
+from api.traces import parse_trace_id
+from processors.pipeline.queries import AnalysisService, StatisticsGroup
+from storage.analysis_store import AnalysisFilter
+
+_T = TypeVar("_T")
+NS_PER_S = 1_000_000_000
+DEFAULT_WINDOW_NS = 3_600 * NS_PER_S
+"""Window when ``start_ns`` is not given: the hour before ``end_ns`` (as ``/api/v1/red`` and ``/topology``)."""
+MAX_BUCKETS = 2_000
+"""Most time buckets of ``/stages/timeseries``; a longer window needs a larger ``bucket_s``."""
+
+ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": ErrorResponse}}
+TRACE_ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}}
+
+StartNs = Annotated[
+    int | None, Query(ge=0, description="Window start, ns since the Unix epoch; default `end_ns` minus 1 h.")
+]
+EndNs = Annotated[int | None, Query(ge=0, description="Window end (inclusive), ns since the Unix epoch; default now.")]
+Service = Annotated[str | None, Query(description="Service name (exact).")]
+RequestTenant = Annotated[
+    str | None,
+    Query(
+        alias="tenant",
+        description="Only requests whose spans name this tenant (`tenant_id` / `tenant.id` attribute). Not the "
+        "caller's tenant, which comes from the bearer token.",
+    ),
+]
+
+
+# --- response models -----------------------------------------------------------------------------------------
+
+
+class CriticalPathSection(BaseModel):
+    span_id: str
+    service_name: str
+    name: str = Field(description="Span name (operation).")
+    stage: str = Field(description="Stage of this section (a vLLM span's sections are cut at its phases).")
+    start_ns: int = Field(description="Section start, ns since the Unix epoch.")
+    end_ns: int = Field(description="Section end, ns since the Unix epoch.")
+    duration_ns: int
+
+
+class CriticalPathResponse(BaseModel):
+    trace_id: str
+    total_ns: int = Field(description="Root span duration, ns; the sections' durations sum to it.")
+    sections: list[CriticalPathSection] = Field(description="Sections of the root's critical path, in time order.")
+
+
+class StatisticsRow(BaseModel):
+    service_name: str | None = Field(None, description="Absent when grouped by operation only.")
+    name: str | None = Field(None, description="Span name; absent when grouped by service only.")
+    count: int
+    total_ms: float
+    avg_ms: float
+    min_ms: float
+    max_ms: float
+    self_total_ms: float
+    self_avg_ms: float
+    self_min_ms: float
+    self_max_ms: float
+    percent: float | None = Field(description="self_total_ms as % of the trace's duration (Jaeger UI's column).")
+
+
+class StatisticsResponse(BaseModel):
+    trace_id: str
+    group_by: str
+    rows: list[StatisticsRow] = Field(description="Heaviest self time first.")
+
+
+class FlameNode(BaseModel):
+    id: str = Field(description="Node ID (16 hex digits; `root` for the virtual root).")
+    parent: str = Field(description="Parent node ID; empty for the root.")
+    label: str = Field(description="`service:operation`; the root's names what it aggregates.")
+    service_name: str
+    name: str
+    depth: int = Field(description="0 for the root, 1 for top-level spans.")
+    self_ns: int = Field(description="Self time of the node's spans, ns.")
+    total_ns: int = Field(description="self_ns plus the children's total_ns (icicle value, branchvalues=total).")
+    count: int = Field(description="Spans in the node; requests for the root.")
+
+
+class TraceFlameGraphResponse(BaseModel):
+    trace_id: str
+    nodes: list[FlameNode] = Field(description="Root first; flat, ready for a Plotly icicle.")
+
+
+class TraceStagesResponse(BaseModel):
+    trace_id: str
+    root_span_id: str
+    total_ns: int = Field(description="Root span duration, ns: the request's end-to-end latency.")
+    stages_ns: dict[str, int] = Field(
+        description="Critical-path attribution: ns per stage (every stage, 0 when absent); sums to total_ns."
+    )
+    ttft_ns: int | None = Field(description="Time to first token of the first LLM call reporting one, ns.")
+    tpot_ns: float | None = Field(description="Time per output token over the LLM calls, ns per token.")
+    wall_clock_stages_ns: dict[str, float] = Field(
+        description="Wall-clock attribution: each instant split among the deepest active spans (a sampling "
+        "profiler's view), ns per stage; sums to total_ns up to float rounding."
+    )
+    disagreements: list[str] = Field(
+        description="Stages whose two attributions differ by at least 5 % of total_ns (e.g. a wrapper sibling "
+        "that hides work from the critical path)."
+    )
+
+
+class Percentiles(BaseModel):
+    requests: int = Field(description="Requests reporting the metric.")
+    p50_ns: float | None
+    p95_ns: float | None
+    p99_ns: float | None
+    mean_ns: float | None
+
+
+class StagePercentiles(BaseModel):
+    stage: str
+    p50_ns: float = Field(description="Per-request stage time (critical path), ns; 0 for requests without it.")
+    p95_ns: float
+    p99_ns: float
+    mean_ns: float
+    share_of_e2e: float | None = Field(description="Stage total / end-to-end total over the group, 0..1.")
+
+
+class StageGroup(BaseModel):
+    group: str = Field(description='Root service, model or request tenant (`""`: not named); `""` ungrouped.')
+    requests: int
+    e2e: Percentiles = Field(description="End-to-end latency (root span duration), ns.")
+    ttft: Percentiles = Field(description="Time to first token, ns.")
+    tpot: Percentiles = Field(description="Time per output token, ns per token.")
+    stages: list[StagePercentiles] = Field(description="Every stage, in pipeline order.")
+
+
+class StagesResponse(BaseModel):
+    start_ns: int
+    end_ns: int
+    group_by: str | None
+    groups: list[StageGroup]
+
+
+class StageSharePoint(BaseModel):
+    bucket_start_ns: int = Field(description="Bucket start (of request start), ns since the epoch, aligned to it.")
+    stage: str
+    requests: int
+    stage_ns: int = Field(description="Summed critical-path time of the stage in the bucket, ns.")
+    e2e_ns: int = Field(description="Summed end-to-end latency of the bucket's requests, ns.")
+    share_of_e2e: float | None = Field(description="stage_ns / e2e_ns, 0..1.")
+
+
+class StageSharesResponse(BaseModel):
+    start_ns: int
+    end_ns: int
+    bucket_s: int
+    points: list[StageSharePoint] = Field(description="Per bucket with requests, every stage, in pipeline order.")
+
+
+class HotspotRank(BaseModel):
+    service_name: str
+    name: str = Field(description="Span name (operation).")
+    spans: int
+    self_total_ns: int
+    self_p95_ns: float
+    self_mean_ns: float
+    duration_total_ns: int
+    hotspot_spans: int = Field(description="Spans flagged (static threshold, rolling p95 or SDK).")
+    self_share: float | None = Field(description="self_total_ns / all self time in the window, 0..1.")
+    p95_share: float | None = Field(description="self_p95_ns / sum of every pair's self_p95_ns, 0..1.")
+
+
+class FlaggedSpan(BaseModel):
+    trace_id: str
+    span_id: str
+    service_name: str
+    name: str
+    stage: str
+    start_time_unix_nano: int
+    duration_ns: int
+    self_time_ns: int
+    reason: str = Field(description="`static` (rule), `p95` (rolling p95 of its operation) or `sdk` (flagged).")
+    threshold_ms: float | None = Field(description="The threshold crossed, ms; null for an SDK flag without one.")
+
+
+class HotspotsResponse(BaseModel):
+    start_ns: int
+    end_ns: int
+    by_self_time: list[HotspotRank] = Field(description="(service, operation) by total self time, heaviest first.")
+    by_p95_self_time: list[HotspotRank] = Field(description="(service, operation) by p95 self time.")
+    flagged_spans: list[FlaggedSpan] = Field(description="Flagged spans, longest first.")
+
+
+class FlameGraphResponse(BaseModel):
+    start_ns: int
+    end_ns: int
+    traces: int = Field(description="Requests aggregated.")
+    nodes: list[FlameNode] = Field(description="Root first; flat, ready for a Plotly icicle.")
+
+
+# --- routes --------------------------------------------------------------------------------------------------
+
+
+def build_router(service: AnalysisService) -> APIRouter:
+    """The analysis routes over ``service``."""
+    router = APIRouter(prefix="/api/v1", tags=["analysis"])
+
+    @router.get(
+        "/traces/{trace_id}/critical-path",
+        operation_id="get_trace_critical_path",
+        response_model=CriticalPathResponse,
+        responses=TRACE_ERRORS,
+    )
+    async def critical_path(trace_id: str, owner: Tenant) -> CriticalPathResponse:
+        """The critical path of the trace's root span (Jaeger UI's semantics: FOLLOWS_FROM children left out,
+        overflowing children clamped), as sections with their span, stage and times (ns)."""
+        canonical = parse_trace_id(trace_id)
+        sections = _found(await run_in_threadpool(service.trace_critical_path, canonical, tenant=owner), canonical)
+        rows = [CriticalPathSection(**row) for row in sections.iter_rows(named=True)]
+        return CriticalPathResponse(trace_id=canonical, total_ns=sum(r.duration_ns for r in rows), sections=rows)
+
+    @router.get(
+        "/traces/{trace_id}/statistics",
+        operation_id="get_trace_statistics",
+        response_model=StatisticsResponse,
+        responses=TRACE_ERRORS,
+    )
+    async def statistics(
+        trace_id: str,
+        owner: Tenant,
+        group_by: Annotated[
+            StatisticsGroup, Query(description="`service_operation` (default), `service` or `operation`.")
+        ] = "service_operation",
+    ) -> StatisticsResponse:
+        """Jaeger UI's Trace Statistics: per group, count, total/avg/min/max duration and self time (ms), and
+        self time as a percentage of the trace's duration."""
+        canonical = parse_trace_id(trace_id)
+        table = _found(await run_in_threadpool(service.trace_statistics, canonical, group_by, tenant=owner), canonical)
+        return StatisticsResponse(
+            trace_id=canonical, group_by=group_by, rows=[StatisticsRow(**row) for row in table.iter_rows(named=True)]
+        )
+
+    @router.get(
+        "/traces/{trace_id}/flamegraph",
+        operation_id="get_trace_flamegraph",
+        response_model=TraceFlameGraphResponse,
+        responses=TRACE_ERRORS,
+    )
+    async def trace_flamegraph(trace_id: str, owner: Tenant) -> TraceFlameGraphResponse:
+        """The trace's flame graph weighted by self time: one node per path of `service:operation` from the
+        root (same-named siblings merged), as a flat list under a virtual root."""
+        canonical = parse_trace_id(trace_id)
+        nodes = _found(await run_in_threadpool(service.trace_flamegraph, canonical, tenant=owner), canonical)
+        return TraceFlameGraphResponse(trace_id=canonical, nodes=_nodes(nodes))
+
+    @router.get(
+        "/traces/{trace_id}/stages",
+        operation_id="get_trace_stages",
+        response_model=TraceStagesResponse,
+        responses=TRACE_ERRORS,
+    )
+    async def trace_stages(trace_id: str, owner: Tenant) -> TraceStagesResponse:
+        """Where the request's time went: ns per stage along the critical path (summing to the root span's
+        duration, `total_ns`), TTFT and TPOT, and the wall-clock attribution beside it."""
+        canonical = parse_trace_id(trace_id)
+        stages = _found(await run_in_threadpool(service.trace_stages, canonical, tenant=owner), canonical)
+        return TraceStagesResponse(**vars(stages))
+
+    @router.get("/stages", operation_id="get_stages", response_model=StagesResponse, responses=ERRORS)
+    async def stages(
+        owner: Tenant,
+        start_ns: StartNs = None,
+        end_ns: EndNs = None,
+        service_name: Annotated[str | None, Query(alias="service", description="Root service of the request.")] = None,
+        model: Annotated[str | None, Query(description="Model of the request (`gen_ai.request.model`).")] = None,
+        request_tenant: RequestTenant = None,
+        group_by: Annotated[
+            Literal["service", "model", "tenant"] | None,
+            Query(description="`service` (root service), `model`, `tenant` (request tenant); none: one group."),
+        ] = None,
+    ) -> StagesResponse:
+        """Over the analysed requests starting in the window: per group, p50/p95/p99/mean of each stage's
+        critical-path time and its share of end-to-end latency, and p50/p95/p99 of e2e latency, TTFT, TPOT."""
+        start, end = _window(start_ns, end_ns)
+        where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant, model=model)
+        report = await run_in_threadpool(service.stages, where, group_by or "", tenant=owner)
+        by_group: dict[str, list[StagePercentiles]] = {}
+        for row in report.percentiles.iter_rows(named=True):
+            by_group.setdefault(row["group"], []).append(StagePercentiles(**_without(row, "group", "requests")))
+        groups = [
+            StageGroup(
+                group=row["group"],
+                requests=row["requests"],
+                e2e=_percentiles(row, "e2e"),
+                ttft=_percentiles(row, "ttft"),
+                tpot=_percentiles(row, "tpot"),
+                stages=by_group.get(row["group"], []),
+            )
+            for row in report.latency.iter_rows(named=True)
+        ]
+        return StagesResponse(start_ns=start, end_ns=end, group_by=group_by, groups=groups)
+
+    @router.get(
+        "/stages/timeseries",
+        operation_id="get_stage_shares_over_time",
+        response_model=StageSharesResponse,
+        responses=ERRORS,
+    )
+    async def stage_shares(
+        owner: Tenant,
+        start_ns: StartNs = None,
+        end_ns: EndNs = None,
+        bucket_s: Annotated[int, Query(ge=1, description="Bucket width, seconds.")] = 60,
+        service_name: Annotated[str | None, Query(alias="service", description="Root service of the request.")] = None,
+        request_tenant: RequestTenant = None,
+    ) -> StageSharesResponse:
+        """Each stage's share of end-to-end latency per time bucket (of request start), for stacked charts."""
+        start, end = _window(start_ns, end_ns)
+        if (end - start) // (bucket_s * NS_PER_S) > MAX_BUCKETS:
+            raise ApiError(400, "invalid_parameter", f"bucket_s: more than {MAX_BUCKETS} buckets; use a larger one")
+        where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant)
+        frame = await run_in_threadpool(service.stage_shares_over_time, where, bucket_s, tenant=owner)
+        points = [StageSharePoint(**row) for row in frame.iter_rows(named=True)]
+        return StageSharesResponse(start_ns=start, end_ns=end, bucket_s=bucket_s, points=points)
+
+    @router.get("/hotspots", operation_id="get_hotspots", response_model=HotspotsResponse, responses=ERRORS)
+    async def hotspots(
+        owner: Tenant,
+        start_ns: StartNs = None,
+        end_ns: EndNs = None,
+        service_name: Annotated[str | None, Query(alias="service", description="Only spans of this service.")] = None,
+        request_tenant: RequestTenant = None,
+        limit: Annotated[int, Query(ge=1, le=1000, description="Rows per list.")] = 20,
+    ) -> HotspotsResponse:
+        """(service, operation) ranked by total and by p95 self time over the window's analysed spans, each with
+        its share, and the longest spans flagged as hotspots (static rule, rolling p95 of their operation, or
+        the SDK's `hotspan.hotspot=true`)."""
+        start, end = _window(start_ns, end_ns)
+        where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant)
+        report = await run_in_threadpool(service.hotspots, where, limit, tenant=owner)
+        return HotspotsResponse(
+            start_ns=start,
+            end_ns=end,
+            by_self_time=[HotspotRank(**row) for row in report.by_self_time.iter_rows(named=True)],
+            by_p95_self_time=[HotspotRank(**row) for row in report.by_p95_self_time.iter_rows(named=True)],
+            flagged_spans=[FlaggedSpan(**row) for row in report.flagged.iter_rows(named=True)],
+        )
+
+    @router.get("/flamegraph", operation_id="get_flamegraph", response_model=FlameGraphResponse, responses=ERRORS)
+    async def flamegraph(
+        owner: Tenant,
+        start_ns: StartNs = None,
+        end_ns: EndNs = None,
+        service_name: Annotated[
+            str | None, Query(alias="service", description="Only requests with a span of this service.")
+        ] = None,
+        operation: Annotated[
+            str | None, Query(description="Only requests with a span of this name (and service, when given).")
+        ] = None,
+        request_tenant: RequestTenant = None,
+    ) -> FlameGraphResponse:
+        """The aggregated flame graph of the analysed requests starting in the window: one node per path of
+        `service:operation` from the root, weighted by self time, as a flat list under a virtual root."""
+        start, end = _window(start_ns, end_ns)
+        where = AnalysisFilter(start, end, service=service_name, operation=operation, request_tenant=request_tenant)
+        nodes = await run_in_threadpool(service.flamegraph, where, tenant=owner)
+        return FlameGraphResponse(start_ns=start, end_ns=end, traces=int(nodes["count"][0]), nodes=_nodes(nodes))
+
+    return router
+
+
+def _window(start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
+    """``(start_ns, end_ns)`` with defaults filled (the last hour). Raises ApiError 400 when start > end."""
+    end = end_ns if end_ns is not None else time.time_ns()
+    start = start_ns if start_ns is not None else max(0, end - DEFAULT_WINDOW_NS)
+    if start > end:
+        raise ApiError(400, "invalid_parameter", f"start_ns: {start} is after end_ns {end}")
+    return start, end
+
+
+def _found(value: _T | None, trace_id: str) -> _T:
+    if value is None:
+        raise ApiError(404, "not_found", f"trace {trace_id} not found")
+    return value
+
+
+def _nodes(frame: pl.DataFrame) -> list[FlameNode]:
+    return [FlameNode(**row) for row in frame.iter_rows(named=True)]
+
+
+def _without(row: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {key: value for key, value in row.items() if key not in keys}
+
+
+def _percentiles(row: dict[str, Any], metric: str) -> Percentiles:
+    return Percentiles(
+        requests=row[f"{metric}_requests"],
+        p50_ns=row[f"{metric}_p50_ns"],
+        p95_ns=row[f"{metric}_p95_ns"],
+        p99_ns=row[f"{metric}_p99_ns"],
+        mean_ns=row[f"{metric}_mean_ns"],
+    )

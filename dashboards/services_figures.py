@@ -1,0 +1,193 @@
+"""Figures of the Services page: pure functions from polars frames to ``go.Figure`` or SVG text, no I/O.
+
+- :func:`red_table`: the RED table, one HTML row per group, with :func:`sparkline_data_uri` sparklines: tiny
+  inline SVG lines (``<img>`` sources), so a table of a hundred operations stays one HTML table instead of a
+  hundred graphs.
+- :func:`red_latency_figure`: p95 latency per group over time, from the RED series
+  (:class:`storage.rollup_reader.RedResult`).
+- :func:`engine_metrics_figure`: vLLM's queue, KV-cache usage, prefix-cache hit rate and TTFT over the same
+  window (:mod:`storage.engine_metrics`), on the same time axis so the two can be read one above the other.
+
+Times arrive as Int64 ns since the epoch and are drawn as UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+import polars as pl
+from dash import html
+from dash.development.base_component import Component
+from plotly.subplots import make_subplots
+
+from dashboards.figures import ERROR_COLOR, PALETTE, TEMPLATE, empty_figure
+
+MAX_LINES = 8
+"""Groups drawn in the latency figure (the busiest ones); the table lists all."""
+
+ENGINE_PANELS: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...] = (
+    ("Requests waiting", (("waiting", "waiting"),), 1.0),
+    ("KV-cache usage (%)", (("kv_cache_usage", "usage"),), 100.0),
+    ("Prefix-cache hit rate (%)", (("prefix_cache_hit", "hit rate"),), 100.0),
+    ("TTFT (ms)", (("ttft_p50_s", "p50"), ("ttft_p95_s", "p95")), 1000.0),
+)
+"""Engine panels: title, ``(series, legend name)`` pairs, and the factor from the series' unit to the shown one."""
+
+
+def sparkline_data_uri(
+    values: Sequence[float | None], color: str = PALETTE[0], width: int = 120, height: int = 26
+) -> str:
+    """A ``data:image/svg+xml`` URI drawing ``values`` as a polyline (None values are gaps drawn at 0), scaled
+    to the box; a flat line for fewer than two points or a constant series."""
+    points = [0.0 if v is None else float(v) for v in values]
+    if len(points) < 2:
+        points = [points[0] if points else 0.0] * 2
+    low, high = min(points), max(points)
+    span = (high - low) or 1.0
+    step = (width - 2) / (len(points) - 1)
+    coordinates = " ".join(
+        f"{1 + i * step:.1f},{height - 2 - (value - low) / span * (height - 4):.1f}" for i, value in enumerate(points)
+    )
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+        f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{coordinates}"/></svg>'
+    )
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+
+
+def group_label(row: dict) -> str:
+    """``service`` or ``service · operation (kind)`` for a RED row."""
+    if row.get("operation") is None:
+        return str(row["service"])
+    return f"{row['service']} · {row['operation']} ({row['span_kind']})"
+
+
+def red_latency_figure(totals: pl.DataFrame, series: pl.DataFrame, x_range_ns: tuple[int, int]) -> go.Figure:
+    """p95 latency (ms) per group and step for the :data:`MAX_LINES` groups with the most calls.
+
+    Args:
+        totals: RED totals (group keys, ``calls``); decides which groups are drawn.
+        series: RED series (group keys, ``bucket_start_ns``, ``p95_ns``).
+        x_range_ns: the window, so this figure and :func:`engine_metrics_figure` share a time axis.
+    """
+    if series.height == 0:
+        return empty_figure("No spans in this window")
+    keys = [k for k in ("service", "operation", "span_kind") if k in totals.columns]
+    busiest = totals.sort("calls", descending=True).head(MAX_LINES).select(keys)
+    figure = go.Figure(layout={"template": TEMPLATE})
+    for index, group in enumerate(busiest.iter_rows(named=True)):
+        points = series.filter(pl.all_horizontal(pl.col(k) == v for k, v in group.items())).sort("bucket_start_ns")
+        figure.add_trace(
+            go.Scatter(
+                x=pl.from_epoch(points["bucket_start_ns"], time_unit="ns").to_list(),
+                y=(points["p95_ns"] / 1e6).to_list(),
+                mode="lines+markers",
+                name=group_label(group),
+                line={"color": PALETTE[index % len(PALETTE)], "width": 2},
+                marker={"size": 4},
+                hovertemplate="%{x|%H:%M} UTC  p95 %{y:.1f} ms<extra>%{fullData.name}</extra>",
+            )
+        )
+    figure.update_layout(
+        height=280,
+        margin={"l": 60, "r": 20, "t": 10, "b": 40},
+        yaxis={"title": {"text": "p95 (ms)"}, "rangemode": "tozero"},
+        xaxis={"range": _datetime_range(x_range_ns)},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return figure
+
+
+def engine_metrics_figure(engine: pl.DataFrame, x_range_ns: tuple[int, int]) -> go.Figure:
+    """vLLM's engine series in four stacked panels (see :data:`ENGINE_PANELS`) over the window.
+
+    Args:
+        engine: ``series``, ``time_ns``, ``value`` (:meth:`storage.engine_metrics.EngineMetricsReader.engine_series`).
+        x_range_ns: the window shown above it.
+    """
+    if engine.height == 0:
+        return empty_figure("Prometheus has no vLLM samples in this window")
+    figure = make_subplots(
+        rows=len(ENGINE_PANELS),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        subplot_titles=[title for title, _, _ in ENGINE_PANELS],
+    )
+    for row, (_, members, factor) in enumerate(ENGINE_PANELS, start=1):
+        for index, (name, legend) in enumerate(members):
+            points = engine.filter(pl.col("series") == name).sort("time_ns")
+            figure.add_trace(
+                go.Scatter(
+                    x=pl.from_epoch(points["time_ns"], time_unit="ns").to_list(),
+                    y=(points["value"] * factor).to_list(),
+                    mode="lines",
+                    name=legend,
+                    line={"color": PALETTE[(row + index) % len(PALETTE)], "width": 1.8},
+                    showlegend=len(members) > 1,
+                    hovertemplate="%{x|%H:%M:%S} UTC  %{y:.3g}<extra>" + legend + "</extra>",
+                ),
+                row=row,
+                col=1,
+            )
+    figure.update_layout(
+        template=TEMPLATE, height=120 * len(ENGINE_PANELS) + 60, margin={"l": 60, "r": 20, "t": 30, "b": 30}
+    )
+    figure.update_xaxes(range=_datetime_range(x_range_ns))
+    figure.update_yaxes(rangemode="tozero")
+    return figure
+
+
+def _datetime_range(x_range_ns: tuple[int, int]) -> list:
+    return pl.from_epoch(pl.Series(list(x_range_ns), dtype=pl.Int64), time_unit="ns").to_list()
+
+
+_NAME_COLUMN = {"width": "36%", "overflowWrap": "anywhere"}
+_NUMBER = {"textAlign": "right", "whiteSpace": "nowrap"}
+
+
+def red_table(totals: pl.DataFrame, series: pl.DataFrame, window_s: float) -> Component:
+    """An HTML table, one row per group, busiest first: rate, error rate, p50/p95/p99 and two sparklines."""
+    if totals.height == 0:
+        return html.P("No spans in this window.", className="hs-hint")
+    keys = [k for k in ("service", "operation", "span_kind") if k in totals.columns]
+    header = html.Tr(
+        [html.Th("Service" if len(keys) == 1 else "Operation", style=_NAME_COLUMN)]
+        + [
+            html.Th(name, style=_NUMBER)
+            for name in ("Calls", "Rate (/s)", "Errors", "p50 (ms)", "p95 (ms)", "p99 (ms)")
+        ]
+        + [html.Th(name) for name in ("Calls over time", "p95 over time")]
+    )
+    rows = []
+    for row in totals.sort("calls", descending=True).iter_rows(named=True):
+        points = series.filter(pl.all_horizontal(pl.col(k) == row[k] for k in keys)).sort("bucket_start_ns")
+        error_rate = row["errors"] / row["calls"] if row["calls"] else 0.0
+        rows.append(
+            html.Tr(
+                className="hs-red-row",
+                children=[
+                    html.Td(group_label(row), className="hs-mono", style=_NAME_COLUMN),
+                    html.Td(f"{row['calls']:,}", style=_NUMBER),
+                    html.Td(f"{row['calls'] / max(window_s, 1.0):.3g}", style=_NUMBER),
+                    html.Td(f"{error_rate:.1%}", className="hs-error-cell" if row["errors"] else None, style=_NUMBER),
+                    *(html.Td(_ms(row[name]), style=_NUMBER) for name in ("p50_ns", "p95_ns", "p99_ns")),
+                    html.Td(html.Img(src=sparkline_data_uri(points["calls"].to_list()), alt="calls")),
+                    html.Td(
+                        html.Img(
+                            src=sparkline_data_uri(
+                                points["p95_ns"].to_list(), color=ERROR_COLOR if row["errors"] else PALETTE[1]
+                            ),
+                            alt="p95",
+                        )
+                    ),
+                ],
+            )
+        )
+    return html.Table(className="hs-kv hs-red-table", children=[html.Thead(header), html.Tbody(rows)])
+
+
+def _ms(ns: float | None) -> str:
+    return "–" if ns is None else f"{ns / 1e6:.1f}"

@@ -1,0 +1,122 @@
+"""Running the rules over a window: the rule engine, and reading a window from storage for it."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from analysis.stage_rules import StageRules
+from diagnosis.context import DiagnosisContext
+from diagnosis.findings import Finding, rank_findings
+from diagnosis.metrics import EngineMetrics, MetricsSource, MetricsUnavailableError
+from diagnosis.rules.base import Rule
+from diagnosis.table import RuleTable, default_rule_table
+from storage.reader import TraceQuery, TraceReader
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TRACE_LIMIT = 2_000
+"""Traces a window diagnosis reads by default (the most recently active first)."""
+
+
+@dataclass(frozen=True)
+class RuleError:
+    """A rule that raised; the other rules' findings still stand."""
+
+    cause: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DiagnosisReport:
+    """Findings of one diagnosis, ordered by severity then confidence (:func:`diagnosis.findings.rank_findings`).
+
+    Attributes:
+        findings: the ranked findings.
+        trace_count: requests (traces) analysed.
+        metrics: ``"none"`` (no metrics source), ``"prometheus"`` (read), or ``"unavailable: <reason>"``.
+        errors: rules that failed, with the reason.
+    """
+
+    findings: list[Finding]
+    trace_count: int
+    metrics: str = "none"
+    errors: list[RuleError] = field(default_factory=list)
+
+
+class Diagnoser:
+    """Evaluates every enabled rule of a table on a :class:`DiagnosisContext`. Stateless between calls."""
+
+    def __init__(self, table: RuleTable | None = None) -> None:
+        self.rules: list[Rule[Any]] = (table or default_rule_table()).build()
+
+    def diagnose(self, ctx: DiagnosisContext, metrics_status: str = "none") -> DiagnosisReport:
+        """Ranked findings for ``ctx``. A rule that raises is logged and reported in ``errors``; the others
+        still run, so one rule's bug on odd data never hides the rest."""
+        findings: list[Finding] = []
+        errors: list[RuleError] = []
+        for rule in self.rules:
+            try:
+                finding = rule.evaluate(ctx)
+            except Exception as error:
+                log.exception("diagnosis rule %s failed", rule.cause)
+                errors.append(RuleError(rule.cause, f"{type(error).__name__}: {error}"))
+                continue
+            if finding is not None:
+                findings.append(finding)
+        trace_count = ctx.requests.height
+        return DiagnosisReport(rank_findings(findings), trace_count, metrics_status, errors)
+
+
+def diagnose_spans(
+    spans: pl.DataFrame,
+    *,
+    table: RuleTable | None = None,
+    metrics: EngineMetrics | None = None,
+    stage_rules: StageRules | None = None,
+) -> DiagnosisReport:
+    """Diagnose a span frame directly (whole traces; contract in :mod:`analysis.spans`)."""
+    ctx = DiagnosisContext(spans, metrics, stage_rules=stage_rules)
+    return Diagnoser(table).diagnose(ctx, "none" if metrics is None else "prometheus")
+
+
+def diagnose_window(
+    reader: TraceReader,
+    *,
+    tenant: str | None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    service: str | None = None,
+    limit: int = DEFAULT_TRACE_LIMIT,
+    diagnoser: Diagnoser | None = None,
+    metrics_source: MetricsSource | None = None,
+) -> DiagnosisReport:
+    """Read a window's traces and diagnose them. Blocking (storage and metrics I/O).
+
+    Args:
+        reader: the trace store.
+        tenant: whose traces are read (``storage.tenancy``); ``None`` reads every tenant (admin only). Engine
+            metrics are infrastructure-wide and not split by tenant.
+        start_ns, end_ns: window on span start, ns since the Unix epoch; ``None`` leaves a side open.
+        service: only traces with a span of this service (the whole trace is analysed).
+        limit: most traces read, the most recently active first.
+        diagnoser: the rules; default the packaged table.
+        metrics_source: engine metrics for the window; ``None``: trace evidence only. When it fails, the
+            diagnosis goes on without metrics and says so in ``DiagnosisReport.metrics``.
+    """
+    query = TraceQuery(service=service, start_ns=start_ns, end_ns=end_ns, limit=limit)
+    spans = reader.search_spans(query, tenant=tenant)
+    metrics, status = None, "none"
+    if metrics_source is not None and spans.height:
+        window_start = start_ns if start_ns is not None else int(spans["start_time_unix_nano"].min())
+        window_end = end_ns if end_ns is not None else int(spans["end_time_unix_nano"].max())
+        try:
+            metrics, status = metrics_source.engine_metrics(window_start, window_end), "prometheus"
+        except MetricsUnavailableError as error:
+            log.warning("engine metrics unavailable, diagnosing from traces only: %s", error)
+            status = f"unavailable: {error}"
+    ctx = DiagnosisContext(spans, metrics)
+    return (diagnoser or Diagnoser()).diagnose(ctx, status)

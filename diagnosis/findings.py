@@ -1,0 +1,129 @@
+"""What a diagnosis rule returns: a named cause with its severity, confidence, evidence and remedy.
+
+Evidence keys say their unit: ``<quantity>_<unit>`` optionally followed by a statistic, e.g. ``queue_ms_p95``,
+``top_k_count_p50``, ``stall_ms_total``, ``decode_share`` (units in :data:`EVIDENCE_UNIT_SUFFIXES`, statistics in
+:data:`EVIDENCE_STATISTICS`), so a reader never guesses whether ``0.3`` is seconds or a fraction;
+``example_trace_ids`` lists up to a few traces that show the pattern best.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Severity = Literal["info", "warning", "critical"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+"""Severities from least to most urgent."""
+
+EvidenceValue = int | float | str | bool | list[str] | None
+
+EVIDENCE_UNIT_SUFFIXES: tuple[str, ...] = (
+    "_ns",
+    "_ms",
+    "_s",
+    "_tokens",
+    "_count",
+    "_share",
+    "_ratio",
+    "_correlation",
+    "_per_s",
+    "_bytes",
+    "_ids",
+    "_name",
+    "_names",
+    "_key",
+    "_source",
+)
+"""Every evidence key ends with one of these (before any statistic): a unit (``_ms``, ``_tokens``), a
+dimensionless kind (``_share`` in [0, 1], ``_ratio``, ``_correlation`` in [-1, 1], ``_count``), or a label
+(``_name``, ``_ids``, ``_key``, ``_source``)."""
+EVIDENCE_STATISTICS: tuple[str, ...] = ("_p50", "_p95", "_p99", "_min", "_max", "_mean", "_total")
+"""Statistic suffixes that may follow the unit."""
+
+
+def evidence_key_ok(key: str) -> bool:
+    """True when ``key`` follows the evidence naming rule (a unit suffix, then optionally a statistic)."""
+    for statistic in EVIDENCE_STATISTICS:
+        if key.endswith(statistic):
+            key = key[: -len(statistic)]
+            break
+    return key.endswith(EVIDENCE_UNIT_SUFFIXES)
+
+
+EXAMPLE_TRACES = 3
+"""Example trace IDs a finding lists."""
+
+
+class Finding(BaseModel):
+    """One diagnosed cause.
+
+    Attributes:
+        cause: the rule's cause name (``queue_saturation`` ...), stable for machines.
+        title: one line for people, with the headline number.
+        severity: ``info`` (worth knowing), ``warning`` (costs latency now), ``critical`` (dominates latency).
+        confidence: 0..1, how sure the rule is that the cause is real (signal margin, sample size,
+            corroborating signals such as engine metrics).
+        evidence: numbers with units in their key names, plus ``example_trace_ids``.
+        remedy: what to change, concretely.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cause: str = Field(description="Cause name, e.g. `queue_saturation`.")
+    title: str = Field(description="One line with the headline number.")
+    severity: Severity = Field(description="`info`, `warning` or `critical`.")
+    confidence: float = Field(ge=0, le=1, description="0..1: signal margin, sample size and corroboration.")
+    evidence: dict[str, EvidenceValue] = Field(
+        description="Numbers with units in the key names (`_ms`, `_share` in [0, 1], `_count` ...) and "
+        "`example_trace_ids`."
+    )
+    remedy: str = Field(description="What to change.")
+
+
+def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """``findings`` ordered by severity (critical first), then confidence (highest first), then cause name."""
+    return sorted(findings, key=lambda f: (-SEVERITIES.index(f.severity), -f.confidence, f.cause))
+
+
+def severity_for(value: float, warning: float, critical: float) -> Severity | None:
+    """``critical`` at or above ``critical``, ``warning`` at or above ``warning``, else ``None``."""
+    if value >= critical:
+        return "critical"
+    if value >= warning:
+        return "warning"
+    return None
+
+
+def sample_factor(samples: int, full: int) -> float:
+    """Confidence multiplier for a signal seen ``samples`` times: 0.5 for one sample, rising linearly to 1.0
+    at ``full`` samples (a pattern in two requests may be chance; in ``full`` it is not)."""
+    return 0.5 + 0.5 * min(1.0, max(samples - 1, 0) / max(full - 1, 1))
+
+
+def confidence(base: float, *, samples: int, full: int) -> float:
+    """``base`` (clipped to 0..1) times :func:`sample_factor`, rounded to two decimals."""
+    return round(min(1.0, max(0.0, base)) * sample_factor(samples, full), 2)
+
+
+def ms(ns: float | None) -> float | None:
+    """Nanoseconds as milliseconds rounded to the µs; ``None`` (or NaN) stays ``None``."""
+    if ns is None or math.isnan(ns):
+        return None
+    return round(ns / 1e6, 3)
+
+
+def ratio(value: float | None, digits: int = 3) -> float | None:
+    """A share or ratio rounded for display; ``None``, NaN or infinity become ``None``."""
+    if value is None or not math.isfinite(value):
+        return None
+    return round(value, digits)
+
+
+def margin(value: float, low: float, high: float) -> float:
+    """How far ``value`` lies from ``low`` towards ``high``, clipped to 0..1 (0 when ``high <= low``)."""
+    if high <= low:
+        return 0.0
+    return min(1.0, max(0.0, (value - low) / (high - low)))

@@ -1,0 +1,42 @@
+"""The one interface every diagnosis rule shares, and the base of their configuration models."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from diagnosis.context import DiagnosisContext
+from diagnosis.findings import Finding
+
+
+class RuleConfig(BaseModel):
+    """Thresholds of one rule. Every field is required (the packaged ``rules.yaml`` holds the defaults) and
+    documented with its unit and the reasoning behind its default. Unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+ConfigT = TypeVar("ConfigT", bound=RuleConfig)
+
+
+class Rule(ABC, Generic[ConfigT]):
+    """Turns one pattern in a window of traces (and engine metrics) into a named cause.
+
+    Subclasses set :attr:`cause` and :attr:`config_model` and implement :meth:`evaluate`. Rules hold no
+    state between calls, so one instance may serve concurrent diagnoses.
+    """
+
+    cause: ClassVar[str]
+    """The finding's cause name, and the rule's key in the rule table."""
+    config_model: ClassVar[type[RuleConfig]]
+    """The pydantic model of the rule's ``config`` in the table."""
+
+    def __init__(self, config: ConfigT) -> None:
+        self.config = config
+
+    @abstractmethod
+    def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
+        """The finding for ``ctx``'s window, or ``None`` when the pattern is absent or the window holds too
+        little to judge."""

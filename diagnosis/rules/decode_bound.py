@@ -1,0 +1,189 @@
+"""``decode_bound``: token generation dominates latency, and each token gets slower as batches grow.
+
+Trace signal: the ``llm.decode`` stage (vLLM's ``time_in_model_decode``) as a share of end-to-end latency on
+the critical path. Per engine call, TPOT (decode time per output token after the first, vLLM's definition) is
+set against the decoding batch: the time-averaged number of calls decoding on the same engine during the
+call's decode phase. TPOT *grows with batch* when calls decoding in the largest batches (top third) have a
+median TPOT at least ``tpot_growth_ratio`` times that of the smallest (bottom third), and the rank correlation
+agrees.
+
+Generation being the largest part of latency is the normal state of LLM serving, so decode leading alone is
+``info`` (the lever is output length). The cause is the conjunction: decode leads *and* TPOT grows with batch,
+i.e. the engine batches more sequences than per-token latency allows: a ``warning``, ``critical`` when decode
+is nearly all of latency.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+from pydantic import Field, model_validator
+
+from analysis import STAGES
+from diagnosis.context import DiagnosisContext
+from diagnosis.findings import EXAMPLE_TRACES, Finding, Severity, confidence, margin, ms, ratio
+from diagnosis.rules.base import Rule, RuleConfig
+from diagnosis.signals import mean_concurrency, rank_correlation, top_traces
+
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+
+
+class DecodeBoundConfig(RuleConfig):
+    decode_share_min: float = Field(
+        gt=0,
+        le=1,
+        description="Share (0..1) of end-to-end latency in llm.decode from which decode, when it is also the "
+        "largest stage, is reported (info without TPOT growth): at 0.4 it is a large part of every request, and "
+        "the largest stage is where shortening pays most.",
+    )
+    decode_share_critical: float = Field(
+        gt=0,
+        le=1,
+        description="Share (0..1) that, with TPOT growing with batch, makes it critical: generation is nearly all "
+        "of the latency and batching makes each token slower.",
+    )
+    tpot_growth_ratio: float = Field(
+        gt=1,
+        description="Median TPOT of calls in the largest decoding batches (top third) over the smallest (bottom "
+        "third), at or above which TPOT grows with batch (ratio). A decode step reads the weights once (fixed) "
+        "plus each sequence's KV cache; at 1.3 the per-sequence part is a visible share of every step.",
+    )
+    growth_correlation_min: float = Field(
+        ge=-1, le=1, description="Rank correlation (-1..1) of TPOT with batch needed to confirm the growth."
+    )
+    growth_min_calls: int = Field(
+        ge=6,
+        description="Calls needed before TPOT growth is judged (a third of them on each side). Count. With a few "
+        "calls per third, step-to-step jitter alone moves the medians by 2x.",
+    )
+    batch_spread_min: float = Field(
+        gt=1,
+        description="Mean decoding batch of the top third over the bottom third (ratio) needed to judge growth: "
+        "over a narrow batch range any trend is noise.",
+    )
+    min_calls: int = Field(ge=3, description="Engine calls with two or more output tokens needed to judge. Count.")
+    full_confidence_calls: int = Field(
+        ge=2, description="Calls at which the sample no longer limits confidence. Count."
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DecodeBoundConfig:
+        if self.decode_share_critical < self.decode_share_min:
+            raise ValueError("decode_share_critical must be >= decode_share_min")
+        return self
+
+
+class DecodeBound(Rule[DecodeBoundConfig]):
+    """See the module docstring."""
+
+    cause = "decode_bound"
+    config_model = DecodeBoundConfig
+
+    def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
+        config = self.config
+        calls = ctx.llm_calls.filter(pl.col("tpot_ns").is_not_null() & pl.col("first_token_ns").is_not_null())
+        if calls.height < config.min_calls:
+            return None
+        share = ctx.stage_share("llm.decode")
+        if share < config.decode_share_min or share < max(ctx.stage_share(stage) for stage in STAGES):
+            return None
+        batch = _decoding_batch(calls)
+        tpot = calls["tpot_ns"].to_numpy()
+        growth = _growth(batch, tpot, config.batch_spread_min) if calls.height >= config.growth_min_calls else None
+        correlation = rank_correlation(batch, tpot)
+        grows = (
+            growth is not None
+            and growth >= config.tpot_growth_ratio
+            and correlation is not None
+            and correlation >= config.growth_correlation_min
+        )
+        severity = _severity(share, grows, config)
+        capped = _length_share(calls)
+        base = 0.5 + 0.3 * margin(share, config.decode_share_min, config.decode_share_critical) + 0.2 * grows
+        tpot_ms = ms(float(np.median(tpot)))
+        title = f"Decode is {share:.0%} of latency (TPOT {tpot_ms} ms" + (
+            f", {growth:.1f}x slower in large batches)" if grows and growth is not None else ")"
+        )
+        remedy = (
+            "Cap max_tokens at what answers need (finish_reason=length shows calls hitting the cap), ask for "
+            "shorter outputs and stream them to the user."
+        )
+        if grows:
+            remedy += (
+                " TPOT grows with the decoding batch: lower vLLM's --max-num-seqs to trade throughput for "
+                "per-token latency, or add replicas / tensor parallelism; speculative decoding helps at small "
+                "batch sizes."
+            )
+        requests = ctx.requests.select("trace_id", pl.col("llm.decode_ns").alias("weight"))
+        return Finding(
+            cause=self.cause,
+            title=title,
+            severity=severity,
+            confidence=confidence(base, samples=calls.height, full=config.full_confidence_calls),
+            evidence={
+                "decode_share": ratio(share),
+                "decode_ms_p50": ms(calls["decode_ns"].median()),
+                "tpot_ms_p50": tpot_ms,
+                "tpot_ms_p95": ms(float(np.quantile(tpot, 0.95))),
+                "output_tokens_p50": calls["completion_tokens"].median(),
+                "length_capped_share": ratio(capped),
+                "decoding_batch_count_p50": ratio(float(np.median(batch)), 2),
+                "decoding_batch_count_max": ratio(float(np.max(batch)), 2),
+                "tpot_growth_ratio": ratio(growth),
+                "tpot_vs_batch_correlation": ratio(correlation),
+                "llm_call_count": calls.height,
+                "example_trace_ids": top_traces(requests, "weight", EXAMPLE_TRACES),
+            },
+            remedy=remedy,
+        )
+
+
+def _severity(share: float, grows: bool, config: DecodeBoundConfig) -> Severity:
+    """``info`` when decode only leads; with TPOT growing with batch a ``warning``, ``critical`` from
+    ``decode_share_critical``."""
+    if not grows:
+        return "info"
+    return "critical" if share >= config.decode_share_critical else "warning"
+
+
+def _decoding_batch(calls: pl.DataFrame) -> np.ndarray:
+    """Per call, the mean number of calls decoding on its engine during its own decode phase (itself included)."""
+    batch = np.ones(calls.height)
+    lo = calls["first_token_ns"].to_numpy()
+    hi = calls["last_token_ns"].to_numpy()
+    engines = calls["engine"].to_numpy()
+    for engine in np.unique(engines):
+        on = engines == engine
+        batch[on] = mean_concurrency(lo[on], hi[on], lo[on], hi[on])
+    return batch
+
+
+def _growth(batch: np.ndarray, tpot: np.ndarray, spread_min: float) -> float | None:
+    """Median TPOT in the top third of calls by batch over the bottom third; ``None`` when the top third's mean
+    batch is under ``spread_min`` times the bottom third's, since nothing can then be said about growth."""
+    order = np.argsort(batch, kind="stable")
+    third = max(1, order.size // 3)
+    low, high = order[:third], order[-third:]
+    if batch[high].mean() < batch[low].mean() * spread_min:
+        return None
+    low_tpot = float(np.median(tpot[low]))
+    return float(np.median(tpot[high])) / low_tpot if low_tpot > 0 else None
+
+
+def _length_share(calls: pl.DataFrame) -> float | None:
+    """Share of calls that stopped at max_tokens (finish reason ``length``); ``None`` when none report one."""
+    reasons = calls.select(pl.col("attributes").map.get(FINISH_REASONS)).to_series().drop_nulls().to_list()
+    if not reasons:
+        return None
+    return sum("length" in _reasons(text) for text in reasons) / len(reasons)
+
+
+def _reasons(text: str) -> list[str]:
+    # vLLM v1 writes a JSON array as a string; SDKs that record string arrays store them the same way.
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [text]
+    return [str(item) for item in value] if isinstance(value, list) else [str(value)]

@@ -1,0 +1,233 @@
+"""``event_loop_blocking``: a synchronous I/O call inside an async service freezes its event loop.
+
+In an async service, requests interleave on one event loop: while one awaits I/O, the others' spans start and
+end. A call made with a *blocking* client instead holds the loop for its whole duration, so no other request
+of that process records anything until it returns: their next steps start late (gaps between a parent's
+start and its children's starts) and their sibling spans line up behind the call instead of overlapping it.
+
+Per process (service and ``service.instance.id``), for every outgoing I/O span (``io_kinds``) of at least
+``min_call_ms``: the call is *eligible* when, during it, work arrived for another request of the process: a
+response (a span of the process has a child in another process that ended inside the call) or a request (a
+span of the process has a parent in another process that started inside it). The loop then had work to do.
+The call is *frozen* when, nevertheless, no span of any other trace of the process started or ended strictly
+inside it (``slack_ms`` from its edges): that work waited for the call to return. A process whose other
+requests all wait on slow I/O has nothing to do during a call; such calls are not eligible, so an idle loop is
+not mistaken for a blocked one. Calls are grouped by operation (caller service, span name and target: URL path
+or peer); an operation whose eligible calls are nearly all frozen is called synchronously. The stall is the
+time the arrived work waited for the call to end; its share of end-to-end latency sets the severity.
+
+CPU-bound spans also hold the loop; they are named by their own causes (``orchestration_cpu_hotspot``,
+``tokenizer_cold_start``, ``retrieval_topk_blowup``), so only I/O calls count here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from pydantic import Field
+
+from diagnosis.context import DiagnosisContext
+from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ms, ratio
+from diagnosis.rules.base import Rule, RuleConfig
+from diagnosis.signals import first_attribute, top_traces
+
+NS_PER_MS = 1_000_000
+URL_KEYS = ("url.full", "http.url")
+TARGET_PATTERN = r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*)?([^?#]*)"
+"""A URL's path (scheme and authority dropped, query and fragment too)."""
+
+
+class EventLoopBlockingConfig(RuleConfig):
+    io_kinds: list[str] = Field(min_length=1, description="Span kinds of outgoing I/O calls.")
+    min_call_ms: float = Field(
+        gt=0,
+        description="Shortest call judged, ms: under load one loop iteration takes a few ms, so a shorter call "
+        "may simply see no other span by chance.",
+    )
+    slack_ms: float = Field(
+        ge=0,
+        description="Events within this many ms of a call's start or end are not counted as inside it: spans recorded "
+        "around the call itself, and clock granularity.",
+    )
+    frozen_share_warning: float = Field(
+        gt=0,
+        le=1,
+        description="Share (0..1) of an operation's eligible calls that froze the process at which the call is "
+        "synchronous. Async calls let others run and freeze only by chance, so 'nearly all' (0.8) is the line.",
+    )
+    min_eligible_calls: int = Field(
+        ge=1,
+        description="Eligible calls of one operation needed to judge it. Count. Healthy async calls freeze by "
+        "chance rarely (2 of about 250 eligible calls over the instrumented stack's clean and faulty runs), so two "
+        "frozen out of two is already unlikely to be chance.",
+    )
+    stall_share_critical: float = Field(
+        gt=0,
+        le=1,
+        description="Stall imposed on other requests as a share (0..1) of end-to-end latency that makes it critical.",
+    )
+    full_confidence_calls: int = Field(
+        ge=2, description="Eligible calls at which the sample no longer limits confidence. Count."
+    )
+
+
+class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
+    """See the module docstring."""
+
+    cause = "event_loop_blocking"
+    config_model = EventLoopBlockingConfig
+
+    def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
+        config = self.config
+        spans = ctx.spans
+        calls = spans.filter(
+            pl.col("kind").is_in(config.io_kinds) & (pl.col("duration_ns") >= config.min_call_ms * NS_PER_MS)
+        )
+        if calls.height == 0:
+            return None
+        judged = self._judge(spans, calls, ctx.parent)
+        operations = (
+            judged.filter(pl.col("pending") > 0)
+            .group_by("service_name", "operation")
+            .agg(
+                pl.len().alias("eligible"),
+                pl.col("frozen").sum().alias("frozen_calls"),
+                pl.col("stall_ns").filter("frozen").sum(),
+            )
+            .filter(pl.col("eligible") >= config.min_eligible_calls)
+            .with_columns((pl.col("frozen_calls") / pl.col("eligible")).alias("frozen_share"))
+            .filter(pl.col("frozen_share") >= config.frozen_share_warning)
+            .sort(["stall_ns", "frozen_share", "operation"], descending=[True, True, False])
+        )
+        if operations.height == 0:
+            return None
+        top = operations.row(0, named=True)
+        stalls = judged.filter(
+            (pl.col("service_name") == top["service_name"])
+            & (pl.col("operation") == top["operation"])
+            & pl.col("frozen")
+            & (pl.col("pending") > 0)
+        )
+        stall_share = ctx.critical_share(float(top["stall_ns"]))
+        severity = "critical" if stall_share >= config.stall_share_critical else "warning"
+        base = 0.65 + 0.25 * margin(top["frozen_share"], config.frozen_share_warning, 1.0)
+        base += 0.1 * (top["eligible"] >= 2 * config.min_eligible_calls)
+        return Finding(
+            cause=self.cause,
+            title=f"'{top['operation']}' in {top['service_name']} blocks the event loop: no other request of the "
+            f"process progressed during {top['frozen_calls']} of {top['eligible']} calls",
+            severity=severity,
+            confidence=confidence(base, samples=top["eligible"], full=config.full_confidence_calls),
+            evidence={
+                "service_name": top["service_name"],
+                "operation_name": top["operation"],
+                "eligible_call_count": top["eligible"],
+                "frozen_call_count": top["frozen_calls"],
+                "frozen_share": ratio(top["frozen_share"]),
+                "call_ms_p50": ms(stalls["duration_ns"].median()),
+                "held_arrivals_count_p50": stalls["pending"].median(),
+                "stall_ms_total": ms(float(top["stall_ns"])),
+                "stall_share": ratio(stall_share),
+                "other_blocking_operation_names": operations["operation"].to_list()[1:5],
+                "example_trace_ids": top_traces(stalls, "duration_ns", EXAMPLE_TRACES),
+            },
+            remedy="Make the call asynchronous: use the async client (httpx.AsyncClient, aiohttp, an async DB "
+            "driver) or move it off the loop (asyncio.to_thread / run_in_executor). Look for requests/urllib, "
+            "sync SDK clients, time.sleep and file I/O inside async handlers.",
+        )
+
+    def _judge(self, spans: pl.DataFrame, calls: pl.DataFrame, parent: np.ndarray) -> pl.DataFrame:
+        """Per call: operation, work of other traces that arrived during it (pending) and how long it waited for
+        the call's end (stall_ns), and whether it was frozen."""
+        slack = int(self.config.slack_ms * NS_PER_MS)
+        target = pl.coalesce(
+            first_attribute(URL_KEYS).str.extract(TARGET_PATTERN, 1),
+            first_attribute(["url.path", "http.target", "http.route"]),
+            pl.concat_str(first_attribute(["server.address"]), pl.lit(":"), first_attribute(["server.port"])),
+        )
+        calls = calls.with_columns(
+            pl.concat_str(pl.col("name"), pl.lit(" "), target.fill_null("")).str.strip_chars().alias("operation"),
+            (pl.col("start_ns") + slack).alias("lo"),
+            (pl.col("end_ns") - slack).alias("hi"),
+        )
+        arrivals = _remote_arrivals(spans, parent)
+        judged = []
+        for (service, instance), group in calls.group_by("service_name", "instance"):
+            in_process = (pl.col("service_name") == service) & (pl.col("instance") == instance)
+            judged.append(
+                _judge_process(
+                    spans.filter(in_process), arrivals.filter(in_process).drop("service_name", "instance"), group
+                )
+            )
+        return pl.concat(judged)
+
+
+def _remote_arrivals(spans: pl.DataFrame, parent: np.ndarray) -> pl.DataFrame:
+    """Work that reached each process from another: responses (a span's child in another process ended: the
+    caller has a reply to handle) and requests (a span's parent in another process started: the callee has a
+    request to accept). Columns: service_name, instance, trace_id of the receiving side; arrival_ns."""
+    child = np.flatnonzero(parent >= 0)
+    up = parent[child]
+    service = spans["service_name"].to_numpy()
+    instance = spans["instance"].to_numpy()
+    remote = (service[child] != service[up]) | (instance[child] != instance[up])
+    child, up = child[remote], up[remote]
+    trace = spans["trace_id"].to_numpy()
+    receiver = np.concatenate([up, child])
+    arrival = np.concatenate([spans["end_ns"].to_numpy()[child], spans["start_ns"].to_numpy()[up]])
+    return pl.DataFrame(
+        {
+            "service_name": service[receiver],
+            "instance": instance[receiver],
+            "trace_id": trace[receiver],
+            "arrival_ns": arrival,
+        },
+        schema={"service_name": pl.String, "instance": pl.String, "trace_id": pl.String, "arrival_ns": pl.Int64},
+    )
+
+
+def _judge_process(process: pl.DataFrame, arrivals: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """:meth:`EventLoopBlocking._judge` for the calls of one process."""
+    events = process.select(pl.concat_list("start_ns", "end_ns").alias("at"), "trace_id").explode("at")
+    inside = _others_inside(calls, events).drop("waited_ns")
+    pending = _others_inside(calls, arrivals.rename({"arrival_ns": "at"}))
+    return (
+        calls.select("index", "trace_id", "service_name", "operation", "duration_ns")
+        .join(inside.rename({"count": "inside"}), on="index", how="left")
+        .join(pending.rename({"count": "pending", "waited_ns": "stall_ns"}), on="index", how="left")
+        .with_columns(pl.col("inside", "pending", "stall_ns").fill_null(0))
+        .with_columns((pl.col("inside") == 0).alias("frozen"))
+    )
+
+
+def _others_inside(calls: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+    """Per call (index): ``count``, the ``points`` (``at``, ns) of *other* traces strictly inside ``(lo, hi)``,
+    and ``waited_ns``, how long they waited for ``hi`` (the call's end less the slack), summed.
+
+    Points are sorted once and each call's range is found by binary search (prefix sums give the waits); the
+    call's own trace is then subtracted through a join that pairs a call only with its own trace's points.
+    Times are taken relative to the earliest one so the prefix sums stay exact in Int64.
+    """
+    origin = min(int(points["at"].min() or 0), int(calls["lo"].min() or 0))
+    at = np.sort(points["at"].to_numpy() - origin)
+    prefix = np.concatenate([[0], np.cumsum(at)])
+    lo, hi = calls["lo"].to_numpy() - origin, calls["hi"].to_numpy() - origin
+    first = np.searchsorted(at, lo, "right")
+    last = np.maximum(np.searchsorted(at, hi, "left"), first)
+    own = (
+        calls.select("index", "trace_id", "lo", "hi")
+        .join(points, on="trace_id")
+        .filter((pl.col("at") > pl.col("lo")) & (pl.col("at") < pl.col("hi")))
+        .group_by("index")
+        .agg(pl.len().cast(pl.Int64).alias("own"), (pl.col("at") - origin).sum().alias("own_at"))
+    )
+    return (
+        pl.DataFrame({"index": calls["index"], "all": last - first, "all_at": prefix[last] - prefix[first], "hi": hi})
+        .join(own, on="index", how="left")
+        .with_columns(pl.col("own", "own_at").fill_null(0))
+        .select(
+            "index",
+            (pl.col("all") - pl.col("own")).alias("count"),
+            ((pl.col("all") - pl.col("own")) * pl.col("hi") - (pl.col("all_at") - pl.col("own_at"))).alias("waited_ns"),
+        )
+    )

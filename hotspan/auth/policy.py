@@ -1,0 +1,41 @@
+"""Which role each HTTP path needs: one table, checked before any route runs.
+
+A path not listed needs ``admin``: a route someone adds later is closed until it is listed here, never
+open by accident. Prefixes match whole segments (``/api`` matches ``/api`` and ``/api/...``, not ``/apix``).
+"""
+
+from __future__ import annotations
+
+from hotspan.auth.config import Role
+
+PUBLIC_PATHS = frozenset({"/", "/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+"""Paths anyone may call: liveness (probes carry no token), the API description, and the root redirect."""
+
+LOGIN_PATH = "/auth/login"
+LOGOUT_PATH = "/auth/logout"
+
+UI_PREFIX = "/ui"
+
+RULES: tuple[tuple[str, Role], ...] = (
+    ("/v1/traces", Role.INGEST),
+    ("/api", Role.QUERY),
+    (UI_PREFIX, Role.QUERY),
+    # Admin until /metrics renders only the caller's tenant's series (see hotspan.auth's module docstring).
+    ("/metrics", Role.ADMIN),
+)
+"""``(path prefix, role)``, first match wins."""
+
+
+def required_role(path: str) -> Role | None:
+    """The role ``path`` needs; ``None`` for a public path."""
+    if path in PUBLIC_PATHS or path in (LOGIN_PATH, LOGOUT_PATH):
+        return None
+    for prefix, role in RULES:
+        if under(path, prefix):
+            return role
+    return Role.ADMIN
+
+
+def under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or below it, segment-wise."""
+    return path == prefix or path.startswith(prefix + "/")

@@ -1,0 +1,91 @@
+"""Configuration of the trace pipeline and of the analysis it serves: one validated object.
+
+Built by Hotspan from its settings (``hotspan.settings``: ``trace_idle_s``, ``stage_rules_path``,
+``hotspot_rules_path``, ``hotspot_window_s``) with :meth:`PipelineConfig.load`, or directly in tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from analysis import StageRules, load_stage_rules
+from processors.pipeline.hotspot_rules import HotspotRules, load_hotspot_rules
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What the pipeline and the per-trace analysis run with.
+
+    Attributes:
+        trace_idle_s: a trace is analysed once no span of it has arrived for this long; seconds, >= 0.
+        stage_rules: span → stage table (``analysis.stage_rules``).
+        hotspot_rules: static thresholds and the rolling-quantile mode (``hotspot_rules``).
+        hotspot_window_s: length of the rolling hotspot window; seconds, > 0.
+        poll_interval_s: how often the worker looks for quiet traces; seconds, > 0; None picks
+            ``min(1, max(0.25, trace_idle_s / 4))``: a trace waits at most about a quarter idle period extra, and
+            polls (a few small queries each) never crowd out ingest on an embedded engine.
+        batch_traces: most traces analysed together (one read, one analysis, one insert per table).
+        batch_spans: most arrived spans per batch (a larger trace still goes alone), bounding memory.
+        visibility_margin_s: how far behind the idle cutoff the worker keeps looking for arrivals: an insert
+            is stamped when it starts and becomes visible when it commits, so a slow insert can show up
+            stamped in the past; seconds.
+
+    Raises:
+        ValueError: on construction, listing every out-of-range field.
+    """
+
+    trace_idle_s: float = 10.0
+    stage_rules: StageRules = field(default_factory=load_stage_rules)
+    hotspot_rules: HotspotRules = field(default_factory=load_hotspot_rules)
+    hotspot_window_s: float = 3600.0
+    poll_interval_s: float | None = None
+    batch_traces: int = 500
+    batch_spans: int = 200_000
+    visibility_margin_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{name}: must be {rule}, got {getattr(self, name)!r}"
+            for name, rule, ok in (
+                ("trace_idle_s", ">= 0", self.trace_idle_s >= 0),
+                ("hotspot_window_s", "> 0", self.hotspot_window_s > 0),
+                ("poll_interval_s", "> 0 or None", self.poll_interval_s is None or self.poll_interval_s > 0),
+                ("batch_traces", ">= 1", self.batch_traces >= 1),
+                ("batch_spans", ">= 1", self.batch_spans >= 1),
+                ("visibility_margin_s", ">= 0", self.visibility_margin_s >= 0),
+            )
+            if not ok
+        ]
+        if problems:
+            raise ValueError("invalid pipeline config: " + "; ".join(problems))
+
+    @property
+    def interval_s(self) -> float:
+        """The effective poll interval, seconds."""
+        if self.poll_interval_s is not None:
+            return self.poll_interval_s
+        return min(1.0, max(0.25, self.trace_idle_s / 4))
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        trace_idle_s: float = 10.0,
+        stage_rules_path: str | Path | None = None,
+        hotspot_rules_path: str | Path | None = None,
+        hotspot_window_s: float = 3600.0,
+    ) -> PipelineConfig:
+        """The config with the rule tables read from their files (the packaged defaults for None).
+
+        Raises:
+            analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError: a rule file is
+                unreadable or invalid (every problem listed).
+            ValueError: a number is out of range.
+        """
+        return cls(
+            trace_idle_s=trace_idle_s,
+            stage_rules=load_stage_rules(stage_rules_path),
+            hotspot_rules=load_hotspot_rules(hotspot_rules_path),
+            hotspot_window_s=hotspot_window_s,
+        )

@@ -1,0 +1,133 @@
+"""The rows the pipeline stores for a batch of traces of one owner tenant, built columnar from one
+:class:`~analysis.TraceAnalysis`: one Arrow table of span rows and one of trace summaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from analysis import STAGE_COLUMNS, STAGES, TraceAnalysis, stage_breakdown_wide
+from analysis.vllm import PHASES
+from processors.pipeline.flame import span_nodes
+from storage.analysis_store import SPAN_ANALYSIS_SCHEMA, TRACE_SUMMARY_SCHEMA
+
+
+@dataclass(frozen=True)
+class DerivedRows:
+    """What one batch writes: ``spans`` (``storage.analysis_store.SPAN_ANALYSIS_SCHEMA``) and ``summaries``
+    (``TRACE_SUMMARY_SCHEMA``)."""
+
+    spans: pa.Table
+    summaries: pa.Table
+
+
+def span_stages(analysis: TraceAnalysis) -> np.ndarray:
+    """Per span, its stage index into :data:`analysis.STAGES`: the rule's stage, or for a span tiled into vLLM
+    phases the phase holding most of its time (so an ``llm_request`` reads ``llm.decode`` rather than the
+    rule's fallback)."""
+    stage = analysis.assignment.stage.copy()
+    pieces = analysis.pieces
+    if pieces.tiled.size:
+        # A tiled span's pieces are its len(PHASES) consecutive entries from its first (analysis.stages).
+        first = np.searchsorted(pieces.span, pieces.tiled)
+        at = first[:, None] + np.arange(len(PHASES))
+        longest = np.argmax(pieces.end_ns[at] - pieces.start_ns[at], axis=1)
+        stage[pieces.tiled] = pieces.stage[first + longest]
+    return stage
+
+
+def derive_rows(
+    analysis: TraceAnalysis,
+    owner: str,
+    flags: pl.DataFrame,
+    arrived_spans: Mapping[str, int],
+    version: int,
+) -> DerivedRows:
+    """Span rows and trace summaries of every trace in ``analysis``.
+
+    Args:
+        analysis: the analysis of the batch's spans (all of one owner tenant).
+        owner: their owner tenant (``storage.tenancy``), stored in ``Tenant``.
+        flags: :func:`processors.pipeline.hotspots.hotspot_flags` of ``analysis.tree.spans``, row for row.
+        arrived_spans: per trace ID, the arrived span count the analysis covers (``AnalysedSpans``).
+        version: the rows' version (higher supersedes; the pipeline uses a ns clock).
+    """
+    tree = analysis.tree
+    spans = tree.spans
+    sections = analysis.sections
+    # Sections as analysis.span_attributions sums them, without that function's wall-clock view (not stored).
+    critical_ns = np.bincount(sections.span, weights=sections.end_ns - sections.start_ns, minlength=tree.size)
+    wide = stage_breakdown_wide(analysis)
+    request_tenant = wide["tenant"].fill_null("").to_numpy()
+    node, parent_node = span_nodes(analysis)
+    is_error = (
+        (spans["status_code"] == "Error") if "status_code" in spans.columns else pl.repeat(False, tree.size, eager=True)
+    )
+    parent_ids = tree.frame()["parent_span_id"]
+    span_rows = pa.table(
+        {
+            "Tenant": pa.repeat(pa.scalar(owner, pa.string()), tree.size),
+            "Timestamp": pa.array(tree.start_ns, pa.int64()).cast(pa.timestamp("ns")),
+            "TraceId": spans["trace_id"].to_arrow(),
+            "SpanId": spans["span_id"].to_arrow(),
+            "ParentSpanId": parent_ids.to_arrow(),
+            "ServiceName": spans["service_name"].to_arrow(),
+            "SpanName": spans["name"].to_arrow(),
+            "SpanKind": spans["kind"].to_arrow(),
+            "Stage": pa.array(np.asarray(STAGES, dtype=object)[span_stages(analysis)], pa.string()),
+            "DurationNs": pa.array((tree.end_ns - tree.start_ns).astype(np.uint64)),
+            "SelfTimeNs": pa.array(analysis.self_time_ns.astype(np.uint64)),
+            "OnCriticalPath": pa.array(sections.on_path),
+            "CriticalPathNs": pa.array(np.rint(critical_ns).astype(np.uint64)),
+            "Depth": pa.array(tree.depth.astype(np.uint32)),
+            "FlameNode": pa.array(node),
+            "FlameParent": pa.array(parent_node),
+            "IsError": pa.array(pl.Series(is_error).fill_null(False).to_numpy()),
+            "RequestTenant": pa.array(request_tenant[tree.trace], pa.string()),
+            "IsHotspot": flags["is_hotspot"].to_arrow(),
+            "HotspotReason": flags["reason"].to_arrow(),
+            "HotspotThresholdMs": flags["threshold_ms"].cast(pl.Float64).to_arrow(),
+            "Version": pa.array(np.full(tree.size, version, dtype=np.uint64)),
+        },
+        schema=SPAN_ANALYSIS_SCHEMA,
+    )
+    hotspots = np.bincount(tree.trace, weights=flags["is_hotspot"].to_numpy(), minlength=tree.trace_count)
+    stage_ns = wide.select(STAGE_COLUMNS).to_numpy().astype(np.uint64)
+    present = stage_ns > 0
+    # The map holds the stages with time only: readers see 0 for a missing key.
+    stage_map = pa.MapArray.from_arrays(
+        pa.array(np.r_[0, np.cumsum(present.sum(axis=1))].astype(np.int32)),
+        pa.array(np.broadcast_to(np.asarray(STAGES, dtype=object), stage_ns.shape)[present], pa.string()),
+        pa.array(stage_ns[present], pa.uint64()),
+    )
+    trace_ids = wide["trace_id"]
+    summaries = pa.table(
+        {
+            "Tenant": pa.repeat(pa.scalar(owner, pa.string()), wide.height),
+            "Timestamp": pa.array(wide["start_time_unix_nano"].to_numpy(), pa.int64()).cast(pa.timestamp("ns")),
+            "TraceId": trace_ids.to_arrow(),
+            "RootSpanId": wide["root_span_id"].to_arrow(),
+            "RootService": wide["root_service"].to_arrow(),
+            "RootName": wide["root_name"].to_arrow(),
+            "DurationNs": wide["duration_ns"].cast(pl.UInt64).to_arrow(),
+            "SpanCount": wide["span_count"].to_arrow(),
+            "ServiceCount": wide["service_count"].to_arrow(),
+            "ErrorCount": wide["error_count"].to_arrow(),
+            "HotspotCount": pa.array(hotspots.astype(np.uint32)),
+            "RequestTenant": wide["tenant"].fill_null("").to_arrow(),
+            "Model": wide["model"].fill_null("").to_arrow(),
+            "LlmCalls": wide["llm_calls"].cast(pl.UInt32).to_arrow(),
+            "TtftNs": wide["ttft_ns"].cast(pl.UInt64).to_arrow(),
+            "TpotNs": wide["tpot_ns"].cast(pl.Float64).to_arrow(),
+            "StageNs": stage_map,
+            "AnalysedSpans": trace_ids.replace_strict(dict(arrived_spans), return_dtype=pl.UInt64).to_arrow(),
+            "Version": pa.array(np.full(wide.height, version, dtype=np.uint64)),
+        },
+        schema=TRACE_SUMMARY_SCHEMA,
+    )
+    return DerivedRows(span_rows, summaries)

@@ -1,0 +1,276 @@
+"""The trace pipeline: analyse each trace once it has gone quiet, store the derived rows, run the processors.
+
+Flow of one poll (:meth:`TracePipeline.run_once`):
+
+1. **Due traces**, from ClickHouse, not from process memory: ``hotspan_trace_arrivals`` (kept by a
+   materialized view on ``otel_traces``, so it also sees what an OTel Collector writes) gives per (owner
+   tenant, trace) the last arrival and the arrived span count. A trace is due when its last span arrived at
+   least ``trace_idle_s`` ago and its arrived count differs from the count its stored summary covers: never
+   analysed, or late spans since. A restarted (or second) Hotspan therefore finds the same work list.
+2. **Batches** of up to ``batch_traces`` traces / ``batch_spans`` spans, oldest arrival first, split by owner
+   tenant (a trace ID reused by another tenant is another trace). Per batch and tenant: one read of every
+   span (:meth:`storage.reader.TraceReader.traces`), one :func:`analysis.analyze`, one rolling-threshold query,
+   columnar row building, one insert per table; nothing runs per span in Python.
+3. **Writes**, in this order: span rows (``hotspan_span_analysis``), then each :class:`TraceProcessor`, then
+   the summaries (``hotspan_trace_summary``). The summary is the commit record: if anything before it fails,
+   the batch stays due and is redone at the next poll. Rows carry a version (ns clock), and both tables are
+   ReplacingMergeTree, so redoing a trace (after a failure or late spans) replaces its rows: idempotent.
+
+Time: "quiet" is judged on the ClickHouse clock that stamps arrivals (no skew between hosts), unless a
+``clock`` is given (tests). The worker remembers how far it has looked (a watermark, ``visibility_margin_s``
+behind the idle cutoff) only to keep each poll's scan small; losing it (a restart) costs one full scan.
+
+Scale-out: pipeline instances share the work by trace-ID hash (``shard`` of ``shards``); with one instance
+(the default) it does all. A trace whose analysis raises is logged and skipped by this process until it
+restarts, so one bad trace cannot stall the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+
+import polars as pl
+
+from analysis import TraceAnalysis, analyze
+from processors.pipeline.base import TraceProcessor
+from processors.pipeline.config import PipelineConfig
+from processors.pipeline.derive import DerivedRows, derive_rows
+from processors.pipeline.hotspots import hotspot_flags
+from storage.analysis_store import AnalysisStore, PendingTrace
+from storage.reader import TraceReader
+
+log = logging.getLogger(__name__)
+
+_NEVER_MS = 2**62
+"""Cutoff of a forced run: every trace counts as quiet."""
+_MAX_SKIPPED = 10_000
+
+
+@dataclass
+class PollResult:
+    """What one :meth:`TracePipeline.run_once` did.
+
+    Attributes:
+        analysed: traces analysed and recorded (a trace redone after late spans counts again).
+        first_seen: of those, traces analysed for the first time.
+        batches: batches processed (per owner tenant).
+        skipped: traces given up on (their analysis raised, or their spans could not be read).
+    """
+
+    analysed: int = 0
+    first_seen: int = 0
+    batches: int = 0
+    skipped: int = 0
+
+
+class TracePipeline:
+    """Polls for quiet traces and processes them (module docstring).
+
+    Args:
+        store: the pipeline's tables (``storage.analysis_store``).
+        reader: where spans are read from.
+        config: idle time, rule tables, batch sizes.
+        processors: extensions run on every batch after the built-in analysis (:mod:`.base`), in order.
+        clock: seconds since the epoch; None judges idleness on the ClickHouse clock.
+        shard, shards: this instance's share of the traces (``0 <= shard < shards``).
+
+    Thread safety: :meth:`run_once` calls are serialised; :meth:`start`/:meth:`stop` manage one worker thread.
+    """
+
+    def __init__(
+        self,
+        store: AnalysisStore,
+        reader: TraceReader,
+        config: PipelineConfig,
+        processors: Sequence[TraceProcessor] = (),
+        *,
+        clock: Callable[[], float] | None = None,
+        shard: int = 0,
+        shards: int = 1,
+    ) -> None:
+        if not 0 <= shard < shards:
+            raise ValueError(f"shard must be in [0, shards), got shard={shard} shards={shards}")
+        self._store = store
+        self._reader = reader
+        self.config = config
+        self._processors = list(processors)
+        self._clock = clock
+        self._shard, self._shards = shard, shards
+        self._since_ms = 0
+        self._skipped: dict[str, None] = {}
+        self._run_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- running -----------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker thread: one :meth:`run_once` now and every ``config.interval_s`` after it."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._work, name="hotspan-trace-pipeline", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the worker after its current batch; waits up to ``timeout_s``."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_s)
+            self._thread = None
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                # Storage outages end here; the work list is in ClickHouse, so the next poll resumes.
+                log.exception("trace pipeline poll failed; retrying in %.1f s", self.config.interval_s)
+            self._stop.wait(self.config.interval_s)
+
+    def run_once(self, *, force: bool = False) -> PollResult:
+        """Process every due trace, batch after batch, until none is left (or :meth:`stop` is called).
+
+        Args:
+            force: treat every trace as quiet (``hotspan import`` runs this once the files are stored).
+
+        Raises:
+            Exception: what storage raises; batches finished before stay recorded.
+        """
+        with self._run_lock:
+            result = PollResult()
+            now_ms = int(self._clock() * 1000) if self._clock is not None else self._store.clock_ms()
+            cutoff_ms = _NEVER_MS if force else now_ms - round(self.config.trace_idle_s * 1000)
+            since_ms = 0 if force else self._since_ms
+            done: set[tuple[str, str, int]] = set()
+            while not self._stop.is_set() or force:
+                pending = self._store.pending_traces(
+                    cutoff_ms=cutoff_ms,
+                    since_ms=since_ms,
+                    limit=self.config.batch_traces,
+                    skipped=list(self._skipped),
+                    shard=self._shard,
+                    shards=self._shards,
+                )
+                # A trace recorded in this run but still listed is receiving spans right now: leave it to
+                # the next poll rather than chase it.
+                pending = [p for p in pending if (p.tenant, p.trace_id, p.arrived_spans) not in done]
+                if not pending:
+                    if not force:
+                        self._since_ms = max(self._since_ms, cutoff_ms - round(self.config.visibility_margin_s * 1000))
+                    break
+                batch = self._take(pending)
+                self._process(batch, result)
+                done.update((p.tenant, p.trace_id, p.arrived_spans) for p in batch)
+            return result
+
+    def _take(self, pending: list[PendingTrace]) -> list[PendingTrace]:
+        """The longest prefix of ``pending`` within ``batch_spans`` (at least one trace)."""
+        taken, spans = [], 0
+        for trace in pending:
+            if taken and spans + trace.arrived_spans > self.config.batch_spans:
+                break
+            taken.append(trace)
+            spans += trace.arrived_spans
+        return taken
+
+    # --- one batch ---------------------------------------------------------------------------------------------
+
+    def _process(self, batch: list[PendingTrace], result: PollResult) -> None:
+        version = time.time_ns()
+        for owner, group in groupby(sorted(batch, key=lambda p: p.tenant), key=lambda p: p.tenant):
+            traces = list(group)
+            arrived = {p.trace_id: p.arrived_spans for p in traces}
+            spans = self._reader.traces(list(arrived), tenant=owner)
+            unread = set(arrived) - set(spans["trace_id"].unique().to_list())
+            if unread:
+                # Arrived but gone (TTL) or unreadable: retrying every poll would never succeed.
+                log.warning("trace pipeline: no spans readable for %d trace(s), skipping them", len(unread))
+                self._skip(unread, result)
+            if not spans.height:
+                continue
+            first_seen = set(arrived) - self._store.summarised(owner, list(arrived))
+            rolling = self._rolling_thresholds(spans, owner)
+            analysed = self._analyse(spans, owner, arrived, version, rolling, result)
+            if analysed is None:
+                continue
+            spans, analysis, rows = analysed
+            self._store.write_span_analysis(rows.spans)
+            kept = set(spans["trace_id"].unique().to_list())
+            for processor in self._processors:
+                processor.process(spans, analysis, first_seen & kept)
+            self._store.write_trace_summaries(rows.summaries)
+            result.batches += 1
+            result.analysed += rows.summaries.num_rows
+            result.first_seen += len(first_seen & kept)
+
+    def _analyse(
+        self,
+        spans: pl.DataFrame,
+        owner: str,
+        arrived: dict[str, int],
+        version: int,
+        rolling: pl.DataFrame | None,
+        result: PollResult,
+    ) -> tuple[pl.DataFrame, TraceAnalysis, DerivedRows] | None:
+        """Analyse a tenant's batch (pure work, no I/O); when that raises, each trace alone, skipping those that
+        still raise.
+
+        Returns:
+            The spans actually analysed, their analysis and rows; None when no trace could be analysed.
+        """
+        try:
+            return spans, *self._derive(spans, owner, arrived, version, rolling)
+        except Exception:
+            log.exception("trace pipeline: analysing a batch of %d trace(s) failed; retrying one by one", len(arrived))
+        good = []
+        for trace_id in arrived:
+            try:
+                self._derive(spans.filter(pl.col("trace_id") == trace_id), owner, arrived, version, rolling)
+                good.append(trace_id)
+            except Exception:
+                log.exception("trace pipeline: trace %s cannot be analysed; skipping it", trace_id)
+                self._skip({trace_id}, result)
+        if not good:
+            return None
+        kept = spans.filter(pl.col("trace_id").is_in(good))
+        return kept, *self._derive(kept, owner, arrived, version, rolling)
+
+    def _derive(
+        self, spans: pl.DataFrame, owner: str, arrived: dict[str, int], version: int, rolling: pl.DataFrame | None
+    ) -> tuple[TraceAnalysis, DerivedRows]:
+        analysis = analyze(spans, self.config.stage_rules)
+        tree = analysis.tree
+        durations = tree.spans.select(
+            "service_name", "name", "attributes", pl.Series("duration_ns", tree.end_ns - tree.start_ns)
+        )
+        flags = hotspot_flags(durations, self.config.hotspot_rules, rolling)
+        return analysis, derive_rows(analysis, owner, flags, arrived, version)
+
+    def _rolling_thresholds(self, spans: pl.DataFrame, owner: str) -> pl.DataFrame | None:
+        """Per (service, operation) of the batch, the rolling quantile of durations over the window before the
+        batch's newest span start (data time, so imported history is judged against its own past)."""
+        rolling = self.config.hotspot_rules.rolling
+        if not rolling.enabled or not spans.height:
+            return None
+        end_ns = int(spans["start_time_unix_nano"].max())
+        return self._store.duration_quantiles(
+            spans["service_name"].unique().to_list(),
+            end_ns - round(self.config.hotspot_window_s * 1e9),
+            end_ns,
+            rolling.quantile,
+            rolling.min_samples,
+            tenant=owner,
+        )
+
+    def _skip(self, trace_ids: set[str], result: PollResult) -> None:
+        result.skipped += len(trace_ids)
+        self._skipped.update(dict.fromkeys(sorted(trace_ids)))
+        # Bounded, so the skip list stays a small query parameter; the oldest entries are retried.
+        while len(self._skipped) > _MAX_SKIPPED:
+            del self._skipped[next(iter(self._skipped))]

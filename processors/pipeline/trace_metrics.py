@@ -1,0 +1,329 @@
+"""Prometheus metrics derived from whole traces: span metrics and service-graph metrics under the OpenTelemetry
+Collector connectors' names, and Hotspan's stage and hotspot metrics.
+
+========================================================  ==========================================================
+metric                                                    labels, unit
+========================================================  ==========================================================
+``traces_span_metrics_calls_total``                       service_name, span_name, span_kind, status_code
+``traces_span_metrics_duration_milliseconds`` (histogram) same; **ms**, buckets :data:`SPAN_BUCKETS_MS`
+``traces_service_graph_request_total``                    client, server, connection_type
+``traces_service_graph_request_failed_total``             same
+``traces_service_graph_request_server_seconds`` (hist.)   same; **s**, buckets :data:`SERVICE_GRAPH_BUCKETS_S`
+``traces_service_graph_request_client_seconds`` (hist.)   same; **s**
+``traces_service_graph_unpaired_spans_total``             client, server (the other one empty)
+``hotspan_stage_duration_seconds`` (histogram)            service (the request's root service), stage; **s**,
+                                                          critical-path time of one request in one stage
+``hotspan_hotspot_spans_total``                           service_name, reason
+========================================================  ==========================================================
+
+Label values follow the connectors: ``span_kind`` ``SPAN_KIND_SERVER``..., ``status_code`` ``STATUS_CODE_ERROR``...,
+``connection_type`` ``""``/``database``/``messaging_system``/``virtual_node``. The span metrics count every span
+of a trace, the servicegraph metrics every call (:mod:`processors.pipeline.service_graph`).
+
+**Several Hotspan processes.** The numbers are incremented in-process when the trace pipeline analyses a trace
+for the first time (``first_seen``). Pipeline instances split the traces by trace-ID hash, so each trace is
+counted once, by the process that analysed it (data an OTel Collector wrote into ClickHouse included). Like the
+OTel connectors, each process therefore exposes *its own share*: scrape every Hotspan process and aggregate
+with ``sum by (...)`` (``rate()`` handles a restart's reset). Counters start at zero with the process; history
+lives in ClickHouse (the RED and service-graph rollups), not in these counters.
+
+**Late spans.** Spans that arrive after their trace was first analysed (later than ``trace_idle_s``) are not
+counted here, as the connectors drop spans that arrive after their pairing window; the RED rollup, filled at
+insert, still counts them.
+
+Thread-safe: updates and scrapes take one lock per family; the tables hold aggregated state, so a batch of a
+million spans is a handful of numpy operations, not a call per span.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
+
+import numpy as np
+import polars as pl
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from analysis import TraceAnalysis, stage_breakdown
+from processors.pipeline.service_graph import CONNECTOR_CONNECTION_TYPES, RecentKeys, ServiceGraph, batch_key
+from storage.rollup_sql import SPAN_BUCKETS_MS
+from storage.tenancy import DEFAULT_TENANT
+
+SERVICE_GRAPH_BUCKETS_S: tuple[float, ...] = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.01,
+    0.05,
+    0.1,
+    0.2,
+    0.4,
+    0.8,
+    1.0,
+    1.4,
+    2.0,
+    5.0,
+    10.0,
+    15.0,
+)
+"""The servicegraph connector's default latency buckets, in **seconds** (the connector moved from ms to s; the
+metric names say seconds, so do the values)."""
+
+STAGE_BUCKETS_S: tuple[float, ...] = SERVICE_GRAPH_BUCKETS_S
+"""Buckets of ``hotspan_stage_duration_seconds`` (s); the same boundaries, so stage SLO thresholds line up."""
+
+SPAN_METRIC_LABELS = ("service_name", "span_name", "span_kind", "status_code")
+SERVICE_GRAPH_LABELS = ("client", "server", "connection_type")
+STAGE_LABELS = ("service", "stage")
+HOTSPOT_LABELS = ("service_name", "reason")
+
+
+class CounterTable:
+    """A labelled counter kept as ``{label values: total}``."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labels = tuple(labels)
+        self._values: dict[tuple[str, ...], float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, rows: Iterable[tuple[tuple[str, ...], float]]) -> None:
+        """Add each ``(label values, amount)``; amounts must be >= 0 (counters only go up)."""
+        with self._lock:
+            for key, amount in rows:
+                self._values[key] = self._values.get(key, 0.0) + float(amount)
+
+    def value(self, *labels: str) -> float:
+        """The current total of one series (0 when never incremented)."""
+        with self._lock:
+            return self._values.get(tuple(labels), 0.0)
+
+    def family(self) -> CounterMetricFamily:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
+        with self._lock:
+            for key, total in sorted(self._values.items()):
+                family.add_metric(list(key), total)
+        return family
+
+
+class HistogramTable:
+    """A labelled histogram with fixed upper bounds, kept as per-series bucket counts and sums.
+
+    Args:
+        bounds: inclusive upper bounds in the metric's unit, ascending; ``+Inf`` is implied.
+    """
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str], bounds: Sequence[float]) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labels = tuple(labels)
+        self.bounds = np.asarray(bounds, dtype=np.float64)
+        self._counts: dict[tuple[str, ...], np.ndarray] = {}
+        self._sums: dict[tuple[str, ...], float] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, frame: pl.DataFrame, value: str) -> None:
+        """Observe every row of ``frame``: label values from the columns named like :attr:`labels`, the
+        observation from column ``value`` (in the metric's unit)."""
+        if frame.height == 0:
+            return
+        # Prometheus buckets are inclusive upper bounds: a value v belongs to the first bound >= v.
+        bucket = np.searchsorted(self.bounds, frame[value].to_numpy().astype(np.float64), side="left")
+        grouped = (
+            frame.with_columns(pl.Series("_bucket", bucket, dtype=pl.Int64))
+            .group_by([*self.labels, "_bucket"])
+            .agg(pl.len().alias("_n"), pl.col(value).sum().alias("_sum"))
+        )
+        with self._lock:
+            for row in grouped.iter_rows(named=True):
+                key = tuple(str(row[name]) for name in self.labels)
+                counts = self._counts.setdefault(key, np.zeros(len(self.bounds) + 1, dtype=np.int64))
+                counts[row["_bucket"]] += row["_n"]
+                self._sums[key] = self._sums.get(key, 0.0) + float(row["_sum"])
+
+    def family(self) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
+        edges = [_le(bound) for bound in self.bounds] + ["+Inf"]
+        with self._lock:
+            for key in sorted(self._counts):
+                cumulative = np.cumsum(self._counts[key])
+                family.add_metric(
+                    list(key), list(zip(edges, (float(c) for c in cumulative), strict=True)), self._sums[key]
+                )
+        return family
+
+
+class TraceMetrics(Collector):
+    """The metric families of this module, registered on ``registry`` (the app's, see ``hotspan.metrics``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.span_calls = CounterTable(
+            "traces_span_metrics_calls", "Spans seen, per service, span name, kind and status.", SPAN_METRIC_LABELS
+        )
+        self.span_duration = HistogramTable(
+            "traces_span_metrics_duration_milliseconds",
+            "Span duration in milliseconds.",
+            SPAN_METRIC_LABELS,
+            SPAN_BUCKETS_MS,
+        )
+        self.requests = CounterTable(
+            "traces_service_graph_request", "Calls between two nodes of the service graph.", SERVICE_GRAPH_LABELS
+        )
+        self.failed = CounterTable(
+            "traces_service_graph_request_failed",
+            "Calls between two nodes where the client or the server span has status Error.",
+            SERVICE_GRAPH_LABELS,
+        )
+        self.server_seconds = HistogramTable(
+            "traces_service_graph_request_server_seconds",
+            "Call duration seen by the server span, in seconds.",
+            SERVICE_GRAPH_LABELS,
+            SERVICE_GRAPH_BUCKETS_S,
+        )
+        self.client_seconds = HistogramTable(
+            "traces_service_graph_request_client_seconds",
+            "Call duration seen by the client span, in seconds.",
+            SERVICE_GRAPH_LABELS,
+            SERVICE_GRAPH_BUCKETS_S,
+        )
+        self.unpaired = CounterTable(
+            "traces_service_graph_unpaired_spans",
+            "Client spans with no server span and no peer attribute (label client), and server spans whose"
+            " parent is not a client span in the trace (label server).",
+            ("client", "server"),
+        )
+        self.stage_seconds = HistogramTable(
+            "hotspan_stage_duration_seconds",
+            "Critical-path time one request spent in one stage, in seconds; service is the request's root service.",
+            STAGE_LABELS,
+            STAGE_BUCKETS_S,
+        )
+        self.hotspots = CounterTable(
+            "hotspan_hotspot_spans", "Spans flagged as hotspots, per service and reason.", HOTSPOT_LABELS
+        )
+        registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        for table in (
+            self.span_calls,
+            self.span_duration,
+            self.requests,
+            self.failed,
+            self.server_seconds,
+            self.client_seconds,
+            self.unpaired,
+            self.stage_seconds,
+            self.hotspots,
+        ):
+            yield table.family()
+
+    def observe_spans(self, spans: pl.DataFrame) -> None:
+        """Count every span of ``spans`` (the :mod:`analysis.spans` frame, plus ``status_code``)."""
+        if spans.height == 0:
+            return
+        status = pl.col("status_code") if "status_code" in spans.columns else pl.lit("Unset")
+        frame = spans.select(
+            pl.col("service_name"),
+            pl.col("name").alias("span_name"),
+            ("SPAN_KIND_" + pl.col("kind").str.replace(r"^SPAN_KIND_", "").str.to_uppercase()).alias("span_kind"),
+            ("STATUS_CODE_" + status.str.replace(r"^STATUS_CODE_", "").str.to_uppercase()).alias("status_code"),
+            ((pl.col("end_time_unix_nano") - pl.col("start_time_unix_nano")) / 1e6).alias("duration_ms"),
+        )
+        counts = frame.group_by(SPAN_METRIC_LABELS).len()
+        self.span_calls.add((tuple(row[:4]), row[4]) for row in counts.iter_rows())
+        self.span_duration.observe(frame, "duration_ms")
+
+    def observe_service_graph(self, graph: ServiceGraph) -> None:
+        """Count the calls of ``graph`` (durations of a side without a span are not observed)."""
+        edges = graph.edges.with_columns(
+            pl.col("connection_type").replace_strict(CONNECTOR_CONNECTION_TYPES, default=""),
+            (pl.col("client_duration_ns") / 1e9).alias("client_s"),
+            (pl.col("server_duration_ns") / 1e9).alias("server_s"),
+        )
+        grouped = edges.group_by(SERVICE_GRAPH_LABELS).agg(pl.len().alias("n"), pl.col("failed").sum().alias("f"))
+        rows = list(grouped.iter_rows())
+        self.requests.add((tuple(row[:3]), row[3]) for row in rows)
+        self.failed.add((tuple(row[:3]), row[4]) for row in rows if row[4])
+        self.client_seconds.observe(edges.filter(pl.col("has_client_span")), "client_s")
+        self.server_seconds.observe(edges.filter(pl.col("has_server_span")), "server_s")
+        self.unpaired.add(((service, ""), n) for service, n in graph.unpaired_client_spans)
+        self.unpaired.add((("", service), n) for service, n in graph.unpaired_server_spans)
+
+    def observe_stages(self, stages: pl.DataFrame) -> None:
+        """Observe per-request stage times: columns ``service`` (root service), ``stage`` and ``duration_ns``
+        (critical-path ns of that request in that stage)."""
+        self.stage_seconds.observe(stages.with_columns((pl.col("duration_ns") / 1e9).alias("seconds")), "seconds")
+
+    def observe_hotspots(self, counts: Iterable[tuple[str, str, int]]) -> None:
+        """Count hotspot spans given as ``(service, reason, spans)``; an empty reason reads ``flagged``."""
+        self.hotspots.add(((service, reason or "flagged"), spans) for service, reason, spans in counts)
+
+
+def _le(bound: float) -> str:
+    """A bucket bound as Prometheus clients print it (``2.0``, ``0.002``)."""
+    return repr(float(bound))
+
+
+class HotspotSource(Protocol):
+    """Where the trace pipeline's hotspot flags are read back (implemented by
+    :class:`storage.rollup_reader.ClickHouseRollupReader`)."""
+
+    def hotspot_counts(self, trace_ids: list[str], *, tenant: str | None) -> list[tuple[str, str, int]]:
+        """``(service, reason, spans)`` of the hotspot spans flagged in ``trace_ids``."""
+        ...
+
+
+class TraceMetricsProcessor:
+    """:class:`~processors.pipeline.base.TraceProcessor` feeding :class:`TraceMetrics` from each trace analysed
+    for the first time: every span into the span metrics, each request's critical-path time per stage into
+    ``hotspan_stage_duration_seconds`` (labelled with its root service), and the hotspot spans the pipeline
+    flagged (read back from ``hotspan_span_analysis``, which the pipeline writes before it runs processors).
+
+    A batch the pipeline offers again (a later step failed) is recognised by its key and not counted twice.
+
+    Args:
+        metrics: the process's metric families.
+        hotspots: where the pipeline's hotspot flags are read; None leaves the hotspot counter alone.
+    """
+
+    def __init__(self, metrics: TraceMetrics, hotspots: HotspotSource | None = None) -> None:
+        self._metrics = metrics
+        self._hotspots = hotspots
+        self._counted = RecentKeys()
+
+    def process(self, spans: pl.DataFrame, analysis: TraceAnalysis, first_seen: set[str]) -> None:
+        """Count the ``first_seen`` traces of the batch.
+
+        Raises:
+            Exception: reading the hotspot flags failed; nothing of this batch was counted then.
+        """
+        if not first_seen:
+            return
+        fresh_ids = sorted(first_seen)
+        key = batch_key(spans, first_seen)
+        tenant = str(spans["tenant"][0]) if "tenant" in spans.columns and spans.height else DEFAULT_TENANT
+        hotspots = self._hotspots.hotspot_counts(fresh_ids, tenant=tenant) if self._hotspots is not None else []
+        if not self._counted.add(key):
+            return
+        tree = analysis.tree
+        # analysis.tree holds each span once, where ``spans`` may repeat a span an exporter sent twice.
+        self._metrics.observe_spans(tree.spans.filter(pl.col("trace_id").is_in(fresh_ids)))
+        roots = pl.DataFrame(
+            {
+                "trace_id": tree.spans["trace_id"].gather(tree.primary_root),
+                "service": tree.spans["service_name"].gather(tree.primary_root),
+            }
+        )
+        stages = (
+            stage_breakdown(analysis)
+            .filter(pl.col("trace_id").is_in(fresh_ids))
+            .join(roots, on="trace_id", how="inner")
+            .select("service", pl.col("stage").cast(pl.String), "duration_ns")
+        )
+        self._metrics.observe_stages(stages)
+        self._metrics.observe_hotspots(hotspots)

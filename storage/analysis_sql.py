@@ -1,0 +1,307 @@
+"""SQL for the trace pipeline's tables (``hotspan_trace_arrivals``, ``hotspan_span_analysis``,
+``hotspan_trace_summary``, migrations 0010-0015) and the window aggregates read from them, in one place.
+
+Every value is a bound ``{name:Type}`` parameter. Templates with ``{conditions}``/``{group}``/``{order}``
+fields are filled by :mod:`storage.analysis_store` with ``str.format``, and only ever with the fixed SQL
+fragments defined here (conditions whose parameters are set, a whitelisted column): never with user text.
+
+Every read is limited to one owner tenant (``storage.tenancy``) or, for an admin, to all of them:
+:data:`OWNER_FILTER` on the derived tables (they store folded tenant names, never ``''``) and
+:data:`storage.trace_sql.TENANT_FILTER` on ``otel_traces``.
+"""
+
+from __future__ import annotations
+
+from storage.trace_sql import SPAN_COLUMNS, TENANT_FILTER
+
+OWNER_FILTER = "({all_tenants:Bool} OR Tenant = {tenant:String})"
+"""The owner-tenant condition of every read of a derived table; parameters from
+:func:`storage.tenancy.tenant_parameters`."""
+
+NOW_MS = "SELECT toUnixTimestamp64Milli(now64(3))"
+"""The ClickHouse server's clock (ms since the epoch): the clock ``hotspan_trace_arrivals.LastArrival`` is
+stamped with, so idleness is judged without clock skew between Hotspan and ClickHouse."""
+
+PENDING_TRACES = """
+WITH recent AS (
+    SELECT DISTINCT Tenant, TraceId
+    FROM hotspan_trace_arrivals
+    WHERE LastArrival > fromUnixTimestamp64Milli({since_ms:Int64})
+      AND cityHash64(TraceId) % {shards:UInt32} = {shard:UInt32}
+      AND TraceId NOT IN {skipped:Array(String)}
+),
+arrived AS (
+    SELECT Tenant, TraceId, toUnixTimestamp64Milli(max(LastArrival)) AS last_arrival_ms, sum(Spans) AS arrived_spans
+    FROM hotspan_trace_arrivals
+    WHERE (Tenant, TraceId) IN recent
+    GROUP BY Tenant, TraceId
+    HAVING last_arrival_ms <= {cutoff_ms:Int64}
+)
+SELECT Tenant AS tenant, TraceId AS trace_id, last_arrival_ms, arrived_spans
+FROM arrived
+WHERE (Tenant, TraceId, arrived_spans) NOT IN (
+    SELECT Tenant, TraceId, AnalysedSpans
+    FROM hotspan_trace_summary FINAL
+    WHERE (Tenant, TraceId) IN recent
+)
+ORDER BY last_arrival_ms, tenant, trace_id
+LIMIT {limit:UInt32}
+"""
+"""Traces due for analysis: some span arrived after ``since_ms`` (the caller's watermark, 0 for all), the last
+one at or before ``cutoff_ms`` (quiet long enough), and the arrived span count differs from the one the stored
+summary covers (never analysed, or late spans since). Oldest first. ``shard``/``shards`` split the work between
+pipeline instances by trace ID (``0``/``1``: one instance does all); ``skipped`` trace IDs are left out."""
+
+SUMMARISED = """
+SELECT DISTINCT TraceId
+FROM hotspan_trace_summary
+WHERE Tenant = {owner:String} AND TraceId IN {trace_ids:Array(String)}
+"""
+"""Which of ``trace_ids`` (of owner tenant ``owner``) already have a summary, any version."""
+
+TRACES_SPANS = f"""
+SELECT{SPAN_COLUMNS},
+    if(Tenant = '', 'default', Tenant) AS tenant
+FROM otel_traces
+WHERE TraceId IN {{trace_ids:Array(String)}}
+  AND {TENANT_FILTER}
+  AND toDateTime(Timestamp) >= (
+      SELECT min(Start) FROM otel_traces_trace_id_ts WHERE TraceId IN {{trace_ids:Array(String)}})
+  AND toDateTime(Timestamp) <= (
+      SELECT max(End) FROM otel_traces_trace_id_ts WHERE TraceId IN {{trace_ids:Array(String)}})
+ORDER BY trace_id, start_time_unix_nano, span_id
+"""
+"""Every span of many traces, with ``tenant`` (the owner tenant, folded) after the columns of
+``TraceReader.trace``. The trace-ID lookup table bounds the scan to the partitions and key ranges holding those
+traces; its bounds are ``toDateTime(Timestamp)`` (seconds), so the condition compares that very expression of
+the sorting key (comparing ``Timestamp`` itself with a ``DateTime`` subquery result misses rows in ClickHouse's
+key analysis)."""
+
+DURATION_QUANTILES = f"""
+SELECT
+    ServiceName AS service_name,
+    SpanName AS name,
+    quantile({{quantile:Float64}})(Duration) AS threshold_ns,
+    count() AS samples
+FROM otel_traces
+WHERE ServiceName IN {{services:Array(String)}}
+  AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+  AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
+  AND {TENANT_FILTER}
+GROUP BY service_name, name
+HAVING samples >= {{min_samples:UInt64}}
+"""
+"""The rolling hotspot threshold: per (service, operation) of ``services``, the ``quantile`` of span duration
+(ns; ClickHouse's sampling ``quantile``, exact below 8192 spans) over spans starting in the window, for
+operations with at least ``min_samples`` spans there."""
+
+SUMMARY_FILTERS = {
+    "start_ns": "Timestamp >= fromUnixTimestamp64Nano({start_ns:Int64})",
+    "end_ns": "Timestamp <= fromUnixTimestamp64Nano({end_ns:Int64})",
+    "service": "RootService = {service:String}",
+    "request_tenant": "RequestTenant = {request_tenant:String}",
+    "model": "Model = {model:String}",
+}
+"""Conditions on ``hotspan_trace_summary`` by parameter name (window on the request's start, its root service,
+the tenant and model its spans name); only those whose parameter is set apply."""
+
+SPAN_FILTERS = {
+    "start_ns": "Timestamp >= fromUnixTimestamp64Nano({start_ns:Int64})",
+    "end_ns": "Timestamp <= fromUnixTimestamp64Nano({end_ns:Int64})",
+    "service": "ServiceName = {service:String}",
+    "operation": "SpanName = {operation:String}",
+    "request_tenant": "RequestTenant = {request_tenant:String}",
+}
+"""Conditions on ``hotspan_span_analysis`` by parameter name (window on the span's start)."""
+
+GROUP_COLUMNS = {"service": "RootService", "model": "Model", "tenant": "RequestTenant", "": "''"}
+"""Grouping of the window aggregates: by the request's root service, model, the tenant its spans name, or
+none."""
+
+STAGE_PERCENTILES = """
+SELECT
+    {group} AS group_key,
+    Stage AS stage,
+    count() AS requests,
+    quantilesExactInclusive(0.5, 0.95, 0.99)(StageNs[Stage]) AS q,
+    q[1] AS p50_ns,
+    q[2] AS p95_ns,
+    q[3] AS p99_ns,
+    avg(StageNs[Stage]) AS mean_ns,
+    if(sum(DurationNs) > 0, sum(StageNs[Stage]) / sum(DurationNs), NULL) AS share_of_e2e
+FROM hotspan_trace_summary FINAL
+ARRAY JOIN {{stages:Array(String)}} AS Stage
+WHERE {conditions}
+GROUP BY group_key, stage
+ORDER BY group_key, indexOf({{stages:Array(String)}}, stage)
+"""
+"""Per group and stage over the window's requests: p50/p95/p99 and mean of the stage's critical-path time per
+request (ns; a request without the stage counts 0; exact, linearly interpolated like numpy's default) and the
+stage's share of the group's summed end-to-end latency."""
+
+LATENCY_PERCENTILES = """
+SELECT
+    {group} AS group_key,
+    count() AS requests,
+    quantilesExactInclusive(0.5, 0.95, 0.99)(DurationNs) AS e2e,
+    avg(DurationNs) AS e2e_mean_ns,
+    count(TtftNs) AS ttft_requests,
+    quantilesExactInclusive(0.5, 0.95, 0.99)(TtftNs) AS ttft,
+    avg(TtftNs) AS ttft_mean_ns,
+    count(TpotNs) AS tpot_requests,
+    quantilesExactInclusive(0.5, 0.95, 0.99)(TpotNs) AS tpot,
+    avg(TpotNs) AS tpot_mean_ns
+FROM hotspan_trace_summary FINAL
+WHERE {conditions}
+GROUP BY group_key
+ORDER BY group_key
+"""
+"""Per group: request count and p50/p95/p99/mean of end-to-end latency, TTFT and TPOT (ns; TTFT and TPOT over
+the requests reporting them)."""
+
+STAGE_SHARES_OVER_TIME = """
+SELECT
+    intDiv(toUnixTimestamp64Nano(Timestamp), {{bucket_ns:Int64}}) * {{bucket_ns:Int64}} AS bucket_start_ns,
+    Stage AS stage,
+    count() AS requests,
+    sum(StageNs[Stage]) AS stage_ns,
+    sum(DurationNs) AS e2e_ns,
+    if(e2e_ns > 0, stage_ns / e2e_ns, NULL) AS share_of_e2e
+FROM hotspan_trace_summary FINAL
+ARRAY JOIN {{stages:Array(String)}} AS Stage
+WHERE {conditions}
+GROUP BY bucket_start_ns, stage
+ORDER BY bucket_start_ns, indexOf({{stages:Array(String)}}, stage)
+"""
+"""Per time bucket (of request start, ``bucket_ns`` wide, aligned to the epoch) and stage: the stage's summed
+critical-path time and its share of the bucket's summed end-to-end latency."""
+
+HOTSPOT_RANKING = """
+SELECT
+    ServiceName AS service_name,
+    SpanName AS name,
+    count() AS spans,
+    sum(SelfTimeNs) AS self_total_ns,
+    quantileExactInclusive(0.95)(SelfTimeNs) AS self_p95_ns,
+    avg(SelfTimeNs) AS self_mean_ns,
+    sum(DurationNs) AS duration_total_ns,
+    countIf(IsHotspot) AS hotspot_spans,
+    if(sum(sum(SelfTimeNs)) OVER () > 0, sum(SelfTimeNs) / sum(sum(SelfTimeNs)) OVER (), NULL) AS self_share,
+    if(sum(quantileExactInclusive(0.95)(SelfTimeNs)) OVER () > 0,
+       quantileExactInclusive(0.95)(SelfTimeNs) / sum(quantileExactInclusive(0.95)(SelfTimeNs)) OVER (),
+       NULL) AS p95_share
+FROM hotspan_span_analysis FINAL
+WHERE {conditions}
+GROUP BY service_name, name
+ORDER BY {order} DESC, service_name, name
+LIMIT {{limit:UInt32}}
+"""
+"""(service, operation) pairs of the window's spans ranked by ``{order}`` (``self_total_ns`` or ``self_p95_ns``),
+with their self-time total, p95 and mean (ns), summed duration, flagged spans, their share of all self time in
+the window and their p95's share of the summed p95s of every pair."""
+
+RANKING_ORDERS = {"self_total_ns": "self_total_ns", "self_p95_ns": "self_p95_ns"}
+"""The columns :data:`HOTSPOT_RANKING` may be ordered by."""
+
+FLAGGED_SPANS = """
+SELECT
+    TraceId AS trace_id,
+    SpanId AS span_id,
+    ServiceName AS service_name,
+    SpanName AS name,
+    Stage AS stage,
+    toUnixTimestamp64Nano(Timestamp) AS start_time_unix_nano,
+    DurationNs AS duration_ns,
+    SelfTimeNs AS self_time_ns,
+    HotspotReason AS reason,
+    HotspotThresholdMs AS threshold_ms
+FROM hotspan_span_analysis FINAL
+WHERE IsHotspot AND {conditions}
+ORDER BY duration_ns DESC, trace_id, span_id
+LIMIT {{limit:UInt32}}
+"""
+"""The window's flagged spans, longest first."""
+
+FLAME_NODES = """
+WITH matched AS (
+    SELECT TraceId
+    FROM hotspan_trace_summary FINAL
+    WHERE {conditions}
+)
+SELECT
+    FlameNode AS node,
+    any(FlameParent) AS parent,
+    any(Depth) AS depth,
+    any(ServiceName) AS service_name,
+    any(SpanName) AS name,
+    sum(SelfTimeNs) AS self_ns,
+    count() AS count,
+    (SELECT count() FROM matched) AS traces
+FROM hotspan_span_analysis FINAL
+WHERE {owner} AND TraceId IN matched
+GROUP BY node
+ORDER BY depth, node
+"""
+"""Aggregated flame graph: every span of the matched traces grouped by its flame node (the path of
+``service:operation`` from its root, ``processors.pipeline.flame``), with summed self time (ns), span count and
+the number of matched traces. Nodes only; totals and the virtual root are added by the caller."""
+
+SPAN_MATCH = """TraceId IN (
+        SELECT TraceId FROM hotspan_span_analysis
+        WHERE {owner} AND {span_conditions}
+    )"""
+"""Condition on the summary: the trace has a span meeting ``{span_conditions}`` (service, operation)."""
+
+TRACE_SUMMARIES = """
+SELECT
+    TraceId AS trace_id,
+    RootSpanId AS root_span_id,
+    RootService AS root_service,
+    RootName AS root_name,
+    toUnixTimestamp64Nano(Timestamp) AS start_time_unix_nano,
+    DurationNs AS duration_ns,
+    SpanCount AS span_count,
+    ServiceCount AS service_count,
+    ErrorCount AS error_count,
+    HotspotCount AS hotspot_count,
+    RequestTenant AS tenant,
+    Model AS model,
+    LlmCalls AS llm_calls,
+    TtftNs AS ttft_ns,
+    TpotNs AS tpot_ns,
+    arrayMap(stage -> StageNs[stage], {{stages:Array(String)}}) AS stage_ns,
+    AnalysedSpans AS analysed_spans,
+    Version AS version
+FROM hotspan_trace_summary FINAL
+WHERE {conditions}
+ORDER BY start_time_unix_nano DESC, trace_id
+LIMIT {{limit:UInt32}}
+"""
+"""The window's request summaries, newest first; ``stage_ns`` lists the stage totals in ``stages`` order."""
+
+SPAN_ROWS = """
+SELECT
+    TraceId AS trace_id,
+    SpanId AS span_id,
+    ParentSpanId AS parent_span_id,
+    ServiceName AS service_name,
+    SpanName AS name,
+    SpanKind AS kind,
+    Stage AS stage,
+    toUnixTimestamp64Nano(Timestamp) AS start_time_unix_nano,
+    DurationNs AS duration_ns,
+    SelfTimeNs AS self_time_ns,
+    OnCriticalPath AS on_critical_path,
+    CriticalPathNs AS critical_path_ns,
+    Depth AS depth,
+    IsError AS is_error,
+    RequestTenant AS tenant,
+    IsHotspot AS is_hotspot,
+    HotspotReason AS hotspot_reason,
+    HotspotThresholdMs AS hotspot_threshold_ms
+FROM hotspan_span_analysis FINAL
+WHERE {conditions}
+ORDER BY start_time_unix_nano DESC, trace_id, span_id
+LIMIT {{limit:UInt32}}
+"""
+"""The window's analysed spans, newest first."""

@@ -1,0 +1,473 @@
+"""The trace pipeline's tables: its work list, the rows it writes, and the window aggregates read from them.
+
+Tables (migrations 0010-0015; SQL in :mod:`storage.analysis_sql`):
+
+- ``hotspan_trace_arrivals``: per (owner tenant, trace), the last arrival time and the arrived span count,
+  maintained by a materialized view on ``otel_traces`` (the pipeline's durable work list).
+- ``hotspan_span_analysis``: per span, :data:`SPAN_ANALYSIS_SCHEMA`.
+- ``hotspan_trace_summary``: per trace, :data:`TRACE_SUMMARY_SCHEMA`.
+
+Both derived tables are ReplacingMergeTree by ``Version``: writing a trace again (late spans) supersedes the
+earlier rows, and every read here uses ``FINAL``, so a trace is counted once.
+
+Tenancy: every read takes a keyword-only ``tenant`` (``storage.tenancy``): a name reads that owner tenant's
+rows only, ``None`` every tenant (admin only). It has no default on purpose, as in :mod:`storage.reader`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Literal, Protocol
+
+import polars as pl
+import pyarrow as pa
+
+from storage import analysis_sql
+from storage.clickhouse import ClickHouse
+from storage.tenancy import tenant_parameters
+
+GroupBy = Literal["service", "model", "tenant", ""]
+"""Grouping of the window aggregates (:data:`storage.analysis_sql.GROUP_COLUMNS`): the request's root service,
+its model, the tenant its spans name, or ``""`` for one group of every request."""
+RankingOrder = Literal["self_total_ns", "self_p95_ns"]
+
+SPAN_ANALYSIS_SCHEMA = pa.schema(
+    [
+        ("Tenant", pa.string()),
+        ("Timestamp", pa.timestamp("ns")),
+        ("TraceId", pa.string()),
+        ("SpanId", pa.string()),
+        ("ParentSpanId", pa.string()),
+        ("ServiceName", pa.string()),
+        ("SpanName", pa.string()),
+        ("SpanKind", pa.string()),
+        ("Stage", pa.string()),
+        ("DurationNs", pa.uint64()),
+        ("SelfTimeNs", pa.uint64()),
+        ("OnCriticalPath", pa.bool_()),
+        ("CriticalPathNs", pa.uint64()),
+        ("Depth", pa.uint32()),
+        ("FlameNode", pa.uint64()),
+        ("FlameParent", pa.uint64()),
+        ("IsError", pa.bool_()),
+        ("RequestTenant", pa.string()),
+        ("IsHotspot", pa.bool_()),
+        ("HotspotReason", pa.string()),
+        ("HotspotThresholdMs", pa.float64()),
+        ("Version", pa.uint64()),
+    ]
+)
+"""Arrow layout of ``hotspan_span_analysis`` rows. Tenant: the owner tenant (never ``""``); Timestamp: span
+start (ns since the epoch); ParentSpanId: the resolved parent (``""`` for a root, orphans included); Stage: the
+span's stage (a span split into vLLM phases gets its longest phase); DurationNs, SelfTimeNs, CriticalPathNs:
+ns; Depth: ancestors above the span; FlameNode/FlameParent: hashes of the ``service:operation`` path from the
+root to the span and to its parent (0 for a root); RequestTenant: the tenant the request's spans name
+(``""`` when none); HotspotReason: ``static``, ``p95``, ``sdk`` or ``""``; HotspotThresholdMs: the threshold
+crossed (null when not flagged, or when an SDK flag names none); Version: analysis version (ns clock)."""
+
+TRACE_SUMMARY_SCHEMA = pa.schema(
+    [
+        ("Tenant", pa.string()),
+        ("Timestamp", pa.timestamp("ns")),
+        ("TraceId", pa.string()),
+        ("RootSpanId", pa.string()),
+        ("RootService", pa.string()),
+        ("RootName", pa.string()),
+        ("DurationNs", pa.uint64()),
+        ("SpanCount", pa.uint32()),
+        ("ServiceCount", pa.uint32()),
+        ("ErrorCount", pa.uint32()),
+        ("HotspotCount", pa.uint32()),
+        ("RequestTenant", pa.string()),
+        ("Model", pa.string()),
+        ("LlmCalls", pa.uint32()),
+        ("TtftNs", pa.uint64()),
+        ("TpotNs", pa.float64()),
+        ("StageNs", pa.map_(pa.string(), pa.uint64())),
+        ("AnalysedSpans", pa.uint64()),
+        ("Version", pa.uint64()),
+    ]
+)
+"""Arrow layout of ``hotspan_trace_summary`` rows. Timestamp: the root span's start; DurationNs: the root's
+duration (the request's end-to-end latency); StageNs: critical-path ns per stage with time, summing to
+DurationNs; TtftNs (null when no LLM call reports one), TpotNs (ns per output token, null when unknown);
+AnalysedSpans: the arrived span count the analysis covered (``hotspan_trace_arrivals.Spans``)."""
+
+
+@dataclass(frozen=True)
+class AnalysisFilter:
+    """Filters of the window reads; ``None`` leaves one open.
+
+    Attributes:
+        start_ns, end_ns: window, ns since the Unix epoch, on the request's start (summary reads) or the
+            span's start (span reads); both ends included.
+        service: summary reads: the request's root service; span reads: the span's service.
+        operation: span reads (and the flame graph's trace match): the span name.
+        request_tenant: the tenant the request's spans name (``tenant_id``/``tenant.id`` attribute); not the
+            owner tenant, which every read takes separately.
+        model: summary reads: the request's model (``gen_ai.request.model``).
+    """
+
+    start_ns: int | None = None
+    end_ns: int | None = None
+    service: str | None = None
+    operation: str | None = None
+    request_tenant: str | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class PendingTrace:
+    """A trace due for analysis: its owner tenant, ID, last arrival (ms since the epoch, ClickHouse's clock)
+    and arrived span count."""
+
+    tenant: str
+    trace_id: str
+    last_arrival_ms: int
+    arrived_spans: int
+
+
+class AnalysisStore(Protocol):
+    """The pipeline's side of its tables and the window reads the API, UI and diagnosis use.
+
+    Contract: thread-safe; reads return empty frames (with their columns), never ``None``; writes are one
+    INSERT each, durable on return, idempotent per ``Version`` (rewriting a trace with a higher version
+    supersedes it). Raises what the ClickHouse client raises when storage fails.
+    """
+
+    def clock_ms(self) -> int:
+        """The storage clock, ms since the epoch (the clock arrivals are stamped with)."""
+        ...
+
+    def pending_traces(
+        self,
+        *,
+        cutoff_ms: int,
+        since_ms: int,
+        limit: int,
+        skipped: Sequence[str] = (),
+        shard: int = 0,
+        shards: int = 1,
+    ) -> list[PendingTrace]:
+        """Traces whose last span arrived after ``since_ms`` and at or before ``cutoff_ms`` and whose arrived
+        span count differs from their summary's (new, or late spans), oldest arrival first, at most
+        ``limit``; every owner tenant. ``skipped`` trace IDs are left out; ``shard`` of ``shards`` splits the
+        traces between pipeline instances by a hash of the trace ID."""
+        ...
+
+    def summarised(self, owner: str, trace_ids: Sequence[str]) -> set[str]:
+        """The IDs among ``trace_ids`` of owner tenant ``owner`` that already have a summary."""
+        ...
+
+    def duration_quantiles(
+        self, services: Sequence[str], start_ns: int, end_ns: int, quantile: float, min_samples: int, *, tenant: str
+    ) -> pl.DataFrame:
+        """Per (service, operation) of ``services`` with at least ``min_samples`` spans starting in
+        ``[start_ns, end_ns]``, the ``quantile`` of their duration: service_name, name (String), threshold_ns
+        (Float64 ns), samples (UInt64)."""
+        ...
+
+    def write_span_analysis(self, rows: pa.Table) -> None:
+        """Store per-span rows (:data:`SPAN_ANALYSIS_SCHEMA`)."""
+        ...
+
+    def write_trace_summaries(self, rows: pa.Table) -> None:
+        """Store per-trace rows (:data:`TRACE_SUMMARY_SCHEMA`)."""
+        ...
+
+    def stage_percentiles(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
+        """Per group and stage: group (String), stage (String, in ``stages`` order), requests (UInt64),
+        p50_ns, p95_ns, p99_ns, mean_ns (Float64 ns of the stage per request, 0 where absent), share_of_e2e
+        (Float64 in [0, 1], null for zero latency). Sorted by group, then stage order."""
+        ...
+
+    def latency_percentiles(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
+        """Per group: group, requests, then for each metric ``e2e``, ``ttft``, ``tpot``: ``<m>_requests``
+        (requests reporting it), ``<m>_p50_ns``, ``<m>_p95_ns``, ``<m>_p99_ns``, ``<m>_mean_ns`` (Float64 ns,
+        TPOT in ns per output token; null when no request reports it)."""
+        ...
+
+    def stage_shares_over_time(self, where: AnalysisFilter, bucket_ns: int, *, tenant: str | None) -> pl.DataFrame:
+        """Per time bucket and stage: bucket_start_ns (Int64), stage, requests, stage_ns, e2e_ns (UInt64 ns),
+        share_of_e2e (Float64). Sorted by bucket, then stage order."""
+        ...
+
+    def hotspot_ranking(
+        self, where: AnalysisFilter, order: RankingOrder, limit: int, *, tenant: str | None
+    ) -> pl.DataFrame:
+        """(service, operation) ranked by ``order``: service_name, name, spans, self_total_ns, self_p95_ns,
+        self_mean_ns, duration_total_ns, hotspot_spans, self_share, p95_share (see
+        :data:`storage.analysis_sql.HOTSPOT_RANKING`)."""
+        ...
+
+    def flagged_spans(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
+        """Flagged spans, longest first: trace_id, span_id, service_name, name, stage, start_time_unix_nano,
+        duration_ns, self_time_ns, reason, threshold_ms."""
+        ...
+
+    def flame_nodes(self, where: AnalysisFilter, *, tenant: str | None) -> pl.DataFrame:
+        """Aggregated flame-graph nodes of the requests matching ``where`` (window, request tenant and model on
+        the request; service and operation: the request has such a span): node, parent (UInt64 path hashes,
+        parent 0 at the top), depth, service_name, name, self_ns, count, traces (the matched request count,
+        the same on every row)."""
+        ...
+
+    def trace_summaries(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
+        """Request summaries, newest first: the columns of ``analysis.request_summary`` (tenant = the request
+        tenant) plus hotspot_count, analysed_spans, version and one ``<stage>_ns`` column per stage of
+        ``analysis.STAGES`` (UInt64 ns, 0 where absent), like ``analysis.stage_breakdown_wide``."""
+        ...
+
+    def span_rows(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
+        """Analysed spans, newest first (columns in :data:`storage.analysis_sql.SPAN_ROWS`)."""
+        ...
+
+
+class ClickHouseAnalysisStore:
+    """:class:`AnalysisStore` on ClickHouse.
+
+    Args:
+        ch: the database handle.
+        stages: stage names in display order (``analysis.STAGES``); the aggregates list stages in this order.
+    """
+
+    def __init__(self, ch: ClickHouse, stages: Sequence[str]) -> None:
+        self._ch = ch
+        self._stages = list(stages)
+
+    # --- the pipeline's side ---------------------------------------------------------------------------------
+
+    def clock_ms(self) -> int:
+        return int(self._ch.query_rows(analysis_sql.NOW_MS)[0][0])
+
+    def pending_traces(
+        self,
+        *,
+        cutoff_ms: int,
+        since_ms: int,
+        limit: int,
+        skipped: Sequence[str] = (),
+        shard: int = 0,
+        shards: int = 1,
+    ) -> list[PendingTrace]:
+        parameters = {
+            "cutoff_ms": cutoff_ms,
+            "since_ms": since_ms,
+            "limit": limit,
+            "skipped": list(skipped),
+            "shard": shard,
+            "shards": shards,
+        }
+        rows = self._ch.query_rows(analysis_sql.PENDING_TRACES, parameters)
+        return [PendingTrace(row[0], row[1], int(row[2]), int(row[3])) for row in rows]
+
+    def summarised(self, owner: str, trace_ids: Sequence[str]) -> set[str]:
+        rows = self._ch.query_rows(analysis_sql.SUMMARISED, {"owner": owner, "trace_ids": list(trace_ids)})
+        return {row[0] for row in rows}
+
+    def duration_quantiles(
+        self, services: Sequence[str], start_ns: int, end_ns: int, quantile: float, min_samples: int, *, tenant: str
+    ) -> pl.DataFrame:
+        parameters = {
+            "services": list(services),
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "quantile": quantile,
+            "min_samples": min_samples,
+            **tenant_parameters(tenant),
+        }
+        frame = self._frame(analysis_sql.DURATION_QUANTILES, parameters)
+        schema = {"service_name": pl.String, "name": pl.String, "threshold_ns": pl.Float64, "samples": pl.UInt64}
+        return frame.cast(schema) if frame.height else pl.DataFrame(schema=schema)
+
+    def write_span_analysis(self, rows: pa.Table) -> None:
+        self._insert("hotspan_span_analysis", rows, SPAN_ANALYSIS_SCHEMA)
+
+    def write_trace_summaries(self, rows: pa.Table) -> None:
+        self._insert("hotspan_trace_summary", rows, TRACE_SUMMARY_SCHEMA)
+
+    # --- window reads ----------------------------------------------------------------------------------------
+
+    def stage_percentiles(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
+        conditions, parameters = _conditions(where, analysis_sql.SUMMARY_FILTERS, tenant)
+        sql = analysis_sql.STAGE_PERCENTILES.format(group=analysis_sql.GROUP_COLUMNS[group_by], conditions=conditions)
+        frame = self._frame(sql, parameters | {"stages": self._stages})
+        schema = {
+            "group": pl.String,
+            "stage": pl.String,
+            "requests": pl.UInt64,
+            "p50_ns": pl.Float64,
+            "p95_ns": pl.Float64,
+            "p99_ns": pl.Float64,
+            "mean_ns": pl.Float64,
+            "share_of_e2e": pl.Float64,
+        }
+        if not frame.height:
+            return pl.DataFrame(schema=schema)
+        return frame.rename({"group_key": "group"}).select(list(schema)).cast(schema)
+
+    def latency_percentiles(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
+        conditions, parameters = _conditions(where, analysis_sql.SUMMARY_FILTERS, tenant)
+        sql = analysis_sql.LATENCY_PERCENTILES.format(group=analysis_sql.GROUP_COLUMNS[group_by], conditions=conditions)
+        frame = self._frame(sql, parameters)
+        metrics = ("e2e", "ttft", "tpot")
+        schema = {"group": pl.String, "requests": pl.UInt64} | {
+            f"{metric}_{part}": pl.UInt64 if part == "requests" else pl.Float64
+            for metric in metrics
+            for part in ("requests", "p50_ns", "p95_ns", "p99_ns", "mean_ns")
+        }
+        if not frame.height:
+            return pl.DataFrame(schema=schema)
+        frame = frame.rename({"group_key": "group"}).with_columns(pl.col("requests").alias("e2e_requests"))
+        columns = []
+        for metric in metrics:
+            # A metric no request of the group reports reads null, not ClickHouse's nan or zero.
+            reported = pl.col(f"{metric}_requests") > 0
+            columns += [
+                pl.when(reported).then(pl.col(metric).list.get(i)).alias(f"{metric}_{name}")
+                for i, name in enumerate(("p50_ns", "p95_ns", "p99_ns"))
+            ]
+            columns.append(pl.when(reported).then(pl.col(f"{metric}_mean_ns")).alias(f"{metric}_mean_ns"))
+        return frame.with_columns(columns).select(list(schema)).cast(schema)
+
+    def stage_shares_over_time(self, where: AnalysisFilter, bucket_ns: int, *, tenant: str | None) -> pl.DataFrame:
+        conditions, parameters = _conditions(where, analysis_sql.SUMMARY_FILTERS, tenant)
+        sql = analysis_sql.STAGE_SHARES_OVER_TIME.format(conditions=conditions)
+        frame = self._frame(sql, parameters | {"stages": self._stages, "bucket_ns": bucket_ns})
+        schema = {
+            "bucket_start_ns": pl.Int64,
+            "stage": pl.String,
+            "requests": pl.UInt64,
+            "stage_ns": pl.UInt64,
+            "e2e_ns": pl.UInt64,
+            "share_of_e2e": pl.Float64,
+        }
+        return frame.select(list(schema)).cast(schema) if frame.height else pl.DataFrame(schema=schema)
+
+    def hotspot_ranking(
+        self, where: AnalysisFilter, order: RankingOrder, limit: int, *, tenant: str | None
+    ) -> pl.DataFrame:
+        conditions, parameters = _conditions(where, analysis_sql.SPAN_FILTERS, tenant)
+        sql = analysis_sql.HOTSPOT_RANKING.format(conditions=conditions, order=analysis_sql.RANKING_ORDERS[order])
+        frame = self._frame(sql, parameters | {"limit": limit})
+        schema = {
+            "service_name": pl.String,
+            "name": pl.String,
+            "spans": pl.UInt64,
+            "self_total_ns": pl.UInt64,
+            "self_p95_ns": pl.Float64,
+            "self_mean_ns": pl.Float64,
+            "duration_total_ns": pl.UInt64,
+            "hotspot_spans": pl.UInt64,
+            "self_share": pl.Float64,
+            "p95_share": pl.Float64,
+        }
+        return frame.select(list(schema)).cast(schema) if frame.height else pl.DataFrame(schema=schema)
+
+    def flagged_spans(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
+        conditions, parameters = _conditions(where, analysis_sql.SPAN_FILTERS, tenant)
+        frame = self._frame(analysis_sql.FLAGGED_SPANS.format(conditions=conditions), parameters | {"limit": limit})
+        schema = {
+            "trace_id": pl.String,
+            "span_id": pl.String,
+            "service_name": pl.String,
+            "name": pl.String,
+            "stage": pl.String,
+            "start_time_unix_nano": pl.Int64,
+            "duration_ns": pl.UInt64,
+            "self_time_ns": pl.UInt64,
+            "reason": pl.String,
+            "threshold_ms": pl.Float64,
+        }
+        return frame.select(list(schema)).cast(schema) if frame.height else pl.DataFrame(schema=schema)
+
+    def flame_nodes(self, where: AnalysisFilter, *, tenant: str | None) -> pl.DataFrame:
+        summary_where = AnalysisFilter(where.start_ns, where.end_ns, None, None, where.request_tenant, where.model)
+        conditions, parameters = _conditions(summary_where, analysis_sql.SUMMARY_FILTERS, tenant)
+        span_where = AnalysisFilter(service=where.service, operation=where.operation)
+        span_conditions, span_parameters = _conditions(span_where, analysis_sql.SPAN_FILTERS, tenant)
+        if where.service is not None or where.operation is not None:
+            # The span conditions are fixed fragments (their values travel as parameters), so nesting is safe.
+            match = analysis_sql.SPAN_MATCH.format(owner=analysis_sql.OWNER_FILTER, span_conditions=span_conditions)
+            conditions = f"{conditions} AND {match}"
+            parameters |= span_parameters
+        sql = analysis_sql.FLAME_NODES.format(conditions=conditions, owner=analysis_sql.OWNER_FILTER)
+        frame = self._frame(sql, parameters)
+        schema = {
+            "node": pl.UInt64,
+            "parent": pl.UInt64,
+            "depth": pl.UInt32,
+            "service_name": pl.String,
+            "name": pl.String,
+            "self_ns": pl.UInt64,
+            "count": pl.UInt64,
+            "traces": pl.UInt64,
+        }
+        return frame.select(list(schema)).cast(schema) if frame.height else pl.DataFrame(schema=schema)
+
+    def trace_summaries(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
+        conditions, parameters = _conditions(where, analysis_sql.SUMMARY_FILTERS, tenant)
+        sql = analysis_sql.TRACE_SUMMARIES.format(conditions=conditions)
+        frame = self._frame(sql, parameters | {"stages": self._stages, "limit": limit})
+        stage_columns = [f"{stage}_ns" for stage in self._stages]
+        schema = {
+            "trace_id": pl.String,
+            "root_span_id": pl.String,
+            "root_service": pl.String,
+            "root_name": pl.String,
+            "start_time_unix_nano": pl.Int64,
+            "duration_ns": pl.Int64,
+            "span_count": pl.UInt32,
+            "service_count": pl.UInt32,
+            "error_count": pl.UInt32,
+            "hotspot_count": pl.UInt32,
+            "tenant": pl.String,
+            "model": pl.String,
+            "llm_calls": pl.UInt32,
+            "ttft_ns": pl.Int64,
+            "tpot_ns": pl.Float64,
+            "analysed_spans": pl.UInt64,
+            "version": pl.UInt64,
+        } | dict.fromkeys(stage_columns, pl.UInt64)
+        if not frame.height:
+            return pl.DataFrame(schema=schema)
+        stages = frame.select(pl.col("stage_ns").list.get(i).alias(column) for i, column in enumerate(stage_columns))
+        # Empty strings are how the table stores "none"; the analysis frames say null.
+        named = [pl.col(name).replace("", None).alias(name) for name in ("tenant", "model")]
+        return (
+            pl.concat([frame.drop("stage_ns").with_columns(named), stages], how="horizontal")
+            .select(list(schema))
+            .cast(schema)
+        )
+
+    def span_rows(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
+        conditions, parameters = _conditions(where, analysis_sql.SPAN_FILTERS, tenant)
+        return self._frame(analysis_sql.SPAN_ROWS.format(conditions=conditions), parameters | {"limit": limit})
+
+    # --- helpers ---------------------------------------------------------------------------------------------
+
+    def _frame(self, sql: str, parameters: dict[str, object]) -> pl.DataFrame:
+        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters))
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def _insert(self, table: str, rows: pa.Table, schema: pa.Schema) -> None:
+        if rows.num_rows == 0:
+            return
+        if not rows.schema.equals(schema):
+            raise ValueError(f"rows for {table} do not have its layout: {rows.schema}")
+        self._ch.insert_arrow(table, rows)
+
+
+def _conditions(where: AnalysisFilter, filters: dict[str, str], tenant: str | None) -> tuple[str, dict[str, object]]:
+    """The owner-tenant condition and every filter of ``filters`` whose field in ``where`` is set, joined by
+    AND, with their parameters."""
+    conditions = [analysis_sql.OWNER_FILTER]
+    parameters: dict[str, object] = dict(tenant_parameters(tenant))
+    for field in fields(where):
+        value = getattr(where, field.name)
+        if value is not None and field.name in filters:
+            conditions.append(filters[field.name])
+            parameters[field.name] = value
+    return " AND ".join(conditions), parameters

@@ -1,0 +1,252 @@
+"""The analysis pages' pure builders (``dashboards.analysis_figures``) on hand-built frames: stage colors, the
+critical-path overlay, the stage bar, shares over time, percentile and hotspot tables, the aggregated flame
+graph and the finding cards."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+from dash import dcc, html
+from dash.development.base_component import Component
+from dash_support import T0_NS, spans_frame
+
+from analysis import STAGES
+from dashboards.analysis_figures import (
+    CRITICAL_COLOR,
+    STAGE_COLORS,
+    add_critical_path,
+    aggregated_flame_figure,
+    finding_cards,
+    hotspot_table,
+    latency_facts,
+    stage_bar_figure,
+    stage_percentile_table,
+    stage_shares_figure,
+)
+from dashboards.figures import waterfall_figure
+from dashboards.span_tree import span_tree
+from dashboards.windows import analysis_window
+from diagnosis import Finding
+
+MS = 1_000_000
+
+
+def _walk(component: object) -> list[Component]:
+    """Every component under ``component`` (itself included), depth first."""
+    if not isinstance(component, Component):
+        return []
+    found = [component]
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list | tuple) else [children]:
+        found += _walk(child)
+    return found
+
+
+def _texts(component: object) -> list[str]:
+    """Every string child under ``component``."""
+    texts = []
+    for node in _walk(component):
+        children = getattr(node, "children", None)
+        for child in children if isinstance(children, list | tuple) else [children]:
+            if isinstance(child, str):
+                texts.append(child)
+    return texts
+
+
+def _rows(table: Component, class_name: str) -> list[Component]:
+    """The rows of ``table`` with ``class_name``."""
+    return [node for node in _walk(table) if getattr(node, "className", None) == class_name]
+
+
+def _finite(values: object) -> bool:
+    return all(math.isfinite(float(v)) for v in np.asarray(values, dtype=float).ravel())
+
+
+def test_every_stage_has_a_distinct_color() -> None:
+    assert list(STAGE_COLORS) == list(STAGES)
+    assert len(set(STAGE_COLORS.values())) == len(STAGES)
+
+
+def test_critical_path_overlay_lands_on_span_rows_relative_to_trace_start() -> None:
+    # root 0..10 ms; child a 1..4 ms; child b 5..9 ms (b runs after a, both on the critical path).
+    spans = spans_frame([("r", "", 0, 10 * MS), ("a", "r", 1 * MS, 3 * MS), ("b", "r", 5 * MS, 4 * MS)])
+    tree = span_tree(spans)
+    sections = pl.DataFrame(
+        {
+            "span_id": ["r", "a", "r", "b", "r"],
+            "service_name": ["svc-a", "svc-b", "svc-a", "svc-a", "svc-a"],
+            "name": ["op-r", "op-a", "op-r", "op-b", "op-r"],
+            "stage": ["agent", "tool", "agent", "retrieval", "agent"],
+            "start_ns": [T0_NS + x * MS for x in (0, 1, 4, 5, 9)],
+            "end_ns": [T0_NS + x * MS for x in (1, 4, 5, 9, 10)],
+            "duration_ns": [x * MS for x in (1, 3, 1, 4, 1)],
+        }
+    )
+    figure = add_critical_path(waterfall_figure(spans, tree), spans, tree, sections)
+    overlay = next(trace for trace in figure.data if trace.name == "critical path")
+    assert overlay.showlegend and overlay.marker.color == CRITICAL_COLOR
+    rows = {span_id: index for index, span_id in enumerate(spans["span_id"].to_list()[row] for row in tree.order)}
+    assert list(overlay.y) == [rows[s] for s in ("r", "a", "r", "b", "r")]
+    assert list(overlay.base) == [0.0, 1.0, 4.0, 5.0, 9.0]
+    assert sum(overlay.x) == 10.0  # the sections tile the root's 10 ms
+    assert [list(c) for c in overlay.customdata][1] == [spans["span_id"].to_list().index("a"), "a"]
+
+
+def test_critical_path_overlay_skips_unknown_spans_and_empty_input() -> None:
+    spans = spans_frame([("r", "", 0, 10 * MS)])
+    tree = span_tree(spans)
+    base = waterfall_figure(spans, tree)
+    traces = len(base.data)
+    empty = pl.DataFrame(schema={"span_id": pl.String, "start_ns": pl.Int64, "duration_ns": pl.Int64})
+    assert len(add_critical_path(base, spans, tree, empty).data) == traces
+    gone = pl.DataFrame(
+        {"span_id": ["zz"], "service_name": ["x"], "name": ["y"], "stage": ["other"]}
+        | {"start_ns": [T0_NS], "end_ns": [T0_NS + MS], "duration_ns": [MS]}
+    )
+    assert len(add_critical_path(base, spans, tree, gone).data) == traces
+
+
+def test_stage_bar_stacks_present_stages_in_taxonomy_order_summing_to_total() -> None:
+    stages = dict.fromkeys(STAGES, 0) | {"llm.decode": 6 * MS, "agent": 1 * MS, "llm.queue": 3 * MS}
+    figure = stage_bar_figure(stages, 10 * MS)
+    assert [trace.name for trace in figure.data] == ["agent", "llm.queue", "llm.decode"]
+    assert [trace.marker.color for trace in figure.data] == [
+        STAGE_COLORS[s] for s in ("agent", "llm.queue", "llm.decode")
+    ]
+    assert sum(trace.x[0] for trace in figure.data) == 10.0
+    assert figure.layout.barmode == "stack"
+    assert not stage_bar_figure(dict.fromkeys(STAGES, 0), 0).data  # an empty figure, no bars
+
+
+def test_stage_shares_figure_has_no_nan_and_each_bucket_sums_to_its_share() -> None:
+    shares = pl.DataFrame(
+        {
+            "bucket_start_ns": [T0_NS, T0_NS, T0_NS, T0_NS + 60 * 10**9, T0_NS + 60 * 10**9],
+            "stage": ["agent", "llm.decode", "tool", "agent", "llm.decode"],
+            "requests": [2, 2, 2, 1, 1],
+            "stage_ns": [1, 3, 0, 1, 1],
+            "e2e_ns": [4, 4, 4, 2, 2],
+            "share_of_e2e": [0.25, 0.75, None, 0.5, 0.5],  # a null share (zero latency) must not leak as NaN
+        }
+    )
+    figure = stage_shares_figure(shares)
+    assert [trace.name for trace in figure.data] == ["agent", "llm.decode"]  # tool has no time: no trace
+    assert all(_finite(trace.y) for trace in figure.data)
+    per_bucket = np.sum([np.asarray(trace.y, dtype=float) for trace in figure.data], axis=0)
+    assert np.allclose(per_bucket, [100.0, 100.0])
+    assert not stage_shares_figure(shares.clear()).data
+
+
+def test_stage_percentile_table_lists_stages_with_time_in_ms_and_share() -> None:
+    percentiles = pl.DataFrame(
+        {
+            "group": ["", "", ""],
+            "stage": ["agent", "llm.decode", "tool"],
+            "requests": [4, 4, 4],
+            "p50_ns": [1.0 * MS, 6.0 * MS, 0.0],
+            "p95_ns": [2.0 * MS, 9.5 * MS, 0.0],
+            "p99_ns": [2.5 * MS, 9.9 * MS, 0.0],
+            "mean_ns": [1.2 * MS, 6.5 * MS, 0.0],
+            "share_of_e2e": [0.15, 0.85, 0.0],
+        }
+    )
+    table = stage_percentile_table(percentiles)
+    rows = _rows(table, "hs-stage-row")
+    assert len(rows) == 2  # a stage with no time is left out
+    cells = _texts(rows[1])
+    assert cells[:2] == ["llm.decode", "4"] and "9.500" in cells and "85.0%" in cells
+    assert "nan" not in " ".join(_texts(table)).lower()
+    assert isinstance(stage_percentile_table(percentiles.clear()), html.P)
+
+
+def test_latency_facts_show_dashes_for_metrics_no_request_reports() -> None:
+    latency = pl.DataFrame(
+        {"group": [""], "requests": [3]}
+        | {f"e2e_{p}": [v * MS] for p, v in (("p50_ns", 10.0), ("p95_ns", 20.0), ("p99_ns", 30.0))}
+        | {f"ttft_{p}": [None] for p in ("p50_ns", "p95_ns", "p99_ns")}
+        | {f"tpot_{p}": [float("nan")] for p in ("p50_ns", "p95_ns", "p99_ns")},
+    )
+    texts = _texts(latency_facts(latency))
+    assert "10.000 / 20.000 / 30.000" in texts
+    assert texts.count("— / — / —") == 2
+    ids = {node.id for node in _walk(latency_facts(latency)) if getattr(node, "id", None)}
+    assert ids == {"stages-fact-e2e", "stages-fact-ttft", "stages-fact-tpot"}
+
+
+def test_hotspot_table_shows_share_column_asked_for() -> None:
+    ranking = pl.DataFrame(
+        {
+            "service_name": ["agent", "vllm"],
+            "name": ["plan", "llm_request"],
+            "spans": [10, 4],
+            "self_total_ns": [30 * MS, 10 * MS],
+            "self_p95_ns": [5.0 * MS, 3.0 * MS],
+            "self_mean_ns": [3.0 * MS, 2.5 * MS],
+            "duration_total_ns": [40 * MS, 10 * MS],
+            "hotspot_spans": [2, 0],
+            "self_share": [0.75, 0.25],
+            "p95_share": [0.625, 0.375],
+        },
+        schema_overrides={"spans": pl.UInt64, "self_total_ns": pl.UInt64, "hotspot_spans": pl.UInt64},
+    )
+    rows = _rows(hotspot_table(ranking, "p95_share"), "hs-hotspot-row")
+    assert [_texts(row)[:2] for row in rows] == [["agent", "plan"], ["vllm", "llm_request"]]
+    assert _texts(rows[0])[-1] == "62.5%" and _texts(rows[0])[3] == "30.000"
+    assert _texts(_rows(hotspot_table(ranking, "self_share"), "hs-hotspot-row")[1])[-1] == "25.0%"
+    assert isinstance(hotspot_table(ranking.clear(), "self_share"), html.P)
+
+
+def test_aggregated_flame_figure_keeps_ids_parents_and_total_values() -> None:
+    flame = pl.DataFrame(
+        {
+            "id": ["root", "a" * 16, "b" * 16, "c" * 16],
+            "parent": ["", "root", "a" * 16, "a" * 16],
+            "label": ["all traces", "agent:plan", "vllm:llm_request", "tools:search"],
+            "service_name": ["", "agent", "vllm", "tools"],
+            "name": ["", "plan", "llm_request", "search"],
+            "depth": [0, 1, 2, 2],
+            "self_ns": [0, 2 * MS, 5 * MS, 3 * MS],
+            "total_ns": [10 * MS, 10 * MS, 5 * MS, 3 * MS],
+            "count": [7, 7, 7, 3],
+        }
+    )
+    icicle = aggregated_flame_figure(flame).data[0]
+    assert list(icicle.ids) == flame["id"].to_list() and list(icicle.parents) == flame["parent"].to_list()
+    assert list(icicle.values) == [10 * MS, 10 * MS, 5 * MS, 3 * MS]
+    assert icicle.branchvalues == "total"
+    assert icicle.customdata[0] == "7 traces" and icicle.customdata[3].endswith("3 spans")
+    assert len(set(icicle.marker.colors[1:])) == 3  # one color per service
+    assert not aggregated_flame_figure(flame.head(1)).data  # the root alone: nothing analysed
+
+
+def test_finding_cards_show_badge_evidence_remedy_and_trace_links() -> None:
+    finding = Finding(
+        cause="queue_saturation",
+        title="Requests wait 40% of their time in vLLM's queue",
+        severity="critical",
+        confidence=0.82,
+        evidence={"queue_share_p95": 0.4, "queue_ms_p95": 812.5, "example_trace_ids": ["ab" * 16, "cd" * 16]},
+        remedy="Add replicas or lower max_num_seqs.",
+    )
+    cards = finding_cards([finding], "/ui/trace/")
+    texts = _texts(cards)
+    assert "critical" in texts and "confidence 82%" in texts and finding.title in texts
+    assert "queue_share_p95" in texts and "0.4" in texts and "812.5" in texts
+    assert "example_trace_ids" not in texts  # shown as links instead
+    links = [node for node in _walk(cards) if isinstance(node, dcc.Link)]
+    assert [link.href for link in links] == [f"/ui/trace/{'ab' * 16}", f"/ui/trace/{'cd' * 16}"]
+    badge = next(node for node in _walk(cards) if getattr(node, "className", "").startswith("hs-badge"))
+    assert badge.className == "hs-badge hs-badge-critical"
+
+
+def test_finding_cards_without_findings_say_so() -> None:
+    assert "No findings" in _texts(finding_cards([], "/ui/trace/"))
+
+
+def test_analysis_window_opens_both_ends_for_all_only() -> None:
+    now = T0_NS
+    assert analysis_window("all", now, (now - 3600 * 10**9, now))[:2] == (None, None)
+    start, end, step = analysis_window("1h", now, None)
+    assert (start, end) == (now - 3600 * 10**9, now) and step % 60 == 0

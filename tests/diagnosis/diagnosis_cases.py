@@ -1,0 +1,181 @@
+"""For each rule, a hand-built window that shows its cause (``trigger``) and one that comes close without
+showing it (``near_miss``). Numbers are in ms and sized so each case sits clearly on its side of the rule's
+packaged thresholds (``diagnosis/rules.yaml``); the tests state the margins."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from diagnosis_support import Chat, Request, SpanSpec, build_all, clean_requests
+
+from diagnosis import EngineMetrics
+
+
+def queue_saturation(queue_ms: float) -> list[SpanSpec]:
+    """12 requests arriving 20 ms apart onto one engine; each waits ``queue_ms`` more than the one before
+    (queueing grows with the requests already in flight)."""
+    return build_all(
+        Request(trace=i, start_ms=i * 20.0, chats=(Chat(prompt=f"queued {i}", queue_ms=queue_ms * (i + 1)),))
+        for i in range(12)
+    )
+
+
+def prefix_repeats(repeat_prefill_ms: float, cached_tokens: int | None = None) -> list[SpanSpec]:
+    """12 sequential requests in three conversations (``gen_ai.conversation.id``) of 3,000-token prompts: the
+    first call of a conversation prefills in 60 ms, the nine later ones in ``repeat_prefill_ms``."""
+    requests = []
+    for i in range(12):
+        first = i < 3
+        chat = Chat(
+            prompt=f"turn {i}",
+            conversation=f"conversation-{i % 3}",
+            prompt_tokens=3_000,
+            prefill_ms=60.0 if first else repeat_prefill_ms,
+            cached_tokens=None if first or cached_tokens is None else cached_tokens,
+        )
+        requests.append(Request(trace=i, start_ms=i * 250.0, chats=(chat,)))
+    return build_all(requests)
+
+
+def prefix_metrics(queries: float, hits: float, prompt_tokens: float = 36_000) -> EngineMetrics:
+    """Engine metrics over a window with the given prefix-cache counter increases (tokens)."""
+    return EngineMetrics(
+        source="http://prometheus.test",
+        prefix_cache_queries_tokens=queries,
+        prefix_cache_hits_tokens=hits,
+        prompt_tokens=prompt_tokens,
+    )
+
+
+def tokenizer_loads(every_call: bool, traced: bool = True, load_ms: float = 5.0) -> list[SpanSpec]:
+    """16 requests over four tokenizer workers. Loading (``load_ms``) happens on every call, or only on each
+    worker's first; ``traced=False`` records no ``load_tokenizer`` span, only a slower ``tokenize``."""
+    requests = []
+    for i in range(16):
+        cold = every_call or i < 4
+        chat = Chat(
+            prompt=f"tokenizing {i}",
+            tokenizer_worker=i % 4,
+            load_tokenizer_ms=load_ms if cold and traced else 0.0,
+            tokenize_ms=0.6 + (load_ms if cold and not traced else 0.0),
+        )
+        requests.append(Request(trace=i, start_ms=i * 120.0, chats=(chat,)))
+    return build_all(requests)
+
+
+def tokenizer_reloads_untraced() -> list[SpanSpec]:
+    """16 requests over four workers, no loading spans: each worker's first call and its last two take 8 ms
+    longer (two thirds of the calls after a worker's first reload)."""
+    requests = []
+    for i in range(16):
+        cold = i < 4 or i >= 8
+        chat = Chat(prompt=f"q{i}", tokenizer_worker=i % 4, tokenize_ms=8.6 if cold else 0.6)
+        requests.append(Request(trace=i, start_ms=i * 120.0, chats=(chat,)))
+    return build_all(requests)
+
+
+def connections(connecting: int, tls_ms: float = 6.0, count: int = 10) -> list[SpanSpec]:
+    """``count`` sequential requests; the first ``connecting`` LLM calls open a TCP connection (3 ms) and do a
+    TLS handshake (``tls_ms``)."""
+    return build_all(
+        Request(
+            trace=i,
+            start_ms=i * 150.0,
+            chats=(
+                Chat(
+                    prompt=f"connecting {i}",
+                    connect_ms=3.0 if i < connecting else 0.0,
+                    tls_ms=tls_ms if i < connecting else 0.0,
+                ),
+            ),
+        )
+        for i in range(count)
+    )
+
+
+def decode_heavy(batched: bool) -> list[SpanSpec]:
+    """Requests generating 40 tokens. Not batched: 12, one after another, 400 ms of decode each. Batched: 12
+    alone at 300 ms, then two rounds of six at once at 700 ms each (TPOT 2.3x in a batch of six)."""
+    if not batched:
+        return build_all(
+            Request(trace=i, start_ms=i * 600.0, chats=(Chat(prompt=f"long {i}", decode_ms=400.0),)) for i in range(12)
+        )
+    alone = [
+        Request(trace=i, start_ms=i * 500.0, chats=(Chat(prompt=f"alone {i}", decode_ms=300.0),)) for i in range(12)
+    ]
+    together = [
+        Request(
+            trace=12 + i, start_ms=7_000.0 + (i // 6) * 1_000.0, chats=(Chat(prompt=f"batch {i}", decode_ms=700.0),)
+        )
+        for i in range(12)
+    ]
+    return build_all(alone + together)
+
+
+def validation(validate_ms: float) -> list[SpanSpec]:
+    """The clean window with tool argument validation taking ``validate_ms`` per call."""
+    return build_all(replace(request, validate_ms=validate_ms) for request in clean_requests())
+
+
+def repeated_prompts(same: bool, first_fails: bool = False, hashed: bool = True) -> list[SpanSpec]:
+    """10 requests with two 20 ms-decode chat calls each: the same prompt twice (``same``; the engine's prefix
+    cache serves the repeat, so its prefill is short) or two different ones; the first may fail (a retry
+    follows), and prompts may go unhashed (only model and token counts to compare)."""
+    requests = []
+    for i in range(10):
+        first = Chat(prompt=f"q{i}", status="Error" if first_fails else "Unset", prompt_hashed=hashed, decode_ms=20.0)
+        second = Chat(
+            prompt=f"q{i}" if same else f"q{i} with the tool result",
+            prompt_hashed=hashed,
+            decode_ms=20.0,
+            prefill_ms=1.0 if same else 8.0,
+        )
+        requests.append(Request(trace=i, start_ms=i * 200.0, chats=(first, second)))
+    return build_all(requests)
+
+
+def retrieval(top_k: int, deserialize_ms: float, retrieval_ms: float = 1.0) -> list[SpanSpec]:
+    """The clean window with retrieval asking for ``top_k`` documents and decoding them in ``deserialize_ms``."""
+    return build_all(
+        replace(request, retrieval_top_k=top_k, deserialize_ms=deserialize_ms, retrieval_ms=retrieval_ms)
+        for request in clean_requests()
+    )
+
+
+def loop_blocking(response_lag_ms: float) -> list[SpanSpec]:
+    """Eight requests, 60 ms apart, each making a 50 ms tool call and then a 30 ms LLM call. Each LLM call ends
+    during the next request's tool call; the agent reacts to its answer ``response_lag_ms`` later. A blocked
+    loop reacts only after that tool call returns (35 ms); a free loop at once (0.5 ms)."""
+    return build_all(
+        Request(
+            trace=i,
+            start_ms=i * 60.0,
+            retrieval_top_k=None,
+            tool_ms=50.0,
+            chats=(
+                Chat(
+                    prompt=f"q{i}",
+                    prefill_ms=5.0,
+                    decode_ms=25.0,
+                    queue_ms=0.1,
+                    response_lag_ms=response_lag_ms,
+                ),
+            ),
+        )
+        for i in range(8)
+    )
+
+
+def idle_loop() -> list[SpanSpec]:
+    """Requests whose tool calls only ever overlap other requests' long LLM waits: nothing arrives during a tool
+    call, so an idle loop looks frozen, and must not be mistaken for a blocked one."""
+    return build_all(
+        Request(
+            trace=i,
+            start_ms=i * 60.0,
+            retrieval_top_k=None,
+            tool_ms=50.0,
+            chats=(Chat(prompt=f"q{i}", decode_ms=400.0),),
+        )
+        for i in range(8)
+    )

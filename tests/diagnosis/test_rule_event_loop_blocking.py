@@ -1,0 +1,26 @@
+"""event_loop_blocking: a synchronous call that freezes the agent's event loop for every other request."""
+
+from __future__ import annotations
+
+import diagnosis_cases as cases
+from diagnosis_support import by_cause, diagnose
+
+
+def test_blocking_tool_calls_freeze_the_process() -> None:
+    # Each tool call holds the loop while the previous request's LLM answer waits 35 ms to be read.
+    finding = by_cause(diagnose(cases.loop_blocking(35.0)))["event_loop_blocking"]
+    evidence = finding.evidence
+    assert evidence["operation_name"] == "POST /v1/tools/catalogue_lookup"
+    assert evidence["service_name"] == "agent"
+    assert evidence["frozen_call_count"] == evidence["eligible_call_count"] == 7
+    assert evidence["stall_ms_total"] > 7 * 25
+    assert finding.severity == "critical"
+
+
+def test_a_free_loop_handles_answers_during_the_call() -> None:
+    assert "event_loop_blocking" not in by_cause(diagnose(cases.loop_blocking(0.5)))
+
+
+def test_an_idle_loop_is_not_a_blocked_one() -> None:
+    # Every other request waits on a 400 ms generation during each tool call: nothing to do, nothing frozen.
+    assert "event_loop_blocking" not in by_cause(diagnose(cases.idle_loop()))

@@ -1,0 +1,67 @@
+"""The trace reader's SQL: every read of ``otel_traces`` carries the tenant condition, and the tenant travels
+as a bound parameter, never as SQL text. Checked on the SQL the reader actually sends (a recording store)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from storage import trace_sql
+from storage.reader import ClickHouseTraceReader, TraceQuery
+from storage.tenancy import ALL_TENANTS
+
+
+class RecordingStore:
+    """Stands in for :class:`storage.clickhouse.ClickHouse`: records each statement and answers nothing."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def query_rows(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple]:
+        self.sent.append((sql, dict(parameters or {})))
+        return []
+
+    def query_arrow(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pa.Table:
+        self.sent.append((sql, dict(parameters or {})))
+        return pa.table({})
+
+
+QUERY = TraceQuery(service="s", operation="o", attributes=(("k", "v"),), status_code="Error", min_duration_ns=1)
+READS = {
+    "services": lambda r, t: r.services(tenant=t),
+    "operations": lambda r, t: r.operations("s", tenant=t),
+    "search": lambda r, t: r.search(QUERY, tenant=t),
+    "trace": lambda r, t: r.trace("0" * 32, tenant=t),
+    "search_spans": lambda r, t: r.search_spans(QUERY, tenant=t),
+    "dependencies": lambda r, t: r.dependencies(0, 1, tenant=t),
+}
+
+
+@pytest.mark.parametrize("read", list(READS))
+@pytest.mark.parametrize("tenant", ["acme", ALL_TENANTS])
+def test_every_read_of_otel_traces_is_tenant_filtered(read: str, tenant: str | None) -> None:
+    store = RecordingStore()
+    READS[read](ClickHouseTraceReader(store), tenant)  # type: ignore[arg-type]
+    ((sql, parameters),) = store.sent
+    assert sql.count("FROM otel_traces") >= 1
+    assert sql.count("FROM otel_traces") == sql.count(trace_sql.TENANT_FILTER)
+    assert parameters["tenant"] == (tenant or "") and parameters["all_tenants"] is (tenant is None)
+    assert "acme" not in sql
+
+
+def test_a_bad_tenant_name_never_reaches_the_store() -> None:
+    store = RecordingStore()
+    with pytest.raises(ValueError):
+        ClickHouseTraceReader(store).services(tenant="x' OR 1=1 --")  # type: ignore[arg-type]
+    assert store.sent == []
+
+
+def test_reads_need_an_explicit_tenant() -> None:
+    reader = ClickHouseTraceReader(RecordingStore())  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        reader.services()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        reader.trace("0" * 32)  # type: ignore[call-arg]

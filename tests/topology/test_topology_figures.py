@@ -1,0 +1,173 @@
+"""Pure builders of the Topology and Services pages, tested without a browser."""
+
+from __future__ import annotations
+
+import base64
+
+import polars as pl
+import pytest
+from dash import html
+
+from dashboards.figures import ERROR_COLOR, NEUTRAL_COLOR
+from dashboards.services_figures import (
+    MAX_LINES,
+    engine_metrics_figure,
+    red_latency_figure,
+    red_table,
+    sparkline_data_uri,
+)
+from dashboards.topology_figures import (
+    GOOD_COLOR,
+    cytoscape_elements,
+    cytoscape_layout,
+    cytoscape_stylesheet,
+    edge_id,
+    error_rate_color,
+    latency_color,
+)
+from dashboards.windows import rollup_window
+from processors.pipeline.service_graph import topology_nodes
+
+NS = 1_000_000_000
+T0 = 1_730_000_000 * NS
+
+
+def edges_frame(rows: list[tuple[str, str, str, int, int, float | None, float | None]]) -> pl.DataFrame:
+    """Edges as the rollup reader returns them from ``(client, server, type, calls, errors, client p95 ms,
+    server p95 ms)``; p50 and p99 are p95 halved and doubled."""
+    data: dict[str, list] = {name: [] for name in ("client", "server", "connection_type", "calls", "errors")}
+    for side in ("client", "server"):
+        for q in ("p50", "p95", "p99"):
+            data[f"{side}_{q}_ns"] = []
+    for client, server, kind, calls, errors, client_ms, server_ms in rows:
+        for name, item in zip(
+            ("client", "server", "connection_type", "calls", "errors"),
+            (client, server, kind, calls, errors),
+            strict=True,
+        ):
+            data[name].append(item)
+        for side, ms in (("client", client_ms), ("server", server_ms)):
+            for q, factor in (("p50", 0.5), ("p95", 1.0), ("p99", 2.0)):
+                data[f"{side}_{q}_ns"].append(None if ms is None else ms * factor * 1e6)
+    return pl.DataFrame(
+        data,
+        schema_overrides={k: pl.Float64 for k in data if k.endswith("_ns")} | {"calls": pl.UInt64, "errors": pl.UInt64},
+    )
+
+
+EDGES = edges_frame(
+    [
+        ("user", "gateway", "virtual", 100, 0, None, 120.0),
+        ("gateway", "engine", "plain", 100, 10, 110.0, 100.0),
+        ("gateway", "pg", "database", 10, 0, 2.0, None),
+    ]
+)
+
+
+def test_nodes_are_sized_by_calls_and_typed_by_kind() -> None:
+    nodes = topology_nodes(EDGES, ["gateway", "engine"])
+    elements = cytoscape_elements(nodes, EDGES)
+    by_id = {e["data"]["id"]: e["data"] for e in elements}
+    assert by_id["pg"]["kind"] == "database" and by_id["user"]["kind"] == "user"
+    assert by_id["gateway"]["size"] == by_id["engine"]["size"] > by_id["pg"]["size"]
+    edge = by_id[edge_id("gateway", "engine", "plain")]
+    assert (edge["source"], edge["target"], edge["calls"], edge["error_rate"]) == ("gateway", "engine", 100, 0.1)
+    assert edge["p95_ms"] == 110.0  # the caller's view
+    assert by_id[edge_id("user", "gateway", "virtual")]["p95_ms"] == 120.0  # no client span: the server's
+    assert edge["color"] == ERROR_COLOR  # 10 % errors is past the red end of the scale
+    assert by_id[edge_id("gateway", "pg", "database")]["color"] == GOOD_COLOR
+
+
+def test_edges_colored_by_p95() -> None:
+    elements = cytoscape_elements(topology_nodes(EDGES, ["gateway", "engine"]), EDGES, "p95")
+    colors = {e["data"]["id"]: e["data"]["color"] for e in elements if "source" in e["data"]}
+    assert colors[edge_id("gateway", "pg", "database")] != colors[edge_id("gateway", "engine", "plain")]
+    assert latency_color(None) == NEUTRAL_COLOR
+    assert latency_color(0.5) == GOOD_COLOR and latency_color(5_000) == ERROR_COLOR
+    assert error_rate_color(0.0) == GOOD_COLOR and error_rate_color(1.0) == ERROR_COLOR
+
+
+def test_stylesheet_and_layout_read_element_data() -> None:
+    selectors = {rule["selector"]: rule["style"] for rule in cytoscape_stylesheet()}
+    assert selectors["node"]["width"] == "data(size)" and selectors["edge"]["line-color"] == "data(color)"
+    assert cytoscape_layout()["name"] == "dagre"
+
+
+def test_sparkline_is_an_svg_polyline_per_point() -> None:
+    uri = sparkline_data_uri([1, None, 3, 2])
+    svg = base64.b64decode(uri.removeprefix("data:image/svg+xml;base64,")).decode()
+    assert svg.startswith("<svg") and svg.count(",") == 4
+    assert sparkline_data_uri([]).startswith("data:image/svg+xml;base64,")
+
+
+def red_frames(groups: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    services = [f"svc{i}" for i in range(groups)]
+    totals = pl.DataFrame({"service": services, "calls": list(range(groups, 0, -1)), "errors": [0] * groups})
+    totals = totals.with_columns(p50_ns=pl.lit(1e6), p95_ns=pl.lit(5e6), p99_ns=pl.lit(9e6))
+    series = pl.DataFrame(
+        {
+            "service": [s for s in services for _ in range(3)],
+            "bucket_start_ns": [T0 + m * 60 * NS for _ in services for m in range(3)],
+            "calls": [1, 2, 3] * groups,
+            "p95_ns": [4e6, 5e6, 6e6] * groups,
+        }
+    )
+    return totals, series
+
+
+def test_red_latency_figure_draws_the_busiest_groups() -> None:
+    totals, series = red_frames(MAX_LINES + 3)
+    figure = red_latency_figure(totals, series, (T0, T0 + 180 * NS))
+    assert [trace.name for trace in figure.data] == [f"svc{i}" for i in range(MAX_LINES)]
+    assert list(figure.data[0].y) == [4.0, 5.0, 6.0]
+    empty = red_latency_figure(totals.clear(), series.clear(), (T0, T0))
+    assert empty.layout.annotations[0].text == "No spans in this window"
+
+
+def test_red_table_lists_groups_busiest_first() -> None:
+    totals, series = red_frames(2)
+    table = red_table(totals, series, window_s=60)
+    assert isinstance(table, html.Table)
+    rows = table.children[1].children
+    assert [row.children[0].children for row in rows] == ["svc0", "svc1"]
+    assert rows[0].children[2].children == "0.0333"  # 2 calls over 60 s
+    assert rows[0].children[5].children == "5.0"  # p95 in ms
+
+
+def test_engine_metrics_figure_has_four_panels_on_the_window() -> None:
+    engine = pl.DataFrame(
+        {
+            "series": ["waiting", "kv_cache_usage", "prefix_cache_hit", "ttft_p50_s", "ttft_p95_s"],
+            "time_ns": [T0] * 5,
+            "value": [3.0, 0.5, 0.25, 0.1, 0.2],
+        }
+    )
+    figure = engine_metrics_figure(engine, (T0, T0 + 60 * NS))
+    assert [a.text for a in figure.layout.annotations] == [
+        "Requests waiting",
+        "KV-cache usage (%)",
+        "Prefix-cache hit rate (%)",
+        "TTFT (ms)",
+    ]
+    assert {trace.name: trace.y[0] for trace in figure.data} == {
+        "waiting": 3.0,
+        "usage": 50.0,
+        "hit rate": 25.0,
+        "p50": 100.0,
+        "p95": 200.0,
+    }
+    assert engine_metrics_figure(engine.clear(), (T0, T0)).layout.annotations[0].text.startswith("Prometheus has no")
+
+
+@pytest.mark.parametrize(
+    ("lookback", "stored", "expected"),
+    [
+        ("1h", None, (T0 - 3600 * NS, T0, 60)),
+        ("24h", None, (T0 - 86_400 * NS, T0, 1440)),
+        ("all", (T0 - 600 * NS, T0 - 60 * NS), (T0 - 600 * NS, T0 - 60 * NS, 60)),
+        ("all", None, (T0 - 3600 * NS, T0, 60)),
+        ("bogus", (T0 - 120 * NS, T0), (T0 - 120 * NS, T0, 60)),
+    ],
+)
+def test_rollup_window(lookback: str, stored: tuple[int, int] | None, expected: tuple[int, int, int]) -> None:
+    assert rollup_window(lookback, T0, stored) == expected

@@ -1,0 +1,111 @@
+"""The span, service-graph, stage and hotspot metrics on ``/metrics`` (processors.pipeline.trace_metrics): the
+connectors' names and label values, and units that match the names (ms for span metrics, s for the rest)."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from topology_support import demo_batch, frame, run_pipeline, span, storage_of
+
+from processors.pipeline.service_graph import service_graph
+from processors.pipeline.trace_metrics import TraceMetrics
+from storage.clickhouse import ClickHouse
+from storage.rollup_sql import SPAN_BUCKETS_MS
+from testkit import TRACES
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def samples(registry: CollectorRegistry) -> Samples:
+    """Every exposed sample as ``{(name, labels): value}``, parsed back from the text format."""
+    text = generate_latest(registry).decode()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(got: Samples, name: str, **labels: str) -> float | None:
+    return got.get((name, frozenset(labels.items())))
+
+
+def total(got: Samples, name: str) -> float:
+    return sum(v for (sample, _), v in got.items() if sample == name)
+
+
+def test_span_metrics_use_connector_names_labels_and_milliseconds() -> None:
+    registry = CollectorRegistry()
+    metrics = TraceMetrics(registry)
+    metrics.observe_spans(
+        frame(
+            span("a", "", "gw", "Server", name="chat", duration_ms=1),
+            span("b", "", "gw", "Server", name="chat", duration_ms=900, error=True),
+            span("c", "a", "gw", "SPAN_KIND_CLIENT", name="chat", duration_ms=20_000),
+        )
+    )
+    got = samples(registry)
+    error = {"service_name": "gw", "span_name": "chat", "span_kind": "SPAN_KIND_SERVER"}
+    error["status_code"] = "STATUS_CODE_ERROR"
+    assert value(got, "traces_span_metrics_calls_total", **error) == 1
+    assert value(got, "traces_span_metrics_duration_milliseconds_sum", **error) == pytest.approx(900)
+    assert value(got, "traces_span_metrics_duration_milliseconds_bucket", **error, le="800.0") == 0
+    assert value(got, "traces_span_metrics_duration_milliseconds_bucket", **error, le="1000.0") == 1
+    client = {"service_name": "gw", "span_name": "chat", "span_kind": "SPAN_KIND_CLIENT"}
+    client["status_code"] = "STATUS_CODE_UNSET"
+    assert value(got, "traces_span_metrics_duration_milliseconds_bucket", **client, le="15000.0") == 0
+    assert value(got, "traces_span_metrics_duration_milliseconds_bucket", **client, le="+Inf") == 1
+    buckets = {dict(labels)["le"] for name, labels in got if name.endswith("_bucket")}
+    assert buckets == {repr(float(b)) for b in SPAN_BUCKETS_MS} | {"+Inf"}
+
+
+def test_service_graph_metrics_are_in_seconds_with_connector_connection_types() -> None:
+    registry = CollectorRegistry()
+    metrics = TraceMetrics(registry)
+    metrics.observe_service_graph(
+        service_graph(
+            frame(
+                span("a", "", "gw", "Server", duration_ms=100),
+                span("b", "a", "gw", "Client", duration_ms=50, error=True),
+                span("c", "b", "engine", "Server", duration_ms=30),
+                span("d", "a", "gw", "Client", duration_ms=5, db__system="redis"),
+                span("e", "a", "gw", "Client", duration_ms=5),
+            )
+        )
+    )
+    got = samples(registry)
+    plain = {"client": "gw", "server": "engine", "connection_type": ""}
+    assert value(got, "traces_service_graph_request_total", **plain) == 1
+    assert value(got, "traces_service_graph_request_failed_total", **plain) == 1
+    assert value(got, "traces_service_graph_request_client_seconds_sum", **plain) == pytest.approx(0.05)
+    assert value(got, "traces_service_graph_request_server_seconds_sum", **plain) == pytest.approx(0.03)
+    assert value(got, "traces_service_graph_request_server_seconds_bucket", **plain, le="0.05") == 1
+    database = {"client": "gw", "server": "redis", "connection_type": "database"}
+    assert value(got, "traces_service_graph_request_total", **database) == 1
+    assert value(got, "traces_service_graph_request_server_seconds_count", **database) is None  # no server span
+    user = {"client": "user", "server": "gw", "connection_type": "virtual_node"}
+    assert value(got, "traces_service_graph_request_server_seconds_sum", **user) == pytest.approx(0.1)
+    assert value(got, "traces_service_graph_unpaired_spans_total", client="gw", server="") == 1
+
+
+def test_pipeline_fills_stage_and_hotspot_metrics(store: ClickHouse) -> None:
+    registry = CollectorRegistry()
+    metrics = TraceMetrics(registry)
+    storage = storage_of(store)
+    storage.writer.write(demo_batch(TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"))
+    assert run_pipeline(storage, metrics) == 141
+    got = samples(registry)
+    assert total(got, "traces_span_metrics_calls_total") == 547
+    staged = {dict(labels)["service"] for name, labels in got if name == "hotspan_stage_duration_seconds_count"}
+    roots = dict(store.query_rows("SELECT RootService, count() FROM hotspan_trace_summary FINAL GROUP BY 1"))
+    assert staged == set(roots)
+    stage_seconds = total(got, "hotspan_stage_duration_seconds_sum")
+    e2e_seconds = store.query_rows("SELECT sum(DurationNs) FROM hotspan_trace_summary FINAL")[0][0] / 1e9
+    assert stage_seconds == pytest.approx(e2e_seconds)  # stage times sum to each request's duration
+    hotspots = store.query_rows(
+        "SELECT ServiceName, HotspotReason, count() FROM hotspan_span_analysis FINAL WHERE IsHotspot GROUP BY 1, 2"
+    )
+    assert hotspots
+    for service, reason, count in hotspots:
+        assert value(got, "hotspan_hotspot_spans_total", service_name=service, reason=reason) == count
