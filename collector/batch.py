@@ -1,24 +1,40 @@
-"""Protobuf ``ExportTraceServiceRequest`` → one columnar batch in the ``otel_traces`` layout.
+"""Protobuf ``ExportTraceServiceRequest`` → one columnar batch in the ``otel_traces`` layout, in Python.
 
 Each span is validated on its own (OTLP: a receiver rejects invalid spans individually and reports
-them in ``partial_success``); the valid ones become one Arrow table, written in one INSERT.
+them in ``partial_success``); the valid ones become one Arrow table, written in one INSERT. Spans
+over a :class:`~collector.limits.SpanLimits` limit are cut down and marked, not rejected; of spans
+sharing one ``(traceId, spanId)`` in a request only the last is kept, the others are reported.
+
+This is the reference conversion: ``hotspan import``, the synchronous :class:`~collector.ingest.Ingestor`
+and every span the in-database conversion (:mod:`collector.sqlconvert`) cannot express use it, and
+the in-database conversion is tested against it row for row.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.attributes import value_to_string
-from collector.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, check_id_bytes
-from collector.rejections import Rejection, SpanError
+from collector.limits import TRUNCATED_KEY, SpanLimits, truncation_marker
+from collector.rejections import Position, Rejection, SpanError, duplicate_reason
+from collector.results import ExportResult, export_result
+from storage.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, check_id_bytes
 from storage.schema import SPAN_KINDS, SPAN_SCHEMA, STATUS_CODES
 
 UNKNOWN_SERVICE = "unknown_service"
 """``service.name`` for resources without one, as the OTel resource semantic conventions prescribe."""
+
+MAX_TIME_NS = 2**63 - 1
+"""Latest time a ``DateTime64(9)`` column holds (2262-04-11); later times are rejected, not wrapped."""
+
+DEFAULT_LIMITS = SpanLimits()
 
 
 @dataclass
@@ -27,13 +43,15 @@ class SpanBatch:
 
     Attributes:
         table: accepted spans, :data:`storage.schema.SPAN_SCHEMA`.
-        rejections: one entry per span that was not accepted.
+        rejections: one entry per span that was not accepted, in request order.
         warnings: request-level notes that did not cost a span (e.g. a resource without ``service.name``).
+        truncated: accepted spans that a limit cut down.
     """
 
     table: pa.Table
     rejections: list[Rejection] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    truncated: int = 0
 
     @property
     def accepted(self) -> int:
@@ -41,86 +59,249 @@ class SpanBatch:
         return self.table.num_rows
 
 
-def to_batch(request: ExportTraceServiceRequest, rejections: list[Rejection] | None = None) -> SpanBatch:
-    """Validate and flatten every span of ``request`` into columns.
+@dataclass(frozen=True)
+class _Resource:
+    """A resource's stored columns and what its limits cut, shared by all of its spans."""
+
+    service: str
+    items: list[tuple[str, str]]
+    dropped: int
+    shortened: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Which spans of a request are stored, and why the others are not.
+
+    Attributes:
+        kept: positions of the spans to store.
+        rejections: one per span not stored, in request order (a decoder's own first).
+        warnings: request-level notes that cost no span.
+    """
+
+    kept: frozenset[Position]
+    rejections: list[Rejection]
+    warnings: list[str]
+
+    def result(self) -> ExportResult:
+        """The OTLP answer for the request."""
+        return export_result(len(self.kept), self.rejections, self.warnings)
+
+
+def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejection] | None = None) -> Verdict:
+    """Apply :func:`check_span` to every span and resolve duplicates, without converting anything.
+
+    Of valid spans sharing ``(traceId, spanId, kind, name, startTimeUnixNano)`` (a 64-bit trace ID
+    counts as its padded form) the last one in the request is kept, the others are rejected as
+    duplicates of it: a span sent twice (a retry, or a later and more complete write of it) is
+    stored once. Kind, name and start are part of the identity because real data reuses span IDs
+    for different spans: Zipkin's shared RPC spans give the client and the server side one ID,
+    Zipkin messaging data gives one ID to several receives, and Jaeger test data renames spans.
 
     Args:
         request: the decoded request.
-        rejections: spans a decoder already skipped (OTLP/JSON), carried into the result.
+        rejections: spans a decoder already refused; those with a ``position`` are placeholders.
+    """
+    given = list(rejections or [])
+    skip = {r.position for r in given if r.position is not None}
+    found: list[Rejection] = []
+    warnings: list[str] = []
+    copies: dict[tuple[bytes, bytes, int, str, int], list[Position]] = {}
+    for r_index, resource_spans in enumerate(request.resource_spans):
+        if not _service_name(resource_spans.resource):
+            warnings.append(unnamed_service_warning(r_index))
+        for s_index, scope_spans in enumerate(resource_spans.scope_spans):
+            for p_index, span in enumerate(scope_spans.spans):
+                position = (r_index, s_index, p_index)
+                if position in skip:
+                    continue
+                try:
+                    check_span(span)
+                except SpanError as exc:
+                    found.append(Rejection.at(position, str(exc)))
+                    continue
+                trace_id = span.trace_id if len(span.trace_id) == TRACE_ID_BYTES else bytes(8) + span.trace_id
+                key = (trace_id, span.span_id, span.kind, span.name, span.start_time_unix_nano)
+                copies.setdefault(key, []).append(position)
+    kept = set()
+    for group in copies.values():
+        kept.add(group[-1])
+        found.extend(Rejection.at(position, duplicate_reason(group[-1])) for position in group[:-1])
+    rejected = sorted(given + found, key=lambda r: r.position or (-1, -1, -1))
+    return Verdict(frozenset(kept), rejected, warnings)
+
+
+def to_batch(
+    request: ExportTraceServiceRequest,
+    rejections: Sequence[Rejection] | None = None,
+    limits: SpanLimits = DEFAULT_LIMITS,
+) -> SpanBatch:
+    """Validate (:func:`check_request`) and flatten every kept span of ``request`` into columns.
+
+    Args:
+        request: the decoded request.
+        rejections: spans a decoder already refused (OTLP/JSON); those with a ``position`` are
+            placeholders in ``request`` and are skipped here.
+        limits: per-span limits; the excess is cut and marked with :data:`~collector.limits.TRUNCATED_KEY`.
 
     Returns:
         A :class:`SpanBatch`; never raises for a bad span.
     """
+    verdict = check_request(request, rejections)
     columns: dict[str, list] = {name: [] for name in SPAN_SCHEMA.names}
-    rejected = list(rejections or [])
-    warnings: list[str] = []
+    truncated = 0
     for r_index, resource_spans in enumerate(request.resource_spans):
-        resource = {kv.key: value_to_string(kv.value) for kv in resource_spans.resource.attributes}
-        service = resource.get("service.name", "")
-        if not service:
-            service = UNKNOWN_SERVICE
-            warnings.append(f"resourceSpans[{r_index}].resource has no 'service.name'; stored as '{UNKNOWN_SERVICE}'")
-        resource_items = list(resource.items())
+        resource = None
         for s_index, scope_spans in enumerate(resource_spans.scope_spans):
             scope = scope_spans.scope
             for p_index, span in enumerate(scope_spans.spans):
-                try:
-                    row = _row(span)
-                except SpanError as exc:
-                    path = f"resourceSpans[{r_index}].scopeSpans[{s_index}].spans[{p_index}]"
-                    rejected.append(Rejection(path, str(exc)))
+                if (r_index, s_index, p_index) not in verdict.kept:
                     continue
+                resource = resource or _resource(resource_spans.resource, limits)
+                row = _row(span, resource, limits)
+                row["ServiceName"] = resource.service or UNKNOWN_SERVICE
+                row["ResourceAttributes"] = resource.items
+                row["ScopeName"] = scope.name
+                row["ScopeVersion"] = scope.version
                 for name, value in row.items():
                     columns[name].append(value)
-                columns["ServiceName"].append(service)
-                columns["ResourceAttributes"].append(resource_items)
-                columns["ScopeName"].append(scope.name)
-                columns["ScopeVersion"].append(scope.version)
-    return SpanBatch(pa.table(columns, schema=SPAN_SCHEMA), rejected, warnings)
+                attributes = row["SpanAttributes"]
+                truncated += bool(attributes) and attributes[-1][0] == TRUNCATED_KEY  # type: ignore[index]
+    return SpanBatch(pa.table(columns, schema=SPAN_SCHEMA), verdict.rejections, verdict.warnings, truncated)
 
 
-def _row(span: Span) -> dict[str, object]:
-    """The span's own columns (all but service, resource and scope). Raises SpanError."""
-    trace_id = _checked_id(span.trace_id, TRACE_ID_BYTES, "traceId")
-    span_id = _checked_id(span.span_id, SPAN_ID_BYTES, "spanId")
-    parent_id = _checked_id(span.parent_span_id, SPAN_ID_BYTES, "parentSpanId") if span.parent_span_id else ""
+def _service_name(resource: Resource) -> str:
+    """The stored ``service.name`` of a resource before the length limit (last one given), or ''."""
+    for kv in reversed(resource.attributes):
+        if kv.key == "service.name":
+            return value_to_string(kv.value)
+    return ""
+
+
+def unnamed_service_warning(r_index: int) -> str:
+    """The warning for resource ``r_index`` without ``service.name``."""
+    return f"resourceSpans[{r_index}].resource has no 'service.name'; stored as '{UNKNOWN_SERVICE}'"
+
+
+def check_span(span: Span) -> None:
+    """Apply the per-span validity rules, in order; the first broken one raises.
+
+    Rules: trace, span and parent IDs of the right length and not all zeros (a 64-bit trace ID is
+    padded); a start time, no end before the start, no start past :data:`MAX_TIME_NS`; kind and
+    status code within their enums; event times not past :data:`MAX_TIME_NS`; link IDs as span IDs.
+
+    Raises:
+        SpanError: naming the field, the value and the rule.
+    """
+    _checked_id(span.trace_id, TRACE_ID_BYTES, "traceId")
+    _checked_id(span.span_id, SPAN_ID_BYTES, "spanId")
+    if span.parent_span_id:
+        _checked_id(span.parent_span_id, SPAN_ID_BYTES, "parentSpanId")
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
     if start == 0:
         raise SpanError("startTimeUnixNano is missing or 0")
     if end < start:
         raise SpanError(f"endTimeUnixNano {end} is before startTimeUnixNano {start}")
-    if start >= 2**63:
+    if start > MAX_TIME_NS:
         raise SpanError(f"startTimeUnixNano {start} is beyond the year 2262")
-    if span.kind >= len(SPAN_KINDS):
+    if not 0 <= span.kind < len(SPAN_KINDS):
         raise SpanError(f"kind {span.kind} is not a SpanKind value (0-5)")
-    if span.status.code >= len(STATUS_CODES):
+    if not 0 <= span.status.code < len(STATUS_CODES):
         raise SpanError(f"status.code {span.status.code} is not a StatusCode value (0-2)")
+    for index, event in enumerate(span.events):
+        if event.time_unix_nano > MAX_TIME_NS:
+            raise SpanError(f"events[{index}].timeUnixNano {event.time_unix_nano} is beyond the year 2262")
+    for index, link in enumerate(span.links):
+        _checked_id(link.trace_id, TRACE_ID_BYTES, f"links[{index}].traceId")
+        _checked_id(link.span_id, SPAN_ID_BYTES, f"links[{index}].spanId")
+
+
+def _row(span: Span, resource: _Resource, limits: SpanLimits) -> dict[str, object]:
+    """The columns of a span that passed :func:`check_span`, but service, resource and scope."""
+    attributes, dropped, shortened = _attributes(span.attributes, limits)
+    events = span.events[: limits.max_events]
+    links = span.links[: limits.max_links]
+    event_attributes, event_dropped = [], 0
+    for event in events:
+        items, e_dropped, e_shortened = _attributes(event.attributes, limits)
+        event_attributes.append(items)
+        event_dropped += e_dropped
+        shortened += e_shortened
+    link_attributes, link_dropped = [], 0
+    for link in links:
+        items, l_dropped, l_shortened = _attributes(link.attributes, limits)
+        link_attributes.append(items)
+        link_dropped += l_dropped
+        shortened += l_shortened
+    marker = truncation_marker(
+        attributes=dropped,
+        events=len(span.events) - len(events),
+        links=len(span.links) - len(links),
+        event_attributes=event_dropped,
+        link_attributes=link_dropped,
+        resource_attributes=resource.dropped,
+        values=shortened + resource.shortened,
+    )
+    if marker:
+        attributes.append((TRUNCATED_KEY, marker))
+    start = span.start_time_unix_nano
     return {
         "Timestamp": start,
-        "TraceId": trace_id,
-        "SpanId": span_id,
-        "ParentSpanId": parent_id,
+        "TraceId": _hex_id(span.trace_id, TRACE_ID_BYTES),
+        "SpanId": span.span_id.hex(),
+        "ParentSpanId": span.parent_span_id.hex(),
         "TraceState": span.trace_state,
         "SpanName": span.name,
         "SpanKind": SPAN_KINDS[span.kind],
-        "SpanAttributes": [(kv.key, value_to_string(kv.value)) for kv in span.attributes],
-        "Duration": end - start,
+        "SpanAttributes": attributes,
+        "Duration": span.end_time_unix_nano - start,
         "StatusCode": STATUS_CODES[span.status.code],
         "StatusMessage": span.status.message,
-        "Events.Timestamp": [event.time_unix_nano for event in span.events],
-        "Events.Name": [event.name for event in span.events],
-        "Events.Attributes": [
-            [(kv.key, value_to_string(kv.value)) for kv in event.attributes] for event in span.events
-        ],
-        "Links.TraceId": [_checked_id(link.trace_id, TRACE_ID_BYTES, "links.traceId") for link in span.links],
-        "Links.SpanId": [_checked_id(link.span_id, SPAN_ID_BYTES, "links.spanId") for link in span.links],
-        "Links.TraceState": [link.trace_state for link in span.links],
-        "Links.Attributes": [[(kv.key, value_to_string(kv.value)) for kv in link.attributes] for link in span.links],
+        "Events.Timestamp": [event.time_unix_nano for event in events],
+        "Events.Name": [event.name for event in events],
+        "Events.Attributes": event_attributes,
+        "Links.TraceId": [_hex_id(link.trace_id, TRACE_ID_BYTES) for link in links],
+        "Links.SpanId": [link.span_id.hex() for link in links],
+        "Links.TraceState": [link.trace_state for link in links],
+        "Links.Attributes": link_attributes,
     }
 
 
-def _checked_id(raw: bytes, size: int, field_name: str) -> str:
+def _resource(resource: Resource, limits: SpanLimits) -> _Resource:
+    """Resource attributes as the exporter keeps them: one value per key (the last one given)."""
+    values = {kv.key: value_to_string(kv.value) for kv in resource.attributes}
+    service = _cut(values.get("service.name", ""), limits.max_value_chars)
+    items = list(values.items())[: limits.max_attributes]
+    kept = [(key, _cut(value, limits.max_value_chars)) for key, value in items]
+    shortened = sum(1 for (_, value), (_, cut) in zip(items, kept, strict=True) if len(cut) < len(value))
+    return _Resource(service, kept, len(values) - len(items), shortened)
+
+
+def _attributes(attributes: Iterable[KeyValue], limits: SpanLimits) -> tuple[list[tuple[str, str]], int, int]:
+    """``(kept (key, value) pairs, attributes dropped, values shortened)`` of one attribute list."""
+    listed = list(attributes)
+    items = []
+    shortened = 0
+    for kv in listed[: limits.max_attributes]:
+        value = value_to_string(kv.value)
+        if len(value) > limits.max_value_chars:
+            value = value[: limits.max_value_chars]
+            shortened += 1
+        items.append((kv.key, value))
+    return items, max(0, len(listed) - limits.max_attributes), shortened
+
+
+def _cut(value: str, max_chars: int) -> str:
+    return value[:max_chars]
+
+
+def _hex_id(raw: bytes, size: int) -> str:
+    """Lowercase hex of an ID that passed :func:`check_span` (a 64-bit trace ID left-padded)."""
+    return raw.hex().rjust(size * 2, "0")
+
+
+def _checked_id(raw: bytes, size: int, field_name: str) -> None:
     try:
-        return check_id_bytes(raw, size).hex()
+        check_id_bytes(raw, size)
     except IdError as exc:
         raise SpanError(f"{field_name} {exc}") from exc

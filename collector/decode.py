@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from collector.batch import check_request
 from collector.otlp_json import JsonPayloadError, parse_json_bytes, request_from_json
 from collector.rejections import Rejection
+from collector.results import ExportResult
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -81,3 +84,38 @@ def decode_request(raw: bytes, media: str) -> tuple[ExportTraceServiceRequest, l
         return request_from_json(parse_json_bytes(raw))
     except JsonPayloadError as exc:
         raise PayloadError(400, str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class CheckedRequest:
+    """A request body decoded and checked, ready for the ingest pipeline.
+
+    Attributes:
+        body: the serialized protobuf ``ExportTraceServiceRequest`` to store (an OTLP/JSON body
+            re-encoded, its unreadable spans left as empty placeholders).
+        spans: spans in the request, valid or not.
+        result: the answer the sender gets once the request is durable.
+    """
+
+    body: bytes
+    spans: int
+    result: ExportResult
+
+
+def check_body(raw: bytes, media: str) -> CheckedRequest:
+    """Decode an uncompressed body and apply the per-span rules (:func:`collector.batch.check_request`).
+
+    Costs one protobuf parse (or JSON decode) and a pass over the spans' IDs and times; attribute
+    values are left alone (their conversion happens later, in ClickHouse). Blocking, CPU-bound.
+
+    Raises:
+        PayloadError: 400 when the body is not an ExportTraceServiceRequest.
+    """
+    request, rejections = decode_request(raw, media)
+    spans = sum(
+        len(scope_spans.spans)
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+    )
+    body = raw if media == PROTOBUF else request.SerializeToString()
+    return CheckedRequest(body, spans, check_request(request, rejections).result())

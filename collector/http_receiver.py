@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import math
+
 from fastapi import APIRouter, Request, Response
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.concurrency import run_in_threadpool
 
-from collector.decode import JSON, PROTOBUF, PayloadError, decode_request, decompress, media_type
-from collector.ingest import ExportResult, Ingestor
+from collector.decode import JSON, PROTOBUF, PayloadError, check_body, decompress, media_type
+from collector.metrics import IngestMetrics
+from collector.pipeline import IngestPipeline, OverloadedError, QueueFullError
+from collector.results import ExportResult
+from storage.tenancy import tenancy_of
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 """Largest accepted body, compressed or not (bytes)."""
@@ -21,13 +27,17 @@ _GRPC_CODE_BY_STATUS = {
 }
 
 
-def build_router(ingestor: Ingestor, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> APIRouter:
+def build_router(
+    pipeline: IngestPipeline, metrics: IngestMetrics, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> APIRouter:
     """The ``/v1/traces`` route.
 
-    Answers 200 with an ``ExportTraceServiceResponse`` (``partial_success`` filled when spans were
-    rejected), 400 for an unreadable body, 413 over ``max_body_bytes``, 415 for another media type
-    or encoding, 503 when storage fails (retryable); error bodies are a ``google.rpc.Status`` in the
-    request's encoding, as the OTLP specification asks.
+    Answers 200 with an ``ExportTraceServiceResponse`` once the request is in the fsynced spool
+    (``partial_success`` filled when spans were rejected), 400 for an unreadable body,
+    413 over ``max_body_bytes``, 415 for another media type or encoding, 429 while the ingest queue
+    is full and 503 while storage fails and the spool is full, both with ``Retry-After`` (seconds)
+    so OTLP exporters back off and retry. Error bodies are a ``google.rpc.Status`` in the request's
+    encoding, as the OTLP specification asks (OTLP/HTTP, "Failures", "Throttling").
     """
     router = APIRouter(tags=["OTLP"])
 
@@ -39,29 +49,61 @@ def build_router(ingestor: Ingestor, max_body_bytes: int = DEFAULT_MAX_BODY_BYTE
             400: {"description": "Body is not an ExportTraceServiceRequest (google.rpc.Status)"},
             413: {"description": "Body larger than the configured limit"},
             415: {"description": "Unsupported Content-Type or Content-Encoding"},
-            503: {"description": "Storage unavailable; retry later (Retry-After)"},
+            429: {"description": "Ingest queue full; retry after Retry-After seconds"},
+            503: {"description": "Storage unavailable and spool full; retry after Retry-After seconds"},
         },
     )
     async def export_traces(request: Request) -> Response:
         try:
             media = media_type(request.headers.get("content-type"))
         except PayloadError as exc:
+            metrics.requests.labels("http", "invalid").inc()
             return _status_response(exc.status, str(exc), JSON)
+        protocol = "http/protobuf" if media == PROTOBUF else "http/json"
+        declared = request.headers.get("content-length", "")
+        try:
+            ticket = pipeline.admit(protocol, int(declared) if declared.isdigit() else 0)
+        except OverloadedError as exc:
+            metrics.requests.labels(protocol, _overload_outcome(exc)).inc()
+            return _overloaded_response(exc, media)
         try:
             body = await _read_limited(request, max_body_bytes)
             raw = decompress(body, request.headers.get("content-encoding"), max_body_bytes)
-            decoded, rejections = await run_in_threadpool(decode_request, raw, media)
+            del body
+            checked = await run_in_threadpool(check_body, raw, media)
+            del raw
+            pipeline.resize(ticket, len(checked.body), checked.spans)
         except PayloadError as exc:
+            pipeline.release(ticket)
+            metrics.requests.labels(protocol, "invalid").inc()
             return _status_response(exc.status, str(exc), media)
+        except OverloadedError as exc:
+            metrics.requests.labels(protocol, _overload_outcome(exc)).inc()
+            return _overloaded_response(exc, media)
+        except BaseException:
+            pipeline.release(ticket)
+            raise
+        tenant = tenancy_of(request.scope).tenant
         try:
-            result = await run_in_threadpool(ingestor.export, decoded, rejections)
-        except Exception as exc:
-            response = _status_response(503, f"storage unavailable: {exc}", media, code_pb2.UNAVAILABLE)
-            response.headers["Retry-After"] = "5"
-            return response
+            result = await asyncio.wrap_future(pipeline.submit(ticket, checked.body, checked.result, tenant))
+        except OverloadedError as exc:
+            metrics.requests.labels(protocol, _overload_outcome(exc)).inc()
+            return _overloaded_response(exc, media)
+        metrics.requests.labels(protocol, "partial" if result.rejected else "ok").inc()
         return _export_response(result, media)
 
     return router
+
+
+def _overload_outcome(exc: OverloadedError) -> str:
+    return "throttled" if isinstance(exc, QueueFullError) else "unavailable"
+
+
+def _overloaded_response(exc: OverloadedError, media: str) -> Response:
+    code = code_pb2.RESOURCE_EXHAUSTED if isinstance(exc, QueueFullError) else code_pb2.UNAVAILABLE
+    response = _status_response(exc.status, str(exc), media, code)
+    response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+    return response
 
 
 async def _read_limited(request: Request, limit: int) -> bytes:

@@ -1,56 +1,48 @@
-"""The receiver-independent ingest step: validate a decoded request and store its valid spans."""
+"""The synchronous ingest step: validate a decoded request and store its valid spans.
+
+:class:`ExportResult` and :func:`export_result` live in :mod:`collector.results` and are re-exported here.
+"""
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
-
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.batch import to_batch
-from collector.rejections import Rejection, summarize
+from collector.batch import DEFAULT_LIMITS, to_batch
+from collector.limits import SpanLimits
+from collector.rejections import Rejection
+from collector.results import ExportResult, export_result
+from storage.schema import with_tenant
+from storage.tenancy import DEFAULT_TENANT
 from storage.writer import TraceWriter
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    """What an export stored and refused; ``error_message`` goes into OTLP ``partial_success``.
-
-    Attributes:
-        accepted: spans stored.
-        rejected: spans refused, each listed in ``rejections``.
-        error_message: empty when everything was stored cleanly; otherwise the reasons (a warning
-            only, with ``rejected`` 0, when spans were stored with a note such as a missing service name).
-    """
-
-    accepted: int
-    rejected: int
-    error_message: str
-    rejections: tuple[Rejection, ...] = ()
 
 
 class Ingestor:
-    """Turns decoded requests into stored rows; shared by OTLP/HTTP, OTLP/gRPC and ``hotspan import``.
+    """Turns decoded requests into stored rows, synchronously; used by ``hotspan import`` and tests.
 
-    Thread-safe as long as the writer is. Blocking: call it from a worker thread in async code.
+    The served receivers go through :class:`collector.pipeline.IngestPipeline` instead (bounded
+    queue, batching, spool). Thread-safe as long as the writer is. Blocking: call it from a worker
+    thread in async code.
     """
 
-    def __init__(self, writer: TraceWriter) -> None:
+    def __init__(self, writer: TraceWriter, limits: SpanLimits = DEFAULT_LIMITS) -> None:
         self._writer = writer
+        self._limits = limits
 
-    def export(self, request: ExportTraceServiceRequest, rejections: list[Rejection] | None = None) -> ExportResult:
-        """Validate every span, store the valid ones in one batch, report the rest.
+    def export(
+        self,
+        request: ExportTraceServiceRequest,
+        rejections: list[Rejection] | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> ExportResult:
+        """Validate every span, store the valid ones in one batch under ``tenant`` (``storage.tenancy``), report
+        the rest.
 
         Raises:
             Exception: whatever the writer raises when storage fails; nothing was stored then.
         """
-        batch = to_batch(request, rejections)
-        self._writer.write(batch.table)
-        message = summarize(batch.rejections)
-        if batch.warnings:
-            message = "; ".join([message, *batch.warnings] if message else batch.warnings)
-        if batch.rejections:
-            log.info("rejected %d span(s): %s", len(batch.rejections), summarize(batch.rejections, 1))
-        return ExportResult(batch.accepted, len(batch.rejections), message, tuple(batch.rejections))
+        batch = to_batch(request, rejections, self._limits)
+        self._writer.write(with_tenant(batch.table, tenant))
+        return export_result(batch.accepted, batch.rejections, batch.warnings)
+
+
+__all__ = ["ExportResult", "Ingestor", "export_result"]

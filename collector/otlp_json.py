@@ -13,6 +13,7 @@ import base64
 import binascii
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -20,13 +21,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
-from collector.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, id_bytes_from_text
 from collector.rejections import Rejection, SpanError
+from storage.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, id_bytes_from_text
 
 
 class JsonPayloadError(ValueError):
     """The body is not an OTLP/JSON ExportTraceServiceRequest at all (answered with HTTP 400)."""
 
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 MAX_DEPTH = 32
 """Deepest nesting of array/kvlist attribute values accepted; deeper input is hostile or broken."""
@@ -39,7 +42,9 @@ def request_from_json(body: Any) -> tuple[ExportTraceServiceRequest, list[Reject
         body: the result of ``json.loads`` on the request body.
 
     Returns:
-        The request holding every readable span, and one rejection per skipped span.
+        The request, and one rejection per unreadable span. An unreadable span stays in the request
+        as an empty ``Span`` at its position (so positions and paths match the body); the
+        rejection's ``position`` names it, and :func:`collector.batch.to_batch` skips it.
 
     Raises:
         JsonPayloadError: the top level is not an object with a ``resourceSpans`` list, or a
@@ -69,12 +74,12 @@ def request_from_json(body: Any) -> tuple[ExportTraceServiceRequest, list[Reject
             if not isinstance(spans, list):
                 raise JsonPayloadError(f"{s_path}.spans must be an array")
             for p_index, span_json in enumerate(spans):
-                path = f"{s_path}.spans[{p_index}]"
                 try:
-                    span = _span(span_json, path)
+                    span = _span(span_json)
                 except SpanError as exc:
-                    rejections.append(Rejection(path, str(exc)))
-                    continue
+                    # An empty placeholder keeps the positions of the request equal to the body's.
+                    rejections.append(Rejection.at((r_index, s_index, p_index), str(exc)))
+                    span = Span()
                 ss.spans.append(span)
     return request, rejections
 
@@ -122,7 +127,7 @@ def _fill_scope(ss: ScopeSpans, ss_json: dict[str, Any], path: str) -> None:
     ss.schema_url = _str(ss_json.get("schemaUrl"))
 
 
-def _span(span_json: Any, path: str) -> Span:
+def _span(span_json: Any) -> Span:
     if not isinstance(span_json, dict):
         raise SpanError("span must be an object")
     span = Span()
@@ -216,7 +221,15 @@ def _int(value: Any, field: str) -> int:
 
 
 def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+    return _text(value) if isinstance(value, str) else ""
+
+
+def _text(value: str) -> str:
+    """``value`` with lone UTF-16 surrogates (legal in JSON's ``\\uD800`` escapes, not in UTF-8 or
+    protobuf strings) replaced by U+FFFD, so the span is stored instead of failing the request."""
+    if value.isascii():
+        return value
+    return _LONE_SURROGATE.sub("\ufffd", value)
 
 
 def _list(value: Any, field: str) -> list[Any]:
@@ -232,7 +245,7 @@ def _fill_attributes(target: Any, items: Any, field: str, depth: int = 0) -> Non
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise SpanError(f"{field}[{index}] must be an object with a string 'key'")
         kv: KeyValue = target.add()
-        kv.key = item["key"]
+        kv.key = _text(item["key"])
         _fill_value(kv.value, item.get("value"), f"{field}[{index}].value", depth)
 
 
@@ -242,7 +255,7 @@ def _fill_value(target: AnyValue, value: Any, field: str, depth: int) -> None:
     if not isinstance(value, dict) or not value:
         return
     setters: dict[str, Callable[[Any], None]] = {
-        "stringValue": lambda v: setattr(target, "string_value", _typed(v, str, field)),
+        "stringValue": lambda v: setattr(target, "string_value", _text(_typed(v, str, field))),
         "boolValue": lambda v: setattr(target, "bool_value", _typed(v, bool, field)),
         "intValue": lambda v: setattr(target, "int_value", _int64(v, field)),
         "doubleValue": lambda v: setattr(target, "double_value", _double(v, field)),

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+Position = tuple[int, int, int]
+"""Where a span sits in a request: ``(resource_spans index, scope_spans index, spans index)``, 0-based."""
+
+
+def span_path(position: Position) -> str:
+    """The OTLP/JSON field path of a span, e.g. ``resourceSpans[0].scopeSpans[1].spans[4]``."""
+    r_index, s_index, p_index = position
+    return f"resourceSpans[{r_index}].scopeSpans[{s_index}].spans[{p_index}]"
+
 
 @dataclass(frozen=True)
 class Rejection:
@@ -12,13 +21,21 @@ class Rejection:
     Attributes:
         path: where the span sits in the request, e.g. ``resourceSpans[0].scopeSpans[1].spans[4]``.
         reason: the field, the value and the rule it broke.
+        position: the same place as indexes, when known; a decoder that leaves an unreadable span
+            in place (as an empty placeholder) sets it so later stages skip that span.
     """
 
     path: str
     reason: str
+    position: Position | None = None
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
+
+    @classmethod
+    def at(cls, position: Position, reason: str) -> Rejection:
+        """A rejection of the span at ``position``."""
+        return cls(span_path(position), reason, position)
 
 
 class SpanError(ValueError):
@@ -32,3 +49,9 @@ def summarize(rejections: list[Rejection], limit: int = 5) -> str:
     head = "; ".join(str(r) for r in rejections[:limit])
     more = len(rejections) - limit
     return f"{len(rejections)} span(s) rejected: {head}" + (f"; and {more} more" if more > 0 else "")
+
+
+def duplicate_reason(kept: Position) -> str:
+    """Why an earlier span with the same ``(traceId, spanId, kind, name, startTimeUnixNano)`` as a later one
+    in its request was dropped."""
+    return f"duplicate of {span_path(kept)} (same traceId, spanId, kind, name and start); the later span was kept"

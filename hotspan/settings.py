@@ -11,15 +11,17 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_GRPC_PORT``: OTLP/gRPC; default 4317, 0 picks a free port, -1 disables.
 - ``HOTSPAN_MAX_BODY_BYTES``: largest OTLP request body, compressed or inflated; bytes, default 16 MiB.
 - ``HOTSPAN_TTL_DAYS``: drop partitions older than this; days, default 0 (keep forever).
-- ``HOTSPAN_QUEUE_MAX_BYTES``: request bytes (decompressed) admitted and not yet acknowledged; beyond
-  it OTLP/HTTP answers 429 and OTLP/gRPC UNAVAILABLE; bytes, default 64 MiB.
-- ``HOTSPAN_QUEUE_MAX_SPANS``: spans admitted and not yet acknowledged; spans, default 200000.
+- ``HOTSPAN_QUEUE_MAX_BYTES``: request bytes (decompressed) held in memory, admitted and not yet in the
+  spool; beyond it OTLP/HTTP answers 429 and OTLP/gRPC UNAVAILABLE; bytes, default 64 MiB.
+- ``HOTSPAN_QUEUE_MAX_SPANS``: spans admitted and not yet stored in ClickHouse (in memory or spooled),
+  while ClickHouse is available; beyond it 429 / UNAVAILABLE; spans, default 200000.
 - ``HOTSPAN_BATCH_MAX_SPANS``: most spans converted and written in one INSERT (bounds its memory); spans,
   default 20000.
-- ``HOTSPAN_SPOOL_MAX_BYTES``: size of the on-disk spool (``<data dir>/ingest/spool``) that takes
-  batches while ClickHouse fails; full → 503; bytes, default 1 GiB.
+- ``HOTSPAN_SPOOL_MAX_BYTES``: size of the fsynced on-disk spool (``<data dir>/ingest/spool``) every
+  acknowledged request passes through; it absorbs traffic while ClickHouse fails; full → 503; bytes,
+  default 1 GiB.
 - ``HOTSPAN_RETRY_AFTER_S``: retry hint sent with 429/503 (``Retry-After``, gRPC RetryInfo), also the
-  first replay back-off; seconds, default 1.
+  first back-off between insert retries; seconds, default 1.
 - ``HOTSPAN_MAX_ATTRIBUTES``: attributes kept per span, event, link and resource (the rest dropped,
   the span marked ``hotspan.truncated``); count, default 256.
 - ``HOTSPAN_MAX_ATTRIBUTE_VALUE_CHARS``: characters kept per attribute value; default 65536.

@@ -76,10 +76,17 @@ class ClickHouse:
         with self._lock:
             return self._client.query(sql, parameters=dict(parameters or {})).result_rows
 
-    def insert_arrow(self, table: str, data: pa.Table) -> None:
-        """Insert an Arrow table whose column names match ``table``'s columns; one INSERT."""
+    def insert_arrow(self, table: str, data: pa.Table, dedup_token: str | None = None) -> None:
+        """Insert an Arrow table whose column names match ``table``'s columns; one INSERT.
+
+        Args:
+            dedup_token: ClickHouse ``insert_deduplication_token``: repeating an insert with the same
+                token and data is a no-op on tables that deduplicate (replicated ones, or MergeTree
+                with ``non_replicated_deduplication_window``).
+        """
+        settings = {"insert_deduplication_token": dedup_token} if dedup_token else None
         with self._lock:
-            self._client.insert_arrow(validate_identifier(table), data)
+            self._client.insert_arrow(validate_identifier(table), data, settings=settings)
 
     def close(self) -> None:
         """Release the client; the embedded engine stays open for other clients of this process."""

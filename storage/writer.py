@@ -7,7 +7,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from storage.clickhouse import ClickHouse
-from storage.schema import SPAN_SCHEMA
+from storage.schema import SPAN_SCHEMA, STORED_SCHEMA
 
 
 class TraceWriter(Protocol):
@@ -19,7 +19,8 @@ class TraceWriter(Protocol):
     """
 
     def write(self, batch: pa.Table) -> None:
-        """Store ``batch`` (a table with :data:`storage.schema.SPAN_SCHEMA`)."""
+        """Store ``batch``: a table with :data:`storage.schema.STORED_SCHEMA` (spans and their tenant), or
+        :data:`storage.schema.SPAN_SCHEMA` (stored with ``Tenant`` empty: the default tenant)."""
         ...
 
 
@@ -35,11 +36,11 @@ class ClickHouseTraceWriter:
         """Insert ``batch`` in one statement.
 
         Raises:
-            ValueError: the batch does not have :data:`SPAN_SCHEMA`.
+            ValueError: the batch has neither :data:`STORED_SCHEMA` nor :data:`SPAN_SCHEMA`.
             clickhouse_connect.driver.exceptions.ClickHouseError: the insert failed.
         """
         if batch.num_rows == 0:
             return
-        if not batch.schema.equals(SPAN_SCHEMA):
+        if not (batch.schema.equals(STORED_SCHEMA) or batch.schema.equals(SPAN_SCHEMA)):
             raise ValueError(f"batch schema differs from otel_traces layout: {batch.schema}")
         self._ch.insert_arrow(self.table, batch)

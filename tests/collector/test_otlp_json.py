@@ -9,7 +9,7 @@ import pytest
 
 from collector.batch import to_batch
 from collector.otlp_json import JsonPayloadError, request_from_json
-from conftest import TRACES
+from testkit import TRACES
 
 TRACE_HEX = "5b8efff798038103d269b633813fc60c"
 SPAN_HEX = "eee19b7ec3c1b174"
@@ -45,17 +45,17 @@ def _rows(body: dict) -> tuple[list[dict], list[str]]:
 
 
 def test_hex_ids_any_case_and_base64_ids_decode_to_lowercase_hex() -> None:
-    rows, rejected = _rows(
-        _body(
-            _span(traceId=TRACE_HEX.upper(), spanId=SPAN_HEX.upper()),
-            _span(
-                traceId=base64.b64encode(bytes.fromhex(TRACE_HEX)).decode(),
-                spanId=base64.b64encode(bytes.fromhex(SPAN_HEX)).decode(),
-            ),
-        )
-    )
-    assert rejected == []
-    assert [(r["TraceId"], r["SpanId"]) for r in rows] == [(TRACE_HEX, SPAN_HEX)] * 2
+    # Two requests: in one request the second span would be a duplicate of the first (last one wins).
+    for span in (
+        _span(traceId=TRACE_HEX.upper(), spanId=SPAN_HEX.upper()),
+        _span(
+            traceId=base64.b64encode(bytes.fromhex(TRACE_HEX)).decode(),
+            spanId=base64.b64encode(bytes.fromhex(SPAN_HEX)).decode(),
+        ),
+    ):
+        rows, rejected = _rows(_body(span))
+        assert rejected == []
+        assert [(r["TraceId"], r["SpanId"]) for r in rows] == [(TRACE_HEX, SPAN_HEX)]
 
 
 def test_64_bit_trace_id_is_left_padded() -> None:

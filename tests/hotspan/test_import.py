@@ -18,7 +18,9 @@ from testkit import TRACES
 # (spans, traces, services) per file, from SOURCES.md unless a comment says why not.
 EXPECTED = {
     "otlp/jaeger__otel_traces_01.json": (4, 2, 1),
-    "otlp/jaeger__query_otlp2jaeger-in.json": (2, 1, 1),
+    # The file holds one span twice, equal in every field (telemetrygen output); the collector stores a span sent
+    # twice once and reports the other copy as a duplicate (issue 7), so 1 span where a plain parse counts 2.
+    "otlp/jaeger__query_otlp2jaeger-in.json": (1, 1, 1),
     "otlp/jaegerui__otlp2jaeger-multi-in-combined.json": (4, 1, 1),
     "otlp/otelproto__trace.json": (1, 1, 1),
     "otlp/oteltui__test_data.traces_only.jsonl": (547, 141, 8),
@@ -40,7 +42,9 @@ EXPECTED = {
     "zipkin/zipkin__messaging-kafka.json": (28, 1, 2),
     "zipkin/zipkin__messaging.json": (4, 1, 2),
     "zipkin/zipkin__messaging2.json": (11, 1, 4),
-    "zipkin/zipkin__netflix.json": (8, 1, 4),
+    # Two of its entries are fragments of one span (same id, name and timestamp, reported separately as Zipkin
+    # allows); they are one span, kept once (the later write wins), so 7 where a plain parse counts 8.
+    "zipkin/zipkin__netflix.json": (7, 1, 4),
     "zipkin/zipkin__simple-db-p6.json": (5, 1, 1),
     "zipkin/zipkin__smartthings-oauth-authorization.json": (175, 1, 8),
     "zipkin/zipkin__yelp.json": (16, 1, 6),
@@ -61,7 +65,7 @@ def test_import_counts_match_sources(store: ClickHouse, name: str) -> None:
     stored = store.query_rows("SELECT count(), uniqExact(TraceId), uniqExact(ServiceName) FROM otel_traces")[0]
     assert stored == (spans, traces, services)
     if spans:
-        assert summary.problems == []
+        assert all("duplicate of" in problem for problem in summary.problems)
 
 
 def test_non_hex_jaeger_ids_are_rejected_by_name(store: ClickHouse) -> None:
@@ -129,5 +133,5 @@ def test_cli_import_prints_a_summary_and_fails_on_a_broken_file(tmp_path: Path) 
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    assert "files: 2  spans: 8  traces: 1  services: 4  rejected: 0" in run.stdout
+    assert "files: 2  spans: 7  traces: 1  services: 4  rejected: 1" in run.stdout
     assert "broken.json" in run.stdout

@@ -1,0 +1,440 @@
+"""The served ingest path: receivers → bounded queue → fsynced spool (acknowledge) → inserter → ClickHouse.
+
+Flow (one process; threads in brackets):
+
+1. A receiver (event loop + worker thread, or gRPC worker) reserves queue room with
+   :meth:`IngestPipeline.admit` before it reads a body, decodes and checks the body
+   (:func:`collector.decode.check_body`: one protobuf parse and the per-span rules, no attribute
+   work), sizes the reservation (:meth:`IngestPipeline.resize`) and submits it
+   (:meth:`IngestPipeline.submit`), getting a future.
+2. [spooler] appends every waiting request to one spool segment and fsyncs it (group commit: one
+   fsync covers all requests waiting at that moment). From then on a request may be acknowledged:
+   it is durable. If no inserter is busy and nothing else is spooled, the acknowledgement waits
+   for the insert, so a lone sender reads its own spans right after the answer (as tests and
+   ``hotspan import`` do); otherwise it goes out at once, and senders never wait behind ClickHouse.
+3. [inserters, ``insert_threads`` of them] each take the oldest segments nobody has taken (up to
+   ``batch_max_spans`` spans), convert them inside ClickHouse
+   (:class:`~collector.batchwriter.SqlBatchWriter`: one protobuf parse, the same rules again,
+   ``otel_traces`` rows) and insert them in one statement with the group's deduplication token,
+   then delete the segments. On failure the segments stay and are retried with back-off; a crash
+   between insert and delete repeats the insert, which ClickHouse then drops as a duplicate.
+
+Backpressure (OTLP spec, "Failures" and "Throttling"): while ClickHouse keeps up, spans admitted but
+not yet stored are capped at ``queue_max_spans`` and undecoded request bytes in memory at
+``queue_max_bytes``: beyond, :class:`QueueFullError` (HTTP 429, gRPC UNAVAILABLE with RetryInfo).
+While inserts fail, the spool absorbs the traffic up to ``spool_max_bytes``; beyond,
+:class:`StorageUnavailableError` (HTTP 503). Memory holds at most the queue and one group per inserter.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clickhouse_connect.driver.exceptions import ClickHouseError
+
+from collector.batchwriter import (
+    BatchWriter,
+    PreparedBatch,
+    PythonBatchWriter,
+    SqlBatchWriter,
+    UnreadableRequestError,
+    python_prepare,
+)
+from collector.limits import SpanLimits
+from collector.metrics import IngestMetrics
+from collector.results import ExportResult
+from collector.spool import Group, Spool, SpoolFullError
+from collector.wire import read_batch, write_batch
+from storage.clickhouse import ClickHouse
+from storage.faults import FaultPlan
+from storage.tenancy import DEFAULT_TENANT
+
+log = logging.getLogger(__name__)
+
+
+class OverloadedError(RuntimeError):
+    """The collector cannot take the request now; the sender should retry after ``retry_after_s``.
+
+    Attributes:
+        status: the HTTP status to answer with.
+        retry_after_s: the retry hint, seconds.
+    """
+
+    status = 503
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class QueueFullError(OverloadedError):
+    """More is waiting than the limits allow (HTTP 429, gRPC UNAVAILABLE with RetryInfo)."""
+
+    status = 429
+
+
+class StorageUnavailableError(OverloadedError):
+    """ClickHouse fails and the spool cannot take more (HTTP 503, gRPC UNAVAILABLE)."""
+
+    status = 503
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Sizes and timings of the pipeline.
+
+    Attributes:
+        queue_max_bytes: request bytes held in memory, admitted and not yet in the spool.
+        queue_max_spans: spans admitted and not yet in ClickHouse, while ClickHouse is available.
+        batch_max_spans: most spans converted and inserted in one statement.
+        spool_max_bytes: largest total size of the spool.
+        python_batch_max_spans: groups up to this size are converted in Python, which costs less
+            than ClickHouse's fixed analysis time of the conversion statement (about 0.3 s of CPU).
+        insert_threads: inserters working on different groups at once, each with its own ClickHouse
+            handle (one statement runs on one core).
+        retry_after_s: the retry hint given to senders when shedding, and the first insert back-off, seconds.
+        retry_max_s: longest back-off between insert attempts while they fail, seconds.
+        limits: per-span limits.
+    """
+
+    queue_max_bytes: int = 64 * 1024 * 1024
+    queue_max_spans: int = 200_000
+    batch_max_spans: int = 20_000
+    spool_max_bytes: int = 1024 * 1024 * 1024
+    python_batch_max_spans: int = 1000
+    insert_threads: int = 2
+    retry_after_s: float = 1.0
+    retry_max_s: float = 5.0
+    limits: SpanLimits = field(default_factory=SpanLimits)
+
+
+@dataclass(eq=False)
+class Ticket:
+    """A request's reservation in the queue, then the request itself until it is spooled."""
+
+    protocol: str
+    nbytes: int
+    spans: int = 0
+    body: bytes = b""
+    tenant: str = DEFAULT_TENANT
+    result: ExportResult | None = None
+    future: Future[ExportResult] = field(default_factory=Future)
+
+
+class IngestPipeline:
+    """See the module docstring. Thread-safe; :meth:`start` before use, :meth:`stop` at the end.
+
+    Args:
+        open_handle: opens a ClickHouse handle (one per inserter).
+        data_dir: batch files are built in ``data_dir/ingest/work``; the spool is ``data_dir/ingest/spool``.
+        config: sizes and timings.
+        metrics: where to count.
+        faults: a test hook's plan (crash right after an insert); ``None`` in production.
+    """
+
+    def __init__(
+        self,
+        open_handle: Callable[[], ClickHouse],
+        data_dir: Path,
+        config: PipelineConfig,
+        metrics: IngestMetrics,
+        faults: FaultPlan | None = None,
+    ) -> None:
+        self._config = config
+        self._metrics = metrics
+        self._faults = faults or FaultPlan()
+        self._work = data_dir / "ingest" / "work"
+        self._work.mkdir(parents=True, exist_ok=True)
+        for leftover in self._work.iterdir():
+            # Files of a previous run that never reached the spool: nobody was told they were stored.
+            leftover.unlink()
+        self.spool = Spool(data_dir / "ingest" / "spool", config.spool_max_bytes)
+        self._handles = [open_handle() for _ in range(config.insert_threads)]
+        self._writers: list[BatchWriter] = [
+            SqlBatchWriter(handle, config.limits, f"hotspan_ingest_stage_{index}", self._work)
+            if handle.is_embedded
+            else PythonBatchWriter(handle, config.limits)
+            for index, handle in enumerate(self._handles)
+        ]
+        self._lock = threading.Condition()
+        self._pending: deque[Ticket] = deque()
+        self._queued_bytes = 0
+        self._queued_spans = 0
+        self._wake_inserter = threading.Event()
+        self._inserting = 0
+        self._waiting: dict[int, list[Ticket]] = {}
+        self._healthy = True
+        self._spool_refused = False
+        self._next_try = 0.0
+        self._backoff_s = 0.0
+        self._stopping = False
+        self._stop_inserting = False
+        self._spooler = threading.Thread(target=self._spool_loop, name="hotspan-ingest-spool", daemon=True)
+        self._inserters = [
+            threading.Thread(target=self._insert_loop, args=(writer,), name=f"hotspan-ingest-insert-{i}", daemon=True)
+            for i, writer in enumerate(self._writers)
+        ]
+        metrics.watch(metrics.queue_bytes, lambda: self._queued_bytes)
+        metrics.watch(metrics.queue_spans, lambda: self._queued_spans + self.spool.spans)
+        metrics.watch(metrics.spool_bytes, lambda: self.spool.bytes)
+        metrics.watch(metrics.spool_segments, lambda: self.spool.segments)
+        metrics.watch(metrics.spool_spans, lambda: self.spool.spans)
+        metrics.watch(metrics.spool_oldest_age, self.spool.oldest_age_s)
+        metrics.watch(metrics.spool_full, lambda: float(self._spool_refused))
+        metrics.watch(metrics.storage_available, lambda: float(self._healthy))
+
+    def start(self) -> None:
+        """Start the spooler and the inserter (a spool left by an earlier run is inserted at once)."""
+        for thread in (self._spooler, *self._inserters):
+            thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Spool every admitted request, finish the insert in progress, stop, close the handle.
+
+        Segments not inserted yet stay in the spool for the next start.
+        """
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+        self._spooler.join(timeout_s)
+        # Only now: the spooler's last segments may have requests waiting for an inserter.
+        self._stop_inserting = True
+        self._wake_inserter.set()
+        for inserter in self._inserters:
+            inserter.join(timeout_s)
+        for handle in self._handles:
+            handle.close()
+
+    # -- admission (any thread) -------------------------------------------------------------------
+
+    def admit(self, protocol: str, nbytes: int) -> Ticket:
+        """Reserve ``nbytes`` of queue room for a request about to be read.
+
+        Raises:
+            QueueFullError: too much is waiting (an empty pipeline admits anything).
+            StorageUnavailableError: ClickHouse fails and the spool is full, or the pipeline is stopping.
+        """
+        with self._lock:
+            self._check_room(nbytes, 0)
+            self._queued_bytes += nbytes
+            return Ticket(protocol, nbytes)
+
+    def _check_room(self, nbytes: int, spans: int) -> None:
+        """Raise unless ``nbytes`` and ``spans`` more fit; called with the lock held."""
+        retry = self._config.retry_after_s
+        if self._stopping:
+            raise StorageUnavailableError("collector is shutting down", retry)
+        if not self.spool.has_room(self._queued_bytes + nbytes):
+            self._spool_refused = True
+            if not self._healthy:
+                raise StorageUnavailableError("storage unavailable and the spool is full; retry later", retry)
+            raise QueueFullError("ingest spool full while storage catches up; retry later", retry)
+        if self._queued_bytes and self._queued_bytes + nbytes > self._config.queue_max_bytes:
+            raise QueueFullError(
+                f"ingest queue full ({self._queued_bytes} of {self._config.queue_max_bytes} bytes); retry later", retry
+            )
+        backlog = self._queued_spans + self.spool.spans
+        if self._healthy and backlog and backlog + spans > self._config.queue_max_spans:
+            raise QueueFullError(
+                f"ingest backlog full ({backlog} of {self._config.queue_max_spans} spans not stored yet); retry later",
+                retry,
+            )
+
+    def resize(self, ticket: Ticket, nbytes: int, spans: int) -> None:
+        """Set the reservation to the decoded body's size and span count.
+
+        Raises:
+            QueueFullError, StorageUnavailableError: the request does not fit now; the reservation
+                is released.
+        """
+        with self._lock:
+            self._queued_bytes -= ticket.nbytes
+            self._queued_spans -= ticket.spans
+            ticket.nbytes = ticket.spans = 0
+            self._check_room(nbytes, spans)
+            self._queued_bytes += nbytes
+            self._queued_spans += spans
+            ticket.nbytes, ticket.spans = nbytes, spans
+
+    def release(self, ticket: Ticket) -> None:
+        """Give back a reservation that will not be submitted."""
+        with self._lock:
+            self._queued_bytes -= ticket.nbytes
+            self._queued_spans -= ticket.spans
+            ticket.nbytes = ticket.spans = 0
+
+    def submit(
+        self, ticket: Ticket, body: bytes, result: ExportResult, tenant: str = DEFAULT_TENANT
+    ) -> Future[ExportResult]:
+        """Queue a checked, serialized ``ExportTraceServiceRequest`` (sized by :meth:`resize`) whose
+        valid spans are stored for ``tenant`` (the sender's, from its token: ``storage.tenancy``).
+
+        Returns:
+            A future that resolves to ``result`` once the request is durable in the spool (at once
+            when it has nothing to store), or raises :class:`StorageUnavailableError` (503).
+        """
+        ticket.body, ticket.result, ticket.tenant = body, result, tenant
+        if not result.accepted:
+            self._finish(ticket, result)
+            return ticket.future
+        with self._lock:
+            self._pending.append(ticket)
+            self._lock.notify()
+        return ticket.future
+
+    def _finish(self, ticket: Ticket, outcome: ExportResult | Exception) -> None:
+        self.release(ticket)
+        ticket.body = b""
+        if isinstance(outcome, ExportResult):
+            self._metrics.spans_accepted.labels(ticket.protocol).inc(outcome.accepted)
+            self._metrics.count_rejections(ticket.protocol, outcome.rejections)
+            ticket.future.set_result(outcome)
+        else:
+            ticket.future.set_exception(outcome)
+
+    # -- spooler thread ---------------------------------------------------------------------------
+
+    def _spool_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._stopping:
+                    self._lock.wait(0.5)
+                if not self._pending:
+                    return
+                tickets = list(self._pending)
+                self._pending.clear()
+            self._spool(tickets)
+
+    def _spool(self, tickets: list[Ticket]) -> None:
+        path = self._work / f"spooling-{time.monotonic_ns()}.bin"
+        with path.open("wb") as out:
+            write_batch(out, [(t.body, t.tenant) for t in tickets])
+        try:
+            segment = self.spool.append(path, sum(t.spans for t in tickets))
+        except (SpoolFullError, OSError) as exc:
+            path.unlink(missing_ok=True)
+            self._spool_refused = True
+            log.error("cannot spool %d requests: %s", len(tickets), exc)
+            failure = StorageUnavailableError(f"cannot store the request durably: {exc}", self._config.retry_after_s)
+            for ticket in tickets:
+                self._finish(ticket, failure)
+            return
+        self._metrics.spooled.inc()
+        with self._lock:
+            wait = self._healthy and not self._inserting and self.spool.segments == 1
+            if wait:
+                self._waiting[segment.sequence] = tickets
+        self._wake_inserter.set()
+        if not wait:
+            self._acknowledge(tickets)
+
+    def _acknowledge(self, tickets: list[Ticket]) -> None:
+        for ticket in tickets:
+            assert ticket.result is not None
+            self._finish(ticket, ticket.result)
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every request admitted so far is inserted into ClickHouse (for tests and tools
+        that read right after sending concurrently); ``False`` if ``timeout_s`` passed first."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._pending and not self._queued_bytes and not self.spool.segments:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    # -- inserter thread --------------------------------------------------------------------------
+
+    def _insert_loop(self, writer: BatchWriter) -> None:
+        while not self._stop_inserting:
+            group = None
+            if self.spool.segments and (self._healthy or time.monotonic() >= self._next_try):
+                with self._lock:
+                    self._inserting += 1
+                group = self.spool.next_group(self._config.batch_max_spans)
+                if group is not None:
+                    self._insert(group, writer)
+                with self._lock:
+                    self._inserting -= 1
+                    done = {s.sequence for s in group.segments} if group is not None else set()
+                    waiting = [self._waiting.pop(seq) for seq in done & self._waiting.keys()]
+                for tickets in waiting:
+                    # Inserted, or kept in the spool after a failure: durable either way.
+                    self._acknowledge(tickets)
+            if group is None:
+                self._wake_inserter.wait(0.2)
+                self._wake_inserter.clear()
+        with self._lock:
+            waiting = list(self._waiting.values())
+            self._waiting.clear()
+        for tickets in waiting:
+            self._acknowledge(tickets)
+
+    def _insert(self, group: Group, writer: BatchWriter) -> None:
+        path = self._work / f"group-{group.token}.bin"
+        count = 0
+        with path.open("wb") as out:
+            # One segment in memory at a time: groups are large, segments small.
+            for segment in group.segments:
+                count += write_batch(out, read_batch(segment.path.read_bytes()), first_index=count)
+        pre: list[list] = [[] for _ in range(count)]
+        if not self._healthy:
+            self._metrics.insert_retries.inc()
+        started = time.perf_counter()
+        try:
+            prepared = self._prepare(writer, path, pre, group.spans)
+            writer.store(prepared, group.token)
+        except ClickHouseError as exc:
+            self.spool.release_group(group)
+            self._metrics.insert_failures.inc()
+            self._healthy = False
+            self._backoff_s = min(max(2 * self._backoff_s, self._config.retry_after_s), self._config.retry_max_s)
+            self._next_try = time.monotonic() + self._backoff_s
+            log.warning("insert of %d spooled spans failed (retry in %.1f s): %s", group.spans, self._backoff_s, exc)
+            return
+        finally:
+            writer.discard()
+            path.unlink(missing_ok=True)
+        self._metrics.insert_seconds.observe(time.perf_counter() - started)
+        self._faults.crash_now()
+        self.spool.finish_group(group)
+        self._spool_refused = False
+        self._metrics.inserted_groups.inc()
+        self._metrics.inserted_spans.inc(prepared.accepted)
+        self._metrics.truncated_spans.inc(prepared.truncated)
+        if not self._healthy:
+            log.info("ClickHouse inserts succeed again; %d spool segments left", self.spool.segments)
+        self._healthy, self._backoff_s = True, 0.0
+
+    def _prepare(self, writer: BatchWriter, path: Path, pre: list[list], spans: int) -> PreparedBatch:
+        """Small groups in Python; the rest in ClickHouse, or in Python when ClickHouse cannot read
+        them (it answers, but the statement fails on this data)."""
+        if spans <= self._config.python_batch_max_spans:
+            prepared = python_prepare(path, pre, self._config.limits)
+            if not any(isinstance(r, UnreadableRequestError) for r in prepared.results):
+                return prepared
+        try:
+            return writer.prepare(path, pre)
+        except ClickHouseError:
+            if not writer.reachable():
+                raise
+            log.exception("ClickHouse cannot convert a spooled group; converting it in Python")
+            return python_prepare(path, pre, self._config.limits)
+
+
+__all__ = [
+    "IngestPipeline",
+    "OverloadedError",
+    "PipelineConfig",
+    "QueueFullError",
+    "StorageUnavailableError",
+    "Ticket",
+]

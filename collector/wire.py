@@ -1,0 +1,98 @@
+"""Batch files: serialized ``ExportTraceServiceRequest`` messages framed for ClickHouse's ``Protobuf`` format.
+
+Each request is length-prefixed (varint) and followed by two fields of Hotspan's own, far above
+any OTLP field number: its index in the file and its tenant (``collector/proto/otlp_trace.proto``).
+Appending a field to a serialized message sets that field (messages concatenate), so the request
+bytes are never decoded or re-encoded. Source: the Protocol Buffers encoding guide (varints, wire
+types, length-delimited fields).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import BinaryIO
+
+from collector.sqlconvert import REQUEST_INDEX_FIELD, TENANT_FIELD
+
+_LENGTH_DELIMITED = 2
+_MAX_VARINT_BYTES = 10
+
+
+class WireError(ValueError):
+    """The bytes are not a batch file."""
+
+
+def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """Read a varint at ``pos``; return ``(value, next position)``. Raises WireError."""
+    value = 0
+    shift = 0
+    while pos < end and shift < 7 * _MAX_VARINT_BYTES:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    raise WireError("truncated or overlong varint")
+
+
+def encode_varint(value: int) -> bytes:
+    """The protobuf varint encoding of a non-negative integer."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_INDEX_KEY = encode_varint(REQUEST_INDEX_FIELD << 3)
+_TENANT_KEY = encode_varint(TENANT_FIELD << 3 | _LENGTH_DELIMITED)
+
+
+def _tail(index: int, tenant: str) -> bytes:
+    name = tenant.encode()
+    return _INDEX_KEY + encode_varint(index) + _TENANT_KEY + encode_varint(len(name)) + name
+
+
+def frame(body: bytes, index: int, tenant: str) -> bytes:
+    """``body`` with ``hotspan_request_index = index`` and ``hotspan_tenant = tenant`` appended,
+    length-prefixed for the ``Protobuf`` format (appending fields to a serialized message sets them:
+    messages concatenate)."""
+    tail = _tail(index, tenant)
+    return encode_varint(len(body) + len(tail)) + body + tail
+
+
+def write_batch(out: BinaryIO, requests: Iterable[tuple[bytes, str]], first_index: int = 0) -> int:
+    """Write ``(body, tenant)`` requests framed with indexes ``first_index``, ``first_index + 1``, ...
+    to ``out``; return how many were written."""
+    written = 0
+    for index, (body, tenant) in enumerate(requests, start=first_index):
+        out.write(frame(body, index, tenant))
+        written += 1
+    return written
+
+
+def read_batch(data: bytes) -> list[tuple[bytes, str]]:
+    """The ``(body, tenant)`` requests of a batch file, in order, with the appended fields stripped.
+
+    Raises:
+        WireError: the data is not a sequence of framed requests.
+    """
+    view = memoryview(data)
+    requests = []
+    pos = 0
+    while pos < len(view):
+        size, pos = _varint(view, pos, len(view))
+        end = pos + size
+        if end > len(view):
+            raise WireError("batch file is truncated")
+        message = bytes(view[pos:end])
+        marker = _INDEX_KEY + encode_varint(len(requests)) + _TENANT_KEY
+        tail_at = message.rfind(marker)
+        if tail_at < 0:
+            raise WireError(f"request {len(requests)} of the batch lacks its index field")
+        name_size, name_at = _varint(memoryview(message), tail_at + len(marker), len(message))
+        requests.append((message[:tail_at], message[name_at : name_at + name_size].decode()))
+        pos = end
+    return requests

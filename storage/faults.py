@@ -1,0 +1,136 @@
+"""Storage fault injection: a TEST HOOK, honoured only when explicitly configured.
+
+No ClickHouse server recent enough for clickhouse-connect installs on the test machines, and the
+embedded engine cannot be stopped, so outages are caused at the storage client boundary instead:
+:class:`FaultInjectingClickHouse` wraps a :class:`~storage.clickhouse.ClickHouse` handle and, inside a
+chosen window of time, raises exactly what clickhouse-connect raises when a server is unreachable
+(``OperationalError``, after its HTTP retries) or when an insert fails (``DatabaseError`` carrying
+the server's exception text).
+
+Spec (setting ``fault_injection``, env ``HOTSPAN_FAULT_INJECTION``): comma-separated ``key=value``:
+
+- ``insert_fail_for_s=S``: statements that insert into ``otel_traces`` fail with ``DatabaseError``
+  for ``S`` seconds (reads, staging and other tables keep working).
+- ``unreachable_for_s=S``: every call fails with ``OperationalError`` for ``S`` seconds.
+- ``start_after_s=S``: the window opens ``S`` seconds after the handle is created (default 0).
+- ``crash_after_insert=1``: the process kills itself (SIGKILL) right after spooled spans are
+  inserted and before their spool segments are deleted: the worst moment for a crash, used to
+  prove that inserting from the spool again after a restart stores nothing twice. Read by
+  :mod:`collector.pipeline`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+
+from storage.clickhouse import ClickHouse
+
+_INSERT_INTO_TRACES = re.compile(r"^\s*INSERT\s+INTO\s+`?otel_traces`?[\s(]", re.IGNORECASE)
+
+
+class FaultSpecError(ValueError):
+    """A fault injection spec that cannot be parsed."""
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """What to break and when (see the module docstring for the spec)."""
+
+    insert_fail_for_s: float = 0.0
+    unreachable_for_s: float = 0.0
+    start_after_s: float = 0.0
+    crash_after_insert: bool = False
+
+    @classmethod
+    def parse(cls, spec: str) -> FaultPlan:
+        """Parse ``key=value,...``.
+
+        Raises:
+            FaultSpecError: unknown key or a value that is not a number.
+        """
+        values: dict[str, Any] = {}
+        for item in filter(None, (part.strip() for part in spec.split(","))):
+            key, _, raw = item.partition("=")
+            if key not in cls.__dataclass_fields__:
+                raise FaultSpecError(f"unknown fault injection key {key!r} in {spec!r}")
+            try:
+                number = float(raw)
+            except ValueError:
+                raise FaultSpecError(f"fault injection {key} needs a number, got {raw!r}") from None
+            values[key] = bool(number) if key == "crash_after_insert" else number
+        return cls(**values)
+
+    def crash_now(self) -> None:
+        """Kill this process at once if the plan asks for a crash after an insert."""
+        if self.crash_after_insert:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class FaultInjectingClickHouse(ClickHouse):
+    """A :class:`ClickHouse` handle that fails on purpose inside the plan's window (test hook).
+
+    Same interface and thread-safety as the wrapped handle; outside the window every call is passed
+    through unchanged.
+    """
+
+    def __init__(self, inner: ClickHouse, plan: FaultPlan) -> None:
+        # Deliberately no super().__init__: the wrapped handle owns the connection.
+        self.dsn = inner.dsn
+        self.database = inner.database
+        self.is_embedded = inner.is_embedded
+        self._inner = inner
+        self._plan = plan
+        self._opened = time.monotonic()
+        self._lock = threading.RLock()
+
+    def _window(self, length_s: float) -> bool:
+        elapsed = time.monotonic() - self._opened - self._plan.start_after_s
+        return 0 <= elapsed < length_s
+
+    def _before(self, sql: str | None, table: str | None = None) -> None:
+        if self._window(self._plan.unreachable_for_s):
+            url = "http://127.0.0.1:8123"
+            raise OperationalError(
+                f"Error HTTPConnectionPool(host='127.0.0.1', port=8123): Max retries exceeded with url: /"
+                f" (Caused by NewConnectionError('Failed to establish a new connection: [Errno 111]"
+                f" Connection refused')) executing HTTP request attempt 1 ({url})"
+            )
+        inserting = table == "otel_traces" or (sql is not None and _INSERT_INTO_TRACES.match(sql) is not None)
+        if inserting and self._window(self._plan.insert_fail_for_s):
+            raise DatabaseError(
+                "Received ClickHouse exception, code: 252, server response: Code: 252. DB::Exception:"
+                " Too many parts (3001 with average size of 1.00 MiB) in table 'otel.otel_traces'."
+                " Merges are processing significantly slower than inserts. (TOO_MANY_PARTS)"
+                " (for url http://127.0.0.1:8123)",
+                code=252,
+                name="TOO_MANY_PARTS",
+            )
+
+    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
+        self._before(sql)
+        return self._inner.command(sql, parameters)
+
+    def query_arrow(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pa.Table:
+        self._before(sql)
+        return self._inner.query_arrow(sql, parameters)
+
+    def query_rows(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        self._before(sql)
+        return self._inner.query_rows(sql, parameters)
+
+    def insert_arrow(self, table: str, data: pa.Table, dedup_token: str | None = None) -> None:
+        self._before(None, table)
+        self._inner.insert_arrow(table, data, dedup_token)
+
+    def close(self) -> None:
+        self._inner.close()

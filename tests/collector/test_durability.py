@@ -1,0 +1,116 @@
+"""kill -9 at any moment loses no acknowledged span and stores none twice (real server subprocesses).
+
+Storage outages are caused at the storage client boundary by the HOTSPAN_FAULT_INJECTION test hook
+(storage.faults): no ClickHouse server recent enough for clickhouse-connect can be installed here, so
+the server's own clickhouse-connect handles raise exactly what clickhouse-connect raises when an
+insert fails (DatabaseError), for the chosen span of time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from served import serve, stored_by_trace
+
+SPANS_PER_REQUEST = 200
+BASE_NS = 1_700_000_000_000_000_000
+
+
+def body(number: int) -> tuple[str, bytes]:
+    """Request ``number``: its own trace ID (hex) and ``SPANS_PER_REQUEST`` spans."""
+    trace_id = (number + 1).to_bytes(16, "big")
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    kv = resource_spans.resource.attributes.add()
+    kv.key, kv.value.string_value = "service.name", "durable"
+    scope_spans = resource_spans.scope_spans.add()
+    for index in range(SPANS_PER_REQUEST):
+        span = scope_spans.spans.add()
+        span.trace_id = trace_id
+        span.span_id = (index + 1).to_bytes(8, "big")
+        span.name = "op"
+        span.start_time_unix_nano = BASE_NS + index
+        span.end_time_unix_nano = BASE_NS + index + 500
+        attribute = span.attributes.add()
+        attribute.key, attribute.value.string_value = "payload", "x" * 200
+    return trace_id.hex(), request.SerializeToString()
+
+
+def post(url: str, payload: bytes) -> bool:
+    """True when the server acknowledged (200); connection errors and 429/503 count as not acknowledged."""
+    try:
+        answer = httpx.post(url, content=payload, headers={"content-type": "application/x-protobuf"}, timeout=30)
+    except httpx.HTTPError:
+        return False
+    return answer.status_code == 200
+
+
+def check(stored: dict[str, tuple[int, int]], acknowledged: set[str], sent: set[str]) -> None:
+    for trace, (rows, distinct) in stored.items():
+        assert trace in sent
+        assert rows == distinct == SPANS_PER_REQUEST, f"trace {trace}: {rows} rows, {distinct} distinct spans"
+    missing = acknowledged - set(stored)
+    assert not missing, f"{len(missing)} acknowledged requests lost"
+
+
+def test_kill_9_during_ingest_loses_no_acknowledged_span(tmp_path: Path) -> None:
+    server = serve(tmp_path, batch_max_spans="2000")
+    url = f"{server.base_url}/v1/traces"
+    acknowledged: set[str] = set()
+    sent: set[str] = set()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def sender(first: int) -> None:
+        number = first
+        while not stop.is_set():
+            trace, payload = body(number)
+            with lock:
+                sent.add(trace)
+            if post(url, payload):
+                with lock:
+                    acknowledged.add(trace)
+            number += 4
+
+    senders = [threading.Thread(target=sender, args=(i,)) for i in range(4)]
+    for thread in senders:
+        thread.start()
+    time.sleep(3.0)
+    server.kill()
+    stop.set()
+    for thread in senders:
+        thread.join()
+    assert len(acknowledged) > 10
+
+    restarted = serve(tmp_path)
+    restarted.wait_drained()
+    restarted.stop()
+    check(stored_by_trace(tmp_path), acknowledged, sent)
+
+
+def test_kill_9_during_replay_stores_nothing_twice(tmp_path: Path) -> None:
+    # First run: every insert fails, so all acknowledged requests wait in the spool.
+    failing = serve(tmp_path, fault_injection="insert_fail_for_s=3600", batch_max_spans="1000")
+    url = f"{failing.base_url}/v1/traces"
+    payloads = [body(number) for number in range(12)]
+    assert all(post(url, payload) for _, payload in payloads)
+    assert failing.metric("hotspan_spool_spans") == 12 * SPANS_PER_REQUEST
+    failing.kill()
+
+    # Second run: the process kills itself (SIGKILL) right after its first insert from the spool,
+    # before deleting the segments: the worst moment.
+    crashing = serve(tmp_path, may_die=True, fault_injection="crash_after_insert=1", batch_max_spans="1000")
+    assert crashing.process.wait(60) == -9
+
+    # Third run: inserts everything left, the crashed group again included.
+    restarted = serve(tmp_path, batch_max_spans="1000")
+    restarted.wait_drained()
+    restarted.stop()
+    traces = {trace for trace, _ in payloads}
+    stored = stored_by_trace(tmp_path)
+    check(stored, traces, traces)
+    assert sum(rows for rows, _ in stored.values()) == 12 * SPANS_PER_REQUEST
