@@ -20,6 +20,8 @@ from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
 
 if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
     from hotspan.server import RunningServer
 
 
@@ -65,3 +67,18 @@ def hotspan_server(chdb_dsn: str, tmp_path: Path) -> Iterator[RunningServer]:
     server = start_server(settings)
     yield server
     server.stop()
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium driven by Playwright; a missing binary fails the test (``make test`` installs it)."""
+    from playwright.sync_api import sync_playwright
+
+    from browser_kit import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium) to run UI tests")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

@@ -4,33 +4,19 @@ bar, and the Stages, Hotspots and Diagnosis pages. Screenshots go to ``test-arti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser
 
+from browser_kit import TIMEOUT_MS, new_page, screenshot
 from hotspan.server import RunningServer
-from testkit import REPO, TRACES
+from testkit import TRACES
 
 pytestmark = pytest.mark.ui
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = REPO / "test-artifacts"
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 TRACE_ID = "43e16db8b39d2847d082975ab07acfa6"
 """18 spans over 4 services in the capture."""
-TIMEOUT_MS = 20_000
 
 TRACE_NAMES_JS = "id => document.querySelector(`#${id} .js-plotly-plot`).data.map(t => t.name)"
 """Names of a figure's traces in the browser."""
@@ -41,17 +27,6 @@ id => {
 }
 """
 """Tiles of a figure's icicle (0 when it is not one, e.g. the "nothing to draw" figure)."""
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium driven by Playwright; a missing binary fails the test (``make test`` installs it)."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium) to run UI tests")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -69,27 +44,8 @@ def served(hotspan_server: RunningServer) -> str:
     return hotspan_server.base_url
 
 
-def _page(browser: Browser) -> tuple[Page, list[str]]:
-    """A fresh page and the list its console errors and uncaught exceptions are collected into."""
-    page = browser.new_page(viewport={"width": 1500, "height": 1100})
-    errors: list[str] = []
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error":
-            errors.append(message.text)
-
-    page.on("console", on_console)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    return page, errors
-
-
-def _screenshot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
-
-
 def test_analysis_pages_render_from_a_served_hotspan(browser: Browser, served: str) -> None:
-    page, errors = _page(browser)
+    page, errors = new_page(browser, height=1100)
 
     # Trace page: the critical path drawn over the waterfall, and the request's stage bar.
     page.goto(f"{served}/ui/trace/{TRACE_ID}")
@@ -98,14 +54,14 @@ def test_analysis_pages_render_from_a_served_hotspan(browser: Browser, served: s
     page.wait_for_selector("#trace-waterfall .legend:has-text('critical path')", timeout=TIMEOUT_MS)
     page.wait_for_selector("#trace-stages .bars path", timeout=TIMEOUT_MS)
     assert page.evaluate(TRACE_NAMES_JS, "trace-stages")  # at least one stage segment
-    _screenshot(page, "ui-trace-critical-path.png")
+    screenshot(page, "ui-trace-critical-path.png")
 
     # Stages: shares over time, the percentile table and the latency facts.
     page.goto(f"{served}/ui/stages")
     page.wait_for_selector("#stages-table .hs-stage-row", timeout=TIMEOUT_MS)
     page.wait_for_selector("#stages-shares .bars path", timeout=TIMEOUT_MS)
     assert any(ch.isdigit() for ch in page.text_content("#stages-fact-e2e") or "")
-    _screenshot(page, "ui-stages.png")
+    screenshot(page, "ui-stages.png")
 
     # Hotspots: both rankings and the aggregated flame graph.
     page.goto(f"{served}/ui/hotspots")
@@ -113,7 +69,7 @@ def test_analysis_pages_render_from_a_served_hotspan(browser: Browser, served: s
     assert page.locator("#hotspots-by-p95 .hs-hotspot-row").count() > 0
     page.wait_for_function(f"() => ({ICICLE_TILES_JS})('hotspots-flame') > 1", timeout=TIMEOUT_MS)
     page.wait_for_selector("#hotspots-flame .iciclelayer .slice", timeout=TIMEOUT_MS)
-    _screenshot(page, "ui-hotspots.png")
+    screenshot(page, "ui-hotspots.png")
 
     # Diagnosis: cards, or the "no findings" state on this demo capture; the summary counts the requests.
     page.goto(f"{served}/ui/diagnosis")
@@ -125,5 +81,5 @@ def test_analysis_pages_render_from_a_served_hotspan(browser: Browser, served: s
         assert href is not None and href.startswith("/ui/trace/")
     nav = page.get_attribute('#\\{\\"index\\"\\:\\"\\/diagnosis\\"\\,\\"type\\"\\:\\"nav-link\\"\\}', "class")
     assert nav is not None and "active" in nav
-    _screenshot(page, "ui-diagnosis.png")
+    screenshot(page, "ui-diagnosis.png")
     assert errors == []

@@ -4,36 +4,24 @@ holding the OpenTelemetry demo capture. Screenshots go to ``test-artifacts/`` at
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from dash_support import mounted_ui, serving
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser
 
+from browser_kit import TIMEOUT_MS, new_page, screenshot
 from collector.ingest import Ingestor
 from storage.reader import ClickHouseTraceReader
-from testkit import REPO, TRACES, ingest_otlp_json_file
+from testkit import TRACES, ingest_otlp_json_file
 
 pytestmark = pytest.mark.ui
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = REPO / "test-artifacts"
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 TRACE_ID = "43e16db8b39d2847d082975ab07acfa6"
 """18 spans over 4 services (frontend, recommendationservice, productcatalogservice, flagd)."""
 TRACE_SPANS = 18
 OPERATION = "grpc.oteldemo.RecommendationService/ListRecommendations"
 """A frontend operation found in 4 traces of the capture, TRACE_ID among them."""
-TIMEOUT_MS = 20_000
 
 BAR_COUNT_JS = """
 id => {
@@ -46,17 +34,6 @@ numeric arrays arrive base64-packed)."""
 
 
 @pytest.fixture
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium driven by Playwright; a missing binary fails the test (``make test`` installs it)."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium) to run UI tests")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
 def ui_url(ingestor: Ingestor, reader: ClickHouseTraceReader) -> Iterator[str]:
     """Base URL of a served FastAPI app with the UI at /ui, holding the demo capture."""
     ingest_otlp_json_file(ingestor, DEMO)
@@ -64,27 +41,8 @@ def ui_url(ingestor: Ingestor, reader: ClickHouseTraceReader) -> Iterator[str]:
         yield url
 
 
-def _page(browser: Browser) -> tuple[Page, list[str]]:
-    """A fresh page and the list its console errors and uncaught exceptions are collected into."""
-    page = browser.new_page(viewport={"width": 1500, "height": 1000})
-    errors: list[str] = []
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error":
-            errors.append(message.text)
-
-    page.on("console", on_console)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    return page, errors
-
-
-def _screenshot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
-
-
 def test_search_page_lists_traces_and_opens_one(browser: Browser, ui_url: str) -> None:
-    page, errors = _page(browser)
+    page, errors = new_page(browser, height=1000)
     page.goto(f"{ui_url}/ui/")
     page.wait_for_selector("#search-results .ag-row", timeout=TIMEOUT_MS)
     assert page.inner_text("#search-count") == "20 traces"
@@ -100,7 +58,7 @@ def test_search_page_lists_traces_and_opens_one(browser: Browser, ui_url: str) -
     page.wait_for_selector("#search-count:text-is('4 traces')", timeout=TIMEOUT_MS)
     assert page.locator("#search-results .ag-center-cols-container .ag-row").count() == 4
     assert page.locator(f"#search-results .ag-row[row-id='{TRACE_ID}']").count() == 1
-    _screenshot(page, "ui-search.png")
+    screenshot(page, "ui-search.png")
 
     page.click(f"#search-results .ag-row[row-id='{TRACE_ID}'] [col-id='root_name']")
     page.wait_for_url(f"**/ui/trace/{TRACE_ID}", timeout=TIMEOUT_MS)
@@ -110,7 +68,7 @@ def test_search_page_lists_traces_and_opens_one(browser: Browser, ui_url: str) -
 
 
 def test_trace_page_draws_waterfall_and_flame_graph(browser: Browser, ui_url: str) -> None:
-    page, errors = _page(browser)
+    page, errors = new_page(browser, height=1000)
     page.goto(f"{ui_url}/ui/trace/{TRACE_ID}")
     page.wait_for_selector("#trace-waterfall .bars path", timeout=TIMEOUT_MS)
     page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
@@ -129,7 +87,7 @@ def test_trace_page_draws_waterfall_and_flame_graph(browser: Browser, ui_url: st
     page.wait_for_selector("#trace-span-detail .hs-kv", timeout=TIMEOUT_MS)
     assert "Span ID" in page.inner_text("#trace-span-detail")
     page.mouse.move(0, 0)  # hide the hover label so the screenshot shows the whole timeline
-    _screenshot(page, "ui-trace.png")
+    screenshot(page, "ui-trace.png")
 
     shown = page.inner_text("#trace-span-detail")
     # The flame graph may lie below the fold (the stage bar sits above the timeline); mouse clicks need it in view.
@@ -146,7 +104,7 @@ def test_trace_page_draws_waterfall_and_flame_graph(browser: Browser, ui_url: st
 
 
 def test_trace_lookup_and_bad_ids(browser: Browser, ui_url: str) -> None:
-    page, errors = _page(browser)
+    page, errors = new_page(browser, height=1000)
     page.goto(f"{ui_url}/ui/trace")
     page.wait_for_selector("#trace-header .hs-notice", timeout=TIMEOUT_MS)
     assert "No trace selected" in page.inner_text("#trace-header")

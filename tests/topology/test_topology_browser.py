@@ -5,44 +5,21 @@ pipeline). Screenshots go to ``test-artifacts/``."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser
 from topology_support import demo_batch, run_pipeline, serving, storage_of
 
+from browser_kit import TIMEOUT_MS, new_page, screenshot
 from dashboards.app import build_dash_app
 from storage.clickhouse import ClickHouse
-from testkit import REPO, TRACES
+from testkit import TRACES
 
 pytestmark = pytest.mark.ui
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = REPO / "test-artifacts"
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
-TIMEOUT_MS = 20_000
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium driven by Playwright; a missing binary fails the test (``make test`` installs it)."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium) to run UI tests")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -56,26 +33,8 @@ def ui_url(store: ClickHouse) -> Iterator[str]:
         yield url
 
 
-def _page(browser: Browser) -> tuple[Page, list[str]]:
-    page = browser.new_page(viewport={"width": 1500, "height": 1100})
-    errors: list[str] = []
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error":
-            errors.append(message.text)
-
-    page.on("console", on_console)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    return page, errors
-
-
-def _screenshot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
-
-
 def test_services_page_shows_red_table_with_sparklines(browser: Browser, ui_url: str) -> None:
-    page, errors = _page(browser)
+    page, errors = new_page(browser, height=1100)
     page.goto(f"{ui_url}/ui/services")
     page.wait_for_selector("#services-table .hs-red-row", timeout=TIMEOUT_MS)
     rows = page.locator("#services-table .hs-red-row")
@@ -89,17 +48,17 @@ def test_services_page_shows_red_table_with_sparklines(browser: Browser, ui_url:
 
     page.click("#services-group-by label:has-text('Operation')")
     page.wait_for_selector("#services-table td:has-text('frontend · ')", timeout=TIMEOUT_MS)
-    _screenshot(page, "ui-services.png")
+    screenshot(page, "ui-services.png")
     assert errors == []
 
 
 def test_topology_page_draws_graph_and_lists_edge_traces(browser: Browser, ui_url: str) -> None:
-    page, errors = _page(browser)
+    page, errors = new_page(browser, height=1100)
     page.goto(f"{ui_url}/ui/topology")
     page.wait_for_selector("#topology-summary:has-text('nodes')", timeout=TIMEOUT_MS)
     assert page.inner_text("#topology-summary").startswith("10 nodes · 14 edges")
     page.wait_for_function("() => document.querySelector('#topology-graph canvas') !== null", timeout=TIMEOUT_MS)
-    _screenshot(page, "ui-topology.png")
+    screenshot(page, "ui-topology.png")
 
     # Cytoscape draws on canvas: find the edge's rendered midpoint through the cytoscape instance and click it.
     point = page.evaluate(
