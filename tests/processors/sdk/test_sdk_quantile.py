@@ -110,3 +110,28 @@ def test_memory_bounded_after_one_million_values() -> None:
     assert peak <= 2 * sketch.max_buckets
     assert sketch.max_buckets <= 600  # 2% accuracy over [1e-3, 1e7] ms
     assert steady_peak <= 200  # a real latency distribution uses a small part of that bound
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.floats(min_value=0.0, max_value=1e9, allow_nan=False), max_size=700),
+    chunk=st.integers(min_value=1, max_value=300),
+)
+def test_adding_in_chunks_equals_adding_one_by_one(values: list[float], chunk: int) -> None:
+    """add_many (the hotspot processor's path, chunks crossing window rotations, values outside the
+    range included) leaves the sketch exactly as the same values added one at a time."""
+    one_by_one = WindowedQuantileSketch(window=256)
+    chunked = WindowedQuantileSketch(window=256)
+    for value in values:
+        one_by_one.add(value)
+    for start in range(0, len(values), chunk):
+        chunked.add_many(values[start : start + chunk])
+    assert chunked.count == one_by_one.count
+    assert chunked.bucket_count == one_by_one.bucket_count
+    for q in (0.0, 0.5, 0.95, 1.0):
+        assert chunked.upper_bound(q) == one_by_one.upper_bound(q)
+
+
+def test_nan_has_no_bucket() -> None:
+    with pytest.raises(ValueError):
+        WindowedQuantileSketch().add(math.nan)
