@@ -10,6 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from instrumented_stack.engine.vllm_backend import ENGINE_CHOICES
+from instrumented_stack.env import ENV_STACK_ENGINE, stack_engine_choice
 from instrumented_stack.faults import FAULTS, parse_faults
 from instrumented_stack.replay import RunSettings, run_workload, write_manifest
 from instrumented_stack.workload import WORKLOADS
@@ -37,6 +39,12 @@ def add_stack_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     run.add_argument("--offset", type=int, default=0, help="first workload row (default 0)")
     run.add_argument("--limit", type=int, help="at most this many rows")
     run.add_argument("--threads", action="store_true", help="run the services as threads of one process")
+    run.add_argument(
+        "--engine",
+        choices=ENGINE_CHOICES,
+        help=f"LLM engine: auto (vLLM when installed and a CUDA GPU is visible, else the emulator), emulator, "
+        f"or vllm (default: ${ENV_STACK_ENGINE}, else auto)",
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress line")
 
 
@@ -54,6 +62,7 @@ def run_stack_command(args: argparse.Namespace) -> int:
             offset=args.offset,
             limit=args.limit,
             mode="threads" if args.threads else "processes",
+            engine=stack_engine_choice(args.engine),
         )
         run = run_workload(
             settings, endpoint=args.endpoint, protocol=args.protocol, progress=None if args.no_progress else sys.stderr
@@ -61,7 +70,8 @@ def run_stack_command(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"hotspan stack run: {error}", file=sys.stderr)
         return 2
-    print(f"Stack run ({settings.workload}, faults: {', '.join(settings.faults) or 'none'}): {run.summary}")
+    faults = ", ".join(settings.faults) or "none"
+    print(f"Stack run ({settings.workload}, engine: {run.config.engine_backend}, faults: {faults}): {run.summary}")
     if args.manifest:
         write_manifest(args.manifest, run, endpoint=args.endpoint)
         print(f"Manifest: {args.manifest}")

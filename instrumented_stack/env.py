@@ -7,6 +7,9 @@ Precedence everywhere: an explicit argument, then the variable, then the default
   ``<HOTSPAN_DATA_DIR>/instrumented_stack``).
 - ``HOTSPAN_DATA_DIR``: Hotspan's data directory, used only to place the default cache (path; default
   ``./.hotspan``, as ``hotspan.settings`` has it).
+- ``HOTSPAN_STACK_ENGINE``: the LLM engine ``hotspan stack run`` starts: ``auto``, ``emulator`` or ``vllm``
+  (default ``auto``: real vLLM when it is installed and a CUDA GPU is visible, else the emulator;
+  ``engine.vllm_backend.resolve_engine``). ``--engine`` wins over it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from pathlib import Path
 ENV_SHARED_DATA = "HOTSPAN_SHARED_DATA"
 ENV_STACK_CACHE = "HOTSPAN_STACK_CACHE"
 ENV_DATA_DIR = "HOTSPAN_DATA_DIR"
+ENV_STACK_ENGINE = "HOTSPAN_STACK_ENGINE"
+
+DEFAULT_STACK_ENGINE = "auto"
 
 DEFAULT_DATA_DIR = Path(".hotspan")
 
@@ -28,3 +34,8 @@ def stack_cache_dir(cache_dir: Path | None = None) -> Path:
     chosen = cache_dir or (Path(from_env) if from_env else data_dir / "instrumented_stack")
     chosen.mkdir(parents=True, exist_ok=True)
     return chosen
+
+
+def stack_engine_choice(choice: str | None = None) -> str:
+    """The engine asked for: ``choice``, else ``$HOTSPAN_STACK_ENGINE``, else ``auto`` (validated later)."""
+    return choice or os.environ.get(ENV_STACK_ENGINE) or DEFAULT_STACK_ENGINE

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TextIO
 
+from instrumented_stack.engine.vllm_backend import resolve_engine
 from instrumented_stack.faults import apply_faults
 from instrumented_stack.loadgen import UserSettings, replay_closed_loop, replay_open_loop
 from instrumented_stack.prompts import PromptBuilder
@@ -49,6 +50,8 @@ class RunSettings:
         limit: at most this many rows (``None``: as many as the window takes).
         mode: ``processes`` (one per service) or ``threads`` (one process).
         tenants: tenants round-robin (``None``: every configured one).
+        engine: ``emulator``, ``vllm`` or ``auto`` (``engine.vllm_backend.resolve_engine``); ``vllm`` needs
+            ``processes`` mode.
     """
 
     workload: str
@@ -62,6 +65,7 @@ class RunSettings:
     limit: int | None = None
     mode: Mode = "processes"
     tenants: tuple[str, ...] | None = None
+    engine: str = "emulator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +115,9 @@ def run_workload(
         progress: where progress lines go; ``None``: silent.
 
     Raises:
-        ValueError: bad settings, unknown workload or fault, no way to export spans.
+        ValueError: bad settings, unknown workload, fault or engine, no way to export spans, ``vllm`` in
+            ``threads`` mode.
+        VllmUnavailableError: (a ``ValueError``) ``vllm`` asked for where vLLM or a GPU is missing.
         FileNotFoundError: the workload file is missing.
         RuntimeError: a service did not start.
     """
@@ -121,7 +127,13 @@ def run_workload(
         raise ValueError(f"duration_s must be > 0, got {settings.duration_s}")
     if endpoint is None and (settings.mode == "processes" or span_processors is None):
         raise ValueError("give an OTLP endpoint (or span_processors in threads mode)")
+    # In one process only the emulator can run, so there `auto` means the emulator.
+    asked = "emulator" if settings.mode == "threads" and settings.engine == "auto" else settings.engine
+    backend = resolve_engine(asked)
+    if backend == "vllm" and settings.mode != "processes":
+        raise ValueError("the vllm engine runs as its own process: use processes mode (no --threads)")
     stack_config = with_speed(apply_faults(config or StackConfig(), settings.faults), settings.speed)
+    stack_config = stack_config.model_copy(update={"engine_backend": backend})
     rows = load_workload(settings.workload, limit=settings.limit, offset=settings.offset)
     if settings.closed_loop_users is None and rows:
         origin = rows[0].arrival_offset_s
@@ -180,6 +192,7 @@ def manifest(run: WorkloadRun, *, endpoint: str | None) -> dict[str, object]:
         "offset": s.offset,
         "limit": s.limit,
         "process_mode": s.mode,
+        "engine": run.config.engine_backend,
         "endpoint": endpoint,
         "services": run.urls,
         "summary": run.summary.to_json(),

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from instrumented_stack.agent import UNSET_URL, AgentConfig, create_agent_app
 from instrumented_stack.engine import EngineConfig, create_engine_app
+from instrumented_stack.engine.vllm_backend import EngineBackend, VllmSettings
 from instrumented_stack.gateway import GatewayConfig, TenantKey, create_gateway_app
 from instrumented_stack.loadgen import TenantCredentials
 from instrumented_stack.retriever import RetrieverConfig, create_retriever_app
@@ -52,6 +53,10 @@ class StackConfig(BaseModel):
     agent: AgentConfig = Field(default_factory=lambda: AgentConfig(llm_base_url=UNSET_URL))
     gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig(agent_url=UNSET_URL, tenants=DEMO_TENANTS))
     engine_tls: bool = Field(default=False, description="engine serves HTTPS with a certificate made at start")
+    engine_backend: EngineBackend = Field(
+        default="emulator", description="emulator (in the stack) or vllm (vllm serve; processes mode only)"
+    )
+    vllm: VllmSettings = Field(default_factory=VllmSettings, description="how vllm runs when engine_backend=vllm")
     gateway_port: int = Field(default=0, ge=0, le=65535, description="0: a free port")
 
     @model_validator(mode="after")
@@ -120,6 +125,9 @@ class Stack:
     Args:
         config: stack settings (URLs are filled in on open).
         span_processors: builds each service's span processor from its ``service.name``.
+
+    Opening raises ``ValueError`` when ``config.engine_backend`` is not ``emulator``: real vLLM is a process
+    of its own that exports over OTLP (``supervisor.ProcessStack`` runs it).
     """
 
     def __init__(self, config: StackConfig, span_processors: SpanProcessorFactory) -> None:
@@ -143,6 +151,11 @@ class Stack:
 
     def __enter__(self) -> Self:
         config = self._config
+        if config.engine_backend != "emulator":
+            raise ValueError(
+                f"engine_backend {config.engine_backend!r} runs as its own process and exports its spans over "
+                "OTLP: use supervisor.ProcessStack (hotspan stack run without --threads)"
+            )
         sockets: dict[str, socket.socket] = {}
         try:
             certificate = None

@@ -6,6 +6,11 @@ so every process is given its dependencies' real URLs. Each process exports its 
 With ``engine_tls`` the supervisor generates the certificate first and hands it to the engine (serve) and
 the agent (trust).
 
+With ``engine_backend="vllm"`` the engine is real vLLM instead of the emulator: ``vllm serve`` on the tiny
+model (``engine.vllm_backend``), started by ``engine.process.EngineProcess`` and ready once ``/health``
+answers; it exports its ``llm_request`` spans to the same OTLP endpoint. Its log is
+``<stack cache>/vllm.log`` (``env.stack_cache_dir``), quoted in the error when it fails to start.
+
 Closing sends SIGTERM to every process, front to back, waits for a graceful exit (spans flushed), and kills
 what is still running after ``stop_timeout_s``. A process's stderr is passed through to the supervisor's.
 """
@@ -14,14 +19,16 @@ from __future__ import annotations
 
 import select
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from instrumented_stack.service_main import READY_PREFIX
+from instrumented_stack.engine.process import EngineProcess
+from instrumented_stack.engine.vllm_backend import vllm_engine_process
+from instrumented_stack.env import stack_cache_dir
+from instrumented_stack.service_main import READY_PREFIX, service_command
 from instrumented_stack.stack import SERVICES, StackConfig, StackUrls, wire
 from instrumented_stack.telemetry import OtlpProtocol
 from instrumented_stack.tls import CertificateFiles, generate_self_signed
@@ -59,6 +66,8 @@ class ProcessStack:
         self._processes: list[subprocess.Popen[str]] = []
         self._urls: StackUrls | None = None
         self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
+        self._engine: EngineProcess | None = None
+        self._model_dir: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def urls(self) -> StackUrls:
@@ -83,28 +92,40 @@ class ProcessStack:
                 # Dependencies come first in SERVICES, so their URLs are known; the rest stay placeholders.
                 placeholders = {name: urls.get(name, "http://127.0.0.1:0") for name in SERVICES}
                 wired = wire(self._config, placeholders, certificate)
-                urls[service] = self._start(service, wired, certificate if service == "engine" else None)
+                if service == "engine" and wired.engine_backend == "vllm":
+                    urls[service] = self._start_vllm(wired, certificate)
+                else:
+                    urls[service] = self._start(service, wired, certificate if service == "engine" else None)
         except BaseException:
             self.close()
             raise
         self._urls = StackUrls(gateway=urls["gateway"], engine=urls["engine"], services=urls)
         return self
 
+    def _start_vllm(self, config: StackConfig, tls: CertificateFiles | None) -> str:
+        self._model_dir = tempfile.TemporaryDirectory(prefix="hotspan-stack-vllm-")
+        engine = vllm_engine_process(
+            config.engine,
+            Path(self._model_dir.name),
+            otlp_endpoint=self._endpoint,
+            protocol=self._protocol,
+            settings=config.vllm,
+            tls=tls,
+            log_path=stack_cache_dir() / "vllm.log",
+        )
+        self._engine = engine
+        engine.start()
+        return engine.url
+
     def _start(self, service: str, config: StackConfig, tls: CertificateFiles | None) -> str:
-        command = [
-            sys.executable,
-            "-m",
-            "instrumented_stack.service_main",
+        command = service_command(
             service,
-            "--config",
-            config.model_dump_json(),
-            "--otlp-endpoint",
+            config,
             self._endpoint,
-            "--otlp-protocol",
-            self._protocol,
-        ]
-        if tls is not None:
-            command += ["--ssl-certfile", str(tls.certfile), "--ssl-keyfile", str(tls.keyfile)]
+            protocol=self._protocol,
+            ssl_certfile=tls.certfile if tls else None,
+            ssl_keyfile=tls.keyfile if tls else None,
+        )
         process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         self._processes.append(process)
         deadline = time.monotonic() + self._start_timeout_s
@@ -135,6 +156,12 @@ class ProcessStack:
                     process.wait()
             if process.stdout is not None:
                 process.stdout.close()
+        if self._engine is not None:
+            self._engine.stop()
+            self._engine = None
+        if self._model_dir is not None:
+            self._model_dir.cleanup()
+            self._model_dir = None
         if self._tls_dir is not None:
             self._tls_dir.cleanup()
             self._tls_dir = None

@@ -58,6 +58,44 @@ class VllmSpanAttributes:
     RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 
 
+LLM_REQUEST_ALWAYS_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        VllmSpanAttributes.LATENCY_TIME_TO_FIRST_TOKEN,
+        VllmSpanAttributes.LATENCY_E2E,
+        VllmSpanAttributes.LATENCY_TIME_IN_QUEUE,
+        VllmSpanAttributes.LATENCY_TIME_IN_MODEL_PREFILL,
+        VllmSpanAttributes.LATENCY_TIME_IN_MODEL_DECODE,
+        VllmSpanAttributes.LATENCY_TIME_IN_MODEL_INFERENCE,
+        VllmSpanAttributes.USAGE_PROMPT_TOKENS,
+        VllmSpanAttributes.USAGE_COMPLETION_TOKENS,
+        VllmSpanAttributes.REQUEST_ID,
+        VllmSpanAttributes.RESPONSE_FINISH_REASONS,
+    }
+)
+"""Attributes vLLM v1's ``OutputProcessor.do_tracing`` sets on every finished request."""
+
+LLM_REQUEST_OPTIONAL_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        VllmSpanAttributes.REQUEST_TOP_P,
+        VllmSpanAttributes.REQUEST_MAX_TOKENS,
+        VllmSpanAttributes.REQUEST_TEMPERATURE,
+        VllmSpanAttributes.REQUEST_N,
+    }
+)
+"""Attributes set only when the request's value is truthy (``temperature=0`` leaves its attribute out)."""
+
+LLM_REQUEST_ATTRIBUTES: frozenset[str] = LLM_REQUEST_ALWAYS_ATTRIBUTES | LLM_REQUEST_OPTIONAL_ATTRIBUTES
+"""The single source of truth for the attribute set of vLLM v1's ``llm_request`` span (14 names), for a
+request whose ``temperature``, ``top_p``, ``max_tokens`` and ``n`` are all non-zero.
+
+Source: ``do_tracing`` in ``vllm/v1/engine/output_processor.py`` and ``SpanAttributes`` in
+``vllm/tracing/utils.py`` (vllm-project/vllm main, read at output_processor commit ``d078226``, the
+0.3x releases); REFERENCE.md's vLLM section lists the same names. The emulator's spans carry exactly this
+set (``tests/instrumented_stack/test_vllm_backend.py``), and the device check
+(``instrumented_stack/device_check.py``) compares real vLLM's spans with it.
+"""
+
+
 def trace_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The ``traceparent``/``tracestate`` entries of ``headers`` (a case-insensitive mapping)."""
     return {name: headers[name] for name in TRACE_HEADERS if name in headers}

@@ -10,6 +10,7 @@ from opentelemetry.trace import SpanKind, format_trace_id
 
 from instrumented_stack.capture import InMemorySpans
 from instrumented_stack.engine import StepTimeModel
+from instrumented_stack.engine.vllm_span import LLM_REQUEST_ATTRIBUTES
 from instrumented_stack.runner import RunSummary
 
 LATENCY_ATTRIBUTES = (
@@ -44,7 +45,7 @@ def _engine_spans_by_trace(stack_run: RunSummary, stack_spans: InMemorySpans) ->
 
 def test_attribute_set_is_vllm_v1s(stack_run: RunSummary, stack_spans: InMemorySpans) -> None:
     for span in _engine_spans_by_trace(stack_run, stack_spans).values():
-        assert set(span.attributes) == set(LATENCY_ATTRIBUTES) | set(OTHER_ATTRIBUTES)
+        assert set(span.attributes) == set(LATENCY_ATTRIBUTES) | set(OTHER_ATTRIBUTES) == LLM_REQUEST_ATTRIBUTES
         for name in LATENCY_ATTRIBUTES:
             assert isinstance(span.attributes[name], float), name
         assert json.loads(span.attributes["gen_ai.response.finish_reasons"]) == ["length"]

@@ -115,7 +115,7 @@ def test_stack_run_cli_replays_a_workload_with_faults_in_separate_processes(
     manifest_path = tmp_path / "run.json"
     argv = ["stack", "run", "--workload", "azure-code", "--limit", "4", "--closed-loop", "2", "--speed", "100"]
     argv += ["--faults", "connection_per_request,prefix_cache_off", "--endpoint", endpoint]
-    argv += ["--manifest", str(manifest_path), "--no-progress", "--seed", "7"]
+    argv += ["--manifest", str(manifest_path), "--no-progress", "--seed", "7", "--engine", "emulator"]
     assert hotspan_main(argv) == 0
     assert "4 requests, 0 errors" in capsys.readouterr().out
     assert {service for service, _ in received.spans} == SERVICES
@@ -126,6 +126,7 @@ def test_stack_run_cli_replays_a_workload_with_faults_in_separate_processes(
     assert manifest["faults"] == ["connection_per_request", "prefix_cache_off"]
     assert manifest["loop"] == {"mode": "closed", "users": 2}
     assert manifest["process_mode"] == "processes"
+    assert manifest["engine"] == "emulator"
     assert manifest["services"]["engine"].startswith("https://")
     window = manifest["window"]
     assert 0 < window["start_unix_ns"] < window["end_unix_ns"]
