@@ -45,11 +45,10 @@ class BaggageSpanProcessor(SpanProcessor):
         self._pairs: tuple[tuple[str, str], ...] = tuple((key, attribute_prefix + key) for key in key_list)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        entries = baggage.get_all(parent_context)
-        if not entries:
-            return
+        # One get_baggage per key rather than get_all: get_all wraps the entries in a new mapping proxy
+        # on every span, and allow-lists are short.
         for key, name in self._pairs:
-            value = entries.get(key)
+            value = baggage.get_baggage(key, parent_context)
             if value is not None:
                 if value.__class__ is not str or ";" in value:  # skip the call in the common case
                     value = entry_value(value)

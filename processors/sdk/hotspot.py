@@ -5,6 +5,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
 from opentelemetry import metrics
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from processors.sdk import attributes as attr
@@ -71,7 +72,8 @@ class HotspotSpanProcessor(SpanProcessor):
 
     Memory: at most ``max_keys`` keys (least recently learning evicted first, static keys in the order
     they came; an evicted key re-learns from scratch), each holding at most two sketch halves of
-    ``max_buckets`` entries and ``refresh_every`` queued durations in adaptive mode.
+    ``max_buckets`` entries and ``refresh_every`` queued durations in adaptive mode; plus one small dict
+    per ``service.name`` seen (a TracerProvider has one).
 
     Thread-safety: ``on_end`` may run on many threads at once. The per-span path takes no lock: a key
     lookup and a list append are atomic. One lock guards adding or evicting a key and each sketch
@@ -138,10 +140,14 @@ class HotspotSpanProcessor(SpanProcessor):
         self._refresh_every = tuning.refresh_every
         self._max_keys = max_keys
         self._lock = threading.Lock()
+        # Every key's state twice: in recency order for eviction (changed under the lock only), and
+        # by service then span name for the per-span lookup, which then builds no key tuple.
         self._states: OrderedDict[tuple[str, str], _KeyState] = OrderedDict()
+        self._by_service: dict[str, dict[str, _KeyState]] = {}
         # The resource is the same object for every span of a TracerProvider: remember the last one
-        # so the service name is looked up once, not per span. A tuple swap is atomic.
-        self._last_service: tuple[object, str] = (None, _UNKNOWN_SERVICE)
+        # with its service's states, so the service name is looked up once, not per span. A tuple
+        # swap is atomic.
+        self._last_service: tuple[object, str, dict[str, _KeyState]] = (None, _UNKNOWN_SERVICE, {})
         meter = (meter_provider or metrics.get_meter_provider()).get_meter("hotspan.processors.sdk")
         self._counter = meter.create_counter(
             attr.HOTSPOT_SPANS_METRIC,
@@ -166,20 +172,17 @@ class HotspotSpanProcessor(SpanProcessor):
         if start_ns is not None and end_ns is not None:
             resource = span.resource
             last_service = self._last_service
-            if last_service[0] is resource:
-                service = last_service[1]
-            else:
-                service = str(resource.attributes.get("service.name", _UNKNOWN_SERVICE))
-                self._last_service = (resource, service)
-            key = (service, span.name)
-            state = self._states.get(key) or self._admit(key)
+            if last_service[0] is not resource:
+                last_service = self._service_of(resource)
+            name = span.name
+            state = last_service[2].get(name) or self._admit(last_service[1], name)
             duration_ms = (end_ns - start_ns) / _NS_PER_MS
             threshold_ms = state.threshold_ms
             pending = state.pending
             if pending is not None:
                 pending.append(duration_ms)
                 if len(pending) >= self._refresh_every:
-                    self._learn(key, state)
+                    self._learn(last_service[1], name, state)
             if threshold_ms is not None and duration_ms > threshold_ms:
                 span = self._flag(span, state, threshold_ms, duration_ms)
         self._next.on_end(span)
@@ -190,17 +193,27 @@ class HotspotSpanProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self._next.force_flush(timeout_millis)
 
-    def _admit(self, key: tuple[str, str]) -> _KeyState:
+    def _service_of(self, resource: Resource) -> tuple[Resource, str, dict[str, _KeyState]]:
+        service = str(resource.attributes.get("service.name", _UNKNOWN_SERVICE))
+        with self._lock:
+            last_service = (resource, service, self._by_service.setdefault(service, {}))
+        self._last_service = last_service
+        return last_service
+
+    def _admit(self, service: str, name: str) -> _KeyState:
         """The key's state, created (and the least recent key evicted beyond ``max_keys``) if absent."""
+        key = (service, name)
         with self._lock:
             state = self._states.get(key)
             if state is None:
                 state = self._states[key] = self._new_state(key)
+                self._by_service.setdefault(service, {})[name] = state
                 if len(self._states) > self._max_keys:
-                    self._states.popitem(last=False)
+                    (old_service, old_name), _ = self._states.popitem(last=False)
+                    del self._by_service[old_service][old_name]
             return state
 
-    def _learn(self, key: tuple[str, str], state: _KeyState) -> None:
+    def _learn(self, service: str, name: str, state: _KeyState) -> None:
         """Add the key's queued durations to its sketch and refresh its threshold."""
         pending, sketch = state.pending, state.sketch
         assert pending is not None and sketch is not None  # only adaptive keys queue durations
@@ -213,6 +226,7 @@ class HotspotSpanProcessor(SpanProcessor):
             sketch.add_many(durations)
             if sketch.count >= self._min_samples:
                 state.threshold_ms = sketch.upper_bound(self._quantile)
+            key = (service, name)
             if key in self._states:
                 self._states.move_to_end(key)
 
