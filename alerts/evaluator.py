@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from alerts.config import AlertsConfig, BurnWindow, Slo
 from alerts.notify import AlertmanagerNotifier, Notifier, NotifyError, WebhookNotifier, rfc3339
 from alerts.rules import alert_labels, objective_text, subject_text, traces_link
+from analysis.periodic import PeriodicWorker
 from storage.reader import TraceQuery, TraceReader
 from storage.rollup_reader import RedSelection, RollupReader
 
@@ -121,34 +122,26 @@ class SloEvaluator:
         self._active: dict[tuple[str, str], _Active] = {}
         self._unsent_resolved: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # A storage outage or a receiver down fails one evaluation: logged, state kept, tried again next interval.
+        self._worker = PeriodicWorker(
+            self.run_once,
+            lambda: self.config.interval_s,
+            name="hotspan-slo-evaluator",
+            log=log,
+            failure="SLO evaluation failed; retrying in %.1f s",
+        )
 
     def start(self) -> None:
         """Evaluate now and every ``config.interval_s`` on a daemon thread."""
-        if self._thread is not None:
+        if self._worker.running:
             return
         if not self._notifiers:
             log.warning("SLO file names no alertmanager_url or webhook_url: alerts are evaluated but sent nowhere")
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._work, name="hotspan-slo-evaluator", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the thread after its current evaluation (firing alerts are left to expire at their ``endsAt``)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=timeout_s)
-            self._thread = None
-
-    def _work(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception:
-                # A storage outage or a receiver down: log, keep state, try again next interval.
-                log.exception("SLO evaluation failed; retrying in %.1f s", self.config.interval_s)
-            self._stop.wait(self.config.interval_s)
+        self._worker.stop(timeout_s)
 
     def evaluate(self, now_ns: int | None = None) -> list[SloStatus]:
         """Every SLO at every severity now. Raises what storage raises."""

@@ -29,15 +29,14 @@ Validation happens at load (pydantic), and every problem is reported at once, ea
 from __future__ import annotations
 
 import re
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
 import numpy.typing as npt
 import polars as pl
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from analysis.rule_files import RuleFileError, read_packaged_rules, read_rule_file, validate_rules
 from analysis.spans import SpanKind
 
 Stage = Literal[
@@ -144,13 +143,10 @@ class StageRules(BaseModel):
         return list(keys)
 
 
-class StageRulesError(ValueError):
+class StageRulesError(RuleFileError):
     """A rule table is invalid. ``issues`` lists every problem as ``"<key path>: <message>"``."""
 
-    def __init__(self, origin: str, issues: list[str]) -> None:
-        self.issues = tuple(issues)
-        lines = "\n".join(f"  - {issue}" for issue in self.issues)
-        super().__init__(f"invalid stage rules in {origin} ({len(self.issues)} error(s)):\n{lines}")
+    table = "stage rules"
 
 
 def parse_stage_rules(document: object, origin: str = "<document>") -> StageRules:
@@ -159,16 +155,12 @@ def parse_stage_rules(document: object, origin: str = "<document>") -> StageRule
     Raises:
         StageRulesError: every problem, each under its key path.
     """
-    try:
-        return StageRules.model_validate(document)
-    except ValidationError as error:
-        raise StageRulesError(origin, [f"{_key_path(item['loc'])}: {item['msg']}" for item in error.errors()]) from None
+    return validate_rules(StageRules, document, origin, StageRulesError)
 
 
 def default_stage_rules() -> StageRules:
     """The packaged table (``analysis/stage_rules.yaml``)."""
-    text = resources.files("analysis").joinpath(DEFAULT_RULES_RESOURCE).read_text(encoding="utf-8")
-    return parse_stage_rules(yaml.safe_load(text), f"analysis/{DEFAULT_RULES_RESOURCE}")
+    return parse_stage_rules(*read_packaged_rules("analysis", DEFAULT_RULES_RESOURCE))
 
 
 def load_stage_rules(path: str | Path | None = None) -> StageRules:
@@ -182,19 +174,7 @@ def load_stage_rules(path: str | Path | None = None) -> StageRules:
     """
     if path is None:
         return default_stage_rules()
-    origin = str(path)
-    try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise StageRulesError(origin, [f"{origin}: cannot be read as YAML: {error}"]) from None
-    rules = parse_stage_rules(document, origin)
+    rules = parse_stage_rules(read_rule_file(path, StageRulesError), str(path))
     if not rules.include_defaults:
         return rules
     return rules.model_copy(update={"rules": [*rules.rules, *default_stage_rules().rules]})
-
-
-def _key_path(location: tuple[int | str, ...]) -> str:
-    path = ""
-    for part in location:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "<document>"

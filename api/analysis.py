@@ -14,7 +14,7 @@ all; the ``tenant`` query parameter and ``group_by=tenant`` are about the tenant
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 import polars as pl
@@ -26,22 +26,19 @@ from api.errors import ApiError
 from api.models import ErrorResponse
 from api.tenancy import Tenant
 from api.traces import parse_trace_id
+from api.window import StartNs, window
 from processors.pipeline.queries import AnalysisService, StatisticsGroup
 from storage.analysis_store import AnalysisFilter
 
 _T = TypeVar("_T")
 NS_PER_S = 1_000_000_000
-DEFAULT_WINDOW_NS = 3_600 * NS_PER_S
-"""Window when ``start_ns`` is not given: the hour before ``end_ns`` (as ``/api/v1/red`` and ``/topology``)."""
 MAX_BUCKETS = 2_000
 """Most time buckets of ``/stages/timeseries``; a longer window needs a larger ``bucket_s``."""
 
 ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": ErrorResponse}}
 TRACE_ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}}
 
-StartNs = Annotated[
-    int | None, Query(ge=0, description="Window start, ns since the Unix epoch; default `end_ns` minus 1 h.")
-]
+# Analysis reads include the window's end (storage.analysis_store.AnalysisFilter); the shared EndNs does not say.
 EndNs = Annotated[int | None, Query(ge=0, description="Window end (inclusive), ns since the Unix epoch; default now.")]
 Service = Annotated[str | None, Query(description="Service name (exact).")]
 RequestTenant = Annotated[
@@ -236,8 +233,7 @@ def build_router(service: AnalysisService) -> APIRouter:
     async def critical_path(trace_id: str, owner: Tenant) -> CriticalPathResponse:
         """The critical path of the trace's root span (Jaeger UI's semantics: FOLLOWS_FROM children left out,
         overflowing children clamped), as sections with their span, stage and times (ns)."""
-        canonical = parse_trace_id(trace_id)
-        sections = _found(await run_in_threadpool(service.trace_critical_path, canonical, tenant=owner), canonical)
+        canonical, sections = await _trace(service.trace_critical_path, trace_id, owner)
         rows = [CriticalPathSection(**row) for row in sections.iter_rows(named=True)]
         return CriticalPathResponse(trace_id=canonical, total_ns=sum(r.duration_ns for r in rows), sections=rows)
 
@@ -256,8 +252,7 @@ def build_router(service: AnalysisService) -> APIRouter:
     ) -> StatisticsResponse:
         """Jaeger UI's Trace Statistics: per group, count, total/avg/min/max duration and self time (ms), and
         self time as a percentage of the trace's duration."""
-        canonical = parse_trace_id(trace_id)
-        table = _found(await run_in_threadpool(service.trace_statistics, canonical, group_by, tenant=owner), canonical)
+        canonical, table = await _trace(service.trace_statistics, trace_id, owner, group_by)
         return StatisticsResponse(
             trace_id=canonical, group_by=group_by, rows=[StatisticsRow(**row) for row in table.iter_rows(named=True)]
         )
@@ -271,8 +266,7 @@ def build_router(service: AnalysisService) -> APIRouter:
     async def trace_flamegraph(trace_id: str, owner: Tenant) -> TraceFlameGraphResponse:
         """The trace's flame graph weighted by self time: one node per path of `service:operation` from the
         root (same-named siblings merged), as a flat list under a virtual root."""
-        canonical = parse_trace_id(trace_id)
-        nodes = _found(await run_in_threadpool(service.trace_flamegraph, canonical, tenant=owner), canonical)
+        canonical, nodes = await _trace(service.trace_flamegraph, trace_id, owner)
         return TraceFlameGraphResponse(trace_id=canonical, nodes=_nodes(nodes))
 
     @router.get(
@@ -284,8 +278,7 @@ def build_router(service: AnalysisService) -> APIRouter:
     async def trace_stages(trace_id: str, owner: Tenant) -> TraceStagesResponse:
         """Where the request's time went: ns per stage along the critical path (summing to the root span's
         duration, `total_ns`), TTFT and TPOT, and the wall-clock attribution beside it."""
-        canonical = parse_trace_id(trace_id)
-        stages = _found(await run_in_threadpool(service.trace_stages, canonical, tenant=owner), canonical)
+        _canonical, stages = await _trace(service.trace_stages, trace_id, owner)
         return TraceStagesResponse(**vars(stages))
 
     @router.get("/stages", operation_id="get_stages", response_model=StagesResponse, responses=ERRORS)
@@ -303,7 +296,7 @@ def build_router(service: AnalysisService) -> APIRouter:
     ) -> StagesResponse:
         """Over the analysed requests starting in the window: per group, p50/p95/p99/mean of each stage's
         critical-path time and its share of end-to-end latency, and p50/p95/p99 of e2e latency, TTFT, TPOT."""
-        start, end = _window(start_ns, end_ns)
+        start, end = window(start_ns, end_ns)
         where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant, model=model)
         report = await run_in_threadpool(service.stages, where, group_by or "", tenant=owner)
         by_group: dict[str, list[StagePercentiles]] = {}
@@ -337,7 +330,7 @@ def build_router(service: AnalysisService) -> APIRouter:
         request_tenant: RequestTenant = None,
     ) -> StageSharesResponse:
         """Each stage's share of end-to-end latency per time bucket (of request start), for stacked charts."""
-        start, end = _window(start_ns, end_ns)
+        start, end = window(start_ns, end_ns)
         if (end - start) // (bucket_s * NS_PER_S) > MAX_BUCKETS:
             raise ApiError(400, "invalid_parameter", f"bucket_s: more than {MAX_BUCKETS} buckets; use a larger one")
         where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant)
@@ -357,7 +350,7 @@ def build_router(service: AnalysisService) -> APIRouter:
         """(service, operation) ranked by total and by p95 self time over the window's analysed spans, each with
         its share, and the longest spans flagged as hotspots (static rule, rolling p95 of their operation, or
         the SDK's `hotspan.hotspot=true`)."""
-        start, end = _window(start_ns, end_ns)
+        start, end = window(start_ns, end_ns)
         where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant)
         report = await run_in_threadpool(service.hotspots, where, limit, tenant=owner)
         return HotspotsResponse(
@@ -383,7 +376,7 @@ def build_router(service: AnalysisService) -> APIRouter:
     ) -> FlameGraphResponse:
         """The aggregated flame graph of the analysed requests starting in the window: one node per path of
         `service:operation` from the root, weighted by self time, as a flat list under a virtual root."""
-        start, end = _window(start_ns, end_ns)
+        start, end = window(start_ns, end_ns)
         where = AnalysisFilter(start, end, service=service_name, operation=operation, request_tenant=request_tenant)
         nodes = await run_in_threadpool(service.flamegraph, where, tenant=owner)
         return FlameGraphResponse(start_ns=start, end_ns=end, traces=int(nodes["count"][0]), nodes=_nodes(nodes))
@@ -391,19 +384,17 @@ def build_router(service: AnalysisService) -> APIRouter:
     return router
 
 
-def _window(start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
-    """``(start_ns, end_ns)`` with defaults filled (the last hour). Raises ApiError 400 when start > end."""
-    end = end_ns if end_ns is not None else time.time_ns()
-    start = start_ns if start_ns is not None else max(0, end - DEFAULT_WINDOW_NS)
-    if start > end:
-        raise ApiError(400, "invalid_parameter", f"start_ns: {start} is after end_ns {end}")
-    return start, end
+async def _trace(read: Callable[..., _T | None], trace_id: str, owner: str | None, *args: Any) -> tuple[str, _T]:
+    """The canonical form of ``trace_id`` and ``read(canonical, *args, tenant=owner)``, run off the event loop.
 
-
-def _found(value: _T | None, trace_id: str) -> _T:
+    Raises:
+        ApiError: 400 for a malformed trace ID, 404 when ``read`` finds no such trace (returns None).
+    """
+    canonical = parse_trace_id(trace_id)
+    value = await run_in_threadpool(read, canonical, *args, tenant=owner)
     if value is None:
-        raise ApiError(404, "not_found", f"trace {trace_id} not found")
-    return value
+        raise ApiError(404, "not_found", f"trace {canonical} not found")
+    return canonical, value
 
 
 def _nodes(frame: pl.DataFrame) -> list[FlameNode]:

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from api.errors import ApiError
 from api.models import ErrorResponse
 from api.tenancy import Tenant
-from api.topology import EndNs, StartNs, window
+from api.window import EndNs, StartNs, window
 from storage.rollup_reader import RedQuery, RollupReader
 
 NS_PER_MS = 1_000_000

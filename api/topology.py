@@ -7,27 +7,19 @@ the caller's tenant (:mod:`api.tenancy`).
 from __future__ import annotations
 
 import math
-import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from api.errors import ApiError
 from api.models import ErrorResponse
 from api.tenancy import Tenant
+from api.window import EndNs, StartNs, window
 from processors.pipeline.service_graph import topology_nodes
 from storage.rollup_reader import RollupReader
 
 NS_PER_MS = 1_000_000
-DEFAULT_WINDOW_NS = 3_600 * 1_000_000_000
-"""Window when ``start_ns`` is not given: the hour before ``end_ns``."""
-
-StartNs = Annotated[
-    int | None, Query(ge=0, description="Window start, ns since the Unix epoch; default `end_ns` minus 1 h.")
-]
-EndNs = Annotated[int | None, Query(ge=0, description="Window end, ns since the Unix epoch; default now.")]
 
 
 class TopologyNode(BaseModel):
@@ -150,15 +142,6 @@ def build_router(reader: RollupReader) -> APIRouter:
         )
 
     return router
-
-
-def window(start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
-    """``(start_ns, end_ns)`` with defaults filled (the last hour). Raises ApiError 400 when start > end."""
-    end = end_ns if end_ns is not None else time.time_ns()
-    start = start_ns if start_ns is not None else max(0, end - DEFAULT_WINDOW_NS)
-    if start > end:
-        raise ApiError(400, "invalid_parameter", f"start_ns: {start} is after end_ns {end}")
-    return start, end
 
 
 def _edge(row: dict) -> TopologyEdge:

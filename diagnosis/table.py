@@ -24,26 +24,22 @@ under its key path (``rules.queue_saturation.config.queue_share_warning: ...``) 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from analysis.rule_files import RuleFileError, read_packaged_rules, read_rule_file
 from diagnosis.rules import RULES
 from diagnosis.rules.base import Rule, RuleConfig
 
 DEFAULT_TABLE_RESOURCE = "rules.yaml"
 
 
-class RuleTableError(ValueError):
+class RuleTableError(RuleFileError):
     """A rule table is invalid. ``issues`` lists every problem as ``"<key path>: <message>"``."""
 
-    def __init__(self, origin: str, issues: list[str]) -> None:
-        self.issues = tuple(issues)
-        lines = "\n".join(f"  - {issue}" for issue in self.issues)
-        super().__init__(f"invalid diagnosis rules in {origin} ({len(self.issues)} error(s)):\n{lines}")
+    table = "diagnosis rules"
 
 
 class _Entry(BaseModel):
@@ -130,11 +126,10 @@ def parse_rule_table(document: object, origin: str = "<document>", defaults: Rul
 
 def default_rule_table() -> RuleTable:
     """The packaged table (``diagnosis/rules.yaml``)."""
-    text = resources.files("diagnosis").joinpath(DEFAULT_TABLE_RESOURCE).read_text(encoding="utf-8")
-    document = yaml.safe_load(text)
+    document, origin = read_packaged_rules("diagnosis", DEFAULT_TABLE_RESOURCE)
     if isinstance(document, dict):
         document = {**document, "include_defaults": False}
-    return parse_rule_table(document, f"diagnosis/{DEFAULT_TABLE_RESOURCE}")
+    return parse_rule_table(document, origin)
 
 
 def load_rule_table(path: str | Path | None = None) -> RuleTable:
@@ -145,12 +140,7 @@ def load_rule_table(path: str | Path | None = None) -> RuleTable:
     """
     if path is None:
         return default_rule_table()
-    origin = str(path)
-    try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise RuleTableError(origin, [f"{origin}: cannot be read as YAML: {error}"]) from None
-    return parse_rule_table(document, origin)
+    return parse_rule_table(read_rule_file(path, RuleTableError), str(path))
 
 
 def _issue(prefix: tuple[str, ...], item: Any) -> str:

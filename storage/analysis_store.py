@@ -32,6 +32,19 @@ GroupBy = Literal["service", "model", "tenant", ""]
 its model, the tenant its spans name, or ``""`` for one group of every request."""
 RankingOrder = Literal["self_total_ns", "self_p95_ns"]
 
+FLAME_NODE_COLUMNS = {
+    "node": pl.UInt64,
+    "parent": pl.UInt64,
+    "depth": pl.UInt32,
+    "service_name": pl.String,
+    "name": pl.String,
+    "self_ns": pl.UInt64,
+    "count": pl.UInt64,
+}
+"""One row per flame-graph node: ``node``/``parent`` path hashes (``parent`` 0 at the top), depth, service and
+span name, summed self time (ns) and span count. :meth:`AnalysisStore.flame_nodes` reads these (and
+``traces``); ``processors.pipeline.flame.flame_graph`` takes them."""
+
 SPAN_ANALYSIS_SCHEMA = pa.schema(
     [
         ("Tenant", pa.string()),
@@ -279,7 +292,7 @@ class ClickHouseAnalysisStore:
         }
         frame = self._frame(analysis_sql.DURATION_QUANTILES, parameters)
         schema = {"service_name": pl.String, "name": pl.String, "threshold_ns": pl.Float64, "samples": pl.UInt64}
-        return frame.cast(schema) if frame.height else pl.DataFrame(schema=schema)
+        return _typed(frame, schema)
 
     def write_span_analysis(self, rows: pa.Table) -> None:
         self._insert("hotspan_span_analysis", rows, SPAN_ANALYSIS_SCHEMA)
@@ -343,7 +356,7 @@ class ClickHouseAnalysisStore:
             "e2e_ns": pl.UInt64,
             "share_of_e2e": pl.Float64,
         }
-        return frame.select(list(schema)).cast(schema) if frame.height else pl.DataFrame(schema=schema)
+        return _typed(frame, schema)
 
     def hotspot_ranking(
         self, where: AnalysisFilter, order: RankingOrder, limit: int, *, tenant: str | None
@@ -363,7 +376,7 @@ class ClickHouseAnalysisStore:
             "self_share": pl.Float64,
             "p95_share": pl.Float64,
         }
-        return frame.select(list(schema)).cast(schema) if frame.height else pl.DataFrame(schema=schema)
+        return _typed(frame, schema)
 
     def flagged_spans(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
         conditions, parameters = _conditions(where, analysis_sql.SPAN_FILTERS, tenant)
@@ -380,7 +393,7 @@ class ClickHouseAnalysisStore:
             "reason": pl.String,
             "threshold_ms": pl.Float64,
         }
-        return frame.select(list(schema)).cast(schema) if frame.height else pl.DataFrame(schema=schema)
+        return _typed(frame, schema)
 
     def flame_nodes(self, where: AnalysisFilter, *, tenant: str | None) -> pl.DataFrame:
         summary_where = AnalysisFilter(where.start_ns, where.end_ns, None, None, where.request_tenant, where.model)
@@ -394,17 +407,8 @@ class ClickHouseAnalysisStore:
             parameters |= span_parameters
         sql = analysis_sql.FLAME_NODES.format(conditions=conditions, owner=analysis_sql.OWNER_FILTER)
         frame = self._frame(sql, parameters)
-        schema = {
-            "node": pl.UInt64,
-            "parent": pl.UInt64,
-            "depth": pl.UInt32,
-            "service_name": pl.String,
-            "name": pl.String,
-            "self_ns": pl.UInt64,
-            "count": pl.UInt64,
-            "traces": pl.UInt64,
-        }
-        return frame.select(list(schema)).cast(schema) if frame.height else pl.DataFrame(schema=schema)
+        schema = FLAME_NODE_COLUMNS | {"traces": pl.UInt64}
+        return _typed(frame, schema)
 
     def trace_summaries(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
         conditions, parameters = _conditions(where, analysis_sql.SUMMARY_FILTERS, tenant)
@@ -471,3 +475,9 @@ def _conditions(where: AnalysisFilter, filters: dict[str, str], tenant: str | No
             conditions.append(filters[field.name])
             parameters[field.name] = value
     return " AND ".join(conditions), parameters
+
+
+def _typed(frame: pl.DataFrame, schema: dict[str, pl.DataType | type[pl.DataType]]) -> pl.DataFrame:
+    """``frame``'s ``schema`` columns, in that order and cast to those types; with no rows, an empty frame with
+    those columns (ClickHouse may answer an empty result without any)."""
+    return frame.select(list(schema)).cast(schema) if frame.height else pl.DataFrame(schema=schema)

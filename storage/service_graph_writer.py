@@ -10,33 +10,10 @@ import pyarrow as pa
 
 from storage.clickhouse import ClickHouse
 
-EDGE_COLUMNS = (
-    "tenant",
-    "trace_id",
-    "timestamp_ns",
-    "client",
-    "server",
-    "connection_type",
-    "client_span_id",
-    "server_span_id",
-    "client_span_name",
-    "server_span_name",
-    "has_client_span",
-    "has_server_span",
-    "client_duration_ns",
-    "server_duration_ns",
-    "failed",
-)
-"""Columns of an edge frame, one row per call: ``tenant`` (the trace's, folded: never ``''``), ``trace_id``,
-``timestamp_ns`` (Int64 ns since the epoch: the client span's start, or the server span's when there is no
-client span), node names, ``connection_type`` (``plain``, ``database``, ``messaging``, ``virtual``), span IDs
-and names of each side (empty for a side without a span), ``has_*_span`` (Boolean), durations (Int64 ns, 0 for
-a side without a span), ``failed`` (Boolean)."""
-
 _TABLE_COLUMNS = {
     "tenant": "Tenant",
-    "timestamp_ns": "Timestamp",
     "trace_id": "TraceId",
+    "timestamp_ns": "Timestamp",
     "client": "Client",
     "server": "Server",
     "connection_type": "ConnectionType",
@@ -50,7 +27,14 @@ _TABLE_COLUMNS = {
     "server_duration_ns": "ServerDuration",
     "failed": "Failed",
 }
+"""Edge frame column → ``hotspan_service_graph_edges`` column, in the edge frame's column order."""
 
+EDGE_COLUMNS = tuple(_TABLE_COLUMNS)
+"""Columns of an edge frame, one row per call: ``tenant`` (the trace's, folded: never ``''``), ``trace_id``,
+``timestamp_ns`` (Int64 ns since the epoch: the client span's start, or the server span's when there is no
+client span), node names, ``connection_type`` (``plain``, ``database``, ``messaging``, ``virtual``), span IDs
+and names of each side (empty for a side without a span), ``has_*_span`` (Boolean), durations (Int64 ns, 0 for
+a side without a span), ``failed`` (Boolean)."""
 
 _STRING_COLUMNS = (
     "trace_id",

@@ -56,6 +56,7 @@ from collector.formats.otlp import (
     int_value,
     pop_scope,
     status_code_from_name,
+    status_value,
     string_value,
 )
 from collector.formats.payload import Rejected, SpanError
@@ -314,12 +315,7 @@ def _status(attributes: dict[str, dict], kind: int) -> dict:
 
 def _status_value(code: int, message: dict | None) -> dict:
     """An OTLP-JSON Status, leaving out an unset code and an empty message."""
-    status: dict[str, Any] = {}
-    if code != STATUS_CODE_UNSET:
-        status["code"] = code
-    if message and _plain(message):
-        status["message"] = str(_plain(message))
-    return status
+    return status_value(code, str(_plain(message)) if message and _plain(message) else "")
 
 
 def _http_status(value: dict, kind: int) -> int:

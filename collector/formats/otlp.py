@@ -70,6 +70,16 @@ def status_code_from_name(name: str) -> int | None:
     return codes.get(name.upper().removeprefix("STATUS_CODE_"))
 
 
+def status_value(code: int, message: str) -> dict:
+    """An OTLP-JSON Status, leaving out an unset code and an empty message (`{}` when both are)."""
+    status: dict[str, int | str] = {}
+    if code != STATUS_CODE_UNSET:
+        status["code"] = code
+    if message:
+        status["message"] = message
+    return status
+
+
 def pop_scope(tags: dict[str, TagValue], as_text: Callable[[TagValue], str]) -> dict:
     """The OTLP-JSON InstrumentationScope named by `otel.scope.name`/`.version` tags (or the older
     `otel.library.*` ones, which the OTel Jaeger and Zipkin exporters wrote), removed from `tags`."""

@@ -55,6 +55,7 @@ from collector.formats.otlp import (
     int_value,
     pop_scope,
     status_code_from_name,
+    status_value,
     string_value,
 )
 from collector.formats.payload import Rejected, SpanError
@@ -206,12 +207,7 @@ def _status(tags: dict[str, str]) -> dict:
         code = STATUS_CODE_ERROR
         if error not in ("", "true"):
             message = error
-    status: dict[str, Any] = {}
-    if code != STATUS_CODE_UNSET:
-        status["code"] = code
-    if message:
-        status["message"] = message
-    return status
+    return status_value(code, message)
 
 
 def _endpoint(raw: dict, field: str) -> dict:

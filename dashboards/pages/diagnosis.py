@@ -4,12 +4,12 @@ each with severity, confidence, evidence, remedy and links to example traces."""
 from __future__ import annotations
 
 import flask
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
 
 from dashboards.analysis_figures import finding_cards
+from dashboards.controls import window_filter, window_inputs, window_page
 from dashboards.pages import Page
-from dashboards.pages.stages import lookback_control, window_filter
 from dashboards.tenancy import read_tenant
 from diagnosis import Diagnoser, DiagnosisSettings, diagnose_window
 from storage.clickhouse import StorageError
@@ -22,14 +22,10 @@ DIAGNOSIS_CONFIG = "HOTSPAN_DIAGNOSIS"
 
 def layout(**_query: str) -> Component:
     """Window control, a summary line and the finding cards; the callback fills them."""
-    return html.Div(
-        className="hs-page hs-diagnosis",
-        children=[
-            lookback_control("diagnosis"),
-            html.Div(id="diagnosis-message", className="hs-message", role="alert"),
-            html.P(id="diagnosis-summary", className="hs-hint"),
-            dcc.Loading(html.Div(id="diagnosis-findings"), type="dot"),
-        ],
+    return window_page(
+        "diagnosis",
+        html.P(id="diagnosis-summary", className="hs-hint"),
+        dcc.Loading(html.Div(id="diagnosis-findings"), type="dot"),
     )
 
 
@@ -40,8 +36,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         Output("diagnosis-findings", "children"),
         Output("diagnosis-summary", "children"),
         Output("diagnosis-message", "children"),
-        Input("diagnosis-lookback", "value"),
-        Input("diagnosis-refresh", "n_clicks"),
+        *window_inputs("diagnosis"),
     )
     def load(lookback: str | None, _clicks: int | None) -> tuple[Component, str, str]:
         settings: DiagnosisSettings | None = flask.current_app.config.get(DIAGNOSIS_CONFIG)

@@ -4,13 +4,14 @@ and the aggregated flame graph of the window's requests weighted by self time.""
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
 
 from dashboards.analysis_figures import aggregated_flame_figure, hotspot_table
+from dashboards.controls import section, window_filter, window_inputs, window_page
 from dashboards.figures import empty_figure
 from dashboards.pages import Page
-from dashboards.pages.stages import NO_ANALYSIS, analysis_service, lookback_control, section_title, window_filter
+from dashboards.pages.stages import NO_ANALYSIS, analysis_service
 from dashboards.tenancy import read_tenant
 from storage.clickhouse import StorageError
 from storage.reader import TraceReader
@@ -22,33 +23,23 @@ _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 
 def layout(**_query: str) -> Component:
     """Window control, the two rankings and the flame graph; the callback fills them."""
-    return html.Div(
-        className="hs-page hs-hotspots",
-        children=[
-            lookback_control("hotspots"),
-            html.Div(id="hotspots-message", className="hs-message", role="alert"),
-            html.Section(
-                className="hs-card",
-                children=[
-                    section_title("By total self time", "time spent in the operation itself, children excluded"),
-                    dcc.Loading(html.Div(id="hotspots-by-total"), type="dot"),
-                ],
-            ),
-            html.Section(
-                className="hs-card",
-                children=[
-                    section_title("By p95 self time", "the slowest typical call; share of the summed p95s"),
-                    html.Div(id="hotspots-by-p95"),
-                ],
-            ),
-            html.Section(
-                className="hs-card",
-                children=[
-                    section_title("Aggregated flame graph", "paths of service:operation, width = self time"),
-                    dcc.Graph(id="hotspots-flame", figure=empty_figure("Loading…"), config=_GRAPH_CONFIG),
-                ],
-            ),
-        ],
+    return window_page(
+        "hotspots",
+        section(
+            "By total self time",
+            "time spent in the operation itself, children excluded",
+            dcc.Loading(html.Div(id="hotspots-by-total"), type="dot"),
+        ),
+        section(
+            "By p95 self time",
+            "the slowest typical call; share of the summed p95s",
+            html.Div(id="hotspots-by-p95"),
+        ),
+        section(
+            "Aggregated flame graph",
+            "paths of service:operation, width = self time",
+            dcc.Graph(id="hotspots-flame", figure=empty_figure("Loading…"), config=_GRAPH_CONFIG),
+        ),
     )
 
 
@@ -60,8 +51,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         Output("hotspots-by-p95", "children"),
         Output("hotspots-flame", "figure"),
         Output("hotspots-message", "children"),
-        Input("hotspots-lookback", "value"),
-        Input("hotspots-refresh", "n_clicks"),
+        *window_inputs("hotspots"),
     )
     def load(lookback: str | None, _clicks: int | None) -> tuple[Component, Component, go.Figure, str]:
         service = analysis_service()

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.development.base_component import Component
 
+from dashboards.controls import PERSIST, field
 from dashboards.figures import empty_figure, search_scatter_figure
 from dashboards.pages import Page
 from dashboards.query_form import (
@@ -63,7 +64,6 @@ COLUMNS = [
 ]
 """Result grid columns; keys match :func:`dashboards.views.search_rows`."""
 
-_PERSIST = {"persistence": True, "persistence_type": "session"}
 """Form values survive a visit to a trace page and back."""
 
 
@@ -73,9 +73,9 @@ def layout(**_query: str) -> Component:
         className="hs-card hs-search-form",
         children=[
             html.H2("Find traces"),
-            _field("Service", dcc.Dropdown(id="search-service", placeholder="All services", **_PERSIST)),
-            _field("Operation", dcc.Dropdown(id="search-operation", placeholder="All operations", **_PERSIST)),
-            _field(
+            field("Service", dcc.Dropdown(id="search-service", placeholder="All services", **PERSIST)),
+            field("Operation", dcc.Dropdown(id="search-operation", placeholder="All operations", **PERSIST)),
+            field(
                 "Attributes",
                 dcc.Input(
                     id="search-attributes",
@@ -83,37 +83,37 @@ def layout(**_query: str) -> Component:
                     placeholder="http.status_code=500 error=true",
                     debounce=True,
                     className="hs-input",
-                    **_PERSIST,
+                    **PERSIST,
                 ),
                 hint='key=value, separated by spaces; quote values with spaces: k="a b"',
             ),
-            _field(
+            field(
                 "Span status",
                 dcc.Dropdown(
                     id="search-status",
                     options=[{"label": status, "value": status} for status in STATUSES],
                     placeholder="Any status",
-                    **_PERSIST,
+                    **PERSIST,
                 ),
             ),
             html.Div(
                 className="hs-field-row",
                 children=[
-                    _field("Min duration (ms)", _number_input("search-min-duration", minimum=0)),
-                    _field("Max duration (ms)", _number_input("search-max-duration", minimum=0)),
+                    field("Min duration (ms)", _number_input("search-min-duration", minimum=0)),
+                    field("Max duration (ms)", _number_input("search-max-duration", minimum=0)),
                 ],
             ),
-            _field(
+            field(
                 "Lookback",
                 dcc.Dropdown(
                     id="search-lookback",
                     options=[{"label": label, "value": key} for key, (label, _) in LOOKBACKS.items()],
                     value=DEFAULT_LOOKBACK,
                     clearable=False,
-                    **_PERSIST,
+                    **PERSIST,
                 ),
             ),
-            _field(
+            field(
                 "Limit results",
                 _number_input("search-limit", minimum=1, maximum=MAX_LIMIT, value=DEFAULT_LIMIT, step=1),
             ),
@@ -253,14 +253,6 @@ def _trace_href(app: Dash) -> Callable[[str], str]:
     return lambda trace_id: app.get_relative_path(f"/trace/{trace_id}")
 
 
-def _field(label: str, control: Component, hint: str | None = None) -> Component:
-    """A labelled form control with an optional hint below it."""
-    children = [html.Label(label, className="hs-label"), control]
-    if hint:
-        children.append(html.Div(hint, className="hs-hint"))
-    return html.Div(className="hs-field", children=children)
-
-
 def _number_input(
     component_id: str,
     *,
@@ -279,7 +271,7 @@ def _number_input(
         step=step,
         debounce=True,
         className="hs-input",
-        **_PERSIST,
+        **PERSIST,
     )
 
 

@@ -4,17 +4,23 @@ same window underneath."""
 
 from __future__ import annotations
 
-import time
-
 import plotly.graph_objects as go
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
 
+from dashboards.controls import (
+    PERSIST,
+    chosen_rollup_window,
+    field,
+    radio_field,
+    section,
+    window_inputs,
+    window_page,
+)
 from dashboards.figures import empty_figure
 from dashboards.pages import Page
 from dashboards.services_figures import engine_metrics_figure, red_latency_figure, red_table
 from dashboards.tenancy import read_tenant
-from dashboards.windows import DEFAULT_ROLLUP_LOOKBACK, lookback_options, rollup_window
 from storage.clickhouse import StorageError
 from storage.engine_metrics import EngineMetricsError, EngineMetricsReader
 from storage.reader import TraceReader
@@ -27,68 +33,35 @@ set by :func:`dashboards.app.build_dash_app`."""
 KIND_OPTIONS = [{"label": "Server spans", "value": "Server"}, {"label": "Consumer spans", "value": "Consumer"}]
 KIND_OPTIONS += [{"label": "Client spans", "value": "Client"}, {"label": "All spans", "value": "all"}]
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
-_PERSIST = {"persistence": True, "persistence_type": "session"}
 
 
 def layout(**_query: str) -> Component:
     """Controls, the RED table, the latency figure and the engine panel; callbacks fill them."""
-    controls = html.Div(
-        className="hs-card hs-field-row",
-        children=[
-            _field(
-                "Window",
-                dcc.Dropdown(
-                    id="services-lookback",
-                    options=lookback_options(),
-                    value=DEFAULT_ROLLUP_LOOKBACK,
-                    clearable=False,
-                    **_PERSIST,
-                ),
-            ),
-            _field(
-                "Group by",
-                dcc.RadioItems(
-                    id="services-group-by",
-                    options=[{"label": " Service", "value": "service"}, {"label": " Operation", "value": "operation"}],
-                    value="service",
-                    inline=True,
-                    **_PERSIST,
-                ),
-            ),
-            _field(
-                "Spans",
-                dcc.Dropdown(id="services-kind", options=KIND_OPTIONS, value="Server", clearable=False, **_PERSIST),
-            ),
-            html.Button("Refresh", id="services-refresh", className="hs-button"),
-        ],
-    )
-    return html.Div(
-        className="hs-page hs-services",
-        children=[
-            controls,
-            html.Div(id="services-message", className="hs-message", role="alert"),
-            html.Section(
-                className="hs-card",
-                children=[
-                    _title("Rate, errors, duration", "from the per-minute RED rollup; sparklines: calls and p95"),
-                    dcc.Loading(html.Div(id="services-table"), type="dot"),
-                ],
-            ),
-            html.Section(
-                className="hs-card",
-                children=[
-                    _title("Latency from traces", "p95 per step, busiest groups"),
-                    dcc.Graph(id="services-latency", figure=empty_figure("Loading…"), config=_GRAPH_CONFIG),
-                ],
-            ),
-            html.Section(
-                className="hs-card",
-                children=[
-                    _title("vLLM engine", "from Prometheus (HOTSPAN_PROMETHEUS_URL), same window"),
-                    html.Div(id="services-engine"),
-                ],
-            ),
-        ],
+    fields = [
+        radio_field("Group by", "services-group-by", {"service": "Service", "operation": "Operation"}, "service"),
+        field(
+            "Spans",
+            dcc.Dropdown(id="services-kind", options=KIND_OPTIONS, value="Server", clearable=False, **PERSIST),
+        ),
+    ]
+    return window_page(
+        "services",
+        section(
+            "Rate, errors, duration",
+            "from the per-minute RED rollup; sparklines: calls and p95",
+            dcc.Loading(html.Div(id="services-table"), type="dot"),
+        ),
+        section(
+            "Latency from traces",
+            "p95 per step, busiest groups",
+            dcc.Graph(id="services-latency", figure=empty_figure("Loading…"), config=_GRAPH_CONFIG),
+        ),
+        section(
+            "vLLM engine",
+            "from Prometheus (HOTSPAN_PROMETHEUS_URL), same window",
+            html.Div(id="services-engine"),
+        ),
+        fields=fields,
     )
 
 
@@ -101,10 +74,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         Output("services-latency", "figure"),
         Output("services-engine", "children"),
         Output("services-message", "children"),
-        Input("services-lookback", "value"),
-        Input("services-group-by", "value"),
-        Input("services-kind", "value"),
-        Input("services-refresh", "n_clicks"),
+        *window_inputs("services", "group-by", "kind"),
     )
     def load(
         lookback: str | None, group_by: str | None, kind: str | None, _clicks: int | None
@@ -114,8 +84,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
             return html.P(notice, className="hs-hint"), empty_figure(notice), html.Div(), ""
         tenant = read_tenant()
         try:
-            stored = reader.rollup_time_range(tenant=tenant)
-            start, end, step = rollup_window(lookback or DEFAULT_ROLLUP_LOOKBACK, time.time_ns(), stored)
+            start, end, step = chosen_rollup_window(reader, lookback, tenant)
             query = RedQuery(
                 "operation" if group_by == "operation" else "service",
                 start,
@@ -149,14 +118,6 @@ def _engine_panel(engine: EngineMetricsReader | None, start_ns: int, end_ns: int
     return dcc.Graph(
         id="services-engine-graph", figure=engine_metrics_figure(frame, (start_ns, end_ns)), config=_GRAPH_CONFIG
     )
-
-
-def _field(label: str, control: Component) -> Component:
-    return html.Div(className="hs-field", children=[html.Label(label, className="hs-label"), control])
-
-
-def _title(text: str, hint: str) -> Component:
-    return html.H2(className="hs-section-title", children=[text, html.Span(f"  {hint}", className="hs-hint")])
 
 
 PAGE = Page(

@@ -4,17 +4,15 @@ example traces of that call, each linking to its trace page."""
 
 from __future__ import annotations
 
-import time
-
 import dash_cytoscape as cyto
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
+from dashboards.controls import chosen_rollup_window, radio_field, window_controls, window_inputs
 from dashboards.format import format_time_ns
 from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from dashboards.topology_figures import ColorBy, cytoscape_elements, cytoscape_layout, cytoscape_stylesheet
-from dashboards.windows import DEFAULT_ROLLUP_LOOKBACK, lookback_options, rollup_window
 from processors.pipeline.service_graph import topology_nodes
 from storage.clickhouse import StorageError
 from storage.reader import TraceReader
@@ -25,37 +23,14 @@ cyto.load_extra_layouts()
 
 EXAMPLES = 10
 """Example traces listed for a clicked edge."""
-_PERSIST = {"persistence": True, "persistence_type": "session"}
 _HINT = "Click an edge to list example traces of that call."
 
 
 def layout(**_query: str) -> Component:
     """Controls, the graph beside the edge detail panel; callbacks fill them."""
-    controls = html.Div(
-        className="hs-card hs-field-row",
-        children=[
-            _field(
-                "Window",
-                dcc.Dropdown(
-                    id="topology-lookback",
-                    options=lookback_options(),
-                    value=DEFAULT_ROLLUP_LOOKBACK,
-                    clearable=False,
-                    **_PERSIST,
-                ),
-            ),
-            _field(
-                "Edge color",
-                dcc.RadioItems(
-                    id="topology-color-by",
-                    options=[{"label": " Error rate", "value": "error_rate"}, {"label": " p95", "value": "p95"}],
-                    value="error_rate",
-                    inline=True,
-                    **_PERSIST,
-                ),
-            ),
-            html.Button("Refresh", id="topology-refresh", className="hs-button"),
-        ],
+    controls = window_controls(
+        "topology",
+        radio_field("Edge color", "topology-color-by", {"error_rate": "Error rate", "p95": "p95"}, "error_rate"),
     )
     return html.Div(
         className="hs-page hs-topology",
@@ -103,9 +78,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         Output("topology-summary", "children"),
         Output("topology-window", "data"),
         Output("topology-message", "children"),
-        Input("topology-lookback", "value"),
-        Input("topology-color-by", "value"),
-        Input("topology-refresh", "n_clicks"),
+        *window_inputs("topology", "color-by"),
     )
     def load(
         lookback: str | None, color_by: str | None, _clicks: int | None
@@ -114,8 +87,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
             return [], cytoscape_layout(), "", None, "This store has no service-graph rollups."
         tenant = read_tenant()
         try:
-            stored = reader.rollup_time_range(tenant=tenant)
-            start, end, _step = rollup_window(lookback or DEFAULT_ROLLUP_LOOKBACK, time.time_ns(), stored)
+            start, end, _step = chosen_rollup_window(reader, lookback, tenant)
             edges = reader.service_graph(start, end, tenant=tenant)
             nodes = topology_nodes(edges, reader.rollup_services(start, end, tenant=tenant))
         except (StorageError, ValueError) as exc:
@@ -176,10 +148,6 @@ def _duration(row: dict) -> str:
 
 def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f} ms"
-
-
-def _field(label: str, control: Component) -> Component:
-    return html.Div(className="hs-field", children=[html.Label(label, className="hs-label"), control])
 
 
 PAGE = Page(

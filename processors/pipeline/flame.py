@@ -23,6 +23,7 @@ import polars as pl
 
 from analysis.ancestry import reduce_to_root
 from analysis.trace_analysis import TraceAnalysis
+from storage.analysis_store import FLAME_NODE_COLUMNS
 
 U64 = npt.NDArray[np.uint64]
 _P = np.uint64(0x100000001B3)
@@ -31,15 +32,7 @@ _DEPTH_SALT = np.uint64(0x9E3779B97F4A7C15)
 _HEX_DIGITS = np.array(list("0123456789abcdef"))
 ROOT_ID = "root"
 """ID of the virtual root of every :func:`flame_graph`."""
-NODE_COLUMNS = {
-    "node": pl.UInt64,
-    "parent": pl.UInt64,
-    "depth": pl.UInt32,
-    "service_name": pl.String,
-    "name": pl.String,
-    "self_ns": pl.UInt64,
-    "count": pl.UInt64,
-}
+NODE_COLUMNS = FLAME_NODE_COLUMNS
 """Input of :func:`flame_graph`: one row per node (``parent`` 0 for a top-level node)."""
 
 

@@ -22,12 +22,12 @@ Validation happens at load (pydantic); every problem is reported at once, each u
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from analysis.rule_files import RuleFileError, read_packaged_rules, read_rule_file, validate_rules
 
 DEFAULT_RULES_RESOURCE = "hotspot_rules.yaml"
 
@@ -70,13 +70,10 @@ class HotspotRules(BaseModel):
     rolling: RollingHotspots = RollingHotspots()
 
 
-class HotspotRulesError(ValueError):
+class HotspotRulesError(RuleFileError):
     """A hotspot rule table is invalid. ``issues`` lists every problem as ``"<key path>: <message>"``."""
 
-    def __init__(self, origin: str, issues: list[str]) -> None:
-        self.issues = tuple(issues)
-        lines = "\n".join(f"  - {issue}" for issue in self.issues)
-        super().__init__(f"invalid hotspot rules in {origin} ({len(self.issues)} error(s)):\n{lines}")
+    table = "hotspot rules"
 
 
 def parse_hotspot_rules(document: object, origin: str = "<document>") -> HotspotRules:
@@ -85,11 +82,7 @@ def parse_hotspot_rules(document: object, origin: str = "<document>") -> Hotspot
     Raises:
         HotspotRulesError: every problem, each under its key path.
     """
-    try:
-        return HotspotRules.model_validate(document)
-    except ValidationError as error:
-        issues = [f"{_key_path(item['loc'])}: {item['msg']}" for item in error.errors()]
-        raise HotspotRulesError(origin, issues) from None
+    return validate_rules(HotspotRules, document, origin, HotspotRulesError)
 
 
 def load_hotspot_rules(path: str | Path | None = None) -> HotspotRules:
@@ -99,18 +92,5 @@ def load_hotspot_rules(path: str | Path | None = None) -> HotspotRules:
         HotspotRulesError: the file cannot be read, is not YAML, or breaks the schema (every problem listed).
     """
     if path is None:
-        text = resources.files("processors.pipeline").joinpath(DEFAULT_RULES_RESOURCE).read_text(encoding="utf-8")
-        return parse_hotspot_rules(yaml.safe_load(text), f"processors/pipeline/{DEFAULT_RULES_RESOURCE}")
-    origin = str(path)
-    try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise HotspotRulesError(origin, [f"{origin}: cannot be read as YAML: {error}"]) from None
-    return parse_hotspot_rules(document, origin)
-
-
-def _key_path(location: tuple[int | str, ...]) -> str:
-    path = ""
-    for part in location:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "<document>"
+        return parse_hotspot_rules(*read_packaged_rules("processors.pipeline", DEFAULT_RULES_RESOURCE))
+    return parse_hotspot_rules(read_rule_file(path, HotspotRulesError), str(path))

@@ -37,6 +37,7 @@ from itertools import groupby
 import polars as pl
 
 from analysis import TraceAnalysis, analyze
+from analysis.periodic import PeriodicWorker
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import PipelineConfig
 from processors.pipeline.derive import DerivedRows, derive_rows
@@ -104,34 +105,24 @@ class TracePipeline:
         self._since_ms = 0
         self._skipped: dict[str, None] = {}
         self._run_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # Storage outages fail one poll: logged; the work list is in ClickHouse, so the next poll resumes.
+        self._worker = PeriodicWorker(
+            self.run_once,
+            lambda: self.config.interval_s,
+            name="hotspan-trace-pipeline",
+            log=log,
+            failure="trace pipeline poll failed; retrying in %.1f s",
+        )
 
     # --- running -----------------------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start the worker thread: one :meth:`run_once` now and every ``config.interval_s`` after it."""
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._work, name="hotspan-trace-pipeline", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the worker after its current batch; waits up to ``timeout_s``."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=timeout_s)
-            self._thread = None
-
-    def _work(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception:
-                # Storage outages end here; the work list is in ClickHouse, so the next poll resumes.
-                log.exception("trace pipeline poll failed; retrying in %.1f s", self.config.interval_s)
-            self._stop.wait(self.config.interval_s)
+        self._worker.stop(timeout_s)
 
     def run_once(self, *, force: bool = False) -> PollResult:
         """Process every due trace, batch after batch, until none is left (or :meth:`stop` is called).
@@ -148,7 +139,7 @@ class TracePipeline:
             cutoff_ms = _NEVER_MS if force else now_ms - round(self.config.trace_idle_s * 1000)
             since_ms = 0 if force else self._since_ms
             done: set[tuple[str, str, int]] = set()
-            while not self._stop.is_set() or force:
+            while not self._worker.stopping or force:
                 pending = self._store.pending_traces(
                     cutoff_ms=cutoff_ms,
                     since_ms=since_ms,

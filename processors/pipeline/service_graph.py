@@ -141,14 +141,8 @@ def service_graph(spans: pl.DataFrame) -> ServiceGraph:
         .then(pl.lit("messaging"))
         .otherwise(pl.lit("plain"))
         .alias("connection_type"),
-        pl.col("parent_span_id").alias("client_span_id"),
-        pl.col("span_id").alias("server_span_id"),
-        pl.col("p_name").alias("client_span_name"),
-        pl.col("name").alias("server_span_name"),
-        pl.lit(True).alias("has_client_span"),
-        pl.lit(True).alias("has_server_span"),
-        pl.col("p_duration_ns").alias("client_duration_ns"),
-        pl.col("duration_ns").alias("server_duration_ns"),
+        *_side("client", pl.col("parent_span_id"), pl.col("p_name"), pl.col("p_duration_ns")),
+        *_own_side("server"),
         (pl.col("p_failed") | pl.col("failed")).alias("failed"),
     )
 
@@ -166,14 +160,8 @@ def service_graph(spans: pl.DataFrame) -> ServiceGraph:
         .then(pl.lit("messaging"))
         .otherwise(pl.lit("virtual"))
         .alias("connection_type"),
-        pl.col("span_id").alias("client_span_id"),
-        pl.lit("").alias("server_span_id"),
-        pl.col("name").alias("client_span_name"),
-        pl.lit("").alias("server_span_name"),
-        pl.lit(True).alias("has_client_span"),
-        pl.lit(False).alias("has_server_span"),
-        pl.col("duration_ns").alias("client_duration_ns"),
-        pl.lit(0, dtype=pl.Int64).alias("server_duration_ns"),
+        *_own_side("client"),
+        *_no_side("server"),
         pl.col("failed"),
     )
 
@@ -191,14 +179,8 @@ def service_graph(spans: pl.DataFrame) -> ServiceGraph:
         .then(pl.lit("messaging"))
         .otherwise(pl.lit("virtual"))
         .alias("connection_type"),
-        pl.lit("").alias("client_span_id"),
-        pl.col("span_id").alias("server_span_id"),
-        pl.lit("").alias("client_span_name"),
-        pl.col("name").alias("server_span_name"),
-        pl.lit(False).alias("has_client_span"),
-        pl.lit(True).alias("has_server_span"),
-        pl.lit(0, dtype=pl.Int64).alias("client_duration_ns"),
-        pl.col("duration_ns").alias("server_duration_ns"),
+        *_no_side("client"),
+        *_own_side("server"),
         pl.col("failed"),
     )
 
@@ -209,6 +191,32 @@ def service_graph(spans: pl.DataFrame) -> ServiceGraph:
         unpaired_client_spans=_count_by_service(lonely_callers.filter(pl.col("peer").is_null())),
         unpaired_server_spans=_count_by_service(orphans),
     )
+
+
+def _side(role: str, span_id: pl.Expr, name: pl.Expr, duration_ns: pl.Expr) -> list[pl.Expr]:
+    """The four edge columns of one side of a call (``role``: ``client`` or ``server``) that a span recorded:
+    ``<role>_span_id``, ``<role>_span_name``, ``has_<role>_span`` (true), ``<role>_duration_ns``."""
+    return [
+        span_id.alias(f"{role}_span_id"),
+        name.alias(f"{role}_span_name"),
+        pl.lit(True).alias(f"has_{role}_span"),
+        duration_ns.alias(f"{role}_duration_ns"),
+    ]
+
+
+def _own_side(role: str) -> list[pl.Expr]:
+    """:func:`_side` for the row's own span."""
+    return _side(role, pl.col("span_id"), pl.col("name"), pl.col("duration_ns"))
+
+
+def _no_side(role: str) -> list[pl.Expr]:
+    """:func:`_side`'s columns for a side no span recorded (a virtual node): empty ID and name, 0 ns."""
+    return [
+        pl.lit("").alias(f"{role}_span_id"),
+        pl.lit("").alias(f"{role}_span_name"),
+        pl.lit(False).alias(f"has_{role}_span"),
+        pl.lit(0, dtype=pl.Int64).alias(f"{role}_duration_ns"),
+    ]
 
 
 class ServiceGraphMetricsSink(Protocol):

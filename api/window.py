@@ -1,0 +1,28 @@
+"""The time window of the ``/api/v1`` window routes (RED, topology, analysis): its query parameters and how
+their defaults are filled. Times are ns since the Unix epoch."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import Query
+
+from api.errors import ApiError
+
+DEFAULT_WINDOW_NS = 3_600 * 1_000_000_000
+"""Window when ``start_ns`` is not given: the hour before ``end_ns``."""
+
+StartNs = Annotated[
+    int | None, Query(ge=0, description="Window start, ns since the Unix epoch; default `end_ns` minus 1 h.")
+]
+EndNs = Annotated[int | None, Query(ge=0, description="Window end, ns since the Unix epoch; default now.")]
+
+
+def window(start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
+    """``(start_ns, end_ns)`` with defaults filled (the last hour). Raises ApiError 400 when start > end."""
+    end = end_ns if end_ns is not None else time.time_ns()
+    start = start_ns if start_ns is not None else max(0, end - DEFAULT_WINDOW_NS)
+    if start > end:
+        raise ApiError(400, "invalid_parameter", f"start_ns: {start} is after end_ns {end}")
+    return start, end
