@@ -12,7 +12,7 @@ DEBIAN_PACKAGES := chromium prometheus prometheus-alertmanager
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml collector/_otlp_rows.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

@@ -4,15 +4,19 @@ A :class:`BatchWriter` works in two steps: :meth:`~BatchWriter.prepare` checks a
 per request, what is stored and what is rejected and why (the same answer the receivers already
 gave with :func:`collector.batch.check_request`; here it decides which rows to insert);
 :meth:`~BatchWriter.store` then writes the accepted spans with the batch's deduplication token.
-Two implementations:
+Three implementations:
 
+- :class:`~collector.native_writer.NativeBatchWriter` (the pipeline's): a compiled scanner writes
+  ClickHouse ``Native`` columns straight from the protobuf bytes of clean requests, the rest go through
+  :func:`python_request`; any ClickHouse.
 - :class:`SqlBatchWriter`: the conversion runs inside ClickHouse (:mod:`collector.sqlconvert`); no
   span passes through Python except the rare ones whose attribute values nest too deeply for SQL.
   Needs the engine to read the batch file (the embedded chDB engine).
 - :class:`PythonBatchWriter`: :func:`collector.batch.to_batch` per request and an Arrow insert;
   works with any ClickHouse, and is the fallback when the SQL path cannot run.
 
-Both produce the same answers and the same rows (``tests/collector/test_sqlconvert.py``).
+All produce the same answers and the same rows (``tests/collector/test_sqlconvert.py``,
+``tests/collector/test_native_rows.py``).
 Blocking; one batch at a time per writer instance (each owns a staging table or buffer).
 """
 
@@ -56,6 +60,8 @@ class PreparedBatch:
         python_tables: rows the Python conversion produced (empty for the SQL path's common case).
         exclusions: for the SQL path, the file listing spans the in-database insert must skip (the
             writer's own, valid until its next :meth:`BatchWriter.prepare`).
+        native_rows: for the native path, the ``Native`` blocks of its clean requests (columns
+            :data:`collector.native_writer.COLUMNS`).
     """
 
     path: Path
@@ -63,6 +69,7 @@ class PreparedBatch:
     truncated: int = 0
     python_tables: list[pa.Table] = field(default_factory=list)
     exclusions: Path | None = None
+    native_rows: bytes = b""
 
     @property
     def accepted(self) -> int:
@@ -99,13 +106,13 @@ class BatchWriter(Protocol):
         ...
 
 
-def _insert_python_rows(ch: ClickHouse, batch: PreparedBatch, dedup_token: str) -> None:
+def insert_python_rows(ch: ClickHouse, batch: PreparedBatch, dedup_token: str) -> None:
     # Their own token: the same batch's in-database insert uses the plain one.
     if batch.python_tables:
         ch.insert_arrow(TRACES_TABLE, pa.concat_tables(batch.python_tables), f"{dedup_token}-py")
 
 
-def _answers(ch: ClickHouse) -> bool:
+def answers(ch: ClickHouse) -> bool:
     try:
         ch.query_rows("SELECT 1")
     except ClickHouseError:
@@ -191,7 +198,7 @@ class SqlBatchWriter:
         (also for batches from :func:`python_prepare`)."""
         if batch.exclusions is not None:
             self._ch.command(SqlConversion.insert_sql(self._stage, batch.exclusions, TRACES_TABLE, dedup_token))
-        _insert_python_rows(self._ch, batch, dedup_token)
+        insert_python_rows(self._ch, batch, dedup_token)
 
     def discard(self) -> None:
         """Empty the staging table and hand the memory the conversion used back to the system (the
@@ -201,7 +208,7 @@ class SqlBatchWriter:
             self._ch.command("SYSTEM JEMALLOC PURGE")
 
     def reachable(self) -> bool:
-        return _answers(self._ch)
+        return answers(self._ch)
 
 
 class PythonBatchWriter:
@@ -215,13 +222,13 @@ class PythonBatchWriter:
         return python_prepare(path, pre_rejections, self._limits)
 
     def store(self, batch: PreparedBatch, dedup_token: str) -> None:
-        _insert_python_rows(self._ch, batch, dedup_token)
+        insert_python_rows(self._ch, batch, dedup_token)
 
     def discard(self) -> None:
         """Nothing is held beyond the prepared batch itself."""
 
     def reachable(self) -> bool:
-        return _answers(self._ch)
+        return answers(self._ch)
 
 
 def python_prepare(path: Path, pre_rejections: Sequence[Sequence[Rejection]], limits: SpanLimits) -> PreparedBatch:
@@ -233,13 +240,31 @@ def python_prepare(path: Path, pre_rejections: Sequence[Sequence[Rejection]], li
     tables = []
     truncated = 0
     for (body, tenant), pre in zip(read_batch(path.read_bytes()), pre_rejections, strict=True):
-        try:
-            request = ExportTraceServiceRequest.FromString(body)
-        except (DecodeError, RecursionError) as exc:
-            results.append(UnreadableRequestError(f"body is not a protobuf ExportTraceServiceRequest: {exc}"))
-            continue
-        batch = to_batch(request, pre, limits)
-        tables.append(with_tenant(batch.table, tenant))
-        truncated += batch.truncated
-        results.append(export_result(batch.accepted, batch.rejections, batch.warnings))
-    return PreparedBatch(path, results, truncated, [t for t in tables if t.num_rows])
+        result, table, cut = python_request(body, tenant, pre, limits)
+        results.append(result)
+        truncated += cut
+        if table is not None:
+            tables.append(table)
+    return PreparedBatch(path, results, truncated, tables)
+
+
+def python_request(
+    body: bytes, tenant: str, pre: Sequence[Rejection], limits: SpanLimits
+) -> tuple[ExportResult | UnreadableRequestError, pa.Table | None, int]:
+    """One serialized request through :func:`collector.batch.to_batch`.
+
+    Returns:
+        ``(answer, rows with Tenant or None when there are none, spans truncated)``; the answer is an
+        :class:`UnreadableRequestError` when Python's protobuf runtime cannot read ``body``.
+
+    Raises:
+        ValueError: ``tenant`` is not a valid tenant name.
+    """
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except (DecodeError, RecursionError) as exc:
+        return UnreadableRequestError(f"body is not a protobuf ExportTraceServiceRequest: {exc}"), None, 0
+    batch = to_batch(request, pre, limits)
+    table = with_tenant(batch.table, tenant)
+    result = export_result(batch.accepted, batch.rejections, batch.warnings)
+    return result, (table if table.num_rows else None), batch.truncated

@@ -13,9 +13,10 @@ Flow (one process; threads in brackets):
    for the insert, so a lone sender reads its own spans right after the answer (as tests and
    ``hotspan import`` do); otherwise it goes out at once, and senders never wait behind ClickHouse.
 3. [inserters, ``insert_threads`` of them] each take the oldest segments nobody has taken (up to
-   ``batch_max_spans`` spans), convert them inside ClickHouse
-   (:class:`~collector.batchwriter.SqlBatchWriter`: one protobuf parse, the same rules again,
-   ``otel_traces`` rows) and insert them in one statement with the group's deduplication token,
+   ``batch_max_spans`` spans), convert them (:class:`~collector.native_writer.NativeBatchWriter`: a
+   compiled scan of the protobuf bytes into ``Native`` columns, the same rules again; the rare request
+   it does not handle goes through the Python reference) and insert them in one statement with the
+   group's deduplication token,
    then delete the segments. On failure the segments stay and are retried with back-off; a crash
    between insert and delete repeats the insert, which ClickHouse then drops as a duplicate.
 
@@ -39,16 +40,10 @@ from pathlib import Path
 
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
-from collector.batchwriter import (
-    BatchWriter,
-    PreparedBatch,
-    PythonBatchWriter,
-    SqlBatchWriter,
-    UnreadableRequestError,
-    python_prepare,
-)
+from collector.batchwriter import BatchWriter, PreparedBatch, python_prepare
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
+from collector.native_writer import NativeBatchWriter
 from collector.results import ExportResult
 from collector.spool import Group, Spool, SpoolFullError
 from collector.wire import read_batch, write_batch
@@ -95,8 +90,6 @@ class PipelineConfig:
         queue_max_spans: spans admitted and not yet in ClickHouse, while ClickHouse is available.
         batch_max_spans: most spans converted and inserted in one statement.
         spool_max_bytes: largest total size of the spool.
-        python_batch_max_spans: groups up to this size are converted in Python, which costs less
-            than ClickHouse's fixed analysis time of the conversion statement (about 0.3 s of CPU).
         insert_threads: inserters working on different groups at once, each with its own ClickHouse
             handle (one statement runs on one core).
         retry_after_s: the retry hint given to senders when shedding, and the first insert back-off, seconds.
@@ -108,7 +101,6 @@ class PipelineConfig:
     queue_max_spans: int = 200_000
     batch_max_spans: int = 20_000
     spool_max_bytes: int = 1024 * 1024 * 1024
-    python_batch_max_spans: int = 1000
     insert_threads: int = 2
     retry_after_s: float = 1.0
     retry_max_s: float = 5.0
@@ -157,12 +149,7 @@ class IngestPipeline:
             leftover.unlink()
         self.spool = Spool(data_dir / "ingest" / "spool", config.spool_max_bytes)
         self._handles = [open_handle() for _ in range(config.insert_threads)]
-        self._writers: list[BatchWriter] = [
-            SqlBatchWriter(handle, config.limits, f"hotspan_ingest_stage_{index}", self._work)
-            if handle.is_embedded
-            else PythonBatchWriter(handle, config.limits)
-            for index, handle in enumerate(self._handles)
-        ]
+        self._writers: list[BatchWriter] = [NativeBatchWriter(handle, config.limits) for handle in self._handles]
         self._lock = threading.Condition()
         self._pending: deque[Ticket] = deque()
         self._queued_bytes = 0
@@ -390,7 +377,7 @@ class IngestPipeline:
             self._metrics.insert_retries.inc()
         started = time.perf_counter()
         try:
-            prepared = self._prepare(writer, path, pre, group.spans)
+            prepared = self._prepare(writer, path, pre)
             writer.store(prepared, group.token)
         except ClickHouseError as exc:
             self.spool.release_group(group)
@@ -414,13 +401,10 @@ class IngestPipeline:
             log.info("ClickHouse inserts succeed again; %d spool segments left", self.spool.segments)
         self._healthy, self._backoff_s = True, 0.0
 
-    def _prepare(self, writer: BatchWriter, path: Path, pre: list[list], spans: int) -> PreparedBatch:
-        """Small groups in Python; the rest in ClickHouse, or in Python when ClickHouse cannot read
-        them (it answers, but the statement fails on this data)."""
-        if spans <= self._config.python_batch_max_spans:
-            prepared = python_prepare(path, pre, self._config.limits)
-            if not any(isinstance(r, UnreadableRequestError) for r in prepared.results):
-                return prepared
+    def _prepare(self, writer: BatchWriter, path: Path, pre: list[list]) -> PreparedBatch:
+        """The writer's conversion, or the Python one when ClickHouse cannot convert the group (it
+        answers, but the statement fails on this data; only a writer that converts inside ClickHouse
+        asks it)."""
         try:
             return writer.prepare(path, pre)
         except ClickHouseError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import clickhouse_connect
@@ -87,6 +87,22 @@ class ClickHouse:
         settings = {"insert_deduplication_token": dedup_token} if dedup_token else None
         with self._lock:
             self._client.insert_arrow(validate_identifier(table), data, settings=settings)
+
+    def insert_raw(
+        self, table: str, columns: Sequence[str], data: bytes, fmt: str, dedup_token: str | None = None
+    ) -> None:
+        """Insert rows already encoded in ClickHouse input format ``fmt`` (e.g. ``Native``) into the
+        given ``columns`` of ``table``; one INSERT. The bytes go to the server as they are (over HTTP, or
+        through a temporary file into the embedded engine).
+
+        Args:
+            dedup_token: as for :meth:`insert_arrow`.
+        """
+        settings = {"insert_deduplication_token": dedup_token} if dedup_token else None
+        with self._lock:
+            self._client.raw_insert(
+                validate_identifier(table), column_names=list(columns), insert_block=data, settings=settings, fmt=fmt
+            )
 
     def close(self) -> None:
         """Release the client; the embedded engine stays open for other clients of this process."""

@@ -12,6 +12,8 @@ Spec (setting ``fault_injection``, env ``HOTSPAN_FAULT_INJECTION``): comma-separ
 - ``insert_fail_for_s=S``: statements that insert into ``otel_traces`` fail with ``DatabaseError``
   for ``S`` seconds (reads, staging and other tables keep working).
 - ``unreachable_for_s=S``: every call fails with ``OperationalError`` for ``S`` seconds.
+- ``insert_delay_s=S``: every insert into ``otel_traces`` waits ``S`` seconds first (a slow or
+  overloaded server), outside any window: overload tests use it to make storage the bottleneck.
 - ``start_after_s=S``: the window opens ``S`` seconds after the handle is created (default 0).
 - ``crash_after_insert=1``: the process kills itself (SIGKILL) right after spooled spans are
   inserted and before their spool segments are deleted: the worst moment for a crash, used to
@@ -26,7 +28,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,7 @@ class FaultPlan:
 
     insert_fail_for_s: float = 0.0
     unreachable_for_s: float = 0.0
+    insert_delay_s: float = 0.0
     start_after_s: float = 0.0
     crash_after_insert: bool = False
 
@@ -106,6 +109,8 @@ class FaultInjectingClickHouse(ClickHouse):
                 f" Connection refused')) executing HTTP request attempt 1 ({url})"
             )
         inserting = table == "otel_traces" or (sql is not None and _INSERT_INTO_TRACES.match(sql) is not None)
+        if inserting and self._plan.insert_delay_s:
+            time.sleep(self._plan.insert_delay_s)
         if inserting and self._window(self._plan.insert_fail_for_s):
             raise DatabaseError(
                 "Received ClickHouse exception, code: 252, server response: Code: 252. DB::Exception:"
@@ -131,6 +136,12 @@ class FaultInjectingClickHouse(ClickHouse):
     def insert_arrow(self, table: str, data: pa.Table, dedup_token: str | None = None) -> None:
         self._before(None, table)
         self._inner.insert_arrow(table, data, dedup_token)
+
+    def insert_raw(
+        self, table: str, columns: Sequence[str], data: bytes, fmt: str, dedup_token: str | None = None
+    ) -> None:
+        self._before(None, table)
+        self._inner.insert_raw(table, columns, data, fmt, dedup_token)
 
     def close(self) -> None:
         self._inner.close()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import struct
@@ -11,6 +10,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import otlp_random as otlp
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -82,111 +82,43 @@ def _assert_same(sql_ch: ClickHouse, py_ch: ClickHouse, sql_results: list, py_re
         }
 
 
-def _kv(key: str, value: AnyValue) -> common_pb2.KeyValue:
-    return common_pb2.KeyValue(key=key, value=value)
-
-
-def _span(span_id: int, **fields: object) -> trace_pb2.Span:
-    base: dict[str, object] = {
-        "trace_id": bytes.fromhex("5b8efff798038103d269b633813fc60c"),
-        "span_id": span_id.to_bytes(8, "big"),
-        "name": "op",
-        "kind": 2,
-        "start_time_unix_nano": 1_700_000_000_000_000_000,
-        "end_time_unix_nano": 1_700_000_000_001_000_000,
-    }
-    base.update(fields)
-    return trace_pb2.Span(**base)  # type: ignore[arg-type]
-
-
-def _request(
-    *spans: trace_pb2.Span, resource: Sequence[common_pb2.KeyValue] | None = None
-) -> ExportTraceServiceRequest:
-    attributes = resource if resource is not None else [_kv("service.name", AnyValue(string_value="svc"))]
-    return ExportTraceServiceRequest(
-        resource_spans=[
-            trace_pb2.ResourceSpans(
-                resource=resource_pb2.Resource(attributes=attributes),
-                scope_spans=[trace_pb2.ScopeSpans(scope=common_pb2.InstrumentationScope(name="lib"), spans=spans)],
-            )
-        ]
-    )
-
-
-EDGE_VALUES = [
-    AnyValue(string_value="plain"),
-    AnyValue(string_value='quote " backslash \\ nul \x00 tab \t del \x7f é 😀 \u2028'),
-    AnyValue(bool_value=False),
-    AnyValue(int_value=-(2**63)),
-    AnyValue(double_value=1e-7),
-    AnyValue(double_value=-0.0),
-    AnyValue(double_value=math.nan),
-    AnyValue(double_value=-math.inf),
-    AnyValue(double_value=1e21),
-    AnyValue(double_value=123456.789),
-    AnyValue(bytes_value=b"\x00\xff"),
-    AnyValue(),
-    AnyValue(
-        array_value=common_pb2.ArrayValue(
-            values=[
-                AnyValue(string_value='x"\n'),
-                AnyValue(double_value=1.0),
-                AnyValue(double_value=1e16),
-                AnyValue(double_value=math.inf),
-                AnyValue(int_value=3),
-                AnyValue(bool_value=True),
-                AnyValue(bytes_value=b"\x01"),
-                AnyValue(),
-            ]
-        )
-    ),
-    AnyValue(kvlist_value=common_pb2.KeyValueList(values=[_kv("k\x01", AnyValue(double_value=0.1))])),
-    AnyValue(kvlist_value=common_pb2.KeyValueList(values=[_kv("a", AnyValue()), _kv("a", AnyValue(int_value=1))])),
-    AnyValue(
-        array_value=common_pb2.ArrayValue(
-            values=[AnyValue(array_value=common_pb2.ArrayValue(values=[AnyValue(string_value="deep")]))]
-        )
-    ),
-]
-
-
 def test_edge_cases_give_the_same_answers_and_rows(store: ClickHouse, second_store: ClickHouse, tmp_path: Path) -> None:
-    attrs = [_kv(f"k{i}", value) for i, value in enumerate(EDGE_VALUES)]
+    attrs = [otlp.kv(f"k{i}", value) for i, value in enumerate(otlp.EDGE_VALUES)]
     requests = [
-        _request(*(_span(i + 1, attributes=[attr]) for i, attr in enumerate(attrs))),
-        _request(
-            _span(1, trace_id=b""),
-            _span(2, trace_id=bytes(16)),
-            _span(3, trace_id=bytes.fromhex("d269b633813fc60c")),
-            _span(0),
-            _span(5, parent_span_id=b"\x01"),
-            _span(6, start_time_unix_nano=0),
-            _span(7, end_time_unix_nano=5),
-            _span(8, start_time_unix_nano=2**63, end_time_unix_nano=2**64 - 1),
-            _span(9, kind=7),
-            _span(10, kind=-1),
-            _span(11, status=trace_pb2.Status(code=3)),
-            _span(12, events=[trace_pb2.Span.Event(time_unix_nano=1), trace_pb2.Span.Event(time_unix_nano=2**63)]),
-            _span(13, links=[trace_pb2.Span.Link(trace_id=bytes(range(1, 17)), span_id=b"\x02" * 7)]),
-            _span(14, attributes=[_kv("write", AnyValue(string_value="first"))]),
-            _span(14, attributes=[_kv("write", AnyValue(string_value="second"))]),
-            _span(14, attributes=[_kv("write", AnyValue(string_value="third"))]),
-            _span(15, parent_span_id=(15).to_bytes(8, "big")),
+        otlp.request(*(otlp.span(i + 1, attributes=[attr]) for i, attr in enumerate(attrs))),
+        otlp.request(
+            otlp.span(1, trace_id=b""),
+            otlp.span(2, trace_id=bytes(16)),
+            otlp.span(3, trace_id=bytes.fromhex("d269b633813fc60c")),
+            otlp.span(0),
+            otlp.span(5, parent_span_id=b"\x01"),
+            otlp.span(6, start_time_unix_nano=0),
+            otlp.span(7, end_time_unix_nano=5),
+            otlp.span(8, start_time_unix_nano=2**63, end_time_unix_nano=2**64 - 1),
+            otlp.span(9, kind=7),
+            otlp.span(10, kind=-1),
+            otlp.span(11, status=trace_pb2.Status(code=3)),
+            otlp.span(12, events=[trace_pb2.Span.Event(time_unix_nano=1), trace_pb2.Span.Event(time_unix_nano=2**63)]),
+            otlp.span(13, links=[trace_pb2.Span.Link(trace_id=bytes(range(1, 17)), span_id=b"\x02" * 7)]),
+            otlp.span(14, attributes=[otlp.kv("write", AnyValue(string_value="first"))]),
+            otlp.span(14, attributes=[otlp.kv("write", AnyValue(string_value="second"))]),
+            otlp.span(14, attributes=[otlp.kv("write", AnyValue(string_value="third"))]),
+            otlp.span(15, parent_span_id=(15).to_bytes(8, "big")),
             resource=[
-                _kv("service.name", AnyValue(string_value="a")),
-                _kv("x", AnyValue(int_value=1)),
-                _kv("service.name", AnyValue(string_value="b")),
+                otlp.kv("service.name", AnyValue(string_value="a")),
+                otlp.kv("x", AnyValue(int_value=1)),
+                otlp.kv("service.name", AnyValue(string_value="b")),
             ],
         ),
-        _request(
-            _span(
+        otlp.request(
+            otlp.span(
                 1,
-                attributes=[_kv(f"a{i}", AnyValue(string_value="123456789")) for i in range(6)],
+                attributes=[otlp.kv(f"a{i}", AnyValue(string_value="123456789")) for i in range(6)],
                 events=[trace_pb2.Span.Event(time_unix_nano=i + 1, attributes=attrs[:5]) for i in range(4)],
                 links=[trace_pb2.Span.Link(trace_id=bytes(range(1, 17)), span_id=b"\x01" * 8)] * 3,
             ),
-            resource=[_kv("host", AnyValue(string_value="h"))]
-            + [_kv(f"r{i}", AnyValue(int_value=i)) for i in range(5)],
+            resource=[otlp.kv("host", AnyValue(string_value="h"))]
+            + [otlp.kv(f"r{i}", AnyValue(int_value=i)) for i in range(5)],
         ),
         ExportTraceServiceRequest(),
     ]
@@ -204,7 +136,7 @@ def test_edge_cases_give_the_same_answers_and_rows(store: ClickHouse, second_sto
 def test_decoder_placeholders_keep_their_reason_and_are_skipped(
     store: ClickHouse, second_store: ClickHouse, tmp_path: Path
 ) -> None:
-    request = _request(_span(1), trace_pb2.Span(), _span(3))
+    request = otlp.request(otlp.span(1), trace_pb2.Span(), otlp.span(3))
     pre = [[Rejection.at((0, 0, 1), "spanId 'zz' is neither hex nor base64")]]
     sql = _sql_path(store, tmp_path, [request.SerializeToString()], SMALL, pre)
     py = _python_path(second_store, [request], SMALL, pre)
@@ -215,75 +147,10 @@ def test_decoder_placeholders_keep_their_reason_and_are_skipped(
 
 def test_invalid_utf8_is_stored_with_replacement_characters(store: ClickHouse, tmp_path: Path) -> None:
     # Python's protobuf runtime cannot even build such a request; splice the bytes by hand.
-    body = _request(_span(1, name="AAAA")).SerializeToString().replace(b"AAAA", b"A\xed\xa0\x80")
+    body = otlp.request(otlp.span(1, name="AAAA")).SerializeToString().replace(b"AAAA", b"A\xed\xa0\x80")
     results = _sql_path(store, tmp_path, [body], SMALL)
     assert results[0].accepted == 1
     assert store.query_rows("SELECT SpanName FROM otel_traces") == [("A\ufffd",)]
-
-
-@st.composite
-def _values(draw: st.DrawFn, depth: int = 0) -> AnyValue:
-    scalar = st.one_of(
-        st.builds(lambda s: AnyValue(string_value=s), st.text(max_size=8)),
-        st.builds(lambda b: AnyValue(bool_value=b), st.booleans()),
-        st.builds(lambda i: AnyValue(int_value=i), st.integers(-(2**63), 2**63 - 1)),
-        st.builds(lambda d: AnyValue(double_value=d), st.floats(allow_nan=True, allow_infinity=True)),
-        st.builds(lambda b: AnyValue(bytes_value=b), st.binary(max_size=4)),
-        st.just(AnyValue()),
-    )
-    if depth >= 2:
-        return draw(scalar)
-    kind = draw(st.integers(0, 5))
-    if kind == 0:
-        items = draw(st.lists(_values(depth + 1), max_size=3))
-        return AnyValue(array_value=common_pb2.ArrayValue(values=items))
-    if kind == 1:
-        keys = draw(st.lists(st.sampled_from(["a", "b", "é"]), max_size=3))
-        items = [_kv(key, draw(_values(depth + 1))) for key in keys]
-        return AnyValue(kvlist_value=common_pb2.KeyValueList(values=items))
-    return draw(scalar)
-
-
-_attributes = st.lists(st.builds(_kv, st.sampled_from(["service.name", "k", "l", "m", "n"]), _values()), max_size=5)
-_ids16 = st.sampled_from([b"", bytes(16), bytes(8), b"\x01" * 8, b"\x02" * 16, b"\x03" * 16, b"\x04" * 5])
-_ids8 = st.sampled_from([b"", bytes(8), b"\x01" * 8, b"\x02" * 8, b"\x05" * 3])
-_times = st.sampled_from([0, 1, 5, 1_700_000_000_000_000_000, 2**63 - 1, 2**63, 2**64 - 1])
-_spans = st.builds(
-    trace_pb2.Span,
-    trace_id=_ids16,
-    span_id=_ids8,
-    parent_span_id=_ids8,
-    trace_state=st.text(max_size=3),
-    name=st.text(max_size=4),
-    kind=st.integers(-1, 6),
-    start_time_unix_nano=_times,
-    end_time_unix_nano=_times,
-    attributes=_attributes,
-    events=st.lists(
-        st.builds(trace_pb2.Span.Event, time_unix_nano=_times, name=st.text(max_size=3), attributes=_attributes),
-        max_size=3,
-    ),
-    links=st.lists(st.builds(trace_pb2.Span.Link, trace_id=_ids16, span_id=_ids8, attributes=_attributes), max_size=2),
-    status=st.builds(trace_pb2.Status, code=st.integers(-1, 3), message=st.text(max_size=3)),
-)
-_requests = st.builds(
-    trace_service_pb2.ExportTraceServiceRequest,
-    resource_spans=st.lists(
-        st.builds(
-            trace_pb2.ResourceSpans,
-            resource=st.builds(resource_pb2.Resource, attributes=_attributes),
-            scope_spans=st.lists(
-                st.builds(
-                    trace_pb2.ScopeSpans,
-                    scope=st.builds(common_pb2.InstrumentationScope, name=st.text(max_size=3)),
-                    spans=st.lists(_spans, max_size=4),
-                ),
-                max_size=2,
-            ),
-        ),
-        max_size=2,
-    ),
-)
 
 
 @pytest.fixture(scope="module")
@@ -302,7 +169,7 @@ def two_stores(chdb_dsn: str) -> Iterator[tuple[ClickHouse, ClickHouse]]:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(requests=st.lists(_requests, min_size=1, max_size=3))
+@given(requests=st.lists(otlp.requests, min_size=1, max_size=3))
 def test_random_requests_give_the_same_answers_and_rows(
     two_stores: tuple[ClickHouse, ClickHouse], tmp_path: Path, requests: list[ExportTraceServiceRequest]
 ) -> None:
