@@ -6,8 +6,8 @@ over a :class:`~collector.limits.SpanLimits` limit are cut down and marked, not 
 sharing one ``(traceId, spanId)`` in a request only the last is kept, the others are reported.
 
 This is the reference conversion: ``hotspan import``, the synchronous :class:`~collector.ingest.Ingestor`
-and every span the in-database conversion (:mod:`collector.sqlconvert`) cannot express use it, and
-the in-database conversion is tested against it row for row.
+and every request the compiled scanner (:mod:`collector.native_writer`) does not handle use it, and
+the scanner is tested against it row for row.
 """
 
 from __future__ import annotations

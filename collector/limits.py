@@ -2,9 +2,9 @@
 
 Limits truncate, they never reject: a span over a limit is stored with the excess cut off and a marker
 attribute :data:`TRUNCATED_KEY` that says what was cut (the OpenTelemetry SDK's attribute limits behave
-the same way, counting ``dropped_attributes_count`` instead of rejecting). Both conversion paths, the
-Python one (:mod:`collector.batch`) and the in-database one (:mod:`collector.sqlconvert`), apply them
-identically; ``tests/collector/test_sqlconvert.py`` holds them to that.
+the same way, counting ``dropped_attributes_count`` instead of rejecting). The Python conversion
+(:mod:`collector.batch`) applies them; the compiled scanner (:mod:`collector.native_writer`) hands every
+request that reaches a limit to it, and ``tests/collector/test_native_rows.py`` holds the two to that.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """Storing batch files through the compiled scanner: protobuf bytes → ClickHouse ``Native`` blocks.
 
-Converting a span costs the in-database path (:mod:`collector.sqlconvert`) about 30 µs of CPU, most
-of it in a large SQL expression, and the Python one (:func:`collector.batch.to_batch`) more. The
-C extension :mod:`collector._otlp_rows` walks the protobuf wire format of a request once and writes
-its ``otel_traces`` rows as one block of ClickHouse's columnar ``Native`` format, 2.5-3.3 µs per
-span, and the insert takes the bytes as they are, over HTTP or into the embedded engine alike. Native
-rather than ``RowBinary``: ClickHouse parses the latter row by row, 7.6-11 µs per span of these rows
-against 1.5 µs for the same block in Native (``LowCardinality`` columns are sent as ``String``, which
-the insert casts: ``input_format_native_allow_types_conversion``, on by default).
+Converting a span inside ClickHouse from its ``Protobuf`` input format cost about 30 µs of CPU, most
+of it in a large SQL expression (that path was removed: ``benchmarks/README.md``, items 1 and 5), and the
+Python one (:func:`collector.batch.to_batch`) costs more. The C extension :mod:`collector._otlp_rows`
+walks the protobuf wire format of a request once and writes its ``otel_traces`` rows as one block of
+ClickHouse's columnar ``Native`` format, 2.5-3.3 µs per span, and the insert takes the bytes as they
+are, over HTTP or into the embedded engine alike. Native rather than ``RowBinary``: ClickHouse parses
+the latter row by row, 7.6-11 µs per span of these rows against 1.5 µs for the same block in Native
+(``LowCardinality`` columns are sent as ``String``, which the insert casts:
+``input_format_native_allow_types_conversion``, on by default).
 
 The scanner only handles CLEAN requests: every span valid and unique, every resource named,
 nothing over a :class:`~collector.limits.SpanLimits` limit, attribute values of the usual shapes
@@ -31,7 +32,6 @@ from collector.batchwriter import (
     TRACES_TABLE,
     PreparedBatch,
     UnreadableRequestError,
-    answers,
     insert_python_rows,
     python_request,
 )
@@ -123,9 +123,3 @@ class NativeBatchWriter:
         if batch.native_rows:
             self._ch.insert_raw(TRACES_TABLE, COLUMNS, batch.native_rows, ROW_FORMAT, dedup_token)
         insert_python_rows(self._ch, batch, dedup_token)
-
-    def discard(self) -> None:
-        """Nothing is held beyond the prepared batch itself."""
-
-    def reachable(self) -> bool:
-        return answers(self._ch)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
-from collector.batchwriter import BatchWriter, PreparedBatch, python_prepare
+from collector.batchwriter import BatchWriter
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
 from collector.native_writer import NativeBatchWriter
@@ -377,7 +377,7 @@ class IngestPipeline:
             self._metrics.insert_retries.inc()
         started = time.perf_counter()
         try:
-            prepared = self._prepare(writer, path, pre)
+            prepared = writer.prepare(path, pre)
             writer.store(prepared, group.token)
         except ClickHouseError as exc:
             self.spool.release_group(group)
@@ -388,7 +388,6 @@ class IngestPipeline:
             log.warning("insert of %d spooled spans failed (retry in %.1f s): %s", group.spans, self._backoff_s, exc)
             return
         finally:
-            writer.discard()
             path.unlink(missing_ok=True)
         self._metrics.insert_seconds.observe(time.perf_counter() - started)
         self._faults.crash_now()
@@ -400,18 +399,6 @@ class IngestPipeline:
         if not self._healthy:
             log.info("ClickHouse inserts succeed again; %d spool segments left", self.spool.segments)
         self._healthy, self._backoff_s = True, 0.0
-
-    def _prepare(self, writer: BatchWriter, path: Path, pre: list[list]) -> PreparedBatch:
-        """The writer's conversion, or the Python one when ClickHouse cannot convert the group (it
-        answers, but the statement fails on this data; only a writer that converts inside ClickHouse
-        asks it)."""
-        try:
-            return writer.prepare(path, pre)
-        except ClickHouseError:
-            if not writer.reachable():
-                raise
-            log.exception("ClickHouse cannot convert a spooled group; converting it in Python")
-            return python_prepare(path, pre, self._config.limits)
 
 
 __all__ = [

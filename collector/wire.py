@@ -1,10 +1,11 @@
-"""Batch files: serialized ``ExportTraceServiceRequest`` messages framed for ClickHouse's ``Protobuf`` format.
+"""Batch files (spool segments, insert groups): serialized ``ExportTraceServiceRequest`` messages, framed.
 
 Each request is length-prefixed (varint) and followed by two fields of Hotspan's own, far above
-any OTLP field number: its index in the file and its tenant (``collector/proto/otlp_trace.proto``).
-Appending a field to a serialized message sets that field (messages concatenate), so the request
-bytes are never decoded or re-encoded. Source: the Protocol Buffers encoding guide (varints, wire
-types, length-delimited fields).
+any OTLP field number: its index in the file (:data:`REQUEST_INDEX_FIELD`) and its tenant
+(:data:`TENANT_FIELD`). Appending a field to a serialized message sets that field (messages
+concatenate), so the request bytes are never decoded or re-encoded. The field numbers are part of the
+on-disk spool format: segments written by an earlier version are read after an upgrade. Source: the
+Protocol Buffers encoding guide (varints, wire types, length-delimited fields).
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import BinaryIO
 
-from collector.sqlconvert import REQUEST_INDEX_FIELD, TENANT_FIELD
+REQUEST_INDEX_FIELD = 15000
+"""Field number of ``hotspan_request_index``: the request's index in its batch file (far above any OTLP field)."""
+
+TENANT_FIELD = 15001
+"""Field number of ``hotspan_tenant``: the tenant the request's spans are stored for (:mod:`storage.tenancy`)."""
 
 _LENGTH_DELIMITED = 2
 _MAX_VARINT_BYTES = 10
@@ -57,8 +62,7 @@ def _tail(index: int, tenant: str) -> bytes:
 
 def frame(body: bytes, index: int, tenant: str) -> bytes:
     """``body`` with ``hotspan_request_index = index`` and ``hotspan_tenant = tenant`` appended,
-    length-prefixed for the ``Protobuf`` format (appending fields to a serialized message sets them:
-    messages concatenate)."""
+    length-prefixed (appending fields to a serialized message sets them: messages concatenate)."""
     tail = _tail(index, tenant)
     return encode_varint(len(body) + len(tail)) + body + tail
 

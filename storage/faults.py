@@ -10,7 +10,7 @@ the server's exception text).
 Spec (setting ``fault_injection``, env ``HOTSPAN_FAULT_INJECTION``): comma-separated ``key=value``:
 
 - ``insert_fail_for_s=S``: statements that insert into ``otel_traces`` fail with ``DatabaseError``
-  for ``S`` seconds (reads, staging and other tables keep working).
+  for ``S`` seconds (reads and other tables keep working).
 - ``unreachable_for_s=S``: every call fails with ``OperationalError`` for ``S`` seconds.
 - ``insert_delay_s=S``: every insert into ``otel_traces`` waits ``S`` seconds first (a slow or
   overloaded server), outside any window: overload tests use it to make storage the bottleneck.

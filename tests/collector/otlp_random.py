@@ -1,5 +1,5 @@
-"""Random and edge-case OTLP requests shared by the tests that hold a conversion path to the Python
-reference (collector.batch.to_batch): test_sqlconvert.py, test_native_rows.py.
+"""Random and edge-case OTLP requests shared by the tests of the Python reference (collector.batch.to_batch,
+test_batch.py) and of the compiled scanner held to it (test_native_rows.py).
 
 The random requests are mostly invalid on purpose (small pools of IDs and times, out-of-range enums,
 repeated keys): they exercise rejections, duplicates, warnings and limits as much as stored rows.

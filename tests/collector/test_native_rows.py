@@ -28,13 +28,13 @@ from benchmarks.ingest import build_requests
 from collector import _otlp_rows
 from collector.attributes import go_float
 from collector.batch import check_request
-from collector.batchwriter import PythonBatchWriter, UnreadableRequestError, python_prepare, python_request
+from collector.batchwriter import PreparedBatch, UnreadableRequestError, insert_python_rows, python_request
 from collector.decode import PROTOBUF, check_body
 from collector.limits import SpanLimits
 from collector.native_writer import COLUMNS, NativeBatchWriter, native_check, native_rows
 from collector.rejections import Rejection
 from collector.results import ExportResult, export_result
-from collector.wire import encode_varint, write_batch
+from collector.wire import encode_varint, read_batch, write_batch
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
 from storage.schema import STORED_SCHEMA
@@ -158,15 +158,29 @@ def _batch_file(tmp: Path, bodies: Sequence[bytes], tenant: str = "default") -> 
     return path
 
 
+def _python_prepare(path: Path, pre: Sequence[Sequence[Rejection]], limits: SpanLimits) -> PreparedBatch:
+    """The reference for a whole batch file: every request through :func:`python_request`."""
+    results: list[ExportResult | UnreadableRequestError] = []
+    tables = []
+    truncated = 0
+    for (body, tenant), rejected in zip(read_batch(path.read_bytes()), pre, strict=True):
+        result, table, cut = python_request(body, tenant, rejected, limits)
+        results.append(result)
+        truncated += cut
+        if table is not None:
+            tables.append(table)
+    return PreparedBatch(path, results, truncated, tables)
+
+
 def _assert_writer_matches_python(
     tmp: Path, bodies: Sequence[bytes], limits: SpanLimits, pre: list[list[Rejection]] | None = None
 ) -> NativeBatchWriter:
-    """The native writer's prepared batch against :func:`python_prepare` of the same file."""
+    """The native writer's prepared batch against :func:`_python_prepare` of the same file."""
     path = _batch_file(tmp, bodies)
     pre = pre or [[] for _ in bodies]
     writer = NativeBatchWriter(None, limits)  # type: ignore[arg-type]  # prepare needs no database
     native = writer.prepare(path, pre)
-    python = python_prepare(path, pre, limits)
+    python = _python_prepare(path, pre, limits)
     assert _answers(native.results) == _answers(python.results)
     assert native.truncated == python.truncated
     got = _read_rows(native.native_rows) + [r for t in native.python_tables for r in _table_rows(t)]
@@ -549,7 +563,7 @@ def second_store(chdb_dsn: str) -> Iterator[ClickHouse]:
     ch.close()
 
 
-def test_stored_rows_equal_the_python_writers(store: ClickHouse, second_store: ClickHouse, tmp_path: Path) -> None:
+def test_stored_rows_equal_the_python_references(store: ClickHouse, second_store: ClickHouse, tmp_path: Path) -> None:
     clean = otlp.request(
         otlp.span(
             1,
@@ -575,8 +589,7 @@ def test_stored_rows_equal_the_python_writers(store: ClickHouse, second_store: C
     assert (native.native_requests, native.python_requests) == (3, 1)
     native.store(prepared, "token-1")
     native.store(prepared, "token-1")  # a replay after a crash stores nothing twice
-    python = PythonBatchWriter(second_store, DEFAULT)
-    python.store(python.prepare(path, pre), "token-1")
+    insert_python_rows(second_store, _python_prepare(path, pre, DEFAULT), "token-1")
     got = store.query_arrow(ROWS_SQL).to_pylist()
     want = second_store.query_arrow(ROWS_SQL).to_pylist()
     assert len(got) == 603  # the duplicate is rejected
