@@ -8,15 +8,25 @@ STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 DEBIAN_PACKAGES := chromium prometheus prometheus-alertmanager
 
-.PHONY: demo test lint system-deps venv clean
+.PHONY: demo test lint system-deps build-deps venv clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml collector/_otlp_rows.c
+$(STAMP): pyproject.toml collector/_otlp_rows.c | build-deps
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# The install compiles collector/_otlp_rows.c: a C compiler and the Python headers.
+build-deps:
+	@missing=""; command -v cc >/dev/null 2>&1 || missing="gcc"; \
+	$(PYTHON) -c "import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
+		|| missing="$$missing python3-dev"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 system-deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
