@@ -6,7 +6,6 @@ import statistics
 from collections.abc import Iterable
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
 from instrumented_stack.capture import InMemorySpans
@@ -34,24 +33,6 @@ def median_s(spans: Iterable[ReadableSpan]) -> float:
 
 def service(span: ReadableSpan) -> str:
     return str(span.resource.attributes["service.name"])
-
-
-def agent_call_overhead_s(spans: InMemorySpans) -> float:
-    """Summed, over the agent's outgoing calls (CLIENT spans), the call's duration minus its remote SERVER
-    child's (the retriever's, tool service's or engine's span): the time the agent took to send the call and
-    to get back to the answer. A stalled event loop answers late, so this grows. Seconds."""
-    children: dict[int, list[ReadableSpan]] = {}
-    for span in spans.spans():
-        if span.parent is not None:
-            children.setdefault(span.parent.span_id, []).append(span)
-    total = 0.0
-    for span in spans.spans("agent"):
-        if span.kind != SpanKind.CLIENT:
-            continue
-        remote = [child for child in children.get(span.context.span_id, []) if service(child) != "agent"]
-        if remote:
-            total += seconds(span) - seconds(remote[0])
-    return total
 
 
 def metric_value(exposition: str, sample_name: str) -> float:

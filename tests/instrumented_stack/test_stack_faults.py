@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 from stack_scenarios import ScenarioRun
-from stack_stages import agent_call_overhead_s, engine_sum, median_s, metric_value, named, seconds
+from stack_stages import engine_sum, median_s, metric_value, named, seconds
 
 from instrumented_stack.faults import FAULTS, apply_faults, parse_faults
 from instrumented_stack.stack import StackConfig
@@ -137,16 +137,27 @@ def test_retrieval_topk_blowup_moves_retrieval(scenario: Scenario) -> None:
 
 
 def test_event_loop_blocking_moves_agent_time(scenario: Scenario) -> None:
-    """Synchronous tool calls stall the agent's loop: no other agent span starts while a blocking tool call
-    runs, and the agent's call overhead (call minus remote span, summed) grows by at least 0.25 s (measured
-    +0.6 to +1.1 s; a ratio is not asserted because CPU contention inflates the clean run's overhead too)."""
+    """Synchronous tool calls stall the agent's loop: while a tool call runs, the clean agent starts other
+    spans (88 in one measured run), the faulty one none at all, so every concurrent request waits.
+
+    The agent's call overhead (call minus remote span, summed) grows with it, 0.56 s -> 2.41 s in that run,
+    but is not asserted: on a loaded 2-core machine CPU contention inflated the clean run's overhead to 2.8 s,
+    above the faulty run's, while the span overlap counts do not depend on timing noise."""
     clean, faulty = scenario(), scenario("event_loop_blocking")
     _all_ok(faulty)
-    before, after = agent_call_overhead_s(clean.spans), agent_call_overhead_s(faulty.spans)
-    assert after >= before + 0.25, (before, after)
-    agent = faulty.spans.spans("agent")
-    blocking = [s for s in agent if s.name == "POST" and "/v1/tools/" in str(s.attributes.get("http.url", ""))]
-    assert blocking
-    for call in blocking:
-        inside = [s for s in agent if s is not call and call.start_time < s.start_time < call.end_time]
-        assert inside == [], Counter(s.name for s in inside)
+    starts_during_tool_calls = []
+    for run in (clean, faulty):
+        agent = run.spans.spans("agent")
+        tool_calls = [s for s in agent if s.name == "POST" and "/v1/tools/" in str(s.attributes.get("http.url", ""))]
+        assert tool_calls
+        starts_during_tool_calls.append(
+            Counter(
+                s.name
+                for call in tool_calls
+                for s in agent
+                if s is not call and call.start_time < s.start_time < call.end_time
+            )
+        )
+    clean_starts, faulty_starts = starts_during_tool_calls
+    assert clean_starts.total() >= 10, clean_starts
+    assert faulty_starts.total() == 0, faulty_starts
