@@ -25,6 +25,7 @@ from api.models import (
     TraceSummary,
 )
 from api.tenancy import Tenant
+from api.window import MAX_NS
 from storage.ids import IdError, normalize_trace_id
 from storage.reader import TraceQuery, TraceReader
 
@@ -59,8 +60,8 @@ def build_router(reader: TraceReader) -> APIRouter:
         tenant: Tenant,
         service: str | None = None,
         operation: str | None = None,
-        start_ns: Annotated[int | None, Query(ge=0, description="Window start, ns since epoch.")] = None,
-        end_ns: Annotated[int | None, Query(ge=0, description="Window end, ns since epoch.")] = None,
+        start_ns: Annotated[int | None, Query(ge=0, le=MAX_NS, description="Window start, ns since epoch.")] = None,
+        end_ns: Annotated[int | None, Query(ge=0, le=MAX_NS, description="Window end, ns since epoch.")] = None,
         min_duration_ms: Annotated[
             float | None, Query(ge=0, le=MAX_DURATION_MS, description="Span duration lower bound, ms.")
         ] = None,
@@ -76,6 +77,8 @@ def build_router(reader: TraceReader) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=10_000)] = 20,
     ) -> TracesResponse:
         """Traces with a span matching every filter, newest first (Jaeger's matching rule)."""
+        if start_ns is not None and end_ns is not None and start_ns > end_ns:
+            raise ApiError(400, "invalid_parameter", f"start_ns: {start_ns} is after end_ns {end_ns}")
         query = TraceQuery(
             service=service or None,
             operation=operation or None,

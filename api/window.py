@@ -13,10 +13,14 @@ from api.errors import ApiError
 DEFAULT_WINDOW_NS = 3_600 * 1_000_000_000
 """Window when ``start_ns`` is not given: the hour before ``end_ns``."""
 
+MAX_NS = 2**63 - 1
+"""Latest time a query may name: ClickHouse binds ns times as Int64, where a larger value would wrap."""
+
 StartNs = Annotated[
-    int | None, Query(ge=0, description="Window start, ns since the Unix epoch; default `end_ns` minus 1 h.")
+    int | None,
+    Query(ge=0, le=MAX_NS, description="Window start, ns since the Unix epoch; default `end_ns` minus 1 h."),
 ]
-EndNs = Annotated[int | None, Query(ge=0, description="Window end, ns since the Unix epoch; default now.")]
+EndNs = Annotated[int | None, Query(ge=0, le=MAX_NS, description="Window end, ns since the Unix epoch; default now.")]
 
 
 def window(start_ns: int | None, end_ns: int | None) -> tuple[int, int]:

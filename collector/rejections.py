@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 Position = tuple[int, int, int]
@@ -42,7 +43,7 @@ class SpanError(ValueError):
     """Raised inside a decoder for a span that is invalid on its own; the span is skipped."""
 
 
-def summarize(rejections: list[Rejection], limit: int = 5) -> str:
+def summarize(rejections: Sequence[Rejection], limit: int = 5) -> str:
     """A one-line ``error_message`` for OTLP ``partial_success``: the first ``limit`` reasons."""
     if not rejections:
         return ""

@@ -33,6 +33,11 @@ def export_result(accepted: int, rejections: list[Rejection], warnings: list[str
     message = summarize(rejections)
     if warnings:
         message = "; ".join([message, *warnings] if message else warnings)
-    if rejections:
-        log.info("rejected %d span(s): %s", len(rejections), summarize(rejections, 1))
     return ExportResult(accepted, len(rejections), message, tuple(rejections))
+
+
+def log_answer(result: ExportResult) -> None:
+    """Log the first rejection of an answered request (INFO); the receivers call it once per answer, while
+    :func:`export_result` also runs where nothing is answered (the batch writer's check)."""
+    if result.rejections:
+        log.info("%s", summarize(result.rejections, 1))

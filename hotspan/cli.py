@@ -113,7 +113,19 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from hotspan.importer import SinkError
+    from storage.clickhouse import StorageError
+
+    try:
+        return _import_files(args)
+    except (SinkError, StorageError) as exc:
+        print(f"hotspan import: {exc}", file=sys.stderr)
+        return 2
+
+
+def _import_files(args: argparse.Namespace) -> int:
     from hotspan.importer import OtlpHttpSink, StoreSink, analyse_stored, import_paths
+    from storage.clickhouse import StorageError
 
     if args.endpoint:
         if args.tenant:
@@ -125,7 +137,17 @@ def _import(args: argparse.Namespace) -> int:
         from hotspan.app import open_storage
 
         settings = _settings(args)
-        storage = open_storage(settings)
+        try:
+            storage = open_storage(settings)
+        except StorageError as exc:
+            if not settings.clickhouse_dsn.startswith("chdb:"):
+                raise
+            # The embedded engine's own reason ("Cannot lock file ... Another server instance in same
+            # directory is already running") goes to stderr, not into the exception.
+            raise StorageError(
+                f"{exc}\nThe embedded store is open in one process at a time: if a Hotspan is serving "
+                f"{settings.data_dir}, import through it with --endpoint http://HOST:PORT instead."
+            ) from exc
         sink = StoreSink(storage.writer, args.tenant or DEFAULT_TENANT)
         summary = import_paths(args.paths, sink, progress=not args.no_progress)
         analysed = analyse_stored(storage, settings)

@@ -87,33 +87,44 @@ class StoreSink:
         self._writer.write(with_tenant(batch.table, self._tenant))
 
 
+class SinkError(RuntimeError):
+    """The destination cannot take the import at all (unreachable, refusing, or disagreeing): it stops the
+    run, unlike a bad file or span, which is reported and skipped."""
+
+
 class OtlpHttpSink:
     """Sends each payload to a running Hotspan's ``/v1/traces`` in its own encoding.
 
     ``token``: a bearer token with the ``ingest`` role, for a server with an auth file; its tenant is the one
     the spans are stored under.
 
-    Raises (from :meth:`send`):
-        RuntimeError: the server answered with an error status.
+    Raises:
+        SinkError: ``endpoint`` is not an http(s) URL; from :meth:`send`: the server cannot be reached, answered
+            with an error status, or rejected other spans than the local check did.
     """
 
     def __init__(self, endpoint: str, timeout_s: float = 30.0, token: str | None = None) -> None:
+        if not endpoint.startswith(("http://", "https://")):
+            raise SinkError(f"--endpoint must be an http:// or https:// URL, got {endpoint!r}")
         self._url = endpoint.rstrip("/") + ("" if endpoint.rstrip("/").endswith("/v1/traces") else "/v1/traces")
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.Client(timeout=timeout_s, headers=headers)
 
     def send(self, payload: Payload, batch: SpanBatch) -> None:
         body = payload.body if isinstance(payload.body, bytes) else json.dumps(payload.body).encode()
-        answer = self._client.post(self._url, content=body, headers={"content-type": payload.content_type})
+        try:
+            answer = self._client.post(self._url, content=body, headers={"content-type": payload.content_type})
+        except httpx.HTTPError as exc:
+            raise SinkError(f"cannot send to {self._url}: {exc} (is Hotspan serving there?)") from exc
         if answer.status_code != 200:
-            raise RuntimeError(f"{self._url} answered {answer.status_code}: {answer.text[:300]}")
+            raise SinkError(f"{self._url} answered {answer.status_code}: {answer.text[:300]}")
         response = ExportTraceServiceResponse()
         if payload.content_type == "application/json":
             json_format.Parse(answer.content or b"{}", response, ignore_unknown_fields=True)
         else:
             response.ParseFromString(answer.content)
         if response.partial_success.rejected_spans != len(batch.rejections):
-            raise RuntimeError(
+            raise SinkError(
                 f"server rejected {response.partial_success.rejected_spans} spans where local validation "
                 f"rejected {len(batch.rejections)}: {response.partial_success.error_message}"
             )

@@ -113,6 +113,23 @@ def test_trace_by_id_accepts_upper_case_and_answers_errors_in_the_envelope(
 
 
 @pytest.mark.parametrize(
+    "window",
+    [
+        {"start_ns": 2**63},  # would wrap to a negative Int64 and match every trace
+        {"end_ns": 10**23},
+        {"start_ns": 5, "end_ns": 1},
+        {"start_ns": -1},
+    ],
+)
+def test_window_outside_int64_or_inverted_is_a_400(demo_server: RunningServer, window: dict[str, int]) -> None:
+    answer = _get(demo_server, "/api/v1/traces", **window)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == "invalid_parameter"
+    for path in ("/api/v1/red", "/api/v1/topology"):
+        assert _get(demo_server, path, **window).status_code == 400, path
+
+
+@pytest.mark.parametrize(
     "hostile", ["' OR 1=1 --", "frontend'); DROP TABLE otel_traces; --", "{service:String}", "\\'"]
 )
 def test_filter_values_never_reach_sql_as_text(demo_server: RunningServer, hostile: str) -> None:

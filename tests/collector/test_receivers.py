@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 from collections.abc import Callable
 
 import httpx
@@ -143,10 +144,18 @@ def _request(*span_ids: str, trace_id: str = "0af7651916cd43dd8448eb211c80319c")
     }
 
 
-def test_json_bad_span_gets_partial_success_and_batch_mates_are_stored(hotspan_server: RunningServer) -> None:
+def test_json_bad_span_gets_partial_success_and_batch_mates_are_stored(
+    hotspan_server: RunningServer, caplog: pytest.LogCaptureFixture
+) -> None:
     body = _request("1111111111111111", "not-an-id", "2222222222222222")
 
-    answer = httpx.post(f"{hotspan_server.base_url}/v1/traces", json=body)
+    with caplog.at_level(logging.INFO, logger="collector.results"):
+        answer = httpx.post(f"{hotspan_server.base_url}/v1/traces", json=body)
+        assert hotspan_server.pipeline.flush(30)
+    # One log line per answered request, not one more when the writer checks the stored batch.
+    assert [r.getMessage() for r in caplog.records if r.name == "collector.results"] == [
+        "1 span(s) rejected: resourceSpans[0].scopeSpans[0].spans[1]: spanId 'not-an-id' is neither hex nor base64"
+    ]
 
     assert answer.status_code == 200
     assert answer.headers["content-type"] == "application/json"

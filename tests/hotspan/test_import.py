@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,27 @@ def test_cli_import_prints_a_summary_and_fails_on_a_broken_file(tmp_path: Path) 
     assert run.returncode == 0, run.stderr
     assert "files: 2  spans: 7  traces: 1  services: 4  rejected: 1" in run.stdout
     assert "broken.json" in run.stdout
+
+
+def _cli_import(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "hotspan.cli", "import", "--no-progress", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "says"),
+    [("http://127.0.0.1:9", "cannot send to http://127.0.0.1:9/v1/traces"), ("notaurl", "must be an http://")],
+)
+def test_cli_import_to_a_bad_endpoint_fails_in_one_line(endpoint: str, says: str) -> None:
+    run = _cli_import("--endpoint", endpoint, str(TRACES / "zipkin/zipkin__yelp.json"))
+    assert run.returncode == 2
+    assert run.stderr.startswith("hotspan import: ") and says in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_cli_import_into_a_served_data_dir_points_to_the_endpoint(hotspan_server: RunningServer) -> None:
+    settings = hotspan_server.settings
+    env = {**os.environ, "HOTSPAN_CLICKHOUSE_DSN": settings.clickhouse_dsn}
+    run = _cli_import("--data-dir", str(settings.data_dir), str(TRACES / "zipkin/zipkin__yelp.json"), env=env)
+    assert run.returncode == 2
+    assert "import through it with --endpoint" in run.stderr and "Traceback" not in run.stderr
