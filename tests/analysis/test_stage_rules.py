@@ -65,6 +65,8 @@ REALISTIC = [
         "output_parsing",
     ),
     (S("misc", "inv", 966, 970, "cache.lookup", "billing"), "other"),
+    (S("tsrv", "inv", 971, 980, "POST /v1/tools/{name}", "tools", "Server", {"http.method": "POST"}), "tool"),
+    (S("rsrv", "inv", 981, 990, "POST /v1/search", "retriever", "Server", {"http.method": "POST"}), "retrieval"),
 ]
 
 
