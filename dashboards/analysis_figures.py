@@ -101,9 +101,11 @@ def add_critical_path(figure: go.Figure, spans: pl.DataFrame, tree: SpanTree, se
             showlegend=True,
         )
     )
+    # The legend sits in the top margin above the span label column: the time axis draws its tick labels in
+    # the top margin above the bars, and a legend there would cover them.
     figure.update_layout(
         showlegend=True,
-        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1, "yanchor": "bottom", "font": {"size": 11}},
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom", "font": {"size": 11}},
     )
     return figure
 

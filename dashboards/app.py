@@ -12,6 +12,7 @@ the browser is told every URL with ``/ui/`` in front (``requests_pathname_prefix
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 import dash
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
@@ -169,8 +170,12 @@ def _register_shell_callbacks(app: Dash) -> None:
         prevent_initial_call=True,
     )
     def lookup_trace(_submits: int | None, text: str | None) -> tuple[object, str]:
+        # Like Jaeger, the address follows what the page shows: a malformed ID opens its (URL-quoted) trace
+        # page too, which says why it cannot be shown; only an empty box stays put.
         try:
-            trace_id = normalize_trace_id(text)
+            path = normalize_trace_id(text)
         except FormError as exc:
-            return no_update, str(exc)
-        return app.get_relative_path(f"/trace/{trace_id}"), ""
+            if not (text or "").strip():
+                return no_update, str(exc)
+            path = quote(text.strip(), safe="")
+        return app.get_relative_path(f"/trace/{path}"), ""

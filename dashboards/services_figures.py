@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from datetime import timedelta
 
 import plotly.graph_objects as go
 import polars as pl
@@ -36,11 +37,16 @@ ENGINE_PANELS: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...] = (
 """Engine panels: title, ``(series, legend name)`` pairs, and the factor from the series' unit to the shown one."""
 
 
+SPARKLINE_STYLE = {"width": "100%", "height": "26px", "display": "block"}
+"""Style of a sparkline ``<img>``: as wide as its table cell (the SVG stretches), so it never leaves the card."""
+
+
 def sparkline_data_uri(
     values: Sequence[float | None], color: str = PALETTE[0], width: int = 120, height: int = 26
 ) -> str:
     """A ``data:image/svg+xml`` URI drawing ``values`` as a polyline (None values are gaps drawn at 0), scaled
-    to the box; a flat line for fewer than two points or a constant series."""
+    to the box; a flat line for fewer than two points or a constant series. The drawing stretches to whatever
+    box the image is given (``preserveAspectRatio="none"``) with a constant stroke width."""
     points = [0.0 if v is None else float(v) for v in values]
     if len(points) < 2:
         points = [points[0] if points else 0.0] * 2
@@ -51,8 +57,10 @@ def sparkline_data_uri(
         f"{1 + i * step:.1f},{height - 2 - (value - low) / span * (height - 4):.1f}" for i, value in enumerate(points)
     )
     svg = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-        f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{coordinates}"/></svg>'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}"'
+        ' preserveAspectRatio="none">'
+        f'<polyline fill="none" stroke="{color}" stroke-width="1.5" vector-effect="non-scaling-stroke"'
+        f' points="{coordinates}"/></svg>'
     )
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
 
@@ -64,30 +72,43 @@ def group_label(row: dict) -> str:
     return f"{row['service']} · {row['operation']} ({row['span_kind']})"
 
 
-def red_latency_figure(totals: pl.DataFrame, series: pl.DataFrame, x_range_ns: tuple[int, int]) -> go.Figure:
+def red_latency_figure(
+    totals: pl.DataFrame, series: pl.DataFrame, x_range_ns: tuple[int, int], step_s: int = 60
+) -> go.Figure:
     """p95 latency (ms) per group and step for the :data:`MAX_LINES` groups with the most calls.
+
+    Each step is drawn at the middle of its bucket, with a marker large enough to read alone and not clipped at
+    the plot's edge, so a short run (one bucket per group) shows centred points rather than slivers at the left
+    edge.
 
     Args:
         totals: RED totals (group keys, ``calls``); decides which groups are drawn.
         series: RED series (group keys, ``bucket_start_ns``, ``p95_ns``).
         x_range_ns: the window, so this figure and :func:`engine_metrics_figure` share a time axis.
+        step_s: the series' bucket width in seconds.
     """
     if series.height == 0:
         return empty_figure("No spans in this window")
     keys = [k for k in ("service", "operation", "span_kind") if k in totals.columns]
     busiest = totals.sort("calls", descending=True).head(MAX_LINES).select(keys)
+    step_ns = step_s * 1_000_000_000
+    step = timedelta(seconds=step_s)
     figure = go.Figure(layout={"template": TEMPLATE})
     for index, group in enumerate(busiest.iter_rows(named=True)):
         points = series.filter(pl.all_horizontal(pl.col(k) == v for k, v in group.items())).sort("bucket_start_ns")
+        starts = pl.from_epoch(points["bucket_start_ns"], time_unit="ns")
+        buckets = (starts.dt.strftime("%H:%M") + "–" + (starts + step).dt.strftime("%H:%M")).to_list()
         figure.add_trace(
             go.Scatter(
-                x=pl.from_epoch(points["bucket_start_ns"], time_unit="ns").to_list(),
+                x=pl.from_epoch(points["bucket_start_ns"] + step_ns // 2, time_unit="ns").to_list(),
                 y=(points["p95_ns"] / 1e6).to_list(),
                 mode="lines+markers",
                 name=group_label(group),
                 line={"color": PALETTE[index % len(PALETTE)], "width": 2},
-                marker={"size": 4},
-                hovertemplate="%{x|%H:%M} UTC  p95 %{y:.1f} ms<extra>%{fullData.name}</extra>",
+                marker={"size": 6 if points.height > 1 else 9},
+                cliponaxis=False,
+                customdata=buckets,
+                hovertemplate="%{customdata} UTC  p95 %{y:.1f} ms<extra>%{fullData.name}</extra>",
             )
         )
     figure.update_layout(
@@ -149,16 +170,22 @@ _NUMBER = {"textAlign": "right", "whiteSpace": "nowrap"}
 
 
 def red_table(totals: pl.DataFrame, series: pl.DataFrame, window_s: float) -> Component:
-    """An HTML table, one row per group, busiest first: rate, error rate, p50/p95/p99 and two sparklines."""
+    """An HTML table, one row per group, busiest first: rate, error rate, p50/p95/p99 and two sparklines.
+
+    Args:
+        totals, series: a :class:`~storage.rollup_reader.RedResult`'s frames.
+        window_s: length of the selected window in seconds; the rate is calls over it (at least 1 s), as
+            Grafana's ``$__range`` rates and SigNoz's service table read, and its header says so.
+    """
     if totals.height == 0:
         return html.P("No spans in this window.", className="hs-hint")
     keys = [k for k in ("service", "operation", "span_kind") if k in totals.columns]
+    window_s = max(window_s, 1.0)
+    rate_note = f"Calls per second, averaged over the selected window ({_window_text(window_s)})"
     header = html.Tr(
         [html.Th("Service" if len(keys) == 1 else "Operation", style=_NAME_COLUMN)]
-        + [
-            html.Th(name, style=_NUMBER)
-            for name in ("Calls", "Rate (/s)", "Errors", "p50 (ms)", "p95 (ms)", "p99 (ms)")
-        ]
+        + [html.Th("Calls", style=_NUMBER), html.Th("Rate (/s, window avg)", title=rate_note, style=_NUMBER)]
+        + [html.Th(name, style=_NUMBER) for name in ("Errors", "p50 (ms)", "p95 (ms)", "p99 (ms)")]
         + [html.Th(name) for name in ("Calls over time", "p95 over time")]
     )
     rows = []
@@ -171,22 +198,33 @@ def red_table(totals: pl.DataFrame, series: pl.DataFrame, window_s: float) -> Co
                 children=[
                     html.Td(group_label(row), className="hs-mono", style=_NAME_COLUMN),
                     html.Td(f"{row['calls']:,}", style=_NUMBER),
-                    html.Td(f"{row['calls'] / max(window_s, 1.0):.3g}", style=_NUMBER),
+                    html.Td(f"{row['calls'] / window_s:.3g}", title=rate_note, style=_NUMBER),
                     html.Td(f"{error_rate:.1%}", className="hs-error-cell" if row["errors"] else None, style=_NUMBER),
                     *(html.Td(_ms(row[name]), style=_NUMBER) for name in ("p50_ns", "p95_ns", "p99_ns")),
-                    html.Td(html.Img(src=sparkline_data_uri(points["calls"].to_list()), alt="calls")),
+                    html.Td(
+                        html.Img(src=sparkline_data_uri(points["calls"].to_list()), alt="calls", style=SPARKLINE_STYLE)
+                    ),
                     html.Td(
                         html.Img(
                             src=sparkline_data_uri(
                                 points["p95_ns"].to_list(), color=ERROR_COLOR if row["errors"] else PALETTE[1]
                             ),
                             alt="p95",
+                            style=SPARKLINE_STYLE,
                         )
                     ),
                 ],
             )
         )
     return html.Table(className="hs-kv hs-red-table", children=[html.Thead(header), html.Tbody(rows)])
+
+
+def _window_text(seconds: float) -> str:
+    """``"45 s"``, ``"1 min"``, ``"6 h"``, ``"7 d"``: a window length as its lookback would be named."""
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
 
 
 def _ms(ns: float | None) -> str:

@@ -30,6 +30,7 @@ from dashboards.app import build_dash_app
 from diagnosis import load_diagnosis_settings
 from hotspan import metrics as metrics_routes
 from hotspan.auth import Auth, load_auth, protect_app
+from hotspan.docs import install_docs
 from hotspan.settings import Settings
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import PipelineConfig as TracePipelineConfig
@@ -155,7 +156,11 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
         title="Hotspan",
         version="0.1.0",
         description="Trace analysis for LLM agent stacks. Times are ns unless a field name says otherwise.",
+        # Served by install_docs from local assets instead of FastAPI's CDN-loading pages.
+        docs_url=None,
+        redoc_url=None,
     )
+    install_docs(app)
     protect_app(app, auth or load_auth(settings))
     install_error_handlers(app)
     app.state.metrics_registry = metrics_routes.new_registry()

@@ -98,7 +98,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         engine = app.server.config.get(ENGINE_METRICS_CONFIG)
         return (
             red_table(result.totals, result.series, (end - start) / 1e9),
-            red_latency_figure(result.totals, result.series, (start, end)),
+            red_latency_figure(result.totals, result.series, (start, end), step),
             _engine_panel(engine, start, end, step),
             "",
         )

@@ -3,6 +3,8 @@ its critical path and a span detail panel, and the flame graph. ``/ui/trace`` al
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.development.base_component import Component
@@ -24,12 +26,13 @@ _DETAIL_HINT = "Click a span in the timeline or the flame graph to see its attri
 
 
 def layout(trace_id: str | None = None, **_query: str) -> Component:
-    """Skeleton of the trace page; ``trace_id`` comes from the URL and may be malformed (checked by the
-    loading callback, which also fills every part)."""
+    """Skeleton of the trace page; ``trace_id`` comes from the URL, still percent-encoded (Dash passes path
+    variables as they are), and may be malformed (checked by the loading callback, which also fills every
+    part)."""
     return html.Div(
         className="hs-page hs-trace",
         children=[
-            dcc.Store(id="trace-id", data=trace_id),
+            dcc.Store(id="trace-id", data=unquote(trace_id) if trace_id else trace_id),
             html.Div(id="trace-header", className="hs-card hs-trace-header"),
             html.Section(
                 className="hs-card",

@@ -10,6 +10,8 @@ from hotspan.auth.config import Role
 
 PUBLIC_PATHS = frozenset({"/", "/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 """Paths anyone may call: liveness (probes carry no token), the API description, and the root redirect."""
+PUBLIC_PREFIXES = ("/docs/assets",)
+"""Prefixes anyone may read: the docs pages' own JavaScript and CSS (:data:`hotspan.docs.DOCS_ASSETS`)."""
 
 LOGIN_PATH = "/auth/login"
 LOGOUT_PATH = "/auth/logout"
@@ -29,6 +31,8 @@ RULES: tuple[tuple[str, Role], ...] = (
 def required_role(path: str) -> Role | None:
     """The role ``path`` needs; ``None`` for a public path."""
     if path in PUBLIC_PATHS or path in (LOGIN_PATH, LOGOUT_PATH):
+        return None
+    if any(under(path, prefix) for prefix in PUBLIC_PREFIXES):
         return None
     for prefix, role in RULES:
         if under(path, prefix):

@@ -92,6 +92,11 @@ def test_critical_path_overlay_lands_on_span_rows_relative_to_trace_start() -> N
     assert list(overlay.base) == [0.0, 1.0, 4.0, 5.0, 9.0]
     assert sum(overlay.x) == 10.0  # the sections tile the root's 10 ms
     assert [list(c) for c in overlay.customdata][1] == [spans["span_id"].to_list().index("a"), "a"]
+    # The legend stands above the label column, clear of the time axis whose tick labels fill the top
+    # margin above the bars (it used to sit at the top right, over "200 ms").
+    legend = figure.layout.legend
+    assert legend.xanchor == "left" and legend.yanchor == "bottom" and legend.y >= 1
+    assert legend.x < figure.layout.xaxis.domain[0] and figure.layout.xaxis.side == "top"
 
 
 def test_critical_path_overlay_skips_unknown_spans_and_empty_input() -> None:

@@ -109,9 +109,15 @@ def test_trace_lookup_and_bad_ids(browser: Browser, ui_url: str) -> None:
     page.wait_for_selector("#trace-header .hs-notice", timeout=TIMEOUT_MS)
     assert "No trace selected" in page.inner_text("#trace-header")
 
+    page.fill("#nav-lookup", "")
+    page.press("#nav-lookup", "Enter")
+    page.wait_for_selector("#nav-lookup-error:has-text('enter a trace ID')", timeout=TIMEOUT_MS)
+
     page.fill("#nav-lookup", "not a trace id")
     page.press("#nav-lookup", "Enter")
-    page.wait_for_selector("#nav-lookup-error:has-text('is not a trace ID')", timeout=TIMEOUT_MS)
+    page.wait_for_url("**/ui/trace/not%20a%20trace%20id", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#trace-header:has-text(\"'not a trace id' is not a trace ID\")", timeout=TIMEOUT_MS)
+    assert page.inner_text("#nav-lookup-error") == ""
 
     page.fill("#nav-lookup", TRACE_ID.upper())
     page.press("#nav-lookup", "Enter")
@@ -120,4 +126,23 @@ def test_trace_lookup_and_bad_ids(browser: Browser, ui_url: str) -> None:
 
     page.goto(f"{ui_url}/ui/trace/{'f' * 32}")
     page.wait_for_selector("#trace-header:has-text('not found')", timeout=TIMEOUT_MS)
+    assert errors == []
+
+
+def test_trace_lookup_moves_the_address_bar_to_what_it_shows(browser: Browser, ui_url: str) -> None:
+    # From an open trace, an unknown ID and then a malformed one: the address follows the page each time.
+    page, errors = new_page(browser, height=1000)
+    page.goto(f"{ui_url}/ui/trace/{TRACE_ID}")
+    page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
+
+    unknown = "0" * 31 + "1"
+    page.fill("#nav-lookup", unknown)
+    page.press("#nav-lookup", "Enter")
+    page.wait_for_selector(f"#trace-header:has-text('Trace {unknown} not found')", timeout=TIMEOUT_MS)
+    page.wait_for_url(f"**/ui/trace/{unknown}", timeout=TIMEOUT_MS)
+
+    page.fill("#nav-lookup", "nothex!!")
+    page.press("#nav-lookup", "Enter")
+    page.wait_for_selector("#trace-header:has-text('is not a trace ID')", timeout=TIMEOUT_MS)
+    page.wait_for_url("**/ui/trace/nothex%21%21", timeout=TIMEOUT_MS)
     assert errors == []

@@ -218,6 +218,8 @@ def test_session_cookie_attributes() -> None:
         ("/something-added-later", Role.ADMIN),
         ("/healthz", None),
         ("/openapi.json", None),
+        ("/docs/assets/swagger-ui-bundle.js", None),
+        ("/docs/assetsx", Role.ADMIN),
         ("/auth/login", None),
     ],
 )

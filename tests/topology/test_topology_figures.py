@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
@@ -11,6 +12,7 @@ from dash import html
 from dashboards.figures import ERROR_COLOR, NEUTRAL_COLOR
 from dashboards.services_figures import (
     MAX_LINES,
+    SPARKLINE_STYLE,
     engine_metrics_figure,
     red_latency_figure,
     red_table,
@@ -132,6 +134,38 @@ def test_red_table_lists_groups_busiest_first() -> None:
     assert [row.children[0].children for row in rows] == ["svc0", "svc1"]
     assert rows[0].children[2].children == "0.0333"  # 2 calls over 60 s
     assert rows[0].children[5].children == "5.0"  # p95 in ms
+    header = table.children[0].children.children
+    assert header[2].children == "Rate (/s, window avg)"
+    assert header[2].title == "Calls per second, averaged over the selected window (1 min)"
+
+
+def test_red_table_sparklines_fit_their_cells() -> None:
+    # Fixed 120 px images stuck out of the card: the images take their cell's width and the SVG stretches.
+    totals, series = red_frames(1)
+    cells = red_table(totals, series, window_s=60).children[1].children[0].children
+    images = [cell.children for cell in cells[-2:]]
+    assert [image.alt for image in images] == ["calls", "p95"]
+    assert all(image.style == SPARKLINE_STYLE and image.style["width"] == "100%" for image in images)
+    svg = base64.b64decode(images[0].src.removeprefix("data:image/svg+xml;base64,")).decode()
+    assert 'preserveAspectRatio="none"' in svg and 'vector-effect="non-scaling-stroke"' in svg
+
+
+def test_red_latency_figure_centres_a_single_bucket() -> None:
+    # A 9 s run: one one-minute bucket per group in a one-minute window. Each point sits mid-bucket with a
+    # marker that is not clipped, rather than half-hidden on the left edge.
+    totals, series = red_frames(2)
+    series = series.filter(pl.col("bucket_start_ns") == T0)
+    figure = red_latency_figure(totals, series, (T0, T0 + 60 * NS), step_s=60)
+    start, end = (datetime.fromisoformat(str(bound)) for bound in figure.layout.xaxis.range)
+    for trace in figure.data:
+        (x,) = trace.x
+        assert x - start == end - x == timedelta(seconds=30)
+        assert trace.cliponaxis is False and trace.marker.size >= 8 and "markers" in trace.mode
+        assert list(trace.customdata) == [_hhmm(T0) + "–" + _hhmm(T0 + 60 * NS)]
+
+
+def _hhmm(ns: int) -> str:
+    return datetime.fromtimestamp(ns / NS, tz=UTC).strftime("%H:%M")
 
 
 def test_engine_metrics_figure_has_four_panels_on_the_window() -> None:
