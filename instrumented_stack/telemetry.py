@@ -24,7 +24,7 @@ from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from processors.sdk import BaggageSampler, BaggageSpanProcessor, HotspotSpanProcessor
 
@@ -100,6 +100,25 @@ def otlp_span_exporter(
     if protocol == "grpc":
         return GrpcSpanExporter(endpoint=endpoint, insecure=True, timeout=timeout_s)
     raise ValueError(f"unknown OTLP protocol {protocol!r}; expected 'http/protobuf' or 'grpc'")
+
+
+def check_otlp_endpoint(endpoint: str, *, protocol: OtlpProtocol = "http/protobuf", timeout_s: float = 5.0) -> None:
+    """Export an empty batch to ``endpoint`` (what an OTLP receiver answers with success) before a run, so a
+    collector that is down or a wrong address fails the run at once instead of every span being dropped
+    behind the SDK's retry log lines. ``timeout_s``: seconds, retries included.
+
+    Raises:
+        ValueError: the endpoint did not accept the export (message names it and the protocol).
+    """
+    exporter = otlp_span_exporter(endpoint, protocol=protocol, timeout_s=timeout_s)
+    try:
+        result = exporter.export([])
+    finally:
+        exporter.shutdown()
+    if result is not SpanExportResult.SUCCESS:
+        raise ValueError(
+            f"the OTLP endpoint {endpoint} ({protocol}) does not accept exports: is a collector serving there?"
+        )
 
 
 def otlp_span_processor(

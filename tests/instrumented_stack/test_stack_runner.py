@@ -138,3 +138,10 @@ def test_stack_run_cli_refuses_unknown_faults(capsys: pytest.CaptureFixture[str]
     argv = ["stack", "run", "--workload", "mooncake", "--faults", "gremlins", "--endpoint", "http://127.0.0.1:9"]
     assert hotspan_main(argv) == 2
     assert "unknown fault" in capsys.readouterr().err
+
+
+def test_stack_run_cli_fails_fast_when_the_endpoint_is_down(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["stack", "run", "--workload", "azure-conv", "--limit", "2", "--engine", "emulator"]
+    argv += ["--no-progress", "--endpoint", "http://127.0.0.1:9"]
+    assert hotspan_main(argv) == 2
+    assert "OTLP endpoint http://127.0.0.1:9 (http/protobuf) does not accept exports" in capsys.readouterr().err
