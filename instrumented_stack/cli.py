@@ -14,7 +14,6 @@ from instrumented_stack.engine.vllm_backend import ENGINE_CHOICES
 from instrumented_stack.env import ENV_STACK_ENGINE, stack_engine_choice
 from instrumented_stack.faults import FAULTS, parse_faults
 from instrumented_stack.replay import RunSettings, run_workload, write_manifest
-from instrumented_stack.telemetry import check_otlp_endpoint
 from instrumented_stack.workload import WORKLOADS
 
 
@@ -65,7 +64,6 @@ def run_stack_command(args: argparse.Namespace) -> int:
             mode="threads" if args.threads else "processes",
             engine=stack_engine_choice(args.engine),
         )
-        check_otlp_endpoint(args.endpoint, protocol=args.protocol)
         run = run_workload(
             settings, endpoint=args.endpoint, protocol=args.protocol, progress=None if args.no_progress else sys.stderr
         )

@@ -26,7 +26,12 @@ from instrumented_stack.runner import scrape_ttft, with_speed
 from instrumented_stack.stack import Stack, StackConfig
 from instrumented_stack.summary import RunSummary, summarise
 from instrumented_stack.supervisor import ProcessStack
-from instrumented_stack.telemetry import OtlpProtocol, SpanProcessorFactory, otlp_span_processors
+from instrumented_stack.telemetry import (
+    OtlpProtocol,
+    SpanProcessorFactory,
+    check_otlp_endpoint,
+    otlp_span_processors,
+)
 from instrumented_stack.tokenizer import default_tokenizer
 from instrumented_stack.workload import load_workload
 
@@ -115,8 +120,8 @@ def run_workload(
         progress: where progress lines go; ``None``: silent.
 
     Raises:
-        ValueError: bad settings, unknown workload, fault or engine, no way to export spans, ``vllm`` in
-            ``threads`` mode.
+        ValueError: bad settings, unknown workload, fault or engine, no way to export spans, an endpoint
+            that does not accept an (empty) export, ``vllm`` in ``threads`` mode.
         VllmUnavailableError: (a ``ValueError``) ``vllm`` asked for where vLLM or a GPU is missing.
         FileNotFoundError: the workload file is missing.
         RuntimeError: a service did not start.
@@ -132,6 +137,8 @@ def run_workload(
     backend = resolve_engine(asked)
     if backend == "vllm" and settings.mode != "processes":
         raise ValueError("the vllm engine runs as its own process: use processes mode (no --threads)")
+    if endpoint is not None:
+        check_otlp_endpoint(endpoint, protocol=protocol)
     stack_config = with_speed(apply_faults(config or StackConfig(), settings.faults), settings.speed)
     stack_config = stack_config.model_copy(update={"engine_backend": backend})
     rows = load_workload(settings.workload, limit=settings.limit, offset=settings.offset)
