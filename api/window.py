@@ -14,7 +14,7 @@ DEFAULT_WINDOW_NS = 3_600 * 1_000_000_000
 """Window when ``start_ns`` is not given: the hour before ``end_ns``."""
 
 MAX_NS = 2**63 - 1
-"""Latest time a query may name: ClickHouse binds ns times as Int64, where a larger value would wrap."""
+"""Latest instant ``DateTime64(9)`` and an Int64 of ns can hold (2262-04-11); a larger bound value would wrap."""
 
 StartNs = Annotated[
     int | None,
@@ -27,6 +27,11 @@ def window(start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
     """``(start_ns, end_ns)`` with defaults filled (the last hour). Raises ApiError 400 when start > end."""
     end = end_ns if end_ns is not None else time.time_ns()
     start = start_ns if start_ns is not None else max(0, end - DEFAULT_WINDOW_NS)
-    if start > end:
-        raise ApiError(400, "invalid_parameter", f"start_ns: {start} is after end_ns {end}")
+    check_order(start, end)
     return start, end
+
+
+def check_order(start_ns: int | None, end_ns: int | None) -> None:
+    """Raise ApiError 400 when both bounds are given and ``start_ns`` is after ``end_ns``."""
+    if start_ns is not None and end_ns is not None and start_ns > end_ns:
+        raise ApiError(400, "invalid_parameter", f"start_ns: {start_ns} is after end_ns {end_ns}")

@@ -22,12 +22,11 @@ from datetime import UTC, datetime, timedelta
 
 from api.jaeger.durations import DurationError, parse_go_duration
 from api.jaeger.errors import JaegerError
+from api.window import MAX_NS
 from storage.reader import TraceQuery
 
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
-MAX_NS = 2**63 - 1
-"""Latest instant ``DateTime64(9)`` and an Int64 of ns can hold (2262-04-11)."""
 DEFAULT_LIMIT = 100
 """Traces a search returns when the client sets no limit (Jaeger's default)."""
 MAX_LIMIT = 2**31 - 1
