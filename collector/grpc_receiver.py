@@ -23,7 +23,6 @@ from collector.decode import PROTOBUF, PayloadError, check_body
 from collector.http_receiver import DEFAULT_MAX_BODY_BYTES, export_response_message
 from collector.metrics import IngestMetrics
 from collector.pipeline import IngestPipeline, OverloadedError, QueueFullError
-from collector.results import log_answer
 from storage.tenancy import INGEST_TENANT
 
 log = logging.getLogger(__name__)
@@ -59,7 +58,6 @@ class TraceService:
         except OverloadedError as exc:
             self._abort_overloaded(context, exc)
         self._metrics.requests.labels(PROTOCOL, "partial" if result.rejected else "ok").inc()
-        log_answer(result)
         return export_response_message(result).SerializeToString()
 
     def _abort_overloaded(self, context: grpc.ServicerContext, exc: OverloadedError) -> None:

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from collector.decode import JSON, PROTOBUF, PayloadError, check_body, decompress, media_type
 from collector.metrics import IngestMetrics
 from collector.pipeline import IngestPipeline, OverloadedError, QueueFullError
-from collector.results import ExportResult, log_answer
+from collector.results import ExportResult
 from storage.tenancy import tenancy_of
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -90,7 +90,6 @@ def build_router(
             metrics.requests.labels(protocol, _overload_outcome(exc)).inc()
             return _overloaded_response(exc, media)
         metrics.requests.labels(protocol, "partial" if result.rejected else "ok").inc()
-        log_answer(result)
         return _export_response(result, media)
 
     return router

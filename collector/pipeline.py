@@ -44,7 +44,7 @@ from collector.batchwriter import BatchWriter
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
 from collector.native_writer import NativeBatchWriter
-from collector.results import ExportResult
+from collector.results import ExportResult, log_answer
 from collector.spool import Group, Spool, SpoolFullError
 from collector.wire import read_batch, write_batch
 from storage.clickhouse import ClickHouse
@@ -282,6 +282,7 @@ class IngestPipeline:
         if isinstance(outcome, ExportResult):
             self._metrics.spans_accepted.labels(ticket.protocol).inc(outcome.accepted)
             self._metrics.count_rejections(ticket.protocol, outcome.rejections)
+            log_answer(outcome)
             ticket.future.set_result(outcome)
         else:
             ticket.future.set_exception(outcome)

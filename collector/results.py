@@ -37,7 +37,7 @@ def export_result(accepted: int, rejections: list[Rejection], warnings: list[str
 
 
 def log_answer(result: ExportResult) -> None:
-    """Log the first rejection of an answered request (INFO); the receivers call it once per answer, while
-    :func:`export_result` also runs where nothing is answered (the batch writer's check)."""
+    """Log the first rejection of an answered request (INFO); the ingest pipeline calls it once per answer,
+    while :func:`export_result` also runs where nothing is answered (the batch writer's check)."""
     if result.rejections:
         log.info("%s", summarize(result.rejections, 1))
