@@ -67,6 +67,16 @@ def any_on_path(parent: IntArray, flags: BoolArray) -> BoolArray:
     return reduce_to_root(parent, flags, np.logical_or)
 
 
+def nearest_flagged(parent: IntArray, depth: IntArray, flags: BoolArray) -> IntArray:
+    """Per span, the index of the deepest span among itself and its ancestors that has ``flags`` set, ``-1``
+    where none has. ``depth`` is :func:`depths_and_roots`' depth."""
+    index = np.arange(parent.size, dtype=np.int64)
+    # Deepest = largest depth; the index rides in the low bits so one maximum carries both.
+    key = np.where(flags, (depth.astype(np.int64) << 32) | index, -1)
+    deepest = reduce_to_root(parent, key, np.maximum)
+    return np.where(deepest >= 0, deepest & 0xFFFFFFFF, -1)
+
+
 def unrooted(parent: IntArray) -> BoolArray:
     """True for spans whose parent chain never reaches a root: they lie on a cycle or lead into one.
 

@@ -47,28 +47,14 @@ Spans = pl.DataFrame | SpanTree | TraceAnalysis
 def _critical_path_credit(analysis: TraceAnalysis) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
     """Critical-path ns credited per (span index, stage index), root trees only, as three aligned arrays.
 
-    A section goes whole to its span's stage, except on a span tiled into vLLM phases, where it is cut at the
-    phase boundaries.
+    A section goes whole to its span's stage, except on a tiled span (vLLM phases, an untraced LLM call split
+    at its first token, a request carrying such a call), where it is cut at the piece boundaries.
     """
-    tree, sections, pieces = analysis.tree, analysis.sections, analysis.pieces
+    tree, sections = analysis.tree, analysis.sections
     primary = tree.in_primary_tree[sections.span]
     span, start, end = sections.span[primary], sections.start_ns[primary], sections.end_ns[primary]
-    tiled = np.zeros(tree.size, dtype=bool)
-    tiled[pieces.tiled] = True
-    whole = ~tiled[span]
-    credit_span = [span[whole]]
-    credit_stage = [analysis.assignment.stage[span[whole]]]
-    credit_ns = [(end - start)[whole]]
-    # Pieces are sorted by span then time, so a tiled span's phases are the len(PHASES) pieces from its first.
-    cut_span, cut_start, cut_end = span[~whole], start[~whole], end[~whole]
-    first_piece = np.searchsorted(pieces.span, cut_span)
-    for phase in range(len(vllm.PHASES)):
-        piece = first_piece + phase
-        overlap = np.minimum(cut_end, pieces.end_ns[piece]) - np.maximum(cut_start, pieces.start_ns[piece])
-        credit_span.append(cut_span)
-        credit_stage.append(pieces.stage[piece])
-        credit_ns.append(np.maximum(overlap, 0))
-    return np.concatenate(credit_span), np.concatenate(credit_stage), np.concatenate(credit_ns)
+    which, stage, low, high = analysis.pieces.cut(span, start, end)
+    return span[which], stage, high - low
 
 
 def _per_trace_stage(trace_of: npt.NDArray, stage: npt.NDArray, value: npt.NDArray, traces: int) -> npt.NDArray:

@@ -8,8 +8,15 @@ A table maps a span to one stage of the taxonomy in DESIGN.md ("LLM-aware analys
     rules:                    # ordered; the first rule whose every condition holds wins
       - stage: retrieval      # one of STAGES
         why: vector stores serve retrieval    # free text, for the reader
-        split: vllm           # optional: split the span by vLLM's latency attributes (analysis.vllm);
-                              # ``stage`` is then what the span gets when those attributes are missing
+        source: OpenInference span kinds  # where the convention the rule reads is defined (spec, project)
+        split: vllm           # optional: tile the span into phases, ``stage`` being what it gets when the
+                              # phases are unknown: ``vllm`` by vLLM's latency attributes (analysis.vllm);
+                              # ``first_token`` at its first token (analysis.genai): an LLM call whose
+                              # inside is not traced, llm.first_token then llm.stream
+        traced_stage: network # optional, with ``split: first_token``: the span's stage when a SERVER span
+                              # lies below it, i.e. the model server is traced and carries the inference
+        transport: true       # optional: a childless span of this rule below an untraced LLM call is the
+                              # request carrying that call, and takes the call's stage pieces
         match:                # at least one condition; all must hold
           name: ["*search*"]            # globs over the span name
           name_regex: "^GET /v[0-9]+/"  # a regular expression searched in the span name (Rust syntax)
@@ -50,16 +57,24 @@ Stage = Literal[
     "llm.prefill",
     "llm.decode",
     "llm.detokenize",
+    "llm.call",
+    "llm.first_token",
+    "llm.stream",
     "output_parsing",
     "other",
 ]
 STAGES: tuple[Stage, ...] = get_args(Stage)
-"""The stage taxonomy of DESIGN.md, in pipeline order."""
+"""The stage taxonomy of DESIGN.md, in pipeline order. ``llm.tokenize`` .. ``llm.detokenize`` are an engine's
+phases where its spans show them (vLLM's ``llm_request``); ``llm.call``, ``llm.first_token`` and
+``llm.stream`` are LLM calls whose inside is not traced (a hosted API, or an engine without tracing): the whole
+call, or its wait up to the first token and the streaming after it where the span tells the first token."""
+LLM_STAGES: tuple[Stage, ...] = tuple(stage for stage in STAGES if stage.startswith("llm."))
+"""Every stage that is time spent on a model call."""
 STAGE_DTYPE = pl.Enum(STAGES)
 """Polars dtype of every ``stage`` column the analysis returns (sorts in taxonomy order)."""
 DEFAULT_STAGE: Stage = "other"
 """The stage of a span that no rule matches."""
-SplitMode = Literal["vllm"]
+SplitMode = Literal["vllm", "first_token"]
 
 DEFAULT_RULES_RESOURCE = "stage_rules.yaml"
 
@@ -122,7 +137,16 @@ class StageRule(BaseModel):
     stage: Stage
     match: SpanMatch
     split: SplitMode | None = None
+    traced_stage: Stage | None = None
+    transport: bool = False
     why: str | None = None
+    source: str | None = None
+
+    @model_validator(mode="after")
+    def _traced_stage_needs_a_call(self) -> StageRule:
+        if self.traced_stage is not None and self.split != "first_token":
+            raise ValueError("traced_stage applies to LLM calls only (split: first_token)")
+        return self
 
 
 class StageRules(BaseModel):

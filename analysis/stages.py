@@ -3,12 +3,20 @@
 :func:`assign_stages` gives every span the stage of the first rule of a :class:`~analysis.stage_rules.
 StageRules` table that matches it (``other`` when none does). Rules are evaluated once per distinct
 combination of the inputs they read (name, service, kind, whether the span has children, the attribute
-values named by some rule), not once per span.
+values named by some rule), not once per span. Two refinements follow the tree:
+
+- an **LLM call** (a rule with ``split: first_token``) with a SERVER span below it is *traced*: the model
+  server's spans carry the inference, and the call's own time gets the rule's ``traced_stage`` (the hop);
+- a childless span of a ``transport`` rule (an HTTP or RPC client request) whose nearest enclosing LLM call is
+  untraced *carries* that call: it takes the call's stage, and its pieces are the call's pieces cut to its
+  own interval, so the time inside it is LLM time, split at the same first token.
 
 :func:`stage_pieces` tiles each span's interval into pieces with one stage each: one piece for an ordinary
 span; the five phases of :mod:`analysis.vllm` for a span whose rule says ``split: vllm`` and that carries
-the latency attributes. The decompositions intersect these pieces with the time a span is credited with,
-so a split span's share goes to its phases in proportion to where that time lies.
+the latency attributes; ``llm.first_token`` then ``llm.stream`` for an untraced LLM call whose first token is
+known (:func:`analysis.genai.first_token_ns`); the call's pieces for a span carrying an untraced call. The
+decompositions intersect these pieces with the time a span is credited with, so a split span's share goes to
+its phases in proportion to where that time lies.
 """
 
 from __future__ import annotations
@@ -18,8 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analysis import vllm
-from analysis.ancestry import IntArray
+from analysis import ancestry, vllm
+from analysis.ancestry import BoolArray, IntArray
+from analysis.genai import first_token_ns
 from analysis.spans import attribute
 from analysis.stage_rules import (
     DEFAULT_STAGE,
@@ -33,6 +42,11 @@ from analysis.stage_rules import (
 from analysis.tree import SpanTree, as_tree
 
 _NO_RULE = -1
+NO_SPLIT, VLLM_SPLIT, FIRST_TOKEN_SPLIT = range(3)
+"""Codes of :attr:`Assignment.split`."""
+FIRST_TOKEN_PHASES = ("llm.first_token", "llm.stream")
+"""The stages an untraced LLM call with a known first token is tiled into, in time order."""
+_SERVER_KINDS = ("Server",)
 
 
 @dataclass(frozen=True)
@@ -43,25 +57,58 @@ class Pieces:
         span: index of the span (into ``SpanTree.spans``), ascending.
         stage: index into :data:`~analysis.stage_rules.STAGES`.
         start_ns, end_ns: the piece, Int64 ns since the epoch (``end_ns >= start_ns``).
-        tiled: indices of the spans tiled into the vLLM phases (:data:`analysis.vllm.PHASES`, one piece
-            each); every other span is one piece of its assigned stage.
+        offsets: per span ``i``, its pieces are ``[offsets[i], offsets[i + 1])`` (length ``tree.size + 1``).
+        tiled: indices of the spans whose pieces are not one piece of their assigned stage (split into vLLM
+            phases or at the first token, or carrying such a call).
     """
 
     span: IntArray
     stage: IntArray
     start_ns: IntArray
     end_ns: IntArray
+    offsets: IntArray
     tiled: IntArray
+
+    def cut(self, span: IntArray, start: IntArray, end: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+        """Intervals of spans (``span[i]``'s ``[start[i], end[i])``) cut at their span's piece boundaries.
+
+        Returns (interval index, stage, start, end) per part, in interval order. An interval overlapping no
+        piece with positive length (zero-length, or lying outside its span) is one part with the stage of the
+        last piece starting at or before it (else the first piece). Per interval the parts sum to its length.
+        """
+        count = (self.offsets[span + 1] - self.offsets[span]).astype(np.int64)
+        which = np.repeat(np.arange(span.size), count)
+        piece = self.offsets[span][which] + (np.arange(which.size) - np.repeat(np.cumsum(count) - count, count))
+        low = np.maximum(start[which], self.start_ns[piece])
+        high = np.minimum(end[which], self.end_ns[piece])
+        positive = high > low
+        lone = np.bincount(which, weights=positive, minlength=span.size) == 0
+        started = np.bincount(which, weights=self.start_ns[piece] <= start[which], minlength=span.size)
+        fallback = self.offsets[span] + np.clip(started.astype(np.int64) - 1, 0, count - 1)
+        parts = np.concatenate([which[positive], np.flatnonzero(lone)])
+        stage = np.concatenate([self.stage[piece[positive]], self.stage[fallback[lone]]])
+        part_start = np.concatenate([low[positive], start[lone]])
+        part_end = np.concatenate([high[positive], end[lone]])
+        order = np.argsort(parts, kind="stable")
+        return parts[order], stage[order], part_start[order], part_end[order]
 
 
 @dataclass(frozen=True)
 class Assignment:
-    """Per span (aligned with ``SpanTree.spans``): the matching rule's index (-1: none), its stage index
-    into :data:`~analysis.stage_rules.STAGES`, and whether the rule asks for the vLLM split."""
+    """Per span (aligned with ``SpanTree.spans``): the matching rule's index (-1: none), its stage index into
+    :data:`~analysis.stage_rules.STAGES` (refined as the module docstring says), how it is split
+    (:data:`NO_SPLIT`, :data:`VLLM_SPLIT`, :data:`FIRST_TOKEN_SPLIT`), and for a span carrying an untraced
+    LLM call the index of that call (-1 elsewhere)."""
 
     rule: IntArray
     stage: IntArray
-    split: np.ndarray
+    split: IntArray
+    carried_call: IntArray
+
+    @property
+    def llm_call(self) -> BoolArray:
+        """Spans that are LLM calls whose inside is not traced."""
+        return self.split == FIRST_TOKEN_SPLIT
 
 
 def classify(tree: SpanTree, rules: StageRules | None = None) -> Assignment:
@@ -90,9 +137,42 @@ def classify(tree: SpanTree, rules: StageRules | None = None) -> Assignment:
     ).explode("row")
     rule = np.full(tree.size, _NO_RULE, dtype=np.int64)
     rule[decided["row"].to_numpy()] = decided["rule"].fill_null(_NO_RULE).to_numpy()
-    rule_stage = np.array([STAGES.index(r.stage) for r in table.rules] + [STAGES.index(DEFAULT_STAGE)])
-    rule_split = np.array([r.split == "vllm" for r in table.rules] + [False])
-    return Assignment(rule, rule_stage[rule], rule_split[rule])
+    codes = {None: NO_SPLIT, "vllm": VLLM_SPLIT, "first_token": FIRST_TOKEN_SPLIT}
+    stage_of = np.array([STAGES.index(r.stage) for r in table.rules] + [STAGES.index(DEFAULT_STAGE)])
+    split_of = np.array([codes[r.split] for r in table.rules] + [NO_SPLIT])
+    traced_of = np.array([STAGES.index(r.traced_stage or r.stage) for r in table.rules] + [0])
+    transport_of = np.array([r.transport for r in table.rules] + [False])
+    stage, split = stage_of[rule], split_of[rule]
+
+    call = split == FIRST_TOKEN_SPLIT
+    traced = _calls_with_server_below(tree, call)
+    stage[traced] = traced_of[rule[traced]]
+    split[traced] = NO_SPLIT
+    call &= ~traced
+
+    # A childless transport span carries its nearest enclosing call when that call is untraced.
+    enclosing = ancestry.nearest_flagged(tree.parent, tree.depth, (split_of[rule] == FIRST_TOKEN_SPLIT))
+    above = np.where(tree.parent >= 0, enclosing[np.maximum(tree.parent, 0)], -1)
+    above[tree.parent < 0] = -1
+    carries = transport_of[rule] & ~has_children & (above >= 0)
+    carries[carries] = call[above[carries]]
+    carried_call = np.where(carries, above, -1)
+    stage[carries] = stage[above[carries]]
+    split[carries] = NO_SPLIT
+    return Assignment(rule, stage, split, carried_call)
+
+
+def _calls_with_server_below(tree: SpanTree, call: BoolArray) -> BoolArray:
+    """LLM calls with a SERVER span among their descendants (every enclosing call of such a span)."""
+    nearest = ancestry.nearest_flagged(tree.parent, tree.depth, call)
+    traced = np.zeros(tree.size, dtype=bool)
+    below = np.flatnonzero(tree.spans["kind"].is_in(_SERVER_KINDS).to_numpy() & (tree.parent >= 0))
+    reached = nearest[tree.parent[below]]
+    while (reached := np.unique(reached[reached >= 0])).size:
+        reached = reached[~traced[reached]]
+        traced[reached] = True
+        reached = np.where(tree.parent[reached] >= 0, nearest[np.maximum(tree.parent[reached], 0)], -1)
+    return traced
 
 
 def _attribute_column(key: str) -> str:
@@ -124,40 +204,84 @@ def _rule_hit(index: int, match: SpanMatch, presence_only: set[str]) -> pl.Expr:
     return pl.when(pl.all_horizontal(conditions).fill_null(False)).then(pl.lit(index, dtype=pl.Int64))
 
 
+def _own_boundaries(tree: SpanTree, assignment: Assignment) -> list[tuple[IntArray, list[IntArray], list[int]]]:
+    """The spans split by their own attributes, per split mode: (span indices, inner boundaries as arrays
+    aligned with them, phase stage indices), for vLLM spans (:func:`analysis.vllm.phase_boundaries`) and for
+    untraced LLM calls whose first token is known (:func:`analysis.genai.first_token_ns`)."""
+    needed = tree.spans.select("start_time_unix_nano", "end_time_unix_nano", "attributes")
+    vllm_spans = np.flatnonzero(assignment.split == VLLM_SPLIT)
+    bounded = vllm.phase_boundaries(needed[vllm_spans].with_columns(pl.Series("index", vllm_spans)))
+    bounded = bounded.filter(pl.col(vllm.BOUNDARIES[0]).is_not_null())
+
+    calls = np.flatnonzero(assignment.split == FIRST_TOKEN_SPLIT)
+    event_columns = [name for name in ("event_names", "event_times_unix_nano") if name in tree.spans.columns]
+    first = first_token_ns(tree.spans[calls].select(*needed.columns, *event_columns))
+    known = first.is_not_null().to_numpy()
+    return [
+        (
+            bounded["index"].to_numpy().astype(np.int64),
+            [bounded[name].to_numpy() for name in vllm.BOUNDARIES],
+            [STAGES.index(phase) for phase in vllm.PHASES],
+        ),
+        (calls[known], [first.drop_nulls().to_numpy()], [STAGES.index(phase) for phase in FIRST_TOKEN_PHASES]),
+    ]
+
+
 def pieces(tree: SpanTree, assignment: Assignment) -> Pieces:
     """Tile every span into stage pieces (see the module docstring)."""
-    candidates = np.flatnonzero(assignment.split)
-    needed = tree.spans.select("start_time_unix_nano", "end_time_unix_nano", "attributes")
-    bounded = vllm.phase_boundaries(needed.filter(assignment.split).with_columns(pl.Series("index", candidates)))
-    bounded = bounded.filter(pl.col(vllm.BOUNDARIES[0]).is_not_null())
-    split = bounded["index"].to_numpy()
-    whole = np.ones(tree.size, dtype=bool)
-    whole[split] = False
-    single = np.flatnonzero(whole)
-
-    edges = np.column_stack(
-        [tree.start_ns[split], *(bounded[name].to_numpy() for name in vllm.BOUNDARIES), tree.end_ns[split]]
-    ).astype(np.int64)
-    # Lay the pieces out in span order without sorting: each span's pieces start at its offset.
-    phases = len(vllm.PHASES)
+    splits = _own_boundaries(tree, assignment)
     count = np.ones(tree.size, dtype=np.int64)
-    count[split] = phases
-    offset = np.cumsum(count) - count
+    for spans, _, phases in splits:
+        count[spans] = len(phases)
+    # Spans carrying a call take the call's pieces cut to their own interval.
+    carriers = np.flatnonzero(assignment.carried_call >= 0)
+    owner = assignment.carried_call[carriers]
+    owner_offsets = np.r_[0, np.cumsum(count)]
+    owner_span = np.repeat(np.arange(tree.size), count)
+    owner_pieces = _layout(tree, assignment, splits, count, owner_offsets)
+    carried = Pieces(owner_span, owner_pieces[0], owner_pieces[1], owner_pieces[2], owner_offsets, np.empty(0))
+    which, stage, start, end = carried.cut(owner, tree.start_ns[carriers], tree.end_ns[carriers])
+    whole = np.ones(tree.size, dtype=bool)
+    whole[carriers] = False
+
+    # Final layout: every non-carrier span's own pieces, then the carriers' cut pieces, sorted by (span, start).
+    own = whole[owner_span]
+    span = np.concatenate([owner_span[own], carriers[which]])
+    piece_stage = np.concatenate([owner_pieces[0][own], stage])
+    piece_start = np.concatenate([owner_pieces[1][own], start])
+    piece_end = np.concatenate([owner_pieces[2][own], end])
+    order = np.lexsort((piece_start, span))
+    span, piece_stage, piece_start, piece_end = span[order], piece_stage[order], piece_start[order], piece_end[order]
+    offsets = np.searchsorted(span, np.arange(tree.size + 1))
+    tiled_own = np.concatenate([spans for spans, _, _ in splits])
+    tiled_carriers = carriers[np.isin(owner, tiled_own)]
+    tiled = np.unique(np.concatenate([tiled_own, tiled_carriers])).astype(np.int64)
+    return Pieces(span, piece_stage, piece_start, piece_end, offsets, tiled)
+
+
+def _layout(
+    tree: SpanTree,
+    assignment: Assignment,
+    splits: list[tuple[IntArray, list[IntArray], list[int]]],
+    count: IntArray,
+    offsets: IntArray,
+) -> tuple[IntArray, IntArray, IntArray]:
+    """(stage, start, end) of every span's own pieces, laid out at ``offsets`` in span order."""
     total = int(count.sum())
-    span, stage = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
-    start, end = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
-    at = offset[single]
-    span[at], stage[at], start[at], end[at] = (
-        single,
-        assignment.stage[single],
-        tree.start_ns[single],
-        tree.end_ns[single],
-    )
-    at = (offset[split][:, None] + np.arange(phases)).ravel()
-    span[at] = np.repeat(split, phases)
-    stage[at] = np.tile([STAGES.index(phase) for phase in vllm.PHASES], split.size)
-    start[at], end[at] = edges[:, :-1].ravel(), edges[:, 1:].ravel()
-    return Pieces(span, stage, start, end, split)
+    stage, start, end = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64), np.empty(total, np.int64)
+    single = np.flatnonzero(count == 1)
+    at = offsets[single]
+    stage[at], start[at], end[at] = assignment.stage[single], tree.start_ns[single], tree.end_ns[single]
+    for spans, inner, phases in splits:
+        if not spans.size:
+            continue
+        edges = np.column_stack([tree.start_ns[spans], *inner, tree.end_ns[spans]]).astype(np.int64)
+        # Boundaries stay inside the span and in order, so the pieces tile it exactly.
+        edges = np.maximum.accumulate(np.clip(edges, tree.start_ns[spans, None], tree.end_ns[spans, None]), axis=1)
+        at = (offsets[spans][:, None] + np.arange(len(phases))).ravel()
+        stage[at] = np.tile(phases, spans.size)
+        start[at], end[at] = edges[:, :-1].ravel(), edges[:, 1:].ravel()
+    return stage, start, end
 
 
 def assign_stages(spans: pl.DataFrame | SpanTree, rules: StageRules | None = None) -> pl.DataFrame:
@@ -170,8 +294,10 @@ def assign_stages(spans: pl.DataFrame | SpanTree, rules: StageRules | None = Non
     Returns:
         One row per span in ``SpanTree.spans`` order: trace_id, span_id (String); stage
         (:data:`~analysis.stage_rules.STAGE_DTYPE`; a split span shows its rule's fallback stage, see
-        :func:`stage_pieces` for its phases); rule_index (Int64, position of the deciding rule in the
-        table, null when no rule matched); split (Boolean, the rule asks for the vLLM split).
+        :func:`stage_pieces` for its phases; a traced LLM call its ``traced_stage``; a span carrying an
+        untraced call the call's stage); rule_index (Int64, position of the deciding rule in the table, null
+        when no rule matched); split (Boolean, the span is split by its own attributes: vLLM phases or an
+        untraced LLM call's first token); llm_call (Boolean, an LLM call whose inside is not traced).
     """
     tree = as_tree(spans)
     assignment = classify(tree, rules)
@@ -181,18 +307,21 @@ def assign_stages(spans: pl.DataFrame | SpanTree, rules: StageRules | None = Non
             "span_id": tree.spans["span_id"],
             "stage": stage_series(assignment.stage),
             "rule_index": pl.Series(assignment.rule).set(pl.Series(assignment.rule == _NO_RULE), None),
-            "split": assignment.split,
+            "split": assignment.split != NO_SPLIT,
+            "llm_call": assignment.llm_call,
         }
     )
 
 
 def stage_pieces(spans: pl.DataFrame | SpanTree, rules: StageRules | None = None) -> pl.DataFrame:
-    """Every span tiled into stage pieces (vLLM spans into their phases).
+    """Every span tiled into stage pieces (vLLM spans into their phases, untraced LLM calls at their first
+    token, spans carrying such a call like the call).
 
     Returns:
         trace_id, span_id (String); stage (:data:`~analysis.stage_rules.STAGE_DTYPE`); start_ns, end_ns,
         duration_ns (Int64 ns). Per span the pieces are in time order and their durations sum to the
-        span's duration; zero-length phases are kept so every split span has all five.
+        span's duration; zero-length phases of a split span are kept so every vLLM span has all five and
+        every first-token split both.
     """
     tree = as_tree(spans)
     tiled = pieces(tree, classify(tree, rules))

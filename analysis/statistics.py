@@ -2,9 +2,10 @@
 
 Semantics of jaeger-ui ``packages/jaeger-ui/src/components/TracePage/TraceStatistics/tableValues``: spans are
 grouped (by service and operation by default); per group the count, the total, average, minimum and maximum
-duration, the same four for self time (:mod:`analysis.self_time`), and ``percent``: the group's total self
-time as a percentage of the trace's duration, which Jaeger takes as last span end minus first span start
-(every span, every root). Jaeger UI rounds to two decimals for display; the values here are not rounded.
+duration, the same four for self time (:mod:`analysis.self_time`, on the tree as the spans report it, as Jaeger
+UI computes it: the wrapper adjuster of :mod:`analysis.wrappers` is not applied here), and ``percent``: the
+group's total self time as a percentage of the trace's duration, which Jaeger takes as last span end minus first
+span start (every span, every root). Jaeger UI rounds to two decimals for display; the values here are not rounded.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from analysis.self_time import self_times
 from analysis.trace_analysis import TraceAnalysis, analyze
 from analysis.tree import SpanTree
 
@@ -35,12 +37,12 @@ def trace_statistics(
         self_total_ms descending, then the group columns.
     """
     analysis = analyze(spans)
-    tree = analysis.tree
+    tree = analysis.reported_tree
     groups = list(group_by)
     frame = tree.spans.select("trace_id", *groups).with_columns(
         # numpy divides exactly (correctly rounded), so 1215000 ns reads 1.215 ms.
         pl.Series("duration_ms", (tree.end_ns - tree.start_ns) / NS_PER_MS),
-        pl.Series("self_ms", analysis.self_time_ns / NS_PER_MS),
+        pl.Series("self_ms", self_times(tree) / NS_PER_MS),
         pl.Series("start_ns", tree.start_ns),
         pl.Series("end_ns", tree.end_ns),
     )

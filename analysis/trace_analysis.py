@@ -18,18 +18,28 @@ from analysis.stage_rules import StageRules, load_stage_rules
 from analysis.stages import Assignment, Pieces, classify, pieces
 from analysis.tree import SpanTree, as_tree
 from analysis.wall_clock import Shares, wall_clock_shares
+from analysis.wrappers import adopt_wrapped_siblings
 
 
 class TraceAnalysis:
     """Lazily computed analysis of the traces in one :class:`~analysis.tree.SpanTree`.
+
+    :attr:`reported_tree` is the tree as the spans report it; :attr:`tree`, which every view reads, is that
+    tree after the wrapper adjuster (:mod:`analysis.wrappers`), identical unless a childless wrapper span
+    contains sibling work. Stages are assigned on the reported tree.
 
     Not thread-safe while its properties are first computed (they are cached on the instance); read-only
     afterwards.
     """
 
     def __init__(self, tree: SpanTree, rules: StageRules | None = None) -> None:
-        self.tree = tree
+        self.reported_tree = tree
         self.rules = rules if rules is not None else load_stage_rules()
+
+    @cached_property
+    def tree(self) -> SpanTree:
+        """The analysis tree: :attr:`reported_tree` with wrapped siblings under their wrappers."""
+        return adopt_wrapped_siblings(self.reported_tree, self.assignment)
 
     @cached_property
     def self_time_ns(self) -> IntArray:
@@ -44,7 +54,7 @@ class TraceAnalysis:
     @cached_property
     def assignment(self) -> Assignment:
         """Per span, the deciding stage rule (:mod:`analysis.stages`)."""
-        return classify(self.tree, self.rules)
+        return classify(self.reported_tree, self.rules)
 
     @cached_property
     def pieces(self) -> Pieces:
@@ -61,5 +71,5 @@ def analyze(spans: pl.DataFrame | SpanTree | TraceAnalysis, rules: StageRules | 
     """A :class:`TraceAnalysis` of ``spans``; ``spans`` itself when it already is one and ``rules`` is None
     or its own table."""
     if isinstance(spans, TraceAnalysis):
-        return spans if rules is None or rules == spans.rules else TraceAnalysis(spans.tree, rules)
+        return spans if rules is None or rules == spans.rules else TraceAnalysis(spans.reported_tree, rules)
     return TraceAnalysis(as_tree(spans), rules)

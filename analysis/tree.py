@@ -87,6 +87,9 @@ class SpanTree:
         link_only: a root that links to a span of its own trace.
         primary_root: per trace number, the index of the trace's root span.
         duplicates: trace_id (String), span_id (String), copies (UInt32) for IDs seen more than once.
+        reported_parent: the resolved parent as the spans report it, where an adjuster changed ``parent`` for
+            the analysis (:mod:`analysis.wrappers`); None when ``parent`` is it.
+        adopted: per span, whether an adjuster moved it under another parent; None when none was moved.
     """
 
     spans: pl.DataFrame
@@ -101,6 +104,8 @@ class SpanTree:
     link_only: BoolArray
     primary_root: IntArray
     duplicates: pl.DataFrame
+    reported_parent: IntArray | None = None
+    adopted: BoolArray | None = None
 
     @property
     def size(self) -> int:
@@ -134,22 +139,28 @@ class SpanTree:
     def frame(self) -> pl.DataFrame:
         """The resolved tree as a frame, one row per span in :attr:`spans` order.
 
-        Columns: trace_id, span_id (String); parent_span_id (String, the resolved parent, ``""`` for roots);
-        depth (Int64); root_span_id (String); root_reason (String, see :data:`ROOT_REASONS`);
-        is_primary_root, in_primary_tree, follows_from, link_only (Boolean).
+        Columns: trace_id, span_id (String); parent_span_id (String, the resolved parent as the span reports
+        it, ``""`` for roots); analysis_parent_span_id (String, the parent the analysis uses: the same unless
+        an adjuster moved the span, see ``adopted``); depth (Int64, in the analysis tree); root_span_id
+        (String); root_reason (String, see :data:`ROOT_REASONS`); is_primary_root, in_primary_tree,
+        follows_from, link_only, adopted (Boolean).
         """
         ids = self.spans["span_id"]
-        has_parent = self.parent >= 0
-        parent_ids = ids.gather(np.where(has_parent, self.parent, 0)).zip_with(
-            pl.Series(has_parent), pl.repeat("", self.size, eager=True)
-        )
+
+        def parent_ids(parent: IntArray) -> pl.Series:
+            has_parent = parent >= 0
+            return ids.gather(np.where(has_parent, parent, 0)).zip_with(
+                pl.Series(has_parent), pl.repeat("", self.size, eager=True)
+            )
+
         is_primary = np.zeros(self.size, dtype=bool)
         is_primary[self.primary_root] = True
         return pl.DataFrame(
             {
                 "trace_id": self.spans["trace_id"],
                 "span_id": ids,
-                "parent_span_id": parent_ids,
+                "parent_span_id": parent_ids(self.parent if self.reported_parent is None else self.reported_parent),
+                "analysis_parent_span_id": parent_ids(self.parent),
                 "depth": self.depth,
                 "root_span_id": ids.gather(self.root),
                 "root_reason": pl.Series(ROOT_REASONS, dtype=pl.String).gather(self.root_reason),
@@ -157,6 +168,7 @@ class SpanTree:
                 "in_primary_tree": self.in_primary_tree,
                 "follows_from": self.follows_from,
                 "link_only": self.link_only,
+                "adopted": np.zeros(self.size, dtype=bool) if self.adopted is None else self.adopted,
             }
         )
 

@@ -36,6 +36,9 @@ STAGE_COLORS: dict[str, str] = dict(
             "#f28e2b",  # llm.prefill
             "#ff9da7",  # llm.decode
             "#d4a6c8",  # llm.detokenize
+            "#c0504d",  # llm.call: an untraced model call, whole
+            "#d9734e",  # llm.first_token: waiting for an untraced call's first token
+            "#f4a582",  # llm.stream: an untraced call streaming after its first token
             "#9c755f",  # output_parsing
             "#c8ccd4",  # other
         ),

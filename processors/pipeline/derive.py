@@ -12,7 +12,6 @@ import polars as pl
 import pyarrow as pa
 
 from analysis import STAGE_COLUMNS, STAGES, TraceAnalysis, stage_breakdown_wide
-from analysis.vllm import PHASES
 from processors.pipeline.flame import span_nodes
 from storage.analysis_store import SPAN_ANALYSIS_SCHEMA, TRACE_SUMMARY_SCHEMA
 
@@ -27,17 +26,19 @@ class DerivedRows:
 
 
 def span_stages(analysis: TraceAnalysis) -> np.ndarray:
-    """Per span, its stage index into :data:`analysis.STAGES`: the rule's stage, or for a span tiled into vLLM
-    phases the phase holding most of its time (so an ``llm_request`` reads ``llm.decode`` rather than the
-    rule's fallback)."""
+    """Per span, its stage index into :data:`analysis.STAGES`: the rule's stage, or for a tiled span (vLLM
+    phases, an untraced LLM call split at its first token, a request carrying one) the stage of the piece
+    holding most of its time (so an ``llm_request`` reads ``llm.decode`` rather than the rule's fallback)."""
     stage = analysis.assignment.stage.copy()
     pieces = analysis.pieces
     if pieces.tiled.size:
-        # A tiled span's pieces are its len(PHASES) consecutive entries from its first (analysis.stages).
-        first = np.searchsorted(pieces.span, pieces.tiled)
-        at = first[:, None] + np.arange(len(PHASES))
-        longest = np.argmax(pieces.end_ns[at] - pieces.start_ns[at], axis=1)
-        stage[pieces.tiled] = pieces.stage[first + longest]
+        length = pieces.end_ns - pieces.start_ns
+        of_tiled = np.isin(pieces.span, pieces.tiled)
+        # Longest piece per span: sort by (span, length) and take each span's last row; ties go to the earlier piece.
+        order = np.lexsort((-np.arange(pieces.span.size), length, pieces.span))
+        order = order[of_tiled[order]]
+        last = np.r_[pieces.span[order][1:] != pieces.span[order][:-1], True]
+        stage[pieces.span[order][last]] = pieces.stage[order][last]
     return stage
 
 

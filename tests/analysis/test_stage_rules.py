@@ -19,7 +19,9 @@ VLLM_LATENCIES = {
 }
 
 # One realistic span per stage, with the stage the default table must give it. Times only matter for
-# has_children: "chat" wraps "llm_request", "ask-hosted" has no engine span below it.
+# has_children: "chat" wraps "llm_request" (a traced call: its own time is the hop), "ask-hosted" has no engine
+# span below it (an untraced call: LLM time, and so is the HTTP request carrying it), "stream-hosted" tells its
+# first token (10 ns after its start), so it is split into llm.first_token and llm.stream.
 REALISTIC = [
     (S("gw", "", 0, 1000, "POST /v1/agent", "gateway", "Server", {"http.request.method": "POST"}), "gateway"),
     (S("hop", "gw", 1, 999, "POST", "gateway", "Client", {"http.request.method": "POST"}), "network"),
@@ -58,7 +60,21 @@ REALISTIC = [
     (S("pre", "inv", 901, 905, "prefill", "engine"), "llm.prefill"),
     (S("dec", "inv", 906, 910, "decode_step", "engine"), "llm.decode"),
     (S("q", "inv", 911, 915, "queue_wait", "engine"), "llm.queue"),
-    (S("host", "inv", 916, 950, "ask-hosted", "agent", "Client", {"gen_ai.operation.name": "chat"}), "other"),
+    (S("host", "inv", 916, 950, "ask-hosted", "agent", "Client", {"gen_ai.operation.name": "chat"}), "llm.call"),
+    (S("hreq", "host", 917, 949, "POST", "agent", "Client", {"http.request.method": "POST"}), "llm.call"),
+    (
+        S(
+            "strm",
+            "inv",
+            916,
+            950,
+            "stream-hosted",
+            "agent",
+            "Client",
+            {"gen_ai.operation.name": "chat", "gen_ai.response.time_to_first_chunk": "0.00000001"},
+        ),
+        "llm.call",
+    ),
     (S("parse", "inv", 951, 960, "JsonOutputParser", "agent"), "output_parsing"),
     (
         S("guard", "inv", 961, 965, "check", "agent", "Internal", {"openinference.span.kind": "GUARDRAIL"}),

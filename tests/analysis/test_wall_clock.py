@@ -10,13 +10,14 @@ from analysis_support import S, by_span, frame, random_traces
 from hypothesis import given, settings
 
 from analysis.decomposition import span_attributions
-from analysis.tree import build_tree
+from analysis.trace_analysis import analyze
 
 
 def brute_force(spans: list[S]) -> dict[str, float]:
     """Each elementary interval of the root split equally among the deepest active spans, spans taken as
-    the critical path sees them (cut to their ancestors; FOLLOWS_FROM and outside subtrees left out)."""
-    tree = build_tree(frame(spans))
+    the critical path sees them (cut to their ancestors; FOLLOWS_FROM and outside subtrees left out), in the
+    analysis tree (wrapped siblings under their wrappers, analysis.wrappers)."""
+    tree = analyze(frame(spans)).tree
     clamped = tree.clamped
     ids = tree.spans["span_id"].to_list()
     live = [i for i in range(tree.size) if tree.in_primary_tree[i] and not clamped.excluded[i]]

@@ -1,0 +1,157 @@
+"""What LLM instrumentations write about a model call, read into one shape: model, provider, token usage and
+the first-token instant.
+
+Instrumentations spell the same facts differently; the tables below list, per fact, the attribute keys each
+convention uses, in the order they are tried (the first present wins). Sources:
+
+- OpenTelemetry GenAI semantic conventions (``gen_ai.*``; open-telemetry/semantic-conventions-genai,
+  earlier ``docs/gen-ai`` of open-telemetry/semantic-conventions): ``gen_ai.request.model``,
+  ``gen_ai.response.model``, ``gen_ai.provider.name`` (was ``gen_ai.system``), ``gen_ai.usage.input_tokens`` /
+  ``output_tokens`` (were ``prompt_tokens`` / ``completion_tokens``), ``gen_ai.usage.cache_read.input_tokens``,
+  ``gen_ai.usage.reasoning.output_tokens``, ``gen_ai.response.time_to_first_chunk`` (s).
+- vLLM v1's ``llm_request`` span (``vllm/tracing.py`` ``SpanAttributes``): ``gen_ai.usage.prompt_tokens`` /
+  ``completion_tokens``, ``gen_ai.latency.time_to_first_token`` (s).
+- OpenInference (Arize, ``openinference-semantic-conventions``): ``llm.model_name``, ``llm.provider``,
+  ``llm.system``, ``llm.token_count.prompt`` / ``completion`` / ``total``,
+  ``llm.token_count.prompt_details.cache_read``, ``llm.token_count.completion_details.reasoning``, and the span
+  event ``First Token Stream Event`` its OpenAI instrumentation records on the first streamed chunk.
+- OpenLLMetry / Traceloop (``opentelemetry-semantic-conventions-ai``): ``gen_ai.usage.prompt_tokens`` /
+  ``completion_tokens``, ``gen_ai.usage.cache_read_input_tokens``, ``llm.usage.total_tokens``.
+- Vercel AI SDK telemetry (``ai`` package, docs "AI SDK Core: Telemetry"): ``ai.model.id``,
+  ``ai.model.provider``, ``ai.usage.promptTokens`` / ``completionTokens`` (v4), ``ai.usage.inputTokens`` /
+  ``outputTokens`` / ``cachedInputTokens`` / ``reasoningTokens`` (v5), ``ai.response.msToFirstChunk`` (ms) and
+  the span event ``ai.stream.firstChunk``.
+- Langfuse SDK v3 (OpenTelemetry-based): ``langfuse.observation.model.name``,
+  ``langfuse.observation.usage_details`` (a JSON object whose keys are usage types: ``input``, ``output``,
+  ``input_cached_tokens`` / ``cache_read_input_tokens``, ``output_reasoning_tokens`` ...) and
+  ``langfuse.observation.completion_start_time`` (the first token's ISO-8601 time).
+
+Token semantics: ``input_tokens`` counts every prompt token, cached ones included (OpenAI's ``prompt_tokens``,
+GenAI semconv's ``gen_ai.usage.input_tokens``); ``cached_input_tokens`` is the part served from a prompt cache
+(so uncached input is the difference); ``reasoning_tokens`` is part of ``output_tokens``.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analysis.spans import attribute
+
+MODEL_KEYS = (
+    "gen_ai.response.model",
+    "gen_ai.request.model",
+    "llm.model_name",
+    "ai.model.id",
+    "langfuse.observation.model.name",
+)
+"""The model a call used, most specific first (the response names the exact snapshot)."""
+PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system", "ai.model.provider")
+USAGE_DETAILS_KEY = "langfuse.observation.usage_details"
+
+TOKEN_KEYS: dict[str, tuple[str, ...]] = {
+    "input_tokens": (
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.prompt_tokens",
+        "llm.token_count.prompt",
+        "ai.usage.inputTokens",
+        "ai.usage.promptTokens",
+    ),
+    "output_tokens": (
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.completion_tokens",
+        "llm.token_count.completion",
+        "ai.usage.outputTokens",
+        "ai.usage.completionTokens",
+    ),
+    "cached_input_tokens": (
+        "gen_ai.usage.cache_read.input_tokens",
+        "gen_ai.usage.cache_read_input_tokens",
+        "gen_ai.usage.cached_tokens",
+        "llm.token_count.prompt_details.cache_read",
+        "ai.usage.cachedInputTokens",
+    ),
+    "reasoning_tokens": (
+        "gen_ai.usage.reasoning.output_tokens",
+        "gen_ai.usage.reasoning_tokens",
+        "llm.token_count.completion_details.reasoning",
+        "ai.usage.reasoningTokens",
+    ),
+}
+"""Per token count, the attribute keys that carry it."""
+USAGE_DETAILS_FIELDS: dict[str, tuple[str, ...]] = {
+    "input_tokens": ("input", "prompt_tokens", "input_tokens"),
+    "output_tokens": ("output", "completion_tokens", "output_tokens"),
+    "cached_input_tokens": ("input_cached_tokens", "cache_read_input_tokens", "input_cache_read", "cached_tokens"),
+    "reasoning_tokens": ("output_reasoning_tokens", "reasoning_tokens", "output_reasoning"),
+}
+"""Per token count, the keys of Langfuse's ``usage_details`` JSON that carry it."""
+TOKEN_COLUMNS = tuple(TOKEN_KEYS)
+
+FIRST_TOKEN_SECONDS_KEYS = (
+    "gen_ai.response.time_to_first_chunk",
+    "gen_ai.latency.time_to_first_token",
+    "gen_ai.server.time_to_first_token",
+)
+"""Attributes holding the first token's delay after the span's start, in seconds."""
+FIRST_TOKEN_MS_KEYS = ("ai.response.msToFirstChunk",)
+"""Attributes holding the first token's delay after the span's start, in milliseconds."""
+FIRST_TOKEN_TIME_KEYS = ("langfuse.observation.completion_start_time",)
+"""Attributes holding the first token's wall-clock time as ISO 8601 (possibly JSON-quoted)."""
+FIRST_TOKEN_EVENTS = ("First Token Stream Event", "ai.stream.firstChunk", "gen_ai.first_chunk", "first_token")
+"""Span events recorded when the first chunk arrives."""
+
+
+def _first_int(keys: tuple[str, ...]) -> pl.Expr:
+    return pl.coalesce(*(attribute(key).cast(pl.Float64, strict=False).round().cast(pl.Int64) for key in keys))
+
+
+def _usage_detail(fields: tuple[str, ...]) -> pl.Expr:
+    details = attribute(USAGE_DETAILS_KEY)
+    return pl.coalesce(
+        *(details.str.json_path_match(f"$.{field}").cast(pl.Float64, strict=False).cast(pl.Int64) for field in fields)
+    )
+
+
+def usage_columns() -> list[pl.Expr]:
+    """Expressions over a prepared span frame (:mod:`analysis.spans`): model, provider (String, null when
+    absent) and :data:`TOKEN_COLUMNS` (Int64, null when the span reports none; negative counts read as null)."""
+    tokens = [
+        pl.coalesce(_first_int(keys), _usage_detail(USAGE_DETAILS_FIELDS[name])).alias(name)
+        for name, keys in TOKEN_KEYS.items()
+    ]
+    return [
+        pl.coalesce(*(attribute(key) for key in MODEL_KEYS)).alias("model"),
+        pl.coalesce(*(attribute(key) for key in PROVIDER_KEYS)).alias("provider"),
+        *(pl.when(token >= 0).then(token).alias(token.meta.output_name()) for token in tokens),
+    ]
+
+
+def first_token_ns(frame: pl.DataFrame) -> pl.Series:
+    """Per span of a prepared frame, the instant its first token arrived (Int64 ns since the epoch), or null
+    when the span does not tell. Sources, first present wins: the seconds / milliseconds delay attributes, the
+    ISO-8601 time attribute, the earliest first-chunk event (when the frame has ``event_names`` and
+    ``event_times_unix_nano``). Instants outside the span are clipped to it."""
+    start, end = pl.col("start_time_unix_nano"), pl.col("end_time_unix_nano")
+    delays = [
+        *(attribute(key).cast(pl.Float64, strict=False) * 1e9 for key in FIRST_TOKEN_SECONDS_KEYS),
+        *(attribute(key).cast(pl.Float64, strict=False) * 1e6 for key in FIRST_TOKEN_MS_KEYS),
+    ]
+    candidates = [
+        *(pl.when(delay.is_finite() & (delay >= 0)).then(start + delay.round().cast(pl.Int64)) for delay in delays),
+        *(
+            attribute(key)
+            .str.strip_chars('"')
+            .str.to_datetime(time_unit="ns", time_zone="UTC", strict=False)
+            .dt.epoch("ns")
+            for key in FIRST_TOKEN_TIME_KEYS
+        ),
+    ]
+    if {"event_names", "event_times_unix_nano"} <= set(frame.columns):
+        first_event = (
+            pl.col("event_times_unix_nano")
+            .list.gather(pl.col("event_names").list.eval(pl.element().is_in(FIRST_TOKEN_EVENTS).arg_true()))
+            .list.min()
+        )
+        candidates.append(first_event.cast(pl.Int64))
+    instant = pl.coalesce(*candidates).clip(start, end)
+    return frame.select(instant.alias("first_token_ns")).to_series()

@@ -1,0 +1,109 @@
+"""An adjuster that stops childless wrapper spans from hiding the work their siblings' subtrees explain.
+
+Real traces often carry two instrumentations of the same in-process work side by side: a GraphQL server's
+childless ``graphql.execution`` span beside the resolver subtree that does the work (the shape of Jaeger UI's
+GenAI fixture ``genaiTestTrace.json``), a framework's "run" span beside the handler's own spans. The wrapper
+starts a little earlier or ends a little later than its sibling subtree, so Jaeger UI's critical path (the
+last-finishing child, CRISP's rule) walks into the childless wrapper and credits it with the whole interval,
+and self time and the wall-clock view give it every instant its sibling's deeper spans do not cover.
+
+Rule (Hotspan's, in the spirit of Jaeger's adjusters that repair the span model before any view reads it): a
+childless span W is a *wrapper candidate* when it is not itself work: its kind is INTERNAL, SERVER or
+UNSPECIFIED (a childless CLIENT or PRODUCER span is a remote call whose far side is untraced), it is not split
+(an engine span or an LLM call) and its stage is none of :data:`WORK_STAGES`. W *adopts* a sibling S (same
+parent, not FOLLOWS_FROM) that is not itself a childless wrapper candidate when S lies inside W: the part of
+S's interval (both cut to their parent, as the critical path sees them) that W covers is at least
+:data:`CONTAINED_SHARE` of S's. S is then analysed as W's child, so W's own time is only what S leaves
+uncovered. Among several wrappers containing S, the one covering most of it wins (then the longer, then the
+earlier). Rounds repeat until nothing changes, so a wrapper around another wrapper that adopted work adopts it
+in turn. The span's reported parent is kept (:attr:`analysis.tree.SpanTree.reported_parent`); only the
+analysis reads the adjusted one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from analysis import ancestry
+from analysis.ancestry import BoolArray, IntArray
+from analysis.ordering import comparable_times
+from analysis.stage_rules import STAGES
+from analysis.stages import NO_SPLIT, Assignment
+from analysis.tree import SpanTree
+
+WORK_STAGES = frozenset({"network", "retrieval", "tool", *(stage for stage in STAGES if stage.startswith("llm."))})
+"""Stages whose spans are work themselves, never wrappers."""
+WRAPPER_KINDS = ("Internal", "Server", "Unspecified")
+CONTAINED_SHARE = 0.9
+"""Share of a sibling's interval a wrapper must cover to adopt it (a little overhang either side is usual)."""
+MAX_ROUNDS = 8
+
+
+def adopt_wrapped_siblings(tree: SpanTree, assignment: Assignment) -> SpanTree:
+    """``tree`` with siblings re-parented under the childless wrappers that contain them (module docstring);
+    ``tree`` itself when no span is adopted. ``assignment`` is the stage assignment of ``tree``."""
+    kinds = tree.spans["kind"].is_in(WRAPPER_KINDS).to_numpy()
+    work = np.isin(assignment.stage, [STAGES.index(stage) for stage in WORK_STAGES])
+    eligible = kinds & ~work & (assignment.split == NO_SPLIT) & (tree.parent >= 0) & ~tree.follows_from
+    clamped = tree.clamped
+    usable = ~clamped.dropped
+    low, high = clamped.start_ns, clamped.end_ns
+    parent = tree.parent.copy()
+    adopted = np.zeros(tree.size, dtype=bool)
+    for _ in range(MAX_ROUNDS):
+        has_children = np.zeros(tree.size, dtype=bool)
+        has_children[parent[parent >= 0]] = True
+        wrapper = eligible & ~has_children & usable
+        candidate = (parent >= 0) & ~tree.follows_from & usable & ~wrapper
+        child, by = _containments(tree.trace, parent, low, high, wrapper, candidate)
+        if not child.size:
+            break
+        parent[child] = by
+        adopted[child] = True
+    if not adopted.any():
+        return tree
+    depth, root = ancestry.depths_and_roots(parent)
+    reported = tree.parent if tree.reported_parent is None else tree.reported_parent
+    return replace(tree, parent=parent, depth=depth, root=root, reported_parent=reported, adopted=adopted)
+
+
+def _containments(
+    trace: IntArray, parent: IntArray, low: IntArray, high: IntArray, wrapper: BoolArray, candidate: BoolArray
+) -> tuple[IntArray, IntArray]:
+    """(sibling, wrapper) pairs to re-parent this round: each candidate sibling with its best containing
+    wrapper (module docstring)."""
+    wrappers = np.flatnonzero(wrapper)
+    siblings = np.flatnonzero(candidate & np.isin(parent, parent[wrappers]))
+    if not wrappers.size or not siblings.size:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    # A contained sibling starts within the wrapper's interval, give or take the overhang CONTAINED_SHARE allows
+    # (under a quarter of the wrapper's length). Siblings sorted by one (parent, start) key (analysis.ordering)
+    # give each wrapper its run of such siblings by two binary searches.
+    slack = (high[wrappers] - low[wrappers]) // 4
+    owners = np.concatenate([trace[siblings], trace[wrappers], trace[wrappers]])
+    times = np.concatenate([low[siblings], low[wrappers] - slack, high[wrappers]])
+    (relative,), bound = comparable_times(owners, [times], int(parent.max()) + 1)
+    sibling_key = parent[siblings] * bound + relative[: siblings.size]
+    window_low = parent[wrappers] * bound + relative[siblings.size : siblings.size + wrappers.size]
+    window_high = parent[wrappers] * bound + relative[siblings.size + wrappers.size :]
+    order = np.argsort(sibling_key, kind="stable")
+    siblings, sibling_key = siblings[order], sibling_key[order]
+    first = np.searchsorted(sibling_key, window_low, side="left")
+    count = np.maximum(np.searchsorted(sibling_key, window_high, side="right") - first, 0)
+    pair_wrapper = np.repeat(wrappers, count)
+    offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    pair_sibling = siblings[np.repeat(first, count) + offset]
+    length = high[pair_sibling] - low[pair_sibling]
+    covered = np.minimum(high[pair_sibling], high[pair_wrapper]) - np.maximum(low[pair_sibling], low[pair_wrapper])
+    inside = (pair_sibling != pair_wrapper) & (length > 0) & (covered >= CONTAINED_SHARE * length)
+    pair_wrapper, pair_sibling, covered = pair_wrapper[inside], pair_sibling[inside], covered[inside]
+    if not pair_sibling.size:
+        return pair_sibling, pair_wrapper
+    # Best wrapper per sibling: most covered, then longest, then earliest start, then lowest index.
+    wrapper_length = high[pair_wrapper] - low[pair_wrapper]
+    best = np.lexsort((pair_wrapper, low[pair_wrapper], -wrapper_length, -covered, pair_sibling))
+    pair_sibling, pair_wrapper = pair_sibling[best], pair_wrapper[best]
+    first_of = np.r_[True, pair_sibling[1:] != pair_sibling[:-1]]
+    return pair_sibling[first_of], pair_wrapper[first_of]
