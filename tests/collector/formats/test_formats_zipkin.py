@@ -4,34 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+
+from zipkin_kit import attributes, converted, only, server_half_id
 
 from collector.formats import Payload, Rejected, detect_format, read_payloads
 
 ZIPKIN = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "traces" / "zipkin"
-
-
-def converted(path: Path) -> list[dict[str, Any]]:
-    """Each converted span with `service` and `scope` added, in payload order."""
-    spans = []
-    for payload in read_payloads(path):
-        assert isinstance(payload, Payload), payload
-        for resource_spans in payload.body["resourceSpans"]:
-            [service] = resource_spans["resource"]["attributes"]
-            assert service["key"] == "service.name"
-            for scope_spans in resource_spans["scopeSpans"]:
-                for span in scope_spans["spans"]:
-                    spans.append({**span, "service": service["value"]["stringValue"], "scope": scope_spans["scope"]})
-    return spans
-
-
-def only(spans: list[dict[str, Any]], **match: object) -> dict[str, Any]:
-    [span] = [span for span in spans if all(span.get(key) == value for key, value in match.items())]
-    return span
-
-
-def attributes(span: dict[str, Any]) -> dict[str, dict]:
-    return {kv["key"]: kv["value"] for kv in span.get("attributes", [])}
 
 
 def test_missing_duration_annotations_and_remote_service() -> None:
@@ -55,8 +33,8 @@ def test_error_tag_shared_server_span_and_peer_address() -> None:
     spans = converted(ZIPKIN / "zipkin__smartthings-oauth-authorization.json")
 
     # The client (stlogin) and the shared server side (auth) of one RPC carry one span ID, as Zipkin's
-    # B3 single-span RPCs do; both are kept, the server side marked zipkin.shared.
-    server = only(spans, spanId="c47bff7f7964b321", service="auth")
+    # B3 single-span RPCs do; the server side gets an ID of its own under the client (test_formats_zipkin_shared.py).
+    server = only(spans, parentSpanId="c47bff7f7964b321", service="auth")
     assert server["traceId"] == "00000000000000008ce82b2e9ed820ba"  # 64-bit, padded
     assert server["kind"] == 2
     assert (server["startTimeUnixNano"], server["endTimeUnixNano"]) == (
@@ -72,6 +50,7 @@ def test_error_tag_shared_server_span_and_peer_address() -> None:
         "network.peer.address": {"stringValue": "52.0.0.9"},
         "network.peer.port": {"intValue": "51436"},
         "zipkin.shared": {"boolValue": True},
+        "zipkin.original_span_id": {"stringValue": "c47bff7f7964b321"},
     }
     client = only(spans, spanId="c47bff7f7964b321", service="stlogin")
     assert client["kind"] == 3
@@ -142,7 +121,8 @@ def test_span_without_timestamp_is_rejected_and_the_others_kept(tmp_path: Path) 
 
     items = list(read_payloads(path))
 
-    assert items[0] == Rejected(f"{path}#/1", f"span {spans[1]['id']} has no timestamp", 1)
+    reason = f"span {spans[1]['id']} has no timestamp, and no other record of it in the file has one"
+    assert items[0] == Rejected(f"{path}#/1", reason, 1)
     assert [type(item) for item in items[1:]] == [Payload]
     assert len(converted_payload_spans(items[1])) == 3
 
@@ -162,3 +142,35 @@ def test_list_of_traces_as_the_zipkin_api_returns(tmp_path: Path) -> None:
 def converted_payload_spans(payload: Payload) -> list[dict]:
     assert isinstance(payload.body, dict)
     return [span for rs in payload.body["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
+
+
+def test_netflix_pieces_of_the_api_client_span_merge_into_one() -> None:
+    # Three records carry span 6c59056709a0b1e4 on the client side: the api CLIENT record and two records
+    # without kind or local endpoint (NIWS and Hystrix details). Zipkin merges them into the client half; the
+    # SERVER record of session_logs is the server half, shared though its `shared` flag is missing.
+    trace_id = "5982fe77008310cc80f1da5e10147517"
+    raw = json.loads((ZIPKIN / "zipkin__netflix.json").read_text())
+    pieces = [record for record in raw if record["id"] == "6c59056709a0b1e4" and record.get("kind") != "SERVER"]
+    spans = converted(ZIPKIN / "zipkin__netflix.json")
+
+    client = only(spans, spanId="6c59056709a0b1e4")
+    tags = {key: {"stringValue": value} for piece in pieces for key, value in piece["tags"].items()}
+    assert len(pieces) == 3 and len(tags) > len(pieces[0]["tags"])
+    assert attributes(client) == {
+        **tags,
+        "peer.service": {"stringValue": "session_logs"},
+        "zipkin.merged_records": {"intValue": "3"},
+    }
+    annotations = sorted({(a["timestamp"], a["value"]) for piece in pieces for a in piece.get("annotations", [])})
+    assert client["events"] == [{"timeUnixNano": f"{us}000", "name": value} for us, value in annotations]
+    assert (client["kind"], client["service"], client["name"]) == (3, "api", "/m/n/2.6.1")
+    assert (client["startTimeUnixNano"], client["endTimeUnixNano"]) == ("1516781775742000000", "1516781775750000000")
+
+    api_server = server_half_id(trace_id, "67fae42571535f60", {"serviceName": "api"})
+    session_logs = server_half_id(trace_id, "6c59056709a0b1e4", {"serviceName": "session_logs"})
+    assert client["parentSpanId"] == api_server  # the api server half's child, not apip's client half
+    assert only(spans, spanId=api_server)["parentSpanId"] == "67fae42571535f60"
+    server = only(spans, spanId=session_logs)
+    assert server["parentSpanId"] == "6c59056709a0b1e4"
+    assert attributes(server)["zipkin.original_span_id"] == {"stringValue": "6c59056709a0b1e4"}
+    assert len(spans) == 6 and "unknown_service" not in {span["service"] for span in spans}
