@@ -27,6 +27,8 @@ import numpy.typing as npt
 import polars as pl
 
 from analysis import vllm
+from analysis.genai import TOKEN_COLUMNS
+from analysis.model_calls import model_calls
 from analysis.spans import attribute
 from analysis.stage_rules import STAGE_DTYPE, STAGES, StageRules, stage_series
 from analysis.trace_analysis import TraceAnalysis, analyze
@@ -121,11 +123,14 @@ def request_summary(spans: Spans, rules: StageRules | None = None) -> pl.DataFra
         epoch, the root's start); duration_ns (Int64, the root's duration: the request's e2e latency);
         span_count, service_count, error_count (UInt32; errors = spans with status_code ``Error`` when the
         frame has that column); tenant (String, first of :data:`TENANT_KEYS` on the earliest span carrying
-        one); model (String, ``gen_ai.request.model``/``gen_ai.response.model`` of the earliest span carrying
-        one); llm_calls (UInt32, spans reporting LLM latencies, :func:`analysis.vllm.llm_calls`); ttft_ns
-        (Int64, TTFT of the earliest such call that reports one: the first answer the request waited for);
-        tpot_ns (Float64, decode time over tokens after the first, summed over the request's calls: a
-        token-weighted mean of vLLM's per-call TPOT). Sorted by trace_id.
+        one); model (String, the model of the earliest model call naming one, else ``gen_ai.request.model``/
+        ``gen_ai.response.model`` of the earliest span carrying one); llm_calls (UInt32, the model calls the
+        request made: outermost calls, :func:`analysis.model_calls.model_calls`); ttft_ns (Int64, time to first
+        token of the earliest call that reports one: the first answer the request waited for); tpot_ns
+        (Float64, time after the first token over tokens after the first, summed over the request's
+        generations: a token-weighted mean of vLLM's per-call TPOT); input_tokens, output_tokens,
+        cached_input_tokens, reasoning_tokens (UInt64, summed over the generations, each counted once; 0
+        without). Sorted by trace_id.
     """
     analysis = analyze(spans, rules)
     tree = analysis.tree
@@ -137,16 +142,18 @@ def request_summary(spans: Spans, rules: StageRules | None = None) -> pl.DataFra
         pl.col("service_name").n_unique().cast(pl.UInt32).alias("service_count"),
         errors.sum().cast(pl.UInt32).alias("error_count"),
         pl.coalesce(*(attribute(key) for key in TENANT_KEYS)).drop_nulls().first().alias("tenant"),
-        pl.coalesce(*(attribute(key) for key in vllm.MODEL)).drop_nulls().first().alias("model"),
+        pl.coalesce(*(attribute(key) for key in vllm.MODEL)).drop_nulls().first().alias("span_model"),
     )
-    calls = vllm.calls_of_prepared(frame).sort("trace_id", "start_time_unix_nano")
+    calls = model_calls(analysis).sort("trace_id", "start_ns")
+    timed = pl.col("counted") & pl.col("stream_ns").is_not_null() & (pl.col("output_tokens") >= 2)
     llm = calls.group_by("trace_id").agg(
-        pl.len().cast(pl.UInt32).alias("llm_calls"),
+        pl.col("outermost").sum().cast(pl.UInt32).alias("llm_calls"),
+        pl.col("model").drop_nulls().first().alias("call_model"),
         pl.col("ttft_ns").drop_nulls().first().alias("ttft_ns"),
         (
-            pl.col("decode_ns").filter(pl.col("tpot_ns").is_not_null()).sum().cast(pl.Float64)
-            / (pl.col("completion_tokens") - 1).filter(pl.col("tpot_ns").is_not_null()).sum()
+            pl.col("stream_ns").filter(timed).sum().cast(pl.Float64) / (pl.col("output_tokens") - 1).filter(timed).sum()
         ).alias("tpot_ns"),
+        *(pl.col(name).filter(pl.col("counted")).sum().cast(pl.UInt64).alias(name) for name in TOKEN_COLUMNS),
     )
     roots = pl.DataFrame(
         {
@@ -162,8 +169,27 @@ def request_summary(spans: Spans, rules: StageRules | None = None) -> pl.DataFra
         roots.join(per_trace, on="trace_id", how="left", maintain_order="left")
         .join(llm, on="trace_id", how="left", maintain_order="left")
         .with_columns(
+            pl.coalesce("call_model", "span_model").alias("model"),
             pl.col("llm_calls").fill_null(0),
             pl.when(pl.col("tpot_ns").is_finite()).then(pl.col("tpot_ns")).alias("tpot_ns"),
+            *(pl.col(name).fill_null(0) for name in TOKEN_COLUMNS),
+        )
+        .select(
+            "trace_id",
+            "root_span_id",
+            "root_service",
+            "root_name",
+            "start_time_unix_nano",
+            "duration_ns",
+            "span_count",
+            "service_count",
+            "error_count",
+            "tenant",
+            "model",
+            "llm_calls",
+            "ttft_ns",
+            "tpot_ns",
+            *TOKEN_COLUMNS,
         )
     )
 

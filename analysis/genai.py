@@ -8,7 +8,8 @@ convention uses, in the order they are tried (the first present wins). Sources:
   earlier ``docs/gen-ai`` of open-telemetry/semantic-conventions): ``gen_ai.request.model``,
   ``gen_ai.response.model``, ``gen_ai.provider.name`` (was ``gen_ai.system``), ``gen_ai.usage.input_tokens`` /
   ``output_tokens`` (were ``prompt_tokens`` / ``completion_tokens``), ``gen_ai.usage.cache_read.input_tokens``,
-  ``gen_ai.usage.reasoning.output_tokens``, ``gen_ai.response.time_to_first_chunk`` (s).
+  ``gen_ai.usage.reasoning.output_tokens``, ``gen_ai.response.time_to_first_chunk`` (s); pydantic-ai writes
+  ``gen_ai.client.operation.time_to_first_chunk`` (s).
 - vLLM v1's ``llm_request`` span (``vllm/tracing.py`` ``SpanAttributes``): ``gen_ai.usage.prompt_tokens`` /
   ``completion_tokens``, ``gen_ai.latency.time_to_first_token`` (s).
 - OpenInference (Arize, ``openinference-semantic-conventions``): ``llm.model_name``, ``llm.provider``,
@@ -81,14 +82,27 @@ TOKEN_KEYS: dict[str, tuple[str, ...]] = {
 USAGE_DETAILS_FIELDS: dict[str, tuple[str, ...]] = {
     "input_tokens": ("input", "prompt_tokens", "input_tokens"),
     "output_tokens": ("output", "completion_tokens", "output_tokens"),
-    "cached_input_tokens": ("input_cached_tokens", "cache_read_input_tokens", "input_cache_read", "cached_tokens"),
-    "reasoning_tokens": ("output_reasoning_tokens", "reasoning_tokens", "output_reasoning"),
+    "cached_input_tokens": (
+        "input_cached_tokens",
+        "cache_read_input_tokens",
+        "input_cache_read",
+        "cached_tokens",
+        "prompt_tokens_details.cached_tokens",
+        "input_token_details.cache_read",
+    ),
+    "reasoning_tokens": (
+        "output_reasoning_tokens",
+        "reasoning_tokens",
+        "output_reasoning",
+        "completion_tokens_details.reasoning_tokens",
+    ),
 }
 """Per token count, the keys of Langfuse's ``usage_details`` JSON that carry it."""
 TOKEN_COLUMNS = tuple(TOKEN_KEYS)
 
 FIRST_TOKEN_SECONDS_KEYS = (
     "gen_ai.response.time_to_first_chunk",
+    "gen_ai.client.operation.time_to_first_chunk",
     "gen_ai.latency.time_to_first_token",
     "gen_ai.server.time_to_first_token",
 )
@@ -97,8 +111,14 @@ FIRST_TOKEN_MS_KEYS = ("ai.response.msToFirstChunk",)
 """Attributes holding the first token's delay after the span's start, in milliseconds."""
 FIRST_TOKEN_TIME_KEYS = ("langfuse.observation.completion_start_time",)
 """Attributes holding the first token's wall-clock time as ISO 8601 (possibly JSON-quoted)."""
-FIRST_TOKEN_EVENTS = ("First Token Stream Event", "ai.stream.firstChunk", "gen_ai.first_chunk", "first_token")
-"""Span events recorded when the first chunk arrives."""
+FIRST_TOKEN_EVENTS = (
+    "First Token Stream Event",
+    "ai.stream.firstChunk",
+    "gen_ai.content.completion.chunk",
+    "gen_ai.first_chunk",
+    "first_token",
+)
+"""Span events recorded when the first chunk arrives (OpenLLMetry records one per chunk: the earliest counts)."""
 
 
 def _first_int(keys: tuple[str, ...]) -> pl.Expr:

@@ -97,13 +97,15 @@ class Pieces:
 class Assignment:
     """Per span (aligned with ``SpanTree.spans``): the matching rule's index (-1: none), its stage index into
     :data:`~analysis.stage_rules.STAGES` (refined as the module docstring says), how it is split
-    (:data:`NO_SPLIT`, :data:`VLLM_SPLIT`, :data:`FIRST_TOKEN_SPLIT`), and for a span carrying an untraced
-    LLM call the index of that call (-1 elsewhere)."""
+    (:data:`NO_SPLIT`, :data:`VLLM_SPLIT`, :data:`FIRST_TOKEN_SPLIT`), for a span carrying an untraced
+    LLM call the index of that call (-1 elsewhere), and whether its rule makes it an LLM call (traced or not;
+    a span carrying another call is not one itself)."""
 
     rule: IntArray
     stage: IntArray
     split: IntArray
     carried_call: IntArray
+    call: BoolArray
 
     @property
     def llm_call(self) -> BoolArray:
@@ -111,8 +113,27 @@ class Assignment:
         return self.split == FIRST_TOKEN_SPLIT
 
 
-def classify(tree: SpanTree, rules: StageRules | None = None) -> Assignment:
-    """Apply ``rules`` (default: the packaged table) to every span of ``tree``."""
+@dataclass(frozen=True)
+class RuleMatch:
+    """What the rule table says of each span on its own (aligned with ``SpanTree.spans``), before the tree
+    refines it (:func:`refine`): the matching rule's index (-1: none), its stage, split mode and
+    ``traced_stage`` (stage indices; the rule's stage where it names no traced stage), and whether the rule is a
+    ``transport`` rule."""
+
+    rule: IntArray
+    stage: IntArray
+    split: IntArray
+    traced_stage: IntArray
+    transport: BoolArray
+
+    @property
+    def call(self) -> BoolArray:
+        """Spans an LLM-call rule matches (``split: first_token``)."""
+        return self.split == FIRST_TOKEN_SPLIT
+
+
+def match_rules(tree: SpanTree, rules: StageRules | None = None) -> RuleMatch:
+    """Apply ``rules`` (default: the packaged table) to every span of ``tree`` on its own."""
     table = rules if rules is not None else load_stage_rules()
     has_children = np.zeros(tree.size, dtype=bool)
     has_children[tree.parent[tree.parent >= 0]] = True
@@ -142,24 +163,37 @@ def classify(tree: SpanTree, rules: StageRules | None = None) -> Assignment:
     split_of = np.array([codes[r.split] for r in table.rules] + [NO_SPLIT])
     traced_of = np.array([STAGES.index(r.traced_stage or r.stage) for r in table.rules] + [0])
     transport_of = np.array([r.transport for r in table.rules] + [False])
-    stage, split = stage_of[rule], split_of[rule]
+    return RuleMatch(rule, stage_of[rule], split_of[rule], traced_of[rule], transport_of[rule])
 
-    call = split == FIRST_TOKEN_SPLIT
+
+def refine(tree: SpanTree, matched: RuleMatch) -> Assignment:
+    """The stage assignment of ``tree``'s spans: ``matched`` refined by the tree (module docstring). ``tree``
+    may be an adjusted tree (:mod:`analysis.wrappers`) of the one ``matched`` was computed on."""
+    stage, split = matched.stage.copy(), matched.split.copy()
+    call = matched.call.copy()
     traced = _calls_with_server_below(tree, call)
-    stage[traced] = traced_of[rule[traced]]
+    stage[traced] = matched.traced_stage[traced]
     split[traced] = NO_SPLIT
-    call &= ~traced
+    untraced = call & ~traced
 
     # A childless transport span carries its nearest enclosing call when that call is untraced.
-    enclosing = ancestry.nearest_flagged(tree.parent, tree.depth, (split_of[rule] == FIRST_TOKEN_SPLIT))
+    has_children = np.zeros(tree.size, dtype=bool)
+    has_children[tree.parent[tree.parent >= 0]] = True
+    enclosing = ancestry.nearest_flagged(tree.parent, tree.depth, call)
     above = np.where(tree.parent >= 0, enclosing[np.maximum(tree.parent, 0)], -1)
-    above[tree.parent < 0] = -1
-    carries = transport_of[rule] & ~has_children & (above >= 0)
-    carries[carries] = call[above[carries]]
+    carries = matched.transport & ~has_children & (above >= 0)
+    carries[carries] = untraced[above[carries]]
     carried_call = np.where(carries, above, -1)
     stage[carries] = stage[above[carries]]
     split[carries] = NO_SPLIT
-    return Assignment(rule, stage, split, carried_call)
+    call[carries] = False
+    return Assignment(matched.rule, stage, split, carried_call, call)
+
+
+def classify(tree: SpanTree, rules: StageRules | None = None) -> Assignment:
+    """Apply ``rules`` (default: the packaged table) to every span of ``tree`` and refine by the tree (no
+    adjuster: :class:`analysis.trace_analysis.TraceAnalysis` adjusts the tree between the two steps)."""
+    return refine(tree, match_rules(tree, rules))
 
 
 def _calls_with_server_below(tree: SpanTree, call: BoolArray) -> BoolArray:

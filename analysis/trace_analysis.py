@@ -15,7 +15,7 @@ from analysis.ancestry import IntArray
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.self_time import self_times
 from analysis.stage_rules import StageRules, load_stage_rules
-from analysis.stages import Assignment, Pieces, classify, pieces
+from analysis.stages import Assignment, Pieces, RuleMatch, match_rules, pieces, refine
 from analysis.tree import SpanTree, as_tree
 from analysis.wall_clock import Shares, wall_clock_shares
 from analysis.wrappers import adopt_wrapped_siblings
@@ -26,7 +26,8 @@ class TraceAnalysis:
 
     :attr:`reported_tree` is the tree as the spans report it; :attr:`tree`, which every view reads, is that
     tree after the wrapper adjuster (:mod:`analysis.wrappers`), identical unless a childless wrapper span
-    contains sibling work. Stages are assigned on the reported tree.
+    contains sibling work. Rules match spans on the reported tree; what the tree refines (a traced LLM call, a
+    request carrying a call) is read from the analysis tree.
 
     Not thread-safe while its properties are first computed (they are cached on the instance); read-only
     afterwards.
@@ -37,9 +38,14 @@ class TraceAnalysis:
         self.rules = rules if rules is not None else load_stage_rules()
 
     @cached_property
+    def matched(self) -> RuleMatch:
+        """Per span, what the stage rules say of it on its own (:func:`analysis.stages.match_rules`)."""
+        return match_rules(self.reported_tree, self.rules)
+
+    @cached_property
     def tree(self) -> SpanTree:
         """The analysis tree: :attr:`reported_tree` with wrapped siblings under their wrappers."""
-        return adopt_wrapped_siblings(self.reported_tree, self.assignment)
+        return adopt_wrapped_siblings(self.reported_tree, self.matched)
 
     @cached_property
     def self_time_ns(self) -> IntArray:
@@ -54,7 +60,7 @@ class TraceAnalysis:
     @cached_property
     def assignment(self) -> Assignment:
         """Per span, the deciding stage rule (:mod:`analysis.stages`)."""
-        return classify(self.reported_tree, self.rules)
+        return refine(self.tree, self.matched)
 
     @cached_property
     def pieces(self) -> Pieces:

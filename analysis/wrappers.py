@@ -7,17 +7,26 @@ starts a little earlier or ends a little later than its sibling subtree, so Jaeg
 last-finishing child, CRISP's rule) walks into the childless wrapper and credits it with the whole interval,
 and self time and the wall-clock view give it every instant its sibling's deeper spans do not cover.
 
-Rule (Hotspan's, in the spirit of Jaeger's adjusters that repair the span model before any view reads it): a
-childless span W is a *wrapper candidate* when it is not itself work: its kind is INTERNAL, SERVER or
-UNSPECIFIED (a childless CLIENT or PRODUCER span is a remote call whose far side is untraced), it is not split
-(an engine span or an LLM call) and its stage is none of :data:`WORK_STAGES`. W *adopts* a sibling S (same
-parent, not FOLLOWS_FROM) that is not itself a childless wrapper candidate when S lies inside W: the part of
-S's interval (both cut to their parent, as the critical path sees them) that W covers is at least
-:data:`CONTAINED_SHARE` of S's. S is then analysed as W's child, so W's own time is only what S leaves
-uncovered. Among several wrappers containing S, the one covering most of it wins (then the longer, then the
-earlier). Rounds repeat until nothing changes, so a wrapper around another wrapper that adopted work adopts it
-in turn. The span's reported parent is kept (:attr:`analysis.tree.SpanTree.reported_parent`); only the
-analysis reads the adjusted one.
+The same happens with LLM instrumentations that do not make their span current while the SDK sends (observed
+with OpenLLMetry's LangChain instrumentation and Langfuse's OpenAI integration, ``tests/realworld``): the
+childless ``ChatOpenAI.chat`` span and the HTTP request carrying it (with vLLM's spans below) are siblings.
+
+Rule (Hotspan's, in the spirit of Jaeger's adjusters that repair the span model before any view reads it), for a
+childless span W and a sibling S (same parent, neither FOLLOWS_FROM) lying inside W: the part of S's interval
+(both cut to their parent, as the critical path sees them) that W covers is at least :data:`CONTAINED_SHARE` of
+S's, and W ranks before S (longer, then earlier, then first in span order, so two spans never adopt each other).
+
+- W is a **wrapper** when it is not itself work: its kind is INTERNAL, SERVER or UNSPECIFIED (a childless CLIENT
+  or PRODUCER span is a remote call whose far side is untraced), it is not split (an engine span or an LLM
+  call) and its stage is none of :data:`WORK_STAGES`. A wrapper adopts any S that is not a wrapper itself.
+- W is a **detached LLM call** when its rule makes it an LLM call. It adopts an S that is the request carrying
+  a model call: a ``transport`` rule's span, another LLM call or an engine span.
+
+S is then analysed as W's child, so W's own time is only what S leaves uncovered (and a detached call's request
+carries it, or its engine spans trace it, as if the instrumentation had nested them). Among several spans that
+may adopt S, the one covering most of it wins (then the longer, then the earlier). Rounds repeat until nothing
+changes, so a wrapper around another wrapper that adopted work adopts it in turn. The span's reported parent is
+kept (:attr:`analysis.tree.SpanTree.reported_parent`); only the analysis reads the adjusted one.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from analysis import ancestry
 from analysis.ancestry import BoolArray, IntArray
 from analysis.ordering import comparable_times
 from analysis.stage_rules import STAGES
-from analysis.stages import NO_SPLIT, Assignment
+from analysis.stages import NO_SPLIT, RuleMatch
 from analysis.tree import SpanTree
 
 WORK_STAGES = frozenset({"network", "retrieval", "tool", *(stage for stage in STAGES if stage.startswith("llm."))})
@@ -41,23 +50,27 @@ CONTAINED_SHARE = 0.9
 MAX_ROUNDS = 8
 
 
-def adopt_wrapped_siblings(tree: SpanTree, assignment: Assignment) -> SpanTree:
-    """``tree`` with siblings re-parented under the childless wrappers that contain them (module docstring);
-    ``tree`` itself when no span is adopted. ``assignment`` is the stage assignment of ``tree``."""
+def adopt_wrapped_siblings(tree: SpanTree, matched: RuleMatch) -> SpanTree:
+    """``tree`` with siblings re-parented under the childless spans that contain them (module docstring);
+    ``tree`` itself when no span is adopted. ``matched`` is the rule match of ``tree``'s spans."""
     kinds = tree.spans["kind"].is_in(WRAPPER_KINDS).to_numpy()
-    work = np.isin(assignment.stage, [STAGES.index(stage) for stage in WORK_STAGES])
-    eligible = kinds & ~work & (assignment.split == NO_SPLIT) & (tree.parent >= 0) & ~tree.follows_from
-    clamped = tree.clamped
-    usable = ~clamped.dropped
-    low, high = clamped.start_ns, clamped.end_ns
+    work = np.isin(matched.stage, [STAGES.index(stage) for stage in WORK_STAGES])
+    attached = (tree.parent >= 0) & ~tree.follows_from & ~tree.clamped.dropped
+    eligible = attached & kinds & ~work & (matched.split == NO_SPLIT)
+    call = attached & matched.call
+    request = matched.transport | (matched.split != NO_SPLIT)
+    low, high = tree.clamped.start_ns, tree.clamped.end_ns
+    rank = np.empty(tree.size, dtype=np.int64)
+    rank[np.lexsort((np.arange(tree.size), low, -(high - low)))] = np.arange(tree.size)
     parent = tree.parent.copy()
     adopted = np.zeros(tree.size, dtype=bool)
     for _ in range(MAX_ROUNDS):
         has_children = np.zeros(tree.size, dtype=bool)
         has_children[parent[parent >= 0]] = True
-        wrapper = eligible & ~has_children & usable
-        candidate = (parent >= 0) & ~tree.follows_from & usable & ~wrapper
-        child, by = _containments(tree.trace, parent, low, high, wrapper, candidate)
+        wrapper, detached = eligible & ~has_children, call & ~has_children
+        child, by = _containments(
+            tree.trace, parent, (low, high, rank), wrapper, detached, attached & ~wrapper, request
+        )
         if not child.size:
             break
         parent[child] = by
@@ -70,11 +83,18 @@ def adopt_wrapped_siblings(tree: SpanTree, assignment: Assignment) -> SpanTree:
 
 
 def _containments(
-    trace: IntArray, parent: IntArray, low: IntArray, high: IntArray, wrapper: BoolArray, candidate: BoolArray
+    trace: IntArray,
+    parent: IntArray,
+    intervals: tuple[IntArray, IntArray, IntArray],
+    wrapper: BoolArray,
+    detached: BoolArray,
+    candidate: BoolArray,
+    request: BoolArray,
 ) -> tuple[IntArray, IntArray]:
-    """(sibling, wrapper) pairs to re-parent this round: each candidate sibling with its best containing
-    wrapper (module docstring)."""
-    wrappers = np.flatnonzero(wrapper)
+    """(sibling, adopter) pairs to re-parent this round: each candidate sibling with its best containing,
+    higher-ranked adopter (module docstring). ``intervals`` are the clamped start, end and rank per span."""
+    low, high, rank = intervals
+    wrappers = np.flatnonzero(wrapper | detached)
     siblings = np.flatnonzero(candidate & np.isin(parent, parent[wrappers]))
     if not wrappers.size or not siblings.size:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
@@ -97,7 +117,8 @@ def _containments(
     pair_sibling = siblings[np.repeat(first, count) + offset]
     length = high[pair_sibling] - low[pair_sibling]
     covered = np.minimum(high[pair_sibling], high[pair_wrapper]) - np.maximum(low[pair_sibling], low[pair_wrapper])
-    inside = (pair_sibling != pair_wrapper) & (length > 0) & (covered >= CONTAINED_SHARE * length)
+    inside = (rank[pair_wrapper] < rank[pair_sibling]) & (length > 0) & (covered >= CONTAINED_SHARE * length)
+    inside &= ~detached[pair_wrapper] | request[pair_sibling]
     pair_wrapper, pair_sibling, covered = pair_wrapper[inside], pair_sibling[inside], covered[inside]
     if not pair_sibling.size:
         return pair_sibling, pair_wrapper

@@ -271,7 +271,11 @@ SELECT
     TpotNs AS tpot_ns,
     arrayMap(stage -> StageNs[stage], {{stages:Array(String)}}) AS stage_ns,
     AnalysedSpans AS analysed_spans,
-    Version AS version
+    Version AS version,
+    InputTokens AS input_tokens,
+    OutputTokens AS output_tokens,
+    CachedInputTokens AS cached_input_tokens,
+    ReasoningTokens AS reasoning_tokens
 FROM hotspan_trace_summary FINAL
 WHERE {conditions}
 ORDER BY start_time_unix_nano DESC, trace_id
@@ -298,7 +302,14 @@ SELECT
     RequestTenant AS tenant,
     IsHotspot AS is_hotspot,
     HotspotReason AS hotspot_reason,
-    HotspotThresholdMs AS hotspot_threshold_ms
+    HotspotThresholdMs AS hotspot_threshold_ms,
+    Model AS model,
+    LlmCall AS llm_call,
+    InputTokens AS input_tokens,
+    OutputTokens AS output_tokens,
+    CachedInputTokens AS cached_input_tokens,
+    ReasoningTokens AS reasoning_tokens,
+    TtftNs AS ttft_ns
 FROM hotspan_span_analysis FINAL
 WHERE {conditions}
 ORDER BY start_time_unix_nano DESC, trace_id, span_id

@@ -69,6 +69,13 @@ SPAN_ANALYSIS_SCHEMA = pa.schema(
         ("HotspotReason", pa.string()),
         ("HotspotThresholdMs", pa.float64()),
         ("Version", pa.uint64()),
+        ("Model", pa.string()),
+        ("LlmCall", pa.bool_()),
+        ("InputTokens", pa.uint64()),
+        ("OutputTokens", pa.uint64()),
+        ("CachedInputTokens", pa.uint64()),
+        ("ReasoningTokens", pa.uint64()),
+        ("TtftNs", pa.uint64()),
     ]
 )
 """Arrow layout of ``hotspan_span_analysis`` rows. Tenant: the owner tenant (never ``""``); Timestamp: span
@@ -77,7 +84,9 @@ span's stage (a span split into vLLM phases gets its longest phase); DurationNs,
 ns; Depth: ancestors above the span; FlameNode/FlameParent: hashes of the ``service:operation`` path from the
 root to the span and to its parent (0 for a root); RequestTenant: the tenant the request's spans name
 (``""`` when none); HotspotReason: ``static``, ``p95``, ``sdk`` or ``""``; HotspotThresholdMs: the threshold
-crossed (null when not flagged, or when an SDK flag names none); Version: analysis version (ns clock)."""
+crossed (null when not flagged, or when an SDK flag names none); Version: analysis version (ns clock); Model,
+LlmCall, InputTokens .. ReasoningTokens, TtftNs: what a model call reports (``analysis.model_calls``; tokens only
+where the generation is counted, 0 elsewhere; migration 0041)."""
 
 TRACE_SUMMARY_SCHEMA = pa.schema(
     [
@@ -100,12 +109,17 @@ TRACE_SUMMARY_SCHEMA = pa.schema(
         ("StageNs", pa.map_(pa.string(), pa.uint64())),
         ("AnalysedSpans", pa.uint64()),
         ("Version", pa.uint64()),
+        ("InputTokens", pa.uint64()),
+        ("OutputTokens", pa.uint64()),
+        ("CachedInputTokens", pa.uint64()),
+        ("ReasoningTokens", pa.uint64()),
     ]
 )
 """Arrow layout of ``hotspan_trace_summary`` rows. Timestamp: the root span's start; DurationNs: the root's
 duration (the request's end-to-end latency); StageNs: critical-path ns per stage with time, summing to
 DurationNs; TtftNs (null when no LLM call reports one), TpotNs (ns per output token, null when unknown);
-AnalysedSpans: the arrived span count the analysis covered (``hotspan_trace_arrivals.Spans``)."""
+AnalysedSpans: the arrived span count the analysis covered (``hotspan_trace_arrivals.Spans``); InputTokens ..
+ReasoningTokens: the request's token usage (``analysis.request_summary``; migration 0040)."""
 
 
 @dataclass(frozen=True)
@@ -228,8 +242,8 @@ class AnalysisStore(Protocol):
 
     def trace_summaries(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
         """Request summaries, newest first: the columns of ``analysis.request_summary`` (tenant = the request
-        tenant) plus hotspot_count, analysed_spans, version and one ``<stage>_ns`` column per stage of
-        ``analysis.STAGES`` (UInt64 ns, 0 where absent), like ``analysis.stage_breakdown_wide``."""
+        tenant; token counts included) plus hotspot_count, analysed_spans, version and one ``<stage>_ns``
+        column per stage of ``analysis.STAGES`` (UInt64 ns, 0 where absent), like ``analysis.stage_breakdown_wide``."""
         ...
 
     def span_rows(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
@@ -433,6 +447,10 @@ class ClickHouseAnalysisStore:
             "tpot_ns": pl.Float64,
             "analysed_spans": pl.UInt64,
             "version": pl.UInt64,
+            "input_tokens": pl.UInt64,
+            "output_tokens": pl.UInt64,
+            "cached_input_tokens": pl.UInt64,
+            "reasoning_tokens": pl.UInt64,
         } | dict.fromkeys(stage_columns, pl.UInt64)
         if not frame.height:
             return pl.DataFrame(schema=schema)

@@ -12,6 +12,8 @@ import polars as pl
 import pyarrow as pa
 
 from analysis import STAGE_COLUMNS, STAGES, TraceAnalysis, stage_breakdown_wide
+from analysis.genai import TOKEN_COLUMNS
+from analysis.model_calls import model_calls
 from processors.pipeline.flame import span_nodes
 from storage.analysis_store import SPAN_ANALYSIS_SCHEMA, TRACE_SUMMARY_SCHEMA
 
@@ -70,6 +72,22 @@ def derive_rows(
         (spans["status_code"] == "Error") if "status_code" in spans.columns else pl.repeat(False, tree.size, eager=True)
     )
     parent_ids = tree.frame()["parent_span_id"]
+    calls = model_calls(analysis)
+    call_rows = calls["index"].to_numpy()
+
+    def per_span(values: pl.Series, empty: object, dtype: pa.DataType) -> pa.Array:
+        """A model-call column spread over every span (``empty`` where a span is no call)."""
+        column = np.full(tree.size, empty, dtype=object)
+        column[call_rows] = values.to_numpy()
+        return pa.array(column, dtype, from_pandas=True)
+
+    counted = calls["counted"]
+    tokens = {
+        name: per_span(calls[column].fill_null(0).cast(pl.UInt64) * counted.cast(pl.UInt64), 0, pa.uint64())
+        for name, column in zip(
+            ("InputTokens", "OutputTokens", "CachedInputTokens", "ReasoningTokens"), TOKEN_COLUMNS, strict=True
+        )
+    }
     span_rows = pa.table(
         {
             "Tenant": pa.repeat(pa.scalar(owner, pa.string()), tree.size),
@@ -94,6 +112,10 @@ def derive_rows(
             "HotspotReason": flags["reason"].to_arrow(),
             "HotspotThresholdMs": flags["threshold_ms"].cast(pl.Float64).to_arrow(),
             "Version": pa.array(np.full(tree.size, version, dtype=np.uint64)),
+            "Model": per_span(calls["model"].fill_null(""), "", pa.string()),
+            "LlmCall": per_span(calls["outermost"], False, pa.bool_()),
+            **tokens,
+            "TtftNs": per_span(calls["ttft_ns"].clip(lower_bound=0).cast(pl.UInt64), None, pa.uint64()),
         },
         schema=SPAN_ANALYSIS_SCHEMA,
     )
@@ -128,6 +150,10 @@ def derive_rows(
             "StageNs": stage_map,
             "AnalysedSpans": trace_ids.replace_strict(dict(arrived_spans), return_dtype=pl.UInt64).to_arrow(),
             "Version": pa.array(np.full(wide.height, version, dtype=np.uint64)),
+            "InputTokens": wide["input_tokens"].to_arrow(),
+            "OutputTokens": wide["output_tokens"].to_arrow(),
+            "CachedInputTokens": wide["cached_input_tokens"].to_arrow(),
+            "ReasoningTokens": wide["reasoning_tokens"].to_arrow(),
         },
         schema=TRACE_SUMMARY_SCHEMA,
     )

@@ -348,7 +348,7 @@ def _demo_frame() -> pl.DataFrame:
                         "parent_span_id": s.get("parentSpanId", ""),
                         "name": s["name"],
                         "service_name": attributes["service.name"],
-                        "kind": "Internal",
+                        "kind": OTLP_KINDS[s.get("kind", 0)],
                         "start_time_unix_nano": int(s["startTimeUnixNano"]),
                         "end_time_unix_nano": int(s["endTimeUnixNano"]),
                         "attributes": [{"key": "", "value": ""}],
@@ -356,6 +356,10 @@ def _demo_frame() -> pl.DataFrame:
                     for s in scope["spans"]
                 ]
     return pl.DataFrame(rows)
+
+
+OTLP_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
+"""OTLP's SpanKind enum by number: the analysis reads kinds (a childless INTERNAL span may be a wrapper)."""
 
 
 def _demo_trace_ids() -> list[str]:

@@ -1,0 +1,124 @@
+"""Every model call of a set of traces, whatever instrumentation wrote it: timing, model, tokens, first token.
+
+A *model call* is a span an LLM-call rule matches (``split: first_token`` in the stage table: a GenAI
+``chat`` span, an OpenInference ``LLM`` span, a Vercel ``doGenerate``, a Langfuse generation, an HTTP request
+to a model API ...), traced below or not, or an engine span split into vLLM's phases (``llm_request``).
+Calls nest: an agent framework's LLM span around the OpenAI SDK's span around vLLM's ``llm_request`` are one
+request to the model seen three times. So:
+
+- a call is **outermost** when no other call encloses it: outermost calls are what a request *made*, and
+  what :func:`analysis.decomposition.request_summary` counts;
+- tokens are **counted** on the innermost call that reports any, and only there (every span of such a chain
+  usually repeats the same usage; a framework span above may carry a step's total), so per-trace sums count
+  each generation once. Spans that are no call (an agent or workflow span summing its steps' usage) are never
+  counted.
+
+First token: a call's first token is :func:`analysis.genai.first_token_ns` of its span, or for an engine
+span vLLM's ``time_to_first_token``; ``ttft_ns`` is its delay after the span's start. ``stream_ns`` is the
+time after the first token (vLLM's ``time_in_model_decode`` on an engine span, ``end - first token`` on a
+client span), so ``stream_ns / (output_tokens - 1)`` is the call's time per output token (vLLM's TPOT
+definition, ``vllm/v1/metrics/stats.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from analysis import ancestry
+from analysis.genai import TOKEN_COLUMNS, first_token_ns, usage_columns
+from analysis.spans import seconds_attribute_ns
+from analysis.stages import VLLM_SPLIT
+from analysis.trace_analysis import TraceAnalysis
+from analysis.vllm import TIME_IN_DECODE, TIME_TO_FIRST_TOKEN
+
+MODEL_CALL_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "index",
+    "service_name",
+    "name",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "engine",
+    "traced",
+    "outermost",
+    "counted",
+    "model",
+    "provider",
+    *TOKEN_COLUMNS,
+    "ttft_ns",
+    "stream_ns",
+    "status_code",
+)
+
+
+def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
+    """The model calls of every trace in ``analysis`` (module docstring), in span order.
+
+    Returns:
+        One row per call: trace_id, span_id, service_name, name (String); index (Int64, into
+        ``analysis.tree.spans``); start_ns, end_ns (Int64 ns since the epoch), duration_ns (Int64 ns);
+        engine (Boolean: an engine span split into vLLM's phases); traced (Boolean: an LLM call span with a
+        SERVER span below it); outermost, counted (Boolean, module docstring); model, provider (String, null
+        when not reported); input_tokens, output_tokens, cached_input_tokens, reasoning_tokens (Int64 as the
+        span reports them, null when it does not; sum only ``counted`` rows); ttft_ns, stream_ns (Int64 ns,
+        null when the first token is unknown); status_code (String, ``Unset`` when the frame has none).
+    """
+    tree, assignment = analysis.tree, analysis.assignment
+    engine = assignment.split == VLLM_SPLIT
+    call = assignment.call | engine
+    index = np.flatnonzero(call)
+    enclosing = ancestry.nearest_flagged(tree.parent, tree.depth, call)
+    above = np.where(tree.parent >= 0, enclosing[np.maximum(tree.parent, 0)], -1)
+    frame = tree.spans[index]
+    status = pl.col("status_code").fill_null("Unset") if "status_code" in frame.columns else pl.lit("Unset")
+    usage = frame.select(*usage_columns(), status.alias("status_code"))
+    reports = usage.select(pl.any_horizontal(pl.col(TOKEN_COLUMNS).is_not_null())).to_series().to_numpy()
+    counted = _innermost(tree.parent, tree.depth, index, reports)
+
+    is_engine = pl.Series(engine[index])
+    engine_first = frame.select(pl.col("start_time_unix_nano") + seconds_attribute_ns(TIME_TO_FIRST_TOKEN)).to_series()
+    first = pl.select(pl.when(is_engine).then(engine_first).otherwise(first_token_ns(frame))).to_series()
+    start, end = tree.start_ns[index], tree.end_ns[index]
+    engine_decode = frame.select(seconds_attribute_ns(TIME_IN_DECODE)).to_series()
+    ttft = first - start
+    stream = pl.select(pl.when(is_engine).then(engine_decode).otherwise(pl.Series(end) - first)).to_series()
+    return (
+        pl.DataFrame(
+            {
+                "trace_id": frame["trace_id"],
+                "span_id": frame["span_id"],
+                "index": index.astype(np.int64),
+                "service_name": frame["service_name"],
+                "name": frame["name"],
+                "start_ns": start,
+                "end_ns": end,
+                "duration_ns": end - start,
+                "engine": engine[index],
+                "traced": assignment.call[index] & ~assignment.llm_call[index] & ~engine[index],
+                "outermost": above[index] < 0,
+                "counted": counted,
+            }
+        )
+        .with_columns(
+            *usage.drop("status_code").get_columns(),
+            ttft.alias("ttft_ns"),
+            stream.alias("stream_ns"),
+            usage["status_code"],
+        )
+        .select(MODEL_CALL_COLUMNS)
+    )
+
+
+def _innermost(parent: np.ndarray, depth: np.ndarray, calls: np.ndarray, reports: np.ndarray) -> np.ndarray:
+    """Per call (``calls``: span indices), whether it reports tokens and no call below it does."""
+    bearer = np.zeros(parent.size, dtype=bool)
+    bearer[calls[reports]] = True
+    nearest = ancestry.nearest_flagged(parent, depth, bearer)
+    shadowed = np.zeros(parent.size, dtype=bool)
+    below = calls[reports]
+    reached = np.where(parent[below] >= 0, nearest[np.maximum(parent[below], 0)], -1)
+    shadowed[reached[reached >= 0]] = True
+    return bearer[calls] & ~shadowed[calls]
