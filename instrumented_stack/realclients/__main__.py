@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the driver; print its metadata and trace ids as one JSON line."""
     options = parse_options(argv)
     module = importlib.import_module(f"instrumented_stack.realclients.drivers.{options.driver}")
-    run = DriverRun(options)
+    run = DriverRun(options, export=not getattr(module, "EXPORTS_ITSELF", False))
     module.run(run)
     meta = run.finish(module.LIBRARIES)
     print(json.dumps({**meta, "trace_ids": [r.trace_id for r in run.recorder.requests]}), flush=True)

@@ -97,12 +97,15 @@ class DriverOptions:
 class DriverRun:
     """The running driver's telemetry, truth recorder and client factories. One per process."""
 
-    def __init__(self, options: DriverOptions, exporter: SpanExporter | None = None) -> None:
+    def __init__(self, options: DriverOptions, *, export: bool = True) -> None:
+        """``export``: add a ``BatchSpanProcessor`` over :attr:`exporter` (a library that installs its own
+        span processor with :attr:`exporter`, such as Langfuse, passes ``False``)."""
         self.options = options
         self.recorder = TruthRecorder()
         self.provider = TracerProvider(resource=Resource.create({SERVICE_NAME: self.service_name}))
-        self.exporter = exporter or OTLPSpanExporter(endpoint=otlp_traces_url(options.otlp_endpoint))
-        self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
+        self.exporter: SpanExporter = OTLPSpanExporter(endpoint=otlp_traces_url(options.otlp_endpoint))
+        if export:
+            self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
         trace.set_tracer_provider(self.provider)
         self.tracer = trace.get_tracer("instrumented_stack.realclients")
 
