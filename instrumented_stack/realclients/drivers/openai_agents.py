@@ -51,6 +51,10 @@ def run(run: DriverRun) -> None:
         else:
             await Runner.run(agent, question)
 
-    for index in range(run.options.requests):
-        with run.user_request(index) as question:
-            asyncio.run(ask(question))
+    async def main() -> None:
+        # One event loop for every request: the async HTTP client's pooled connections belong to it.
+        for index in range(run.options.requests):
+            with run.user_request(index) as question:
+                await ask(question)
+
+    asyncio.run(main())

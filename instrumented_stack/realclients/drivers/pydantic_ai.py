@@ -40,7 +40,10 @@ def run(run: DriverRun) -> None:
         async for _event in events:
             pass
 
-    for index in range(run.options.requests):
-        with run.user_request(index) as question:
-            handler = drain if run.options.stream else None
-            asyncio.run(agent.run(question, event_stream_handler=handler))
+    async def main() -> None:
+        # One event loop for every request: the async HTTP client's pooled connections belong to it.
+        for index in range(run.options.requests):
+            with run.user_request(index) as question:
+                await agent.run(question, event_stream_handler=drain if run.options.stream else None)
+
+    asyncio.run(main())
