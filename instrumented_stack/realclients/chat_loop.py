@@ -59,6 +59,15 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
+def run_chat_requests(run: DriverRun, tool_span: ToolSpan) -> None:
+    """Run the driver's user requests, each through :func:`run_chat_loop`, on one OpenAI client (created after
+    the caller instrumented the SDK) whose HTTP goes through the run's recording transport."""
+    client = openai.OpenAI(base_url=run.base_url, api_key="unused", http_client=run.http_client())
+    for index in range(run.options.requests):
+        with run.user_request(index) as question:
+            run_chat_loop(run, client, question, tool_span)
+
+
 def run_chat_loop(run: DriverRun, client: openai.OpenAI, question: str, tool_span: ToolSpan) -> str:
     """Answer ``question`` with tools; returns the final text."""
     messages: list[dict[str, Any]] = [

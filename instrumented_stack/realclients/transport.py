@@ -88,11 +88,19 @@ def _begin(recorder: TruthRecorder, request: httpx2.Request, inject_context: boo
     return recorder.begin_attempt(str(request.url))
 
 
-def _received(recorder: TruthRecorder, attempt: LlmAttempt, response: httpx2.Response) -> _Timing:
+def _recorded(
+    recorder: TruthRecorder, attempt: LlmAttempt | None, response: httpx2.Response, *, asynchronous: bool
+) -> httpx2.Response:
+    """``response`` with its body read through a timing wrapper (unchanged when no attempt is recorded)."""
+    if attempt is None:
+        return response
     attempt.headers_ns = recorder.now_ns()
     attempt.status = response.status_code
     attempt.streamed = response.headers.get("content-type", "").startswith("text/event-stream")
-    return _Timing(recorder, attempt)
+    timing = _Timing(recorder, attempt)
+    stream = response.stream
+    body = _AsyncBody(stream, timing) if asynchronous else _SyncBody(stream, timing)  # type: ignore[arg-type]
+    return httpx2.Response(response.status_code, headers=response.headers, stream=body, extensions=response.extensions)
 
 
 class RecordingTransport(httpx2.BaseTransport):
@@ -105,15 +113,7 @@ class RecordingTransport(httpx2.BaseTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         attempt = _begin(self._recorder, request, self._inject)
-        response = self._inner.handle_request(request)
-        if attempt is None:
-            return response
-        timing = _received(self._recorder, attempt, response)
-        assert isinstance(response.stream, httpx2.SyncByteStream)
-        body = _SyncBody(response.stream, timing)
-        return httpx2.Response(
-            response.status_code, headers=response.headers, stream=body, extensions=response.extensions
-        )
+        return _recorded(self._recorder, attempt, self._inner.handle_request(request), asynchronous=False)
 
     def close(self) -> None:
         self._inner.close()
@@ -130,14 +130,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         attempt = _begin(self._recorder, request, self._inject)
         response = await self._inner.handle_async_request(request)
-        if attempt is None:
-            return response
-        timing = _received(self._recorder, attempt, response)
-        assert isinstance(response.stream, httpx2.AsyncByteStream)
-        body = _AsyncBody(response.stream, timing)
-        return httpx2.Response(
-            response.status_code, headers=response.headers, stream=body, extensions=response.extensions
-        )
+        return _recorded(self._recorder, attempt, response, asynchronous=True)
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from opentelemetry.trace import SpanKind
 
-from instrumented_stack.realclients.chat_loop import run_chat_loop
+from instrumented_stack.realclients.chat_loop import run_chat_requests
 from instrumented_stack.realclients.common import DriverRun
 
 LIBRARIES = ("openai", "opentelemetry-instrumentation-openai-v2", "opentelemetry-instrumentation-httpx")
@@ -22,11 +22,9 @@ LIBRARIES = ("openai", "opentelemetry-instrumentation-openai-v2", "opentelemetry
 
 def run(run: DriverRun) -> None:
     os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "SPAN_ONLY"
-    import openai
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
     OpenAIInstrumentor().instrument(tracer_provider=run.provider)
-    client = openai.OpenAI(base_url=run.base_url, api_key="unused", http_client=run.http_client())
 
     @contextmanager
     def tool_span(name: str, call_id: str, _arguments: str) -> Iterator[None]:
@@ -34,6 +32,4 @@ def run(run: DriverRun) -> None:
         with run.tracer.start_as_current_span(f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes):
             yield
 
-    for index in range(run.options.requests):
-        with run.user_request(index) as question:
-            run_chat_loop(run, client, question, tool_span)
+    run_chat_requests(run, tool_span)

@@ -12,18 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from instrumented_stack.realclients.chat_loop import run_chat_loop
+from instrumented_stack.realclients.chat_loop import run_chat_requests
 from instrumented_stack.realclients.common import DriverRun
 
 LIBRARIES = ("openai", "opentelemetry-instrumentation-openai", "opentelemetry-instrumentation-httpx")
 
 
 def run(run: DriverRun) -> None:
-    import openai
     from opentelemetry.instrumentation.openai import OpenAIInstrumentor
 
     OpenAIInstrumentor().instrument(tracer_provider=run.provider)
-    client = openai.OpenAI(base_url=run.base_url, api_key="unused", http_client=run.http_client())
 
     @contextmanager
     def tool_span(name: str, _call_id: str, arguments: str) -> Iterator[None]:
@@ -35,6 +33,4 @@ def run(run: DriverRun) -> None:
         with run.tracer.start_as_current_span(f"{name}.tool", attributes=attributes):
             yield
 
-    for index in range(run.options.requests):
-        with run.user_request(index) as question:
-            run_chat_loop(run, client, question, tool_span)
+    run_chat_requests(run, tool_span)
