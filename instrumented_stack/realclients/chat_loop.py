@@ -29,6 +29,10 @@ MAX_LLM_CALLS = 6
 ToolSpan = Callable[[str, str, str], AbstractContextManager[Any]]
 """Opens the tool span of one call: ``(tool name, call id, arguments JSON)``."""
 
+ToolSpanShape = Callable[[str, str, str], tuple[str, dict[str, str]]]
+"""The name and attributes of the tool span of one call ``(tool name, call id, arguments JSON)``, in a
+convention's spelling."""
+
 TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
@@ -59,10 +63,16 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
-def run_chat_requests(run: DriverRun, tool_span: ToolSpan) -> None:
+def run_chat_requests(run: DriverRun, tool_span_shape: ToolSpanShape) -> None:
     """Run the driver's user requests, each through :func:`run_chat_loop`, on one OpenAI client (created after
-    the caller instrumented the SDK) whose HTTP goes through the run's recording transport."""
+    the caller instrumented the SDK) whose HTTP goes through the run's recording transport. Tool runs are
+    INTERNAL spans of the driver's tracer, named and attributed by ``tool_span_shape``."""
     client = openai.OpenAI(base_url=run.base_url, api_key="unused", http_client=run.http_client())
+
+    def tool_span(name: str, call_id: str, arguments: str) -> AbstractContextManager[Any]:
+        span_name, attributes = tool_span_shape(name, call_id, arguments)
+        return run.tracer.start_as_current_span(span_name, attributes=attributes)
+
     for index in range(run.options.requests):
         with run.user_request(index) as question:
             run_chat_loop(run, client, question, tool_span)

@@ -8,14 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from realworld_kit import Span, shape_ready, wait_for_trace
+from realworld_kit import LiveRun, shape_ready, wait_for_trace
 
-from instrumented_stack.realclients.harness import DriverResult, run_driver
+from instrumented_stack.realclients.harness import run_driver
 
 if TYPE_CHECKING:
     from hotspan.server import RunningServer
-
-LiveRun = tuple[DriverResult, dict[str, list[Span]]]
 
 
 @pytest.fixture

@@ -14,8 +14,11 @@ from typing import Any
 import httpx
 
 from instrumented_stack.realclients.common import ROOT_SPAN_NAME
+from instrumented_stack.realclients.harness import DriverResult
 
 Span = dict[str, Any]
+LiveRun = tuple[DriverResult, dict[str, list[Span]]]
+"""A live driver run: its result and each trace's spans as stored in Hotspan."""
 
 CONVENTIONS: dict[str, tuple[str, str | None]] = {
     "openai_v2": ("gen_ai.operation.name", "chat"),

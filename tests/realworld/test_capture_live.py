@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from conftest import LiveRun
 from realworld_kit import (
     LLM_REQUEST,
     LLM_SPAN_NOT_CURRENT,
+    LiveRun,
     engine_spans_under_llm_calls,
     has_convention,
     is_llm_call,

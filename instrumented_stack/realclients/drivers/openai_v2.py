@@ -9,10 +9,6 @@ are GenAI ``execute_tool`` spans opened by the driver as the semantic convention
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from opentelemetry.trace import SpanKind
 
 from instrumented_stack.realclients.chat_loop import run_chat_requests
 from instrumented_stack.realclients.common import DriverRun
@@ -26,10 +22,8 @@ def run(run: DriverRun) -> None:
 
     OpenAIInstrumentor().instrument(tracer_provider=run.provider)
 
-    @contextmanager
-    def tool_span(name: str, call_id: str, _arguments: str) -> Iterator[None]:
+    def tool_span(name: str, call_id: str, _arguments: str) -> tuple[str, dict[str, str]]:
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
-        with run.tracer.start_as_current_span(f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes):
-            yield
+        return f"execute_tool {name}", attributes
 
     run_chat_requests(run, tool_span)

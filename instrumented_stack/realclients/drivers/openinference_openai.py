@@ -7,9 +7,6 @@ driver as the conventions describe them (``openinference.span.kind=TOOL``, ``too
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from instrumented_stack.realclients.chat_loop import run_chat_requests
 from instrumented_stack.realclients.common import DriverRun
 
@@ -21,8 +18,7 @@ def run(run: DriverRun) -> None:
 
     OpenAIInstrumentor().instrument(tracer_provider=run.provider)
 
-    @contextmanager
-    def tool_span(name: str, call_id: str, arguments: str) -> Iterator[None]:
+    def tool_span(name: str, call_id: str, arguments: str) -> tuple[str, dict[str, str]]:
         attributes = {
             "openinference.span.kind": "TOOL",
             "tool.name": name,
@@ -30,7 +26,6 @@ def run(run: DriverRun) -> None:
             "input.value": arguments,
             "input.mime_type": "application/json",
         }
-        with run.tracer.start_as_current_span(name, attributes=attributes):
-            yield
+        return name, attributes
 
     run_chat_requests(run, tool_span)

@@ -9,9 +9,6 @@ opened by the driver without installing ``traceloop-sdk`` (which brings every in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from instrumented_stack.realclients.chat_loop import run_chat_requests
 from instrumented_stack.realclients.common import DriverRun
 
@@ -23,14 +20,8 @@ def run(run: DriverRun) -> None:
 
     OpenAIInstrumentor().instrument(tracer_provider=run.provider)
 
-    @contextmanager
-    def tool_span(name: str, _call_id: str, arguments: str) -> Iterator[None]:
-        attributes = {
-            "traceloop.span.kind": "tool",
-            "traceloop.entity.name": name,
-            "traceloop.entity.input": arguments,
-        }
-        with run.tracer.start_as_current_span(f"{name}.tool", attributes=attributes):
-            yield
+    def tool_span(name: str, _call_id: str, arguments: str) -> tuple[str, dict[str, str]]:
+        attributes = {"traceloop.span.kind": "tool", "traceloop.entity.name": name, "traceloop.entity.input": arguments}
+        return f"{name}.tool", attributes
 
     run_chat_requests(run, tool_span)
