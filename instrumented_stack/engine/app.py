@@ -3,14 +3,21 @@
 Routes (as ``vllm serve`` exposes them): ``POST /v1/completions``, ``POST /v1/chat/completions``,
 ``GET /health``, ``GET /metrics`` (vLLM's Prometheus metrics, ``engine.metrics``). Each served request
 records one ``llm_request`` span (see ``vllm_span``) and nothing else: like vLLM, the engine adds no HTTP
-server span, and it reads only ``traceparent``/``tracestate``.
+server span, and it reads only ``traceparent``/``tracestate``. ``EngineConfig.trace_requests=False`` records
+none, as vLLM started without ``--otlp-traces-endpoint``.
+
+What real OpenAI clients need: ``stream: true`` (``streaming``: chunks paced by the engine's steps),
+tool calls when a chat offers ``tools`` (``tool_calls``: which tool, minimal valid arguments),
+``usage.prompt_tokens_details.cached_tokens`` from the prefix cache, answers that end (``answer_tokens``:
+the emulated EOS, ``finish_reason`` ``stop``), and provider throttling (``throttle``: a seeded share of
+requests answered 429 or 503 with ``Retry-After``).
 
 Prompts are tokenized with the stack's BPE tokenizer (``tokenizer``); their token ids go to the core, whose
 prefix cache hashes them in KV blocks.
 
 Errors use vLLM's body ``{"error": {"message", "type", "param", "code"}}``: 400 for an invalid request
-(bad fields, empty prompt, ``stream=true``, ``n > 1``, prompt + max_tokens over ``max_model_len``),
-404 for an unknown model name.
+(bad fields, empty prompt, ``n > 1``, prompt + max_tokens over ``max_model_len``), 404 for an unknown model
+name, 429/503 for a throttled request.
 """
 
 from __future__ import annotations
@@ -24,31 +31,37 @@ from typing import Self
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from instrumented_stack.engine.batching_core import BatchingEngineCore
-from instrumented_stack.engine.core import EngineCore, EngineRequest, EngineResult
+from instrumented_stack.engine.core import EngineCore, EngineRequest, EngineResult, TokenListener
 from instrumented_stack.engine.metrics import EngineMetrics
 from instrumented_stack.engine.openai_protocol import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
+    AssistantMessage,
     ChatChoice,
     ChatCompletionRequest,
     ChatCompletionResponse,
-    ChatMessage,
     CompletionChoice,
     CompletionRequest,
     CompletionResponse,
     ErrorInfo,
     ErrorResponse,
+    FunctionCall,
+    PromptTokensDetails,
     SamplingFields,
+    ToolCall,
     UsageInfo,
 )
 from instrumented_stack.engine.scheduler import SchedulerConfig
+from instrumented_stack.engine.streaming import EVENT_STREAM, StreamHead, TokenStream, chat_events, completion_events
+from instrumented_stack.engine.throttle import Throttle, ThrottleConfig
 from instrumented_stack.engine.time_model import StepTimeModel
+from instrumented_stack.engine.tool_calls import PlannedToolCall, plan_tool_call
 from instrumented_stack.engine.vllm_span import VLLM_TRACER_NAME, record_llm_request_span
 from instrumented_stack.telemetry import build_tracer_provider
 from instrumented_stack.tokenizer import BpeTokenizer, Tokenizer, tokenizer_file
@@ -56,7 +69,10 @@ from instrumented_stack.tokenizer import BpeTokenizer, Tokenizer, tokenizer_file
 _ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     400: {"model": ErrorResponse, "description": "invalid request"},
     404: {"model": ErrorResponse, "description": "unknown model"},
+    429: {"model": ErrorResponse, "description": "throttled (rate limit); Retry-After and retry-after-ms set"},
+    503: {"model": ErrorResponse, "description": "throttled (overloaded); Retry-After and retry-after-ms set"},
 }
+_THROTTLE_ERRORS = {429: ("RateLimitError", "Rate limit reached"), 503: ("ServiceUnavailableError", "Overloaded")}
 
 
 class EngineConfig(BaseModel):
@@ -70,6 +86,16 @@ class EngineConfig(BaseModel):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     time_model: StepTimeModel = Field(default_factory=StepTimeModel)
     engine_index: int = Field(default=0, ge=0, description="the engine label of the metrics")
+    answer_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="the emulated model ends a text answer (EOS, finish_reason stop) after this many tokens "
+        "unless max_tokens is lower; None: never, every answer runs to max_tokens (finish_reason length)",
+    )
+    trace_requests: bool = Field(
+        default=True, description="record vLLM's llm_request span (vLLM's --otlp-traces-endpoint set)"
+    )
+    throttle: ThrottleConfig = Field(default_factory=ThrottleConfig, description="requests refused 429/503")
 
     @model_validator(mode="after")
     def _longest_request_fits_the_kv_cache(self) -> Self:
@@ -82,13 +108,21 @@ class EngineConfig(BaseModel):
 class EngineError(Exception):
     """A request the engine refuses; becomes an :class:`ErrorResponse` with HTTP ``status``."""
 
-    def __init__(self, status: int, error_type: str, message: str, param: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        error_type: str,
+        message: str,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.body = ErrorResponse(error=ErrorInfo(message=message, type=error_type, param=param, code=status))
+        self.headers = headers or {}
 
 
 def _error_response(error: EngineError) -> JSONResponse:
-    return JSONResponse(status_code=error.body.error.code, content=error.body.model_dump())
+    return JSONResponse(status_code=error.body.error.code, content=error.body.model_dump(), headers=error.headers)
 
 
 class EmulatedServer:
@@ -99,13 +133,17 @@ class EmulatedServer:
         self._core = core
         self._tokenizer = tokenizer
         self._tracer = tracer
+        self._throttle = Throttle(config.throttle)
 
     def check_request(self, body: SamplingFields) -> None:
-        """Refuse what the emulator cannot serve. Raises :class:`EngineError` (404 or 400)."""
+        """Refuse what the emulator cannot serve, or a throttled request. Raises :class:`EngineError`
+        (404, 400, or the throttle's 429/503 with ``Retry-After``)."""
         if body.model != self._config.served_model_name:
             raise EngineError(404, "NotFoundError", f"The model `{body.model}` does not exist.", "model")
-        if body.stream:
-            raise EngineError(400, "BadRequestError", "stream=true is not emulated", "stream")
+        if self._throttle.refuse():
+            status = self._throttle.config.status
+            error_type, message = _THROTTLE_ERRORS[status]
+            raise EngineError(status, error_type, message, headers=self._throttle.headers())
         if body.n != 1:
             raise EngineError(400, "BadRequestError", "the emulator serves n=1 only", "n")
 
@@ -117,9 +155,15 @@ class EmulatedServer:
         return token_ids
 
     def engine_request(
-        self, body: SamplingFields, request_id: str, token_ids: list[int], max_tokens: int
+        self,
+        body: SamplingFields,
+        request_id: str,
+        token_ids: list[int],
+        max_tokens: int,
+        eos_after: int | None = None,
     ) -> EngineRequest:
-        """The core's request, with vLLM's defaults (temperature 1.0, top_p 1.0).
+        """The core's request, with vLLM's defaults (temperature 1.0, top_p 1.0); the emulated EOS after
+        ``eos_after`` tokens (default: ``answer_tokens``).
 
         Raises:
             EngineError: 400 when prompt plus output exceed ``max_model_len``.
@@ -139,21 +183,30 @@ class EmulatedServer:
             request_id=request_id,
             prompt_tokens=prompt_tokens,
             max_tokens=max_tokens,
+            eos_after=eos_after or self._config.answer_tokens,
             prompt_token_ids=tuple(token_ids),
             temperature=1.0 if body.temperature is None else body.temperature,
             top_p=1.0 if body.top_p is None else body.top_p,
             n=body.n,
         )
 
-    async def run(self, request: Request, engine_request: EngineRequest) -> EngineResult:
-        """Serve ``engine_request``; record its ``llm_request`` span (parent from ``request``'s headers)."""
-        result = await self._core.generate(engine_request)
-        record_llm_request_span(self._tracer, request.headers, engine_request, result)
+    async def run(
+        self, request: Request, engine_request: EngineRequest, on_token: TokenListener | None = None
+    ) -> EngineResult:
+        """Serve ``engine_request``; record its ``llm_request`` span (parent from ``request``'s headers) when
+        the engine traces requests. ``on_token`` hears of each step that sampled a token."""
+        result = await self._core.generate(engine_request, on_token)
+        if self._config.trace_requests:
+            record_llm_request_span(self._tracer, request.headers, engine_request, result)
         return result
 
     def output_text(self, completion_tokens: int) -> str:
         """Placeholder output of exactly ``completion_tokens`` tokens."""
         return self._tokenizer.synthesize(completion_tokens)
+
+    def tool_call_tokens(self, call: PlannedToolCall) -> int:
+        """Tokens the emulated model spends on ``call`` (its name and arguments), at least 1."""
+        return max(self._tokenizer.count(f"{call.name} {call.arguments}"), 1)
 
 
 def _usage(engine_request: EngineRequest, result: EngineResult) -> UsageInfo:
@@ -161,7 +214,12 @@ def _usage(engine_request: EngineRequest, result: EngineResult) -> UsageInfo:
         prompt_tokens=engine_request.prompt_tokens,
         completion_tokens=result.completion_tokens,
         total_tokens=engine_request.prompt_tokens + result.completion_tokens,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=result.cached_tokens),
     )
+
+
+def _include_usage(body: SamplingFields) -> bool:
+    return body.stream_options is not None and body.stream_options.include_usage
 
 
 def _base_request_id(request: Request) -> str:
@@ -239,46 +297,86 @@ def create_engine_app(
     @app.post(
         "/v1/completions",
         operation_id="create_completion",
-        description="Complete one prompt (text or token ids). Runs to max_tokens (default 16); "
-        "latency follows the engine core's time model.",
+        description="Complete one prompt (text or token ids). Runs to max_tokens (default 16), or to the "
+        "emulated EOS (answer_tokens); latency follows the engine core's time model. stream=true answers with "
+        "server-sent text_completion chunks, one per engine step.",
         responses=_ERROR_RESPONSES,
+        response_model=CompletionResponse,
     )
-    async def create_completion(body: CompletionRequest, request: Request) -> CompletionResponse:
+    async def create_completion(body: CompletionRequest, request: Request) -> CompletionResponse | Response:
         server.check_request(body)
         token_ids = server.tokenize(body.prompt)
         max_tokens = body.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS
         response_id = f"cmpl-{_base_request_id(request)}"
         # vLLM suffixes the prompt's index: the engine (and the span) see "cmpl-<id>-0".
         engine_request = server.engine_request(body, f"{response_id}-0", token_ids, max_tokens)
+        text = server.output_text(engine_request.output_tokens)
+        if body.stream:
+            head = StreamHead(response_id, "text_completion", int(time.time()), config.served_model_name)
+            events = completion_events(
+                head,
+                TokenStream(lambda listener: server.run(request, engine_request, listener)),
+                text=text,
+                total_tokens=engine_request.output_tokens,
+                usage=lambda result: _usage(engine_request, result),
+                include_usage=_include_usage(body),
+            )
+            return StreamingResponse(events, media_type=EVENT_STREAM)
         result = await server.run(request, engine_request)
         return CompletionResponse(
             id=response_id,
             created=int(time.time()),
             model=config.served_model_name,
-            choices=[
-                CompletionChoice(
-                    index=0,
-                    text=server.output_text(result.completion_tokens),
-                    finish_reason=result.finish_reason,
-                )
-            ],
+            choices=[CompletionChoice(index=0, text=text, finish_reason=result.finish_reason)],
             usage=_usage(engine_request, result),
         )
 
     @app.post(
         "/v1/chat/completions",
         operation_id="create_chat_completion",
-        description="Answer a chat. The prompt is the message contents joined (no chat template "
-        "tokens); runs to max_completion_tokens (default: the rest of max_model_len).",
+        description="Answer a chat. The prompt is the message contents (and tool calls) joined, no chat "
+        "template tokens; runs to max_completion_tokens (default: the rest of max_model_len) or to the "
+        "emulated EOS (answer_tokens). With tools, the answer is a call of each offered tool not yet called "
+        "since the last user message, in order (finish_reason tool_calls), then text (engine.tool_calls). "
+        "stream=true answers with server-sent chat.completion.chunk events, one per engine step.",
         responses=_ERROR_RESPONSES,
+        response_model=ChatCompletionResponse,
     )
-    async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> ChatCompletionResponse:
+    async def create_chat_completion(
+        body: ChatCompletionRequest, request: Request
+    ) -> ChatCompletionResponse | Response:
         server.check_request(body)
         token_ids = server.tokenize(" ".join(message.text() for message in body.messages))
         requested = body.max_completion_tokens or body.max_tokens
         max_tokens = requested or max(config.max_model_len - len(token_ids), 1)
         response_id = f"chatcmpl-{_base_request_id(request)}"
-        engine_request = server.engine_request(body, response_id, token_ids, max_tokens)
+        planned = plan_tool_call(
+            [message.model_dump() for message in body.messages],
+            [tool.model_dump() for tool in body.tools or ()],
+            body.tool_choice,
+        )
+        tool_call = None
+        eos_after = None
+        if planned is not None:
+            tool_call = ToolCall(
+                id=f"chatcmpl-tool-{uuid.uuid4().hex}",
+                function=FunctionCall(name=planned.name, arguments=planned.arguments),
+            )
+            eos_after = server.tool_call_tokens(planned)
+        engine_request = server.engine_request(body, response_id, token_ids, max_tokens, eos_after)
+        content = None if tool_call else server.output_text(engine_request.output_tokens)
+        if body.stream:
+            head = StreamHead(response_id, "chat.completion.chunk", int(time.time()), config.served_model_name)
+            events = chat_events(
+                head,
+                TokenStream(lambda listener: server.run(request, engine_request, listener)),
+                content=content,
+                tool_call=tool_call,
+                total_tokens=engine_request.output_tokens,
+                usage=lambda result: _usage(engine_request, result),
+                include_usage=_include_usage(body),
+            )
+            return StreamingResponse(events, media_type=EVENT_STREAM)
         result = await server.run(request, engine_request)
         return ChatCompletionResponse(
             id=response_id,
@@ -287,8 +385,8 @@ def create_engine_app(
             choices=[
                 ChatChoice(
                     index=0,
-                    message=ChatMessage(role="assistant", content=server.output_text(result.completion_tokens)),
-                    finish_reason=result.finish_reason,
+                    message=AssistantMessage(content=content, tool_calls=[tool_call] if tool_call else []),
+                    finish_reason="tool_calls" if tool_call else result.finish_reason,
                 )
             ],
             usage=_usage(engine_request, result),

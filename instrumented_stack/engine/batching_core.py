@@ -17,14 +17,11 @@ import asyncio
 import contextlib
 import time
 
-from instrumented_stack.engine.core import EngineRequest, EngineResult, RequestTimeline
+from instrumented_stack.engine.core import EngineRequest, EngineResult, RequestTimeline, TokenListener
 from instrumented_stack.engine.kv_cache import block_hashes
 from instrumented_stack.engine.metrics import EngineMetrics
 from instrumented_stack.engine.scheduler import Scheduler, SchedulerConfig, Sequence, StepPlan
 from instrumented_stack.engine.time_model import StepTimeModel
-
-FINISH_REASON = "length"
-"""The emulator has no model and never samples EOS: every request runs to ``max_tokens``."""
 
 
 class BatchingEngineCore:
@@ -49,6 +46,7 @@ class BatchingEngineCore:
         self._time_model = time_model
         self._metrics = metrics
         self._futures: dict[int, asyncio.Future[Sequence]] = {}
+        self._listeners: dict[int, TokenListener] = {}
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -57,12 +55,17 @@ class BatchingEngineCore:
         """The scheduler (read-only use: queue lengths, KV usage)."""
         return self._scheduler
 
-    async def generate(self, request: EngineRequest) -> EngineResult:
-        """Queue ``request``, wait until its last token; cancelling aborts it and frees its KV blocks."""
+    async def generate(self, request: EngineRequest, on_token: TokenListener | None = None) -> EngineResult:
+        """Queue ``request``, wait until its last token; cancelling aborts it and frees its KV blocks.
+
+        ``on_token`` is called after each step that sampled a token for ``request``, with the count so far.
+        """
         hashes = block_hashes(request.prompt_token_ids, self._scheduler.config.block_size)
         sequence = self._scheduler.add(request, hashes, time.monotonic(), time.time_ns())
         future: asyncio.Future[Sequence] = asyncio.get_running_loop().create_future()
         self._futures[id(sequence)] = future
+        if on_token is not None:
+            self._listeners[id(sequence)] = on_token
         self._ensure_loop()
         self._wake.set()
         try:
@@ -72,6 +75,7 @@ class BatchingEngineCore:
             raise
         finally:
             self._futures.pop(id(sequence), None)
+            self._listeners.pop(id(sequence), None)
         return _result(done)
 
     async def aclose(self) -> None:
@@ -130,9 +134,13 @@ class BatchingEngineCore:
             self._metrics.running.set(len(self._scheduler.running))
             self._metrics.waiting.set(len(self._scheduler.waiting))
             self._metrics.kv_cache_usage.set(self._scheduler.pool.usage)
+        for sequence in outcome.sampled:
+            listener = self._listeners.get(id(sequence))
+            if listener is not None:
+                listener(sequence.num_output)
         for sequence in outcome.finished:
             if self._metrics is not None:
-                self._metrics.record_finished(sequence, FINISH_REASON)
+                self._metrics.record_finished(sequence, sequence.finish_reason)
             future = self._futures.get(id(sequence))
             if future is not None and not future.done():
                 future.set_result(sequence)
@@ -156,4 +164,9 @@ def _result(sequence: Sequence) -> EngineResult:
         last_token_s=last,
         finished_s=finished,
     )
-    return EngineResult(timeline=timeline, completion_tokens=sequence.num_output, finish_reason=FINISH_REASON)
+    return EngineResult(
+        timeline=timeline,
+        completion_tokens=sequence.num_output,
+        finish_reason=sequence.finish_reason,
+        cached_tokens=sequence.cached_tokens,
+    )

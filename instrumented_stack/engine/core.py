@@ -11,6 +11,7 @@ Timestamps follow vLLM v1's per-request stats (``vllm/v1/metrics/stats.py`` ``Re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -29,6 +30,8 @@ class EngineRequest:
             hashes them in KV blocks. Empty: the prompt cannot be matched in the prefix cache.
         max_tokens: most tokens to generate (>= 1).
         ignore_eos: keep generating past EOS until ``max_tokens`` (vLLM's sampling parameter).
+        eos_after: the emulated model samples EOS after this many tokens (finish reason ``stop``) unless
+            ``max_tokens`` comes first or ``ignore_eos`` is set; ``None``: it never does (``length``).
         temperature, top_p: sampling parameters, reported on the span only.
         n: number of sequences requested (the emulator serves 1).
     """
@@ -38,9 +41,17 @@ class EngineRequest:
     max_tokens: int
     prompt_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
+    eos_after: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     n: int = 1
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens this request generates: ``max_tokens``, or fewer when the emulated EOS comes first."""
+        if self.eos_after is None or self.ignore_eos:
+            return self.max_tokens
+        return min(self.max_tokens, max(self.eos_after, 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,18 +84,28 @@ class EngineResult:
         timeline: when the request was queued, scheduled, produced tokens and finished.
         completion_tokens: tokens generated (vLLM's ``num_generation_tokens``).
         finish_reason: why generation stopped.
+        cached_tokens: prompt tokens found in the prefix cache when the request was first scheduled (vLLM's
+            ``num_cached_tokens``, which its OpenAI server reports as ``prompt_tokens_details.cached_tokens``).
     """
 
     timeline: RequestTimeline
     completion_tokens: int
     finish_reason: FinishReason
+    cached_tokens: int = 0
+
+
+TokenListener = Callable[[int], None]
+"""Told the number of output tokens generated so far, at the end of each engine step that sampled one for its
+request (on the engine's event loop; it must not block)."""
 
 
 class EngineCore(Protocol):
     """Serves requests; implementations are used from one asyncio event loop."""
 
-    async def generate(self, request: EngineRequest) -> EngineResult:
+    async def generate(self, request: EngineRequest, on_token: TokenListener | None = None) -> EngineResult:
         """Queue, schedule and run ``request``; return when its last token is out.
+
+        ``on_token`` hears of every step that sampled a token for ``request`` (streaming responses).
 
         Cancelling the awaiting task aborts the request and frees whatever it held.
         """

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from instrumented_stack.engine.core import EngineRequest
+from instrumented_stack.engine.core import EngineRequest, FinishReason
 from instrumented_stack.engine.kv_cache import BlockHash, KvBlockPool
 
 DEFAULT_BLOCK_SIZE = 16
@@ -73,6 +73,8 @@ class Sequence:
     num_output: int = 0
     num_cached_blocks: int = 0
     """Leading blocks already registered in the prefix cache (so completion does not re-register them)."""
+    cached_tokens: int = 0
+    """Prompt tokens found in the prefix cache when first scheduled (vLLM's ``num_cached_tokens``)."""
     blocks: list[int] = field(default_factory=list)
     aborted: bool = False
 
@@ -83,8 +85,13 @@ class Sequence:
 
     @property
     def done(self) -> bool:
-        """All ``max_tokens`` generated (the emulator never samples EOS)."""
-        return self.num_output >= self.request.max_tokens
+        """All the request's ``output_tokens`` generated."""
+        return self.num_output >= self.request.output_tokens
+
+    @property
+    def finish_reason(self) -> FinishReason:
+        """``stop`` when the emulated EOS ended it before ``max_tokens``, else ``length``."""
+        return "stop" if self.request.output_tokens < self.request.max_tokens else "length"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +127,7 @@ class StepOutcome:
         prompt_tokens: prompt tokens of the requests that got their first token (counted once per request).
         generation_tokens: tokens sampled in this step.
         finished: requests that generated their last token.
+        sampled: requests that sampled a token in this step (finished ones included).
     """
 
     first_token_latencies_s: tuple[float, ...]
@@ -127,6 +135,7 @@ class StepOutcome:
     prompt_tokens: int
     generation_tokens: int
     finished: tuple[Sequence, ...]
+    sampled: tuple[Sequence, ...] = ()
 
 
 class Scheduler:
@@ -211,6 +220,7 @@ class Scheduler:
             sequence.num_cached_blocks = len(cached)
             if sequence.scheduled_s is None:
                 sequence.scheduled_s = now_s
+                sequence.cached_tokens = cached_tokens
             if self.config.enable_prefix_caching:
                 queries += sequence.known_tokens
                 hits += cached_tokens
@@ -236,6 +246,7 @@ class Scheduler:
         itls: list[float] = []
         prompt_tokens = generated = 0
         finished: list[Sequence] = []
+        sampled: list[Sequence] = []
         for sequence, tokens in plan.work:
             if sequence.aborted:
                 continue
@@ -245,6 +256,7 @@ class Scheduler:
                 continue
             sequence.num_output += 1
             generated += 1
+            sampled.append(sequence)
             if sequence.first_token_s is None:
                 sequence.first_token_s = now_s
                 ttfts.append(now_s - sequence.arrival_s)
@@ -257,7 +269,7 @@ class Scheduler:
                 self.running.remove(sequence)
                 self._free(sequence)
                 finished.append(sequence)
-        return StepOutcome(tuple(ttfts), tuple(itls), prompt_tokens, generated, tuple(finished))
+        return StepOutcome(tuple(ttfts), tuple(itls), prompt_tokens, generated, tuple(finished), tuple(sampled))
 
     def _cached_prefix(self, sequence: Sequence) -> list[int]:
         """Cached leading blocks of ``sequence``'s prompt, leaving at least one token to compute (as vLLM)."""

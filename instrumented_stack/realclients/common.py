@@ -1,0 +1,195 @@
+"""What every driver shares: options, OpenTelemetry set-up, the user request (root span + truth), tools,
+prompts, and OpenAI clients whose HTTP goes through the recording transports.
+
+A driver process sets up one global ``TracerProvider`` (``service.name`` ``realclient-<driver>``) exporting
+OTLP/HTTP protobuf to ``--otlp-endpoint``, because instrumentation libraries record through the global
+provider. Each user request is a SERVER span ``POST /ask`` (the shape a FastAPI-served app gives it) opened
+by the driver around the framework's work, so the trace id is known and the request's e2e is measured
+around exactly that work. With ``http_spans`` the ``httpx2`` clients are instrumented by
+``opentelemetry-instrumentation-httpx`` (``HTTPX2ClientInstrumentor``): one CLIENT span per HTTP attempt,
+which also injects ``traceparent``; without, the recording transport injects it, so vLLM's ``llm_request``
+always lands under the LLM call when the engine traces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import httpx2
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import SpanKind
+
+from instrumented_stack.realclients.transport import AsyncRecordingTransport, RecordingTransport
+from instrumented_stack.realclients.truth import TruthRecorder
+from instrumented_stack.telemetry import otlp_traces_url
+
+ROOT_SPAN_NAME = "POST /ask"
+SYSTEM_PROMPT = " ".join(
+    [
+        "You are the support assistant of an online shop that sells outdoor equipment.",
+        "Answer in two sentences at most, and only from what the tools return.",
+        "Orders ship from the central warehouse within two working days; express orders ship the same day.",
+        "Returns are accepted within thirty days when the item is unused and in its original packaging.",
+        "Refunds go back to the original payment method within five working days after the return arrives.",
+        "Never promise a delivery date that the shipping tool did not give, and never invent an order.",
+    ]
+    * 4
+)
+"""A fixed ~300-token instruction block: every call of every request shares it, so the engine's prefix
+cache hits from the second call on (``cached_tokens`` > 0)."""
+
+QUESTIONS: tuple[str, ...] = (
+    "Where is my order A-1042 and when will it reach Oslo?",
+    "Can I still return the tent from order B-77, and how long does the refund take?",
+    "My order C-5 has not arrived in Bergen yet, what is going on?",
+    "When will order D-900 be delivered to Trondheim?",
+)
+
+TOOL_ORDER = "lookup_order"
+TOOL_SHIPPING = "shipping_estimate"
+TOOL_DESCRIPTIONS = {
+    TOOL_ORDER: "Look up an order by its id: status and items.",
+    TOOL_SHIPPING: "Estimated delivery days of a shipment to a city.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DriverOptions:
+    """One driver run, as the command line gives it.
+
+    Attributes:
+        driver: the driver's name (``realclients.DRIVERS``).
+        llm_url: the OpenAI-compatible server's root URL (``/v1`` is appended).
+        model: the served model name.
+        otlp_endpoint: OTLP/HTTP base URL spans are exported to (``/v1/traces`` appended).
+        stream: ask for streamed answers (``stream: true``) where the library supports it.
+        requests: user requests to run, one after another.
+        engine_spans: whether the server emits vLLM's ``llm_request`` spans (recorded in the truth; the
+            server's own setting decides).
+        http_spans: instrument the HTTP client (a CLIENT span per attempt).
+        tool_s: **seconds** of work per tool call (half sleep, half CPU).
+        truth_out: where the ground-truth JSON goes (``None``: not written).
+    """
+
+    driver: str
+    llm_url: str
+    model: str
+    otlp_endpoint: str
+    stream: bool = False
+    requests: int = 2
+    engine_spans: bool = True
+    http_spans: bool = True
+    tool_s: float = 0.05
+    truth_out: Path | None = None
+
+
+class DriverRun:
+    """The running driver's telemetry, truth recorder and client factories. One per process."""
+
+    def __init__(self, options: DriverOptions, *, export: bool = True) -> None:
+        """``export``: add a ``BatchSpanProcessor`` over :attr:`exporter` (a library that installs its own
+        span processor with :attr:`exporter`, such as Langfuse, passes ``False``)."""
+        self.options = options
+        self.recorder = TruthRecorder()
+        self.provider = TracerProvider(resource=Resource.create({SERVICE_NAME: self.service_name}))
+        self.exporter: SpanExporter = OTLPSpanExporter(endpoint=otlp_traces_url(options.otlp_endpoint))
+        if export:
+            self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
+        trace.set_tracer_provider(self.provider)
+        self.tracer = trace.get_tracer("instrumented_stack.realclients")
+
+    @property
+    def service_name(self) -> str:
+        """``realclient-<driver>``."""
+        return f"realclient-{self.options.driver}"
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL (``<llm_url>/v1``)."""
+        return self.options.llm_url.rstrip("/") + "/v1"
+
+    def http_client(self) -> httpx2.Client:
+        """A synchronous ``httpx2`` client through :class:`RecordingTransport` (instrumented with ``http_spans``)."""
+        transport = RecordingTransport(self.recorder, inject_context=not self.options.http_spans)
+        client = httpx2.Client(transport=transport, timeout=60)
+        if self.options.http_spans:
+            from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
+
+            HTTPX2ClientInstrumentor.instrument_client(client)
+        return client
+
+    def async_http_client(self) -> httpx2.AsyncClient:
+        """The asynchronous twin of :meth:`http_client`."""
+        transport = AsyncRecordingTransport(self.recorder, inject_context=not self.options.http_spans)
+        client = httpx2.AsyncClient(transport=transport, timeout=60)
+        if self.options.http_spans:
+            from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
+
+            HTTPX2ClientInstrumentor.instrument_client(client)
+        return client
+
+    @contextmanager
+    def user_request(self, index: int) -> Iterator[str]:
+        """One user request: the root SERVER span and its truth; yields the question to ask."""
+        attributes = {"http.request.method": "POST", "http.route": "/ask", "app.request.index": index}
+        with self.tracer.start_as_current_span(ROOT_SPAN_NAME, kind=SpanKind.SERVER, attributes=attributes) as span:
+            trace_id = trace.format_trace_id(span.get_span_context().trace_id)
+            with self.recorder.request(trace_id):
+                yield QUESTIONS[index % len(QUESTIONS)]
+            span.set_attribute("http.response.status_code", 200)
+
+    def tool_work(self, name: str, argument: str) -> str:
+        """Run tool ``name`` for real: sleep half of ``tool_s``, then burn the CPU for the other half
+        (sha256 rounds); recorded as a tool interval. Returns the tool's answer (JSON text)."""
+        with self.recorder.tool(name):
+            half = self.options.tool_s / 2
+            time.sleep(half)
+            deadline = time.monotonic() + half
+            digest = argument.encode()
+            while time.monotonic() < deadline:
+                digest = hashlib.sha256(digest).digest()
+        if name == TOOL_ORDER:
+            return json.dumps({"order": argument, "status": "shipped", "items": ["tent"], "ref": digest.hex()[:8]})
+        return json.dumps({"destination": argument, "days": 3})
+
+    def finish(self, libraries: tuple[str, ...]) -> dict[str, object]:
+        """Flush the spans, write the truth file (when asked) and return its metadata."""
+        self.provider.force_flush()
+        self.provider.shutdown()
+        options = self.options
+        meta: dict[str, object] = {
+            "driver": options.driver,
+            "service_name": self.service_name,
+            "libraries": library_versions(libraries),
+            "model": options.model,
+            "stream": options.stream,
+            "engine_spans": options.engine_spans,
+            "http_spans": options.http_spans,
+            "tool_s": options.tool_s,
+        }
+        if options.truth_out is not None:
+            options.truth_out.parent.mkdir(parents=True, exist_ok=True)
+            options.truth_out.write_text(self.recorder.to_json(meta) + "\n", encoding="utf-8")
+        return meta
+
+
+def library_versions(distributions: tuple[str, ...]) -> dict[str, str]:
+    """Installed version of each distribution (``"missing"`` when not installed)."""
+    versions: dict[str, str] = {}
+    for name in distributions:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "missing"
+    return versions

@@ -1,0 +1,29 @@
+"""The OpenAI Python SDK instrumented by ``opentelemetry-instrumentation-openai-v2`` (GenAI semantic conventions).
+
+Message content capture is switched on (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY``, the
+library's switch) to show what it records. The instrumentation traces LLM calls only; the app's tool runs
+are GenAI ``execute_tool`` spans opened by the driver as the semantic conventions describe them
+(``gen_ai.operation.name``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from instrumented_stack.realclients.chat_loop import run_chat_requests
+from instrumented_stack.realclients.common import DriverRun
+
+LIBRARIES = ("openai", "opentelemetry-instrumentation-openai-v2", "opentelemetry-instrumentation-httpx")
+
+
+def run(run: DriverRun) -> None:
+    os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "SPAN_ONLY"
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument(tracer_provider=run.provider)
+
+    def tool_span(name: str, call_id: str, _arguments: str) -> tuple[str, dict[str, str]]:
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
+        return f"execute_tool {name}", attributes
+
+    run_chat_requests(run, tool_span)

@@ -1,0 +1,27 @@
+"""The OpenAI Python SDK instrumented by OpenLLMetry's ``opentelemetry-instrumentation-openai`` (Traceloop).
+
+Its module (``opentelemetry.instrumentation.openai``) differs from the official instrumentation's
+(``opentelemetry.instrumentation.openai_v2``), so both install side by side; one process each, as both patch
+the SDK. The instrumentation traces LLM calls only; the app's tool runs are spans of the shape Traceloop's
+SDK ``@tool`` decorator writes (``<name>.tool``, ``traceloop.span.kind=tool``, ``traceloop.entity.name``),
+opened by the driver without installing ``traceloop-sdk`` (which brings every instrumentation it has).
+"""
+
+from __future__ import annotations
+
+from instrumented_stack.realclients.chat_loop import run_chat_requests
+from instrumented_stack.realclients.common import DriverRun
+
+LIBRARIES = ("openai", "opentelemetry-instrumentation-openai", "opentelemetry-instrumentation-httpx")
+
+
+def run(run: DriverRun) -> None:
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument(tracer_provider=run.provider)
+
+    def tool_span(name: str, _call_id: str, arguments: str) -> tuple[str, dict[str, str]]:
+        attributes = {"traceloop.span.kind": "tool", "traceloop.entity.name": name, "traceloop.entity.input": arguments}
+        return f"{name}.tool", attributes
+
+    run_chat_requests(run, tool_span)

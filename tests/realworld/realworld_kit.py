@@ -1,0 +1,143 @@
+"""Helpers for the real-instrumentation tests: which spans are whose, trace shape checks, waiting for Hotspan.
+
+Spans are plain dicts with Hotspan's REST field names (``span_id``, ``parent_span_id``, ``name``,
+``service_name``, ``scope_name``, ``attributes``); :func:`spans_from_otlp_json` turns a capture file into the
+same shape, so live runs and stored captures are checked by the same functions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from instrumented_stack.realclients.common import ROOT_SPAN_NAME
+from instrumented_stack.realclients.harness import DriverResult
+
+Span = dict[str, Any]
+LiveRun = tuple[DriverResult, dict[str, list[Span]]]
+"""A live driver run: its result and each trace's spans as stored in Hotspan."""
+
+CONVENTIONS: dict[str, tuple[str, str | None]] = {
+    "openai_v2": ("gen_ai.operation.name", "chat"),
+    "openinference_openai": ("openinference.span.kind", "LLM"),
+    "openllmetry_openai": ("gen_ai.openai.api_base", None),
+    "pydantic_ai": ("gen_ai.operation.name", "invoke_agent"),
+    "openai_agents": ("openinference.span.kind", "AGENT"),
+    "langgraph": ("traceloop.span.kind", "workflow"),
+    "langfuse": ("langfuse.observation.type", "generation"),
+}
+"""Driver -> an attribute the library itself writes (key, and value when one is expected), as observed."""
+
+LLM_SPAN_NOT_CURRENT = frozenset({"langfuse", "langgraph"})
+"""Drivers whose library does not make its LLM span current while the SDK sends (Langfuse's OpenAI wrapper;
+OpenLLMetry's LangChain callback handler), so the HTTP client span, and vLLM's ``llm_request`` under it, is
+a sibling of the LLM span (under the agent observation / the graph node), not its descendant (as observed)."""
+
+LLM_REQUEST = "llm_request"
+HTTPX_SCOPE = "opentelemetry.instrumentation.httpx"
+
+
+def is_llm_call(span: Span) -> bool:
+    """A client-side LLM call span, in any of the conventions the drivers' libraries write."""
+    attributes = span["attributes"]
+    if span["name"] == LLM_REQUEST or span["scope_name"] == HTTPX_SCOPE:
+        return False
+    return (
+        attributes.get("gen_ai.operation.name") in ("chat", "text_completion")
+        or attributes.get("openinference.span.kind") == "LLM"
+        or attributes.get("langfuse.observation.type") == "generation"
+    )
+
+
+def has_convention(spans: list[Span], driver: str) -> bool:
+    """Whether the driver's library convention (:data:`CONVENTIONS`) is on some span."""
+    key, value = CONVENTIONS[driver]
+    return any(key in s["attributes"] and (value is None or s["attributes"][key] == value) for s in spans)
+
+
+def orphans(spans: list[Span]) -> list[Span]:
+    """Spans whose parent is not in the trace."""
+    ids = {s["span_id"] for s in spans}
+    return [s for s in spans if s["parent_span_id"] and s["parent_span_id"] not in ids]
+
+
+def ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:
+    """``span``'s ancestors, nearest first."""
+    chain: list[Span] = []
+    parent = by_id.get(span["parent_span_id"])
+    while parent is not None:
+        chain.append(parent)
+        parent = by_id.get(parent["parent_span_id"])
+    return chain
+
+
+def engine_spans_under_llm_calls(spans: list[Span]) -> list[bool]:
+    """Per ``llm_request`` span: whether a client LLM call span is among its ancestors."""
+    by_id = {s["span_id"]: s for s in spans}
+    return [any(is_llm_call(a) for a in ancestors(s, by_id)) for s in spans if s["name"] == LLM_REQUEST]
+
+
+def roots(spans: list[Span]) -> list[Span]:
+    """Spans without a parent."""
+    return [s for s in spans if not s["parent_span_id"]]
+
+
+def shape_ready(spans: list[Span], llm_calls: int, engine_spans: bool) -> bool:
+    """The whole trace has arrived: the driver's root, no orphan, and one ``llm_request`` per LLM call when the
+    engine traces."""
+    engine = sum(1 for s in spans if s["name"] == LLM_REQUEST)
+    root_ok = [s["name"] for s in roots(spans)] == [ROOT_SPAN_NAME]
+    return root_ok and not orphans(spans) and engine == (llm_calls if engine_spans else 0)
+
+
+def wait_for_trace(
+    base_url: str, trace_id: str, ready: Callable[[list[Span]], bool], timeout_s: float = 30
+) -> list[Span]:
+    """Poll Hotspan's ``GET /api/v1/traces/{id}`` until ``ready(spans)``; return the spans.
+
+    Raises:
+        TimeoutError: not ready within ``timeout_s`` seconds (the message gives the last span names).
+    """
+    deadline = time.monotonic() + timeout_s
+    spans: list[Span] = []
+    while time.monotonic() < deadline:
+        response = httpx.get(f"{base_url}/api/v1/traces/{trace_id}", timeout=10)
+        if response.status_code == 200:
+            spans = response.json()["spans"]
+            if ready(spans):
+                return spans
+        time.sleep(0.2)
+    raise TimeoutError(f"trace {trace_id} not complete: {sorted(s['name'] for s in spans)}")
+
+
+def spans_from_otlp_json(document: dict[str, Any]) -> dict[str, list[Span]]:
+    """A capture's spans by trace id, in the REST API's field names (attribute values as strings)."""
+    traces: dict[str, list[Span]] = {}
+    for resource_spans in document["resourceSpans"]:
+        resource = {a["key"]: _value(a["value"]) for a in resource_spans["resource"].get("attributes", [])}
+        for scope_spans in resource_spans["scopeSpans"]:
+            scope = scope_spans.get("scope", {}).get("name", "")
+            for span in scope_spans["spans"]:
+                traces.setdefault(span["traceId"], []).append(
+                    {
+                        "span_id": span["spanId"],
+                        "parent_span_id": span.get("parentSpanId", ""),
+                        "name": span["name"],
+                        "service_name": resource.get("service.name", ""),
+                        "scope_name": scope,
+                        "kind": span.get("kind", 0),
+                        "attributes": {a["key"]: _value(a["value"]) for a in span.get("attributes", [])},
+                        "events": [e["name"] for e in span.get("events", [])],
+                        "start_time_unix_nano": int(span["startTimeUnixNano"]),
+                        "end_time_unix_nano": int(span["endTimeUnixNano"]),
+                    }
+                )
+    return traces
+
+
+def _value(value: dict[str, Any]) -> str:
+    (kind, raw), *_ = value.items() if value else (("stringValue", ""),)
+    return raw if kind == "stringValue" else str(raw)
