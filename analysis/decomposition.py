@@ -145,7 +145,7 @@ def request_summary(spans: Spans, rules: StageRules | None = None) -> pl.DataFra
         pl.coalesce(*(attribute(key) for key in vllm.MODEL)).drop_nulls().first().alias("span_model"),
     )
     calls = model_calls(analysis).sort("trace_id", "start_ns")
-    timed = pl.col("counted") & pl.col("stream_ns").is_not_null() & (pl.col("output_tokens") >= 2)
+    timed = pl.col("stream_ns").is_not_null() & (pl.col("output_tokens") >= 2)
     llm = calls.group_by("trace_id").agg(
         pl.col("outermost").sum().cast(pl.UInt32).alias("llm_calls"),
         pl.col("model").drop_nulls().first().alias("call_model"),
@@ -153,7 +153,7 @@ def request_summary(spans: Spans, rules: StageRules | None = None) -> pl.DataFra
         (
             pl.col("stream_ns").filter(timed).sum().cast(pl.Float64) / (pl.col("output_tokens") - 1).filter(timed).sum()
         ).alias("tpot_ns"),
-        *(pl.col(name).filter(pl.col("counted")).sum().cast(pl.UInt64).alias(name) for name in TOKEN_COLUMNS),
+        *(pl.col(name).sum().cast(pl.UInt64).alias(name) for name in TOKEN_COLUMNS),
     )
     roots = pl.DataFrame(
         {

@@ -8,9 +8,11 @@ request to the model seen three times. So:
 
 - a call is **outermost** when no other call encloses it: outermost calls are what a request *made*, and
   what :func:`analysis.decomposition.request_summary` counts;
-- tokens are **counted** on the innermost call that reports any, and only there (every span of such a chain
-  usually repeats the same usage; a framework span above may carry a step's total), so per-trace sums count
-  each generation once. Spans that are no call (an agent or workflow span summing its steps' usage) are never
+- each token count is **counted** on the innermost call of a chain that reports *that* count, and only there
+  (every span of a chain usually repeats the same usage, and a framework span above may carry a step's total),
+  so per-trace sums count each generation once. Counts are taken one by one because conventions differ in what
+  they report: vLLM's ``llm_request`` has prompt and completion tokens but no cached ones, which the client
+  span above it reports. Spans that are no call (an agent or workflow span summing its steps' usage) are never
   counted.
 
 First token: a call's first token is :func:`analysis.genai.first_token_ns` of its span, or for an engine
@@ -44,6 +46,7 @@ MODEL_CALL_COLUMNS = (
     "engine",
     "traced",
     "outermost",
+    "call_index",
     "counted",
     "model",
     "provider",
@@ -61,10 +64,13 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
         One row per call: trace_id, span_id, service_name, name (String); index (Int64, into
         ``analysis.tree.spans``); start_ns, end_ns (Int64 ns since the epoch), duration_ns (Int64 ns);
         engine (Boolean: an engine span split into vLLM's phases); traced (Boolean: an LLM call span with a
-        SERVER span below it); outermost, counted (Boolean, module docstring); model, provider (String, null
-        when not reported); input_tokens, output_tokens, cached_input_tokens, reasoning_tokens (Int64 as the
-        span reports them, null when it does not; sum only ``counted`` rows); ttft_ns, stream_ns (Int64 ns,
-        null when the first token is unknown); status_code (String, ``Unset`` when the frame has none).
+        SERVER span below it); outermost (Boolean, module docstring); call_index (Int64, the index of the
+        outermost call this one belongs to: itself when outermost); counted (Boolean, some count is counted
+        here); model, provider (String, null when not reported); input_tokens, output_tokens,
+        cached_input_tokens, reasoning_tokens (Int64, the counts counted on this call, null where the span
+        reports none or a call below it reports the same count: sum them as they are); ttft_ns, stream_ns
+        (Int64 ns, null when the first token is unknown); status_code (String, ``Unset`` when the frame has
+        none).
     """
     tree, assignment = analysis.tree, analysis.assignment
     engine = assignment.split == VLLM_SPLIT
@@ -75,9 +81,15 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
     frame = tree.spans[index]
     status = pl.col("status_code").fill_null("Unset") if "status_code" in frame.columns else pl.lit("Unset")
     usage = frame.select(*usage_columns(), status.alias("status_code"))
-    reports = usage.select(pl.any_horizontal(pl.col(TOKEN_COLUMNS).is_not_null())).to_series().to_numpy()
-    counted = _innermost(tree.parent, tree.depth, index, reports)
-
+    counted_usage = [
+        pl.Series(name, usage[name]).set(
+            pl.Series(~_innermost(tree.parent, tree.depth, index, usage[name].is_not_null().to_numpy())), None
+        )
+        for name in TOKEN_COLUMNS
+    ]
+    counted = pl.DataFrame(counted_usage).select(pl.any_horizontal(pl.all().is_not_null())).to_series()
+    outermost = np.flatnonzero(call & (above < 0))
+    call_index = ancestry.nearest_flagged(tree.parent, tree.depth, np.isin(np.arange(tree.size), outermost))
     is_engine = pl.Series(engine[index])
     engine_first = frame.select(pl.col("start_time_unix_nano") + seconds_attribute_ns(TIME_TO_FIRST_TOKEN)).to_series()
     first = pl.select(pl.when(is_engine).then(engine_first).otherwise(first_token_ns(frame))).to_series()
@@ -99,11 +111,14 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
                 "engine": engine[index],
                 "traced": assignment.call[index] & ~assignment.llm_call[index] & ~engine[index],
                 "outermost": above[index] < 0,
+                "call_index": call_index[index],
                 "counted": counted,
             }
         )
         .with_columns(
-            *usage.drop("status_code").get_columns(),
+            usage["model"],
+            usage["provider"],
+            *counted_usage,
             ttft.alias("ttft_ns"),
             stream.alias("stream_ns"),
             usage["status_code"],
@@ -113,7 +128,7 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
 
 
 def _innermost(parent: np.ndarray, depth: np.ndarray, calls: np.ndarray, reports: np.ndarray) -> np.ndarray:
-    """Per call (``calls``: span indices), whether it reports tokens and no call below it does."""
+    """Per call (``calls``: span indices), whether it reports a count (``reports``) and no call below it does."""
     bearer = np.zeros(parent.size, dtype=bool)
     bearer[calls[reports]] = True
     nearest = ancestry.nearest_flagged(parent, depth, bearer)

@@ -5,6 +5,7 @@ A table maps a span to one stage of the taxonomy in DESIGN.md ("LLM-aware analys
 
     version: 1
     include_defaults: false   # true: the packaged rules follow this file's rules
+    llm_caller_stage: agent   # a span no rule matches, with an LLM call of its own service below it (null: off)
     rules:                    # ordered; the first rule whose every condition holds wins
       - stage: retrieval      # one of STAGES
         why: vector stores serve retrieval    # free text, for the reader
@@ -13,10 +14,13 @@ A table maps a span to one stage of the taxonomy in DESIGN.md ("LLM-aware analys
                               # phases are unknown: ``vllm`` by vLLM's latency attributes (analysis.vllm);
                               # ``first_token`` at its first token (analysis.genai): an LLM call whose
                               # inside is not traced, llm.first_token then llm.stream
-        traced_stage: network # optional, with ``split: first_token``: the span's stage when a SERVER span
-                              # lies below it, i.e. the model server is traced and carries the inference
-        transport: true       # optional: a childless span of this rule below an untraced LLM call is the
-                              # request carrying that call, and takes the call's stage pieces
+        traced_stage: llm.call # optional, with ``split: first_token``: the span's stage when a SERVER span
+                              # lies below it, i.e. the model server is traced and its spans break the
+                              # inference down (the call's own time is what they leave unexplained)
+        transport: true       # optional: a span of this rule below an LLM call is the request carrying
+                              # that call: its own time takes the call's stage (pieces)
+        prepare_stage: agent  # optional, with ``split: first_token``: the stage of the call's time before
+                              # the first request carrying it starts (building the request, SDK start-up)
         match:                # at least one condition; all must hold
           name: ["*search*"]            # globs over the span name
           name_regex: "^GET /v[0-9]+/"  # a regular expression searched in the span name (Rust syntax)
@@ -139,13 +143,15 @@ class StageRule(BaseModel):
     split: SplitMode | None = None
     traced_stage: Stage | None = None
     transport: bool = False
+    prepare_stage: Stage | None = None
     why: str | None = None
     source: str | None = None
 
     @model_validator(mode="after")
     def _traced_stage_needs_a_call(self) -> StageRule:
-        if self.traced_stage is not None and self.split != "first_token":
-            raise ValueError("traced_stage applies to LLM calls only (split: first_token)")
+        for name in ("traced_stage", "prepare_stage"):
+            if getattr(self, name) is not None and self.split != "first_token":
+                raise ValueError(f"{name} applies to LLM calls only (split: first_token)")
         return self
 
 
@@ -156,6 +162,7 @@ class StageRules(BaseModel):
 
     version: Literal[1] = 1
     include_defaults: bool = False
+    llm_caller_stage: Stage | None = "agent"
     rules: list[StageRule] = Field(min_length=1)
 
     @property

@@ -7,14 +7,18 @@ values named by some rule), not once per span. Two refinements follow the tree:
 
 - an **LLM call** (a rule with ``split: first_token``) with a SERVER span below it is *traced*: the model
   server's spans carry the inference, and the call's own time gets the rule's ``traced_stage`` (the hop);
-- a childless span of a ``transport`` rule (an HTTP or RPC client request) whose nearest enclosing LLM call is
-  untraced *carries* that call: it takes the call's stage, and its pieces are the call's pieces cut to its
-  own interval, so the time inside it is LLM time, split at the same first token.
+- a span of a ``transport`` rule (an HTTP or RPC client request) below an LLM call *carries* the nearest
+  enclosing call: it takes the call's stage, and its pieces are the call's pieces cut to its own interval, so
+  its own time is the call's time (split at the same first token when the call is);
+- an LLM call's time before the first request carrying it starts is its caller's preparation (building the
+  request, the SDK's start-up), the rule's ``prepare_stage``;
+- a span no rule matches, with an LLM call of its own service below it, is that call's caller: the table's
+  ``llm_caller_stage`` (``agent``: the application orchestrating model calls).
 
 :func:`stage_pieces` tiles each span's interval into pieces with one stage each: one piece for an ordinary
 span; the five phases of :mod:`analysis.vllm` for a span whose rule says ``split: vllm`` and that carries
 the latency attributes; ``llm.first_token`` then ``llm.stream`` for an untraced LLM call whose first token is
-known (:func:`analysis.genai.first_token_ns`); the call's pieces for a span carrying an untraced call. The
+known (:func:`analysis.genai.first_token_ns`); the call's pieces for a span carrying a call. The
 decompositions intersect these pieces with the time a span is credited with, so a split span's share goes to
 its phases in proportion to where that time lies.
 """
@@ -97,8 +101,8 @@ class Pieces:
 class Assignment:
     """Per span (aligned with ``SpanTree.spans``): the matching rule's index (-1: none), its stage index into
     :data:`~analysis.stage_rules.STAGES` (refined as the module docstring says), how it is split
-    (:data:`NO_SPLIT`, :data:`VLLM_SPLIT`, :data:`FIRST_TOKEN_SPLIT`), for a span carrying an untraced
-    LLM call the index of that call (-1 elsewhere), and whether its rule makes it an LLM call (traced or not;
+    (:data:`NO_SPLIT`, :data:`VLLM_SPLIT`, :data:`FIRST_TOKEN_SPLIT`), for a span carrying an LLM call
+    the index of that call (-1 elsewhere), and whether its rule makes it an LLM call (traced or not;
     a span carrying another call is not one itself)."""
 
     rule: IntArray
@@ -106,6 +110,7 @@ class Assignment:
     split: IntArray
     carried_call: IntArray
     call: BoolArray
+    prepare_stage: IntArray
 
     @property
     def llm_call(self) -> BoolArray:
@@ -117,14 +122,16 @@ class Assignment:
 class RuleMatch:
     """What the rule table says of each span on its own (aligned with ``SpanTree.spans``), before the tree
     refines it (:func:`refine`): the matching rule's index (-1: none), its stage, split mode and
-    ``traced_stage`` (stage indices; the rule's stage where it names no traced stage), and whether the rule is a
-    ``transport`` rule."""
+    ``traced_stage`` (stage indices; the rule's stage where it names no traced stage), whether the rule is a
+    ``transport`` rule, and its ``prepare_stage`` (-1 where it names none)."""
 
     rule: IntArray
     stage: IntArray
     split: IntArray
     traced_stage: IntArray
     transport: BoolArray
+    prepare_stage: IntArray
+    llm_caller_stage: int
 
     @property
     def call(self) -> BoolArray:
@@ -163,7 +170,11 @@ def match_rules(tree: SpanTree, rules: StageRules | None = None) -> RuleMatch:
     split_of = np.array([codes[r.split] for r in table.rules] + [NO_SPLIT])
     traced_of = np.array([STAGES.index(r.traced_stage or r.stage) for r in table.rules] + [0])
     transport_of = np.array([r.transport for r in table.rules] + [False])
-    return RuleMatch(rule, stage_of[rule], split_of[rule], traced_of[rule], transport_of[rule])
+    prepare_of = np.array([STAGES.index(r.prepare_stage) if r.prepare_stage else -1 for r in table.rules] + [-1])
+    caller = STAGES.index(table.llm_caller_stage) if table.llm_caller_stage else -1
+    return RuleMatch(
+        rule, stage_of[rule], split_of[rule], traced_of[rule], transport_of[rule], prepare_of[rule], caller
+    )
 
 
 def refine(tree: SpanTree, matched: RuleMatch) -> Assignment:
@@ -174,20 +185,32 @@ def refine(tree: SpanTree, matched: RuleMatch) -> Assignment:
     traced = _calls_with_server_below(tree, call)
     stage[traced] = matched.traced_stage[traced]
     split[traced] = NO_SPLIT
-    untraced = call & ~traced
 
-    # A childless transport span carries its nearest enclosing call when that call is untraced.
-    has_children = np.zeros(tree.size, dtype=bool)
-    has_children[tree.parent[tree.parent >= 0]] = True
+    # A transport span carries its nearest enclosing call.
     enclosing = ancestry.nearest_flagged(tree.parent, tree.depth, call)
     above = np.where(tree.parent >= 0, enclosing[np.maximum(tree.parent, 0)], -1)
-    carries = matched.transport & ~has_children & (above >= 0)
-    carries[carries] = untraced[above[carries]]
+    carries = matched.transport & (above >= 0)
     carried_call = np.where(carries, above, -1)
     stage[carries] = stage[above[carries]]
     split[carries] = NO_SPLIT
     call[carries] = False
-    return Assignment(matched.rule, stage, split, carried_call, call)
+
+    # A span no rule matched, with an LLM call of its own service below it, is that call's caller.
+    if matched.llm_caller_stage >= 0:
+        service = tree.spans["service_name"].to_numpy()
+        calls = np.flatnonzero(call)
+        callers = np.zeros(tree.size, dtype=bool)
+        reached = tree.parent[calls]
+        owner = service[calls]
+        while (keep := reached >= 0).any():
+            reached, owner = reached[keep], owner[keep]
+            same = service[reached] == owner
+            reached, owner = reached[same], owner[same]
+            fresh = ~callers[reached]
+            callers[reached] = True
+            reached, owner = tree.parent[reached[fresh]], owner[fresh]
+        stage[callers & (matched.rule == _NO_RULE)] = matched.llm_caller_stage
+    return Assignment(matched.rule, stage, split, carried_call, call, matched.prepare_stage)
 
 
 def classify(tree: SpanTree, rules: StageRules | None = None) -> Assignment:
@@ -238,35 +261,64 @@ def _rule_hit(index: int, match: SpanMatch, presence_only: set[str]) -> pl.Expr:
     return pl.when(pl.all_horizontal(conditions).fill_null(False)).then(pl.lit(index, dtype=pl.Int64))
 
 
-def _own_boundaries(tree: SpanTree, assignment: Assignment) -> list[tuple[IntArray, list[IntArray], list[int]]]:
-    """The spans split by their own attributes, per split mode: (span indices, inner boundaries as arrays
-    aligned with them, phase stage indices), for vLLM spans (:func:`analysis.vllm.phase_boundaries`) and for
-    untraced LLM calls whose first token is known (:func:`analysis.genai.first_token_ns`)."""
+Split = tuple[IntArray, list[IntArray], IntArray]
+"""Spans tiled by their own boundaries: (span indices, inner boundaries as arrays aligned with them, stage index
+per span and piece: shape (spans, len(inner) + 1))."""
+
+
+def _own_boundaries(tree: SpanTree, assignment: Assignment) -> list[Split]:
+    """The spans split by their own attributes: vLLM spans (:func:`analysis.vllm.phase_boundaries`), and LLM
+    calls at the start of the request carrying them (the time before it is the caller's preparation, the call's
+    ``prepare_stage``) and, untraced, at their first token (:func:`analysis.genai.first_token_ns`)."""
     needed = tree.spans.select("start_time_unix_nano", "end_time_unix_nano", "attributes")
     vllm_spans = np.flatnonzero(assignment.split == VLLM_SPLIT)
     bounded = vllm.phase_boundaries(needed[vllm_spans].with_columns(pl.Series("index", vllm_spans)))
     bounded = bounded.filter(pl.col(vllm.BOUNDARIES[0]).is_not_null())
-
-    calls = np.flatnonzero(assignment.split == FIRST_TOKEN_SPLIT)
-    event_columns = [name for name in ("event_names", "event_times_unix_nano") if name in tree.spans.columns]
-    first = first_token_ns(tree.spans[calls].select(*needed.columns, *event_columns))
-    known = first.is_not_null().to_numpy()
-    return [
+    vllm_index = bounded["index"].to_numpy().astype(np.int64)
+    splits: list[Split] = [
         (
-            bounded["index"].to_numpy().astype(np.int64),
+            vllm_index,
             [bounded[name].to_numpy() for name in vllm.BOUNDARIES],
-            [STAGES.index(phase) for phase in vllm.PHASES],
-        ),
-        (calls[known], [first.drop_nulls().to_numpy()], [STAGES.index(phase) for phase in FIRST_TOKEN_PHASES]),
+            np.tile([STAGES.index(phase) for phase in vllm.PHASES], (vllm_index.size, 1)),
+        )
     ]
+
+    calls = np.flatnonzero(assignment.call)
+    event_columns = [name for name in ("event_names", "event_times_unix_nano") if name in tree.spans.columns]
+    first_series = first_token_ns(tree.spans[calls].select(*needed.columns, *event_columns))
+    first = first_series.fill_null(0).to_numpy().astype(np.int64)
+    first_known = first_series.is_not_null().to_numpy() & (assignment.split[calls] == FIRST_TOKEN_SPLIT)
+    carriers = np.flatnonzero(assignment.carried_call >= 0)
+    request = np.full(tree.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(request, assignment.carried_call[carriers], tree.start_ns[carriers])
+    prepares = (assignment.prepare_stage[calls] >= 0) & (request[calls] > tree.start_ns[calls])
+    prepares &= request[calls] < np.iinfo(np.int64).max
+    first_token, stream = (STAGES.index(phase) for phase in FIRST_TOKEN_PHASES)
+    for with_first in (True, False):
+        for with_prepare in (True, False):
+            chosen = (first_known == with_first) & (prepares == with_prepare)
+            if not (with_first or with_prepare) or not chosen.any():
+                continue
+            spans = calls[chosen]
+            inner, stages = [], []
+            if with_prepare:
+                inner.append(request[spans])
+                stages.append(assignment.prepare_stage[spans])
+            if with_first:
+                inner.append(first[chosen])
+                stages += [np.full(spans.size, first_token), np.full(spans.size, stream)]
+            else:
+                stages.append(assignment.stage[spans])
+            splits.append((spans, inner, np.column_stack(stages)))
+    return splits
 
 
 def pieces(tree: SpanTree, assignment: Assignment) -> Pieces:
     """Tile every span into stage pieces (see the module docstring)."""
     splits = _own_boundaries(tree, assignment)
     count = np.ones(tree.size, dtype=np.int64)
-    for spans, _, phases in splits:
-        count[spans] = len(phases)
+    for spans, inner, _ in splits:
+        count[spans] = len(inner) + 1
     # Spans carrying a call take the call's pieces cut to their own interval.
     carriers = np.flatnonzero(assignment.carried_call >= 0)
     owner = assignment.carried_call[carriers]
@@ -294,11 +346,7 @@ def pieces(tree: SpanTree, assignment: Assignment) -> Pieces:
 
 
 def _layout(
-    tree: SpanTree,
-    assignment: Assignment,
-    splits: list[tuple[IntArray, list[IntArray], list[int]]],
-    count: IntArray,
-    offsets: IntArray,
+    tree: SpanTree, assignment: Assignment, splits: list[Split], count: IntArray, offsets: IntArray
 ) -> tuple[IntArray, IntArray, IntArray]:
     """(stage, start, end) of every span's own pieces, laid out at ``offsets`` in span order."""
     total = int(count.sum())
@@ -306,14 +354,14 @@ def _layout(
     single = np.flatnonzero(count == 1)
     at = offsets[single]
     stage[at], start[at], end[at] = assignment.stage[single], tree.start_ns[single], tree.end_ns[single]
-    for spans, inner, phases in splits:
+    for spans, inner, stages in splits:
         if not spans.size:
             continue
         edges = np.column_stack([tree.start_ns[spans], *inner, tree.end_ns[spans]]).astype(np.int64)
         # Boundaries stay inside the span and in order, so the pieces tile it exactly.
         edges = np.maximum.accumulate(np.clip(edges, tree.start_ns[spans, None], tree.end_ns[spans, None]), axis=1)
-        at = (offsets[spans][:, None] + np.arange(len(phases))).ravel()
-        stage[at] = np.tile(phases, spans.size)
+        at = (offsets[spans][:, None] + np.arange(stages.shape[1])).ravel()
+        stage[at] = stages.ravel()
         start[at], end[at] = edges[:, :-1].ravel(), edges[:, 1:].ravel()
     return stage, start, end
 
@@ -328,8 +376,8 @@ def assign_stages(spans: pl.DataFrame | SpanTree, rules: StageRules | None = Non
     Returns:
         One row per span in ``SpanTree.spans`` order: trace_id, span_id (String); stage
         (:data:`~analysis.stage_rules.STAGE_DTYPE`; a split span shows its rule's fallback stage, see
-        :func:`stage_pieces` for its phases; a traced LLM call its ``traced_stage``; a span carrying an
-        untraced call the call's stage); rule_index (Int64, position of the deciding rule in the table, null
+        :func:`stage_pieces` for its phases; a traced LLM call its ``traced_stage``; a span carrying a call
+        the call's stage); rule_index (Int64, position of the deciding rule in the table, null
         when no rule matched); split (Boolean, the span is split by its own attributes: vLLM phases or an
         untraced LLM call's first token); llm_call (Boolean, an LLM call whose inside is not traced).
     """

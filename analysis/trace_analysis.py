@@ -13,6 +13,7 @@ import polars as pl
 
 from analysis.ancestry import IntArray
 from analysis.critical_path import Sections, critical_path_sections
+from analysis.remote_spans import adjust_remote_spans
 from analysis.self_time import self_times
 from analysis.stage_rules import StageRules, load_stage_rules
 from analysis.stages import Assignment, Pieces, RuleMatch, match_rules, pieces, refine
@@ -25,9 +26,10 @@ class TraceAnalysis:
     """Lazily computed analysis of the traces in one :class:`~analysis.tree.SpanTree`.
 
     :attr:`reported_tree` is the tree as the spans report it; :attr:`tree`, which every view reads, is that
-    tree after the wrapper adjuster (:mod:`analysis.wrappers`), identical unless a childless wrapper span
-    contains sibling work. Rules match spans on the reported tree; what the tree refines (a traced LLM call, a
-    request carrying a call) is read from the analysis tree.
+    tree after the adjusters (:mod:`analysis.remote_spans`, :mod:`analysis.wrappers`), identical unless a
+    server span outlives its client span or a childless wrapper span contains sibling work. Rules match spans
+    on the reported tree; what the tree refines (a traced LLM call, a request carrying a call) is read from the
+    analysis tree.
 
     Not thread-safe while its properties are first computed (they are cached on the instance); read-only
     afterwards.
@@ -44,8 +46,10 @@ class TraceAnalysis:
 
     @cached_property
     def tree(self) -> SpanTree:
-        """The analysis tree: :attr:`reported_tree` with wrapped siblings under their wrappers."""
-        return adopt_wrapped_siblings(self.reported_tree, self.matched)
+        """The analysis tree: :attr:`reported_tree` with server spans that outlive their client lifted or
+        shifted (:mod:`analysis.remote_spans`), then wrapped siblings under their wrappers
+        (:mod:`analysis.wrappers`)."""
+        return adopt_wrapped_siblings(adjust_remote_spans(self.reported_tree), self.matched)
 
     @cached_property
     def self_time_ns(self) -> IntArray:

@@ -31,7 +31,7 @@ Cutting against every ancestor in turn is the same as intersecting the span with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Literal
 
@@ -47,6 +47,14 @@ RootReason = Literal["", "root", "orphan", "self_parent", "cycle"]
 ROOT_REASONS: tuple[RootReason, ...] = ("", "root", "orphan", "self_parent", "cycle")
 """Codes of :attr:`SpanTree.root_reason`, by position: ``""`` is a span with a resolved parent."""
 _CHILD, _ROOT, _ORPHAN, _SELF_PARENT, _CYCLE = range(5)
+
+Adjustment = Literal["", "wrapped", "lifted", "shifted"]
+ADJUSTMENTS: tuple[Adjustment, ...] = ("", "wrapped", "lifted", "shifted")
+"""Codes of :attr:`SpanTree.adjustment`, by position: ``wrapped``, analysed under a childless sibling that
+contains it (:mod:`analysis.wrappers`); ``lifted``, a server span that outlives its client span analysed under
+the caller's enclosing span, ``shifted``, a server span moved into its client span against clock skew
+(:mod:`analysis.remote_spans`)."""
+WRAPPED, LIFTED, SHIFTED = 1, 2, 3
 
 FOLLOWS_FROM_KEY = "opentracing.ref_type"
 FOLLOWS_FROM_VALUE = "follows_from"
@@ -89,7 +97,8 @@ class SpanTree:
         duplicates: trace_id (String), span_id (String), copies (UInt32) for IDs seen more than once.
         reported_parent: the resolved parent as the spans report it, where an adjuster changed ``parent`` for
             the analysis (:mod:`analysis.wrappers`); None when ``parent`` is it.
-        adopted: per span, whether an adjuster moved it under another parent; None when none was moved.
+        adjustment: per span, the adjuster that changed it for the analysis, an index into
+            :data:`ADJUSTMENTS` (0: none); None when no span was changed.
     """
 
     spans: pl.DataFrame
@@ -105,7 +114,7 @@ class SpanTree:
     primary_root: IntArray
     duplicates: pl.DataFrame
     reported_parent: IntArray | None = None
-    adopted: BoolArray | None = None
+    adjustment: npt.NDArray[np.int8] | None = None
 
     @property
     def size(self) -> int:
@@ -141,9 +150,9 @@ class SpanTree:
 
         Columns: trace_id, span_id (String); parent_span_id (String, the resolved parent as the span reports
         it, ``""`` for roots); analysis_parent_span_id (String, the parent the analysis uses: the same unless
-        an adjuster moved the span, see ``adopted``); depth (Int64, in the analysis tree); root_span_id
+        an adjuster moved the span, see ``adjustment``); depth (Int64, in the analysis tree); root_span_id
         (String); root_reason (String, see :data:`ROOT_REASONS`); is_primary_root, in_primary_tree,
-        follows_from, link_only, adopted (Boolean).
+        follows_from, link_only (Boolean); adjustment (String, see :data:`ADJUSTMENTS`).
         """
         ids = self.spans["span_id"]
 
@@ -168,7 +177,9 @@ class SpanTree:
                 "in_primary_tree": self.in_primary_tree,
                 "follows_from": self.follows_from,
                 "link_only": self.link_only,
-                "adopted": np.zeros(self.size, dtype=bool) if self.adopted is None else self.adopted,
+                "adjustment": pl.Series(ADJUSTMENTS, dtype=pl.String).gather(
+                    np.zeros(self.size, dtype=np.int8) if self.adjustment is None else self.adjustment
+                ),
             }
         )
 
@@ -208,6 +219,32 @@ def build_tree(frame: pl.DataFrame) -> SpanTree:
         link_only=link_only,
         primary_root=primary,
         duplicates=duplicates,
+    )
+
+
+def adjusted_tree(
+    tree: SpanTree, parent: IntArray, changed: BoolArray, code: int, shift_ns: IntArray | None = None
+) -> SpanTree:
+    """``tree`` with the analysis parents ``parent`` (and spans' times moved by ``shift_ns``, ns, where given),
+    ``changed`` spans marked with adjustment ``code`` (:data:`ADJUSTMENTS`); depths and roots recomputed, the
+    reported parents kept. An adjuster's one way to build its result."""
+    depth, root = ancestry.depths_and_roots(parent)
+    adjustment = np.zeros(tree.size, dtype=np.int8) if tree.adjustment is None else tree.adjustment.copy()
+    adjustment[changed] = code
+    spans, start, end = tree.spans, tree.start_ns, tree.end_ns
+    if shift_ns is not None:
+        start, end = start + shift_ns, end + shift_ns
+        spans = spans.with_columns(pl.Series("start_time_unix_nano", start), pl.Series("end_time_unix_nano", end))
+    return replace(
+        tree,
+        spans=spans,
+        parent=parent,
+        start_ns=start,
+        end_ns=end,
+        depth=depth,
+        root=root,
+        reported_parent=tree.parent if tree.reported_parent is None else tree.reported_parent,
+        adjustment=adjustment,
     )
 
 

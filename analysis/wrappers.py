@@ -31,16 +31,13 @@ kept (:attr:`analysis.tree.SpanTree.reported_parent`); only the analysis reads t
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from analysis import ancestry
 from analysis.ancestry import BoolArray, IntArray
 from analysis.ordering import comparable_times
 from analysis.stage_rules import STAGES
 from analysis.stages import NO_SPLIT, RuleMatch
-from analysis.tree import SpanTree
+from analysis.tree import WRAPPED, SpanTree, adjusted_tree
 
 WORK_STAGES = frozenset({"network", "retrieval", "tool", *(stage for stage in STAGES if stage.startswith("llm."))})
 """Stages whose spans are work themselves, never wrappers."""
@@ -77,9 +74,7 @@ def adopt_wrapped_siblings(tree: SpanTree, matched: RuleMatch) -> SpanTree:
         adopted[child] = True
     if not adopted.any():
         return tree
-    depth, root = ancestry.depths_and_roots(parent)
-    reported = tree.parent if tree.reported_parent is None else tree.reported_parent
-    return replace(tree, parent=parent, depth=depth, root=root, reported_parent=reported, adopted=adopted)
+    return adjusted_tree(tree, parent, adopted, WRAPPED)
 
 
 def _containments(

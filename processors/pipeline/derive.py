@@ -81,9 +81,8 @@ def derive_rows(
         column[call_rows] = values.to_numpy()
         return pa.array(column, dtype, from_pandas=True)
 
-    counted = calls["counted"]
     tokens = {
-        name: per_span(calls[column].fill_null(0).cast(pl.UInt64) * counted.cast(pl.UInt64), 0, pa.uint64())
+        name: per_span(calls[column].fill_null(0).cast(pl.UInt64), 0, pa.uint64())
         for name, column in zip(
             ("InputTokens", "OutputTokens", "CachedInputTokens", "ReasoningTokens"), TOKEN_COLUMNS, strict=True
         )

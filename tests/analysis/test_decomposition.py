@@ -99,7 +99,7 @@ def agent_request(trace_id: str = "t1") -> list[S]:
 # ta [201,400] = 199 (tb, parallel and finishing earlier, is off the path); vec 120; plan 49.
 AGENT_REQUEST_STAGES_MS = {
     "gateway": 10,  # gw
-    "network": 30,  # hop 10 + chat 20 (an LLM client span around the engine span)
+    "network": 10,  # hop
     "agent": 101,  # srv 20 + inv 32 + plan 49
     "retrieval": 120,
     "tool": 199,
@@ -107,6 +107,7 @@ AGENT_REQUEST_STAGES_MS = {
     "llm.queue": 100,
     "llm.prefill": 50,
     "llm.decode": 360,
+    "llm.call": 20,  # chat: the LLM client span's own time around the engine span (traced_stage)
     "output_parsing": 20,
 }
 
@@ -170,7 +171,7 @@ def test_engine_span_overflowing_its_client_is_split_only_where_it_counts() -> N
         ]
     )
     breakdown = {row["stage"]: row["duration_ns"] for row in stage_breakdown(spans).iter_rows(named=True)}
-    assert breakdown == {"network": 10 * MS, "llm.queue": 20 * MS, "llm.prefill": 20 * MS, "llm.decode": 50 * MS}
+    assert breakdown == {"llm.call": 10 * MS, "llm.queue": 20 * MS, "llm.prefill": 20 * MS, "llm.decode": 50 * MS}
 
 
 WRAPPER_RULES = parse_stage_rules(

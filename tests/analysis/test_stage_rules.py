@@ -19,7 +19,8 @@ VLLM_LATENCIES = {
 }
 
 # One realistic span per stage, with the stage the default table must give it. Times only matter for
-# has_children: "chat" wraps "llm_request" (a traced call: its own time is the hop), "ask-hosted" has no engine
+# has_children: "chat" wraps "llm_request" (a traced call: its own time is what the engine's spans leave
+# unexplained, llm.call), "ask-hosted" has no engine
 # span below it (an untraced call: LLM time, and so is the HTTP request carrying it), "stream-hosted" tells its
 # first token (10 ns after its start), so it is split into llm.first_token and llm.stream.
 REALISTIC = [
@@ -52,7 +53,7 @@ REALISTIC = [
         "tool",
     ),
     (S("sql", "tool", 47, 59, "SELECT orders", "agent", "Client", {"db.system": "postgresql"}), "tool"),
-    (S("chat", "inv", 61, 900, "chat llama", "agent", "Client", {"gen_ai.operation.name": "chat"}), "network"),
+    (S("chat", "inv", 61, 900, "chat llama", "agent", "Client", {"gen_ai.operation.name": "chat"}), "llm.call"),
     (S("api", "chat", 62, 899, "POST /v1/chat/completions", "vllm", "Server"), "llm.tokenize"),
     (S("tok", "api", 63, 70, "tokenize", "vllm"), "llm.tokenize"),
     (S("llm", "api", 71, 890, "llm_request", "vllm", "Server", VLLM_LATENCIES), "other"),

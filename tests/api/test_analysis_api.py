@@ -102,7 +102,7 @@ def test_trace_stages_of_a_vllm_agent_request(server: RunningServer) -> None:
         "gateway": 20 * MS,
         "agent": 60 * MS,
         "retrieval": 100 * MS,
-        "network": 20 * MS,
+        "llm.call": 20 * MS,  # the chat client span's own time around llm_request
         "llm.queue": 100 * MS,
         "llm.prefill": 200 * MS,
         "llm.decode": 500 * MS,
@@ -123,11 +123,11 @@ def test_trace_critical_path_sections(server: RunningServer) -> None:
         ("invoke_agent", "agent", 10, 20),
         ("vector search", "retrieval", 20, 120),
         ("invoke_agent", "agent", 120, 130),
-        ("chat llama-3-8b", "network", 130, 140),
+        ("chat llama-3-8b", "llm.call", 130, 140),
         ("llm_request", "llm.queue", 140, 240),
         ("llm_request", "llm.prefill", 240, 440),
         ("llm_request", "llm.decode", 440, 940),
-        ("chat llama-3-8b", "network", 940, 950),
+        ("chat llama-3-8b", "llm.call", 940, 950),
         ("invoke_agent", "agent", 950, 990),
         ("POST /chat", "gateway", 990, 1000),
     ]

@@ -1,0 +1,108 @@
+"""An adjuster for server spans that do not fit inside the client span that called them.
+
+A SERVER span answering a CLIENT span normally lies inside it. Two real causes break that, and Jaeger UI's
+critical path (which cuts a child to its parent and drops a child lying wholly outside it) then loses the
+server's work:
+
+- **Streaming.** An HTTP client instrumentation ends its span when the response headers arrive, while the body
+  streams on: an LLM server (vLLM, and the stack's emulator, which sends headers before the request reaches the
+  engine) answers a streamed chat with headers first, so vLLM's ``llm_request`` starts when the client's
+  ``POST`` span is ending and runs long after it; the caller's LLM span (``chat``) lasts until the last chunk.
+  Observed with ``opentelemetry-instrumentation-httpx`` under the OpenAI SDK (``tests/realworld``).
+- **Clock skew.** The server's host clock is off, so its span sits before or after its client span.
+
+Rule, for a SERVER span S whose parent C is a CLIENT span and that C covers less than :data:`FIT_SHARE` of:
+
+1. **lift**: when an ancestor of C (the nearest one) covers at least :data:`FIT_SHARE` of S, S is analysed as
+   that ancestor's child: the work happened while the caller's enclosing operation waited (streaming);
+2. else **shift**: when S is no longer than C and runs in another service, S and its subtree are moved by the
+   offset that centres S in C, as Jaeger's clock-skew adjuster does (``jaeger`` ``model/adjuster/clockskew.go``:
+   the child is placed in the middle of its parent, the latency split evenly between both ends);
+3. else S stays where it is, and the critical path cuts it to C as Jaeger UI does.
+
+Lifting first keeps a streamed response's work where it happened; the price is that a *small* skew whose server
+span still falls inside the caller's enclosing span is lifted rather than shifted, which moves the work in time
+but keeps it credited to the right spans.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis import ancestry
+from analysis.ancestry import IntArray
+from analysis.tree import LIFTED, SHIFTED, SpanTree, adjusted_tree
+
+FIT_SHARE = 0.9
+"""Share of a server span its client (or the lifting ancestor) must cover for the span to fit in it."""
+MAX_LEVELS = 64
+"""Ancestors of the client tried for a lift."""
+
+
+def adjust_remote_spans(tree: SpanTree) -> SpanTree:
+    """``tree`` with server spans lifted or shifted (module docstring); ``tree`` itself when none is."""
+    kind = tree.spans["kind"].to_numpy()
+    service = tree.spans["service_name"].to_numpy()
+    child = np.flatnonzero((tree.parent >= 0) & (kind == "Server") & ~tree.follows_from)
+    client = tree.parent[child]
+    keep = kind[client] == "Client"
+    child, client = child[keep], client[keep]
+    start, end = tree.start_ns, tree.end_ns
+    misfit = _covered(start, end, child, client) < FIT_SHARE * (end[child] - start[child])
+    child, client = child[misfit], client[misfit]
+    if not child.size:
+        return tree
+
+    lift_to = _containing_ancestor(tree, child, client)
+    lifted = lift_to >= 0
+    parent = tree.parent.copy()
+    parent[child[lifted]] = lift_to[lifted]
+    changed = np.zeros(tree.size, dtype=bool)
+    changed[child[lifted]] = True
+
+    rest, rest_client = child[~lifted], client[~lifted]
+    fits = (end[rest] - start[rest] <= end[rest_client] - start[rest_client]) & (service[rest] != service[rest_client])
+    shifted, shifted_client = rest[fits], rest_client[fits]
+    if not shifted.size:
+        return adjusted_tree(tree, parent, changed, LIFTED) if changed.any() else tree
+    slack = (end[shifted_client] - start[shifted_client]) - (end[shifted] - start[shifted])
+    offset = start[shifted_client] + slack // 2 - start[shifted]
+    lifted_tree = adjusted_tree(tree, parent, changed, LIFTED) if changed.any() else tree
+    return adjusted_tree(lifted_tree, parent, _subtrees(tree, shifted), SHIFTED, _spread(tree, shifted, offset))
+
+
+def _covered(start: IntArray, end: IntArray, span: IntArray, by: IntArray) -> IntArray:
+    """ns of each ``span``'s interval that ``by`` (aligned) covers."""
+    return np.maximum(np.minimum(end[span], end[by]) - np.maximum(start[span], start[by]), 0)
+
+
+def _containing_ancestor(tree: SpanTree, span: IntArray, client: IntArray) -> IntArray:
+    """Per span, the nearest ancestor of its client covering :data:`FIT_SHARE` of it, -1 where none does."""
+    found = np.full(span.size, -1, dtype=np.int64)
+    length = tree.end_ns[span] - tree.start_ns[span]
+    candidate = tree.parent[client]
+    open_ = np.flatnonzero(candidate >= 0)
+    for _ in range(MAX_LEVELS):
+        if not open_.size:
+            break
+        above = candidate[open_]
+        fits = _covered(tree.start_ns, tree.end_ns, span[open_], above) >= FIT_SHARE * length[open_]
+        found[open_[fits]] = above[fits]
+        open_ = open_[~fits]
+        candidate[open_] = tree.parent[candidate[open_]]
+        open_ = open_[candidate[open_] >= 0]
+    return found
+
+
+def _subtrees(tree: SpanTree, heads: IntArray) -> np.ndarray:
+    """Spans in the subtree of any of ``heads`` (heads included), as a mask."""
+    return ancestry.any_on_path(tree.parent, np.isin(np.arange(tree.size), heads))
+
+
+def _spread(tree: SpanTree, heads: IntArray, offset: IntArray) -> IntArray:
+    """Per span, the offset (ns) of the nearest head above or at it, 0 outside every head's subtree."""
+    flags = np.isin(np.arange(tree.size), heads)
+    nearest = ancestry.nearest_flagged(tree.parent, tree.depth, flags)
+    by_head = np.zeros(tree.size, dtype=np.int64)
+    by_head[heads] = offset
+    return np.where(nearest >= 0, by_head[np.maximum(nearest, 0)], 0)
