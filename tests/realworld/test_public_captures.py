@@ -7,8 +7,10 @@ with a few lines of plain Python, not with Hotspan's analysis:
 
 - the **LLM share** of a request is the union of its model calls' intervals, cut to the root span, over the
   root's duration (which spans are model calls is stated per capture, from the convention the capture uses);
+- the **model calls** a request made are the calls no other call encloses;
 - **tokens** are summed once per model call, on the innermost call where calls nest (a literal per trace,
-  the arithmetic beside it).
+  the arithmetic beside it); Hotspan's per-request totals (``request_summary``) must equal them, and a count
+  no call reports must come from no call (``model_calls``' counted rows).
 
 For every trace: the critical-path view's LLM share (every ``llm.*`` stage) is within :data:`POINTS` of the
 truth; ``other`` is at most :data:`POINTS` of the request in both views; the two views agree within
@@ -27,8 +29,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analysis import analyze, assign_stages, compare_attributions, stage_breakdown_wide, wall_clock_breakdown
-from analysis.genai import TOKEN_COLUMNS, usage_columns
+from analysis import analyze, compare_attributions, request_summary, stage_breakdown_wide, wall_clock_breakdown
+from analysis.genai import TOKEN_COLUMNS
+from analysis.model_calls import model_calls
 from analysis.stage_rules import LLM_STAGES
 from hotspan.importer import StoreSink, import_paths
 from storage.clickhouse import ClickHouse
@@ -86,6 +89,17 @@ def raw_spans(path: Path) -> list[RawSpan]:
         for trace in traces
         for span in trace["spans"]
     ]
+
+
+def outermost_calls(spans: list[RawSpan], is_llm: Callable[[RawSpan], bool]) -> int:
+    """How many model calls the request made: calls with no call above them."""
+    by_id = {span.span_id: span for span in spans}
+
+    def enclosed(span: RawSpan) -> bool:
+        parent = by_id.get(span.parent_id)
+        return parent is not None and (is_llm(parent) or enclosed(parent))
+
+    return sum(1 for span in spans if is_llm(span) and not enclosed(span))
 
 
 def llm_share(spans: list[RawSpan], is_llm: Callable[[RawSpan], bool]) -> float:
@@ -255,22 +269,6 @@ def import_capture(store: ClickHouse, capture: Capture) -> Imported:
     return Imported(raw, pl.concat([reader.trace(trace_id, tenant=ALL_TENANTS) for trace_id in trace_ids]))
 
 
-def innermost_call_usage(spans: pl.DataFrame) -> pl.DataFrame:
-    """Token counts of the LLM calls Hotspan finds (``assign_stages``' ``llm_call``), innermost only: a call
-    with another call below it reports what its inner calls already count."""
-    stages = assign_stages(spans)
-    calls = spans.join(stages.filter("llm_call").select("trace_id", "span_id"), on=["trace_id", "span_id"])
-    parent = dict(zip(spans["span_id"], spans["parent_span_id"], strict=True))
-    enclosing = set()
-    for span_id in calls["span_id"]:
-        ancestor = parent.get(span_id, "")
-        while ancestor:
-            enclosing.add(ancestor)
-            ancestor = parent.get(ancestor, "")
-    innermost = calls.filter(~pl.col("span_id").is_in(sorted(enclosing)))
-    return analyze(innermost).reported_tree.spans.select("trace_id", *usage_columns())
-
-
 def share(row: dict[str, object], stages: tuple[str, ...]) -> float:
     """The request's share in ``stages``, from a :func:`stage_breakdown_wide` row."""
     duration = row["duration_ns"]
@@ -300,13 +298,16 @@ def test_capture_decomposes_as_its_work_does(store: ClickHouse, capture: Capture
 
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=[capture.file for capture in CAPTURES])
-def test_tokens_are_counted_once_per_call(store: ClickHouse, capture: Capture) -> None:
-    usage = innermost_call_usage(import_capture(store, capture).spans)
+def test_calls_and_tokens_per_request(store: ClickHouse, capture: Capture) -> None:
+    imported = import_capture(store, capture)
+    analysis = analyze(imported.spans)
+    summary = {row["trace_id"]: row for row in request_summary(analysis).iter_rows(named=True)}
+    counted = model_calls(analysis).filter("counted")
     for trace_id, expected in capture.traces.items():
-        calls = usage.filter(pl.col("trace_id") == trace_id)
+        raw = [span for span in imported.raw if span.trace_id == trace_id]
+        assert summary[trace_id]["llm_calls"] == outermost_calls(raw, capture.is_llm), trace_id
+        calls = counted.filter(pl.col("trace_id") == trace_id)
         for column in TOKEN_COLUMNS:
-            reported = calls[column].drop_nulls()
-            if column in expected.tokens:
-                assert reported.sum() == expected.tokens[column], (trace_id, column, calls)
-            else:
-                assert reported.is_empty(), (trace_id, column, calls)
+            assert summary[trace_id][column] == expected.tokens.get(column, 0), (trace_id, column, calls)
+            if column not in expected.tokens:
+                assert calls[column].drop_nulls().is_empty(), (trace_id, column, calls)
