@@ -6,6 +6,7 @@ A table maps a span to one stage of the taxonomy in DESIGN.md ("LLM-aware analys
     version: 1
     include_defaults: false   # true: the packaged rules follow this file's rules
     llm_caller_stage: agent   # a span no rule matches, with an LLM call of its own service below it (null: off)
+    step_stages: [tool, retrieval]  # a span no rule matches below a span of these stages is part of that step
     rules:                    # ordered; the first rule whose every condition holds wins
       - stage: retrieval      # one of STAGES
         why: vector stores serve retrieval    # free text, for the reader
@@ -163,6 +164,7 @@ class StageRules(BaseModel):
     version: Literal[1] = 1
     include_defaults: bool = False
     llm_caller_stage: Stage | None = "agent"
+    step_stages: list[Stage] = Field(default_factory=lambda: ["tool", "retrieval"])
     rules: list[StageRule] = Field(min_length=1)
 
     @property

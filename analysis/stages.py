@@ -12,7 +12,9 @@ values named by some rule), not once per span. Two refinements follow the tree:
   its own time is the call's time (split at the same first token when the call is);
 - an LLM call's time before the first request carrying it starts is its caller's preparation (building the
   request, the SDK's start-up), the rule's ``prepare_stage``;
-- a span no rule matches, with an LLM call of its own service below it, is that call's caller: the table's
+- a span no rule matches below a span of one of the table's ``step_stages`` (tool, retrieval) is part of that
+  step (the servers an MCP tool call reaches, a search backend) and takes its stage;
+- else, with an LLM call of its own service below it, it is that call's caller: the table's
   ``llm_caller_stage`` (``agent``: the application orchestrating model calls).
 
 :func:`stage_pieces` tiles each span's interval into pieces with one stage each: one piece for an ordinary
@@ -132,6 +134,7 @@ class RuleMatch:
     transport: BoolArray
     prepare_stage: IntArray
     llm_caller_stage: int
+    step_stages: IntArray
 
     @property
     def call(self) -> BoolArray:
@@ -172,8 +175,9 @@ def match_rules(tree: SpanTree, rules: StageRules | None = None) -> RuleMatch:
     transport_of = np.array([r.transport for r in table.rules] + [False])
     prepare_of = np.array([STAGES.index(r.prepare_stage) if r.prepare_stage else -1 for r in table.rules] + [-1])
     caller = STAGES.index(table.llm_caller_stage) if table.llm_caller_stage else -1
+    steps = np.array([STAGES.index(stage) for stage in table.step_stages], dtype=np.int64)
     return RuleMatch(
-        rule, stage_of[rule], split_of[rule], traced_of[rule], transport_of[rule], prepare_of[rule], caller
+        rule, stage_of[rule], split_of[rule], traced_of[rule], transport_of[rule], prepare_of[rule], caller, steps
     )
 
 
@@ -195,7 +199,14 @@ def refine(tree: SpanTree, matched: RuleMatch) -> Assignment:
     split[carries] = NO_SPLIT
     call[carries] = False
 
-    # A span no rule matched, with an LLM call of its own service below it, is that call's caller.
+    # A span no rule matched is part of the step (tool, retrieval) it serves, else the caller of an LLM call of
+    # its own service below it.
+    unmatched = matched.rule == _NO_RULE
+    if matched.step_stages.size:
+        step = ancestry.nearest_flagged(tree.parent, tree.depth, np.isin(stage, matched.step_stages))
+        served = unmatched & (step >= 0)
+        stage[served] = stage[step[served]]
+        unmatched &= ~served
     if matched.llm_caller_stage >= 0:
         service = tree.spans["service_name"].to_numpy()
         calls = np.flatnonzero(call)
@@ -209,7 +220,7 @@ def refine(tree: SpanTree, matched: RuleMatch) -> Assignment:
             fresh = ~callers[reached]
             callers[reached] = True
             reached, owner = tree.parent[reached[fresh]], owner[fresh]
-        stage[callers & (matched.rule == _NO_RULE)] = matched.llm_caller_stage
+        stage[callers & unmatched] = matched.llm_caller_stage
     return Assignment(matched.rule, stage, split, carried_call, call, matched.prepare_stage)
 
 

@@ -123,15 +123,34 @@ def test_first_matching_rule_wins() -> None:
 
 
 def test_unmatched_spans_are_other_with_no_rule() -> None:
-    rules = parse_stage_rules({"rules": [{"stage": "tool", "match": {"name_regex": "^GET /v[0-9]+/"}}]})
+    rules = parse_stage_rules(
+        {"step_stages": [], "rules": [{"stage": "tool", "match": {"name_regex": "^GET /v[0-9]+/"}}]}
+    )
     stages = assign_stages(frame([S("a", "", 0, 9, "GET /v2/items"), S("b", "a", 1, 2, "GET /items")]), rules)
     assert by_span(stages, "stage") == {"a": "tool", "b": "other"}
     assert by_span(stages, "rule_index") == {"a": 0, "b": None}
 
 
+def test_unmatched_spans_below_a_step_serve_it_and_callers_of_llm_calls_are_agents() -> None:
+    # The servers a tool call reaches do the tool's work; an unmatched span of the service that makes an LLM call
+    # is its caller (agent), but not a span of another service above it.
+    spans = frame(
+        [
+            S("edge", "", 0, 100, "GET /", "edge", "Server"),
+            S("app", "edge", 1, 99, "handle", "app", "Server"),
+            S("tool", "app", 2, 40, "execute_tool lookup", "app", attributes={"gen_ai.operation.name": "execute_tool"}),
+            S("auth", "tool", 3, 10, "GET /validate", "auth-service", "Server"),
+            S("chat", "app", 41, 98, "chat m", "app", "Client", {"gen_ai.operation.name": "chat"}),
+        ]
+    )
+    stages = by_span(assign_stages(spans), "stage")
+    assert (stages["auth"], stages["app"], stages["edge"]) == ("tool", "agent", "other")
+
+
 def test_attribute_globs_and_presence() -> None:
     rules = parse_stage_rules(
         {
+            "step_stages": [],
             "rules": [
                 {"stage": "retrieval", "match": {"attributes": {"db.system": ["qdrant", "mil*"]}}},
                 {"stage": "tool", "match": {"attributes": {"db.system": "*"}}},
