@@ -154,7 +154,7 @@ def test_attribute_globs_and_presence() -> None:
             "rules": [
                 {"stage": "retrieval", "match": {"attributes": {"db.system": ["qdrant", "mil*"]}}},
                 {"stage": "tool", "match": {"attributes": {"db.system": "*"}}},
-            ]
+            ],
         }
     )
     spans = frame(

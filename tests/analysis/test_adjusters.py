@@ -1,0 +1,165 @@
+"""The tree adjusters the analysis applies before any view (analysis.wrappers, analysis.remote_spans), and the
+LLM-call refinements of analysis.stages (the request carrying a call, the caller's preparation)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from analysis_support import T0, S, by_span, frame
+
+from analysis import stage_breakdown, wall_clock_breakdown
+from analysis.stages import stage_pieces
+from analysis.trace_analysis import analyze
+
+MS = 1_000_000
+
+
+def breakdown(spans: list[S]) -> dict[str, int]:
+    return {row["stage"]: row["duration_ns"] // MS for row in stage_breakdown(frame(spans)).iter_rows(named=True)}
+
+
+def adjustments(spans: list[S]) -> dict[str, tuple[str, str]]:
+    tree = analyze(frame(spans)).tree.frame()
+    return {
+        row["span_id"]: (row["adjustment"], row["analysis_parent_span_id"])
+        for row in tree.iter_rows(named=True)
+        if row["adjustment"]
+    }
+
+
+def genai_wrapper_trace() -> list[S]:
+    # The shape of Jaeger UI's GenAI fixture, in ms: the gateway's resolver span q runs a childless
+    # graphql.execution wrapper g [1, 96] beside the agent's invoke_agent subtree a [2, 96] (another service),
+    # both overflowing q [0, 95]. The agent calls a hosted model (chat + its HTTP request) and a tool.
+    return [
+        S("edge", "", 0, 100 * MS, "POST /api/graphql", "api-edge", "Server"),
+        S("q", "edge", 0, 95 * MS, "Query.assistantReply", "graphql-gateway", "Server"),
+        S("g", "q", 1 * MS, 96 * MS, "graphql.execution", "graphql-gateway", "Internal"),
+        S(
+            "a",
+            "q",
+            2 * MS,
+            96 * MS,
+            "invoke_agent triage",
+            "agent",
+            "Server",
+            {"gen_ai.operation.name": "invoke_agent"},
+        ),
+        S("chat", "a", 10 * MS, 60 * MS, "chat m", "agent", "Client", {"gen_ai.operation.name": "chat"}),
+        S("http", "chat", 12 * MS, 59 * MS, "POST /v1/messages", "agent", "Client", {"http.request.method": "POST"}),
+        S(
+            "tool",
+            "a",
+            61 * MS,
+            90 * MS,
+            "execute_tool list",
+            "agent",
+            attributes={"gen_ai.operation.name": "execute_tool"},
+        ),
+    ]
+
+
+def test_a_childless_wrapper_adopts_the_sibling_subtree_it_contains() -> None:
+    spans = genai_wrapper_trace()
+    assert adjustments(spans) == {"a": ("wrapped", "g")}
+    # Critical path: edge [95,100]; q [0,1]; g [1,2]; a [2,10] [60,61] [90,95] (cut to q); chat [10,12] is the
+    # caller's preparation (agent), [59,60] the call; http [12,59] carries it; tool [61,90].
+    # Without the adjuster g took [1,95] whole: 94 % gateway.
+    assert breakdown(spans) == {"gateway": 2, "agent": 16, "tool": 29, "llm.call": 48, "other": 5}
+    wall = {row["stage"]: row["duration_ns"] / MS for row in wall_clock_breakdown(frame(spans)).iter_rows(named=True)}
+    assert wall == pytest.approx(breakdown(spans))
+
+
+def test_work_is_never_a_wrapper() -> None:
+    # A childless hosted LLM call running beside a retrieval subtree keeps its time: it is work, not a wrapper.
+    spans = [
+        S("r", "", 0, 100 * MS, "handle", "app", "Server"),
+        S("chat", "r", 0, 100 * MS, "chat m", "app", "Client", {"gen_ai.operation.name": "chat"}),
+        S("ret", "r", 10 * MS, 50 * MS, "retrieve", "app", attributes={"gen_ai.operation.name": "retrieval"}),
+        S("db", "ret", 11 * MS, 49 * MS, "search", "app", "Client", {"db.system": "qdrant"}),
+    ]
+    assert adjustments(spans) == {}
+    assert breakdown(spans) == {"llm.call": 100}
+
+
+def test_a_detached_llm_call_adopts_the_request_that_carries_it() -> None:
+    # LangChain's callback span and the SDK's HTTP request (with vLLM's span below it) are siblings under the
+    # graph node, as OpenLLMetry's LangChain instrumentation leaves them (tests/realworld).
+    engine = {
+        "gen_ai.latency.time_in_queue": "0.01",
+        "gen_ai.latency.time_in_model_prefill": "0.02",
+        "gen_ai.latency.time_in_model_decode": "0.05",
+        "gen_ai.latency.time_to_first_token": "0.03",
+    }
+    spans = [
+        S("node", "", 0, 100 * MS, "execute_task agent", "app"),
+        S("lc", "node", 5 * MS, 95 * MS, "ChatOpenAI.chat", "app", "Client", {"llm.request.type": "chat"}),
+        S("post", "node", 10 * MS, 92 * MS, "POST", "app", "Client", {"url.full": "http://m/v1/chat/completions"}),
+        S("eng", "post", 11 * MS, 91 * MS, "llm_request", "vllm", "Server", engine),
+    ]
+    assert adjustments(spans) == {"post": ("wrapped", "lc")}
+    stages = breakdown(spans)
+    # node [0,5] [95,100] calls a model of its own service (agent); lc [5,10] prepares the call (agent); post
+    # carries the traced call: [10,11] and [91,92] llm.call, as lc [92,95]; the engine [11,91]: queue 10,
+    # prefill 20, decode 50.
+    assert stages == {"agent": 15, "llm.queue": 10, "llm.prefill": 20, "llm.decode": 50, "llm.call": 5}
+
+
+def test_a_streamed_engine_span_is_lifted_out_of_the_http_span_that_ended_at_the_headers() -> None:
+    # The HTTP client span ends when the headers arrive (12 ms); vLLM's llm_request starts as it ends and runs
+    # to 88 ms; the caller's chat span lasts until the last chunk.
+    engine = {
+        "gen_ai.latency.time_in_queue": "0.005",
+        "gen_ai.latency.time_in_model_prefill": "0.015",
+        "gen_ai.latency.time_in_model_decode": "0.056",
+        "gen_ai.latency.time_to_first_token": "0.02",
+    }
+    spans = [
+        S("chat", "", 0, 90 * MS, "chat m", "app", "Client", {"gen_ai.operation.name": "chat"}),
+        S("post", "chat", 2 * MS, 12 * MS, "POST", "app", "Client", {"url.full": "http://m/v1/chat/completions"}),
+        S("eng", "post", 12 * MS, 88 * MS, "llm_request", "vllm", "Server", engine),
+    ]
+    assert adjustments(spans) == {"eng": ("lifted", "chat")}
+    # Jaeger UI's rule would drop eng (it starts at its parent's end) and show no phase at all.
+    assert breakdown(spans) == {"agent": 2, "llm.call": 12, "llm.queue": 5, "llm.prefill": 15, "llm.decode": 56}
+
+
+def test_a_server_span_off_by_clock_skew_is_moved_into_its_client() -> None:
+    # The tool server's clock runs 5 s ahead: its span lies after the whole request. It fits in its client span
+    # (30 ms in 40 ms), so it is centred there, 5 ms from either end, with its child.
+    spans = [
+        S("r", "", 0, 100 * MS, "handle", "agent-svc", "Server"),
+        S("cli", "r", 20 * MS, 60 * MS, "POST", "agent-svc", "Client", {"http.request.method": "POST"}),
+        S("srv", "cli", 5_020 * MS, 5_050 * MS, "POST /tool", "tool-server", "Server"),
+        S("db", "srv", 5_025 * MS, 5_045 * MS, "SELECT", "tool-server", "Client", {"db.system": "postgresql"}),
+    ]
+    assert adjustments(spans) == {"srv": ("shifted", "cli"), "db": ("shifted", "srv")}
+    tree = analyze(frame(spans)).tree
+    moved = {row["span_id"]: (row["start_time_unix_nano"] - T0) // MS for row in tree.spans.iter_rows(named=True)}
+    assert (moved["srv"], moved["db"]) == (25, 30)
+    # cli [20,25] [55,60] is the hop; srv [25,30] [50,55] the tool server; db [30,50] the database (tool).
+    assert breakdown(spans) == {"network": 10, "agent": 60, "tool": 30}
+
+
+def test_the_request_carrying_a_streamed_call_takes_its_first_token_split() -> None:
+    # A hosted streamed call: the first token at 30 ms (OpenInference's first-token event), the HTTP span ends at
+    # the headers (20 ms); the SDK prepares for 5 ms before sending.
+    spans = [
+        S("chat", "", 0, 100 * MS, "ChatCompletion", "app", "Internal", {"openinference.span.kind": "LLM"}),
+        S("post", "chat", 5 * MS, 20 * MS, "POST", "app", "Client", {"http.request.method": "POST"}),
+    ]
+    with_event = frame(spans).with_columns(
+        pl.Series("event_names", [["First Token Stream Event"], []], dtype=pl.List(pl.String)),
+        pl.Series("event_times_unix_nano", [[T0 + 30 * MS], []], dtype=pl.List(pl.Int64)),
+    )
+    pieces = stage_pieces(with_event)
+    by_piece = {(row["span_id"], row["stage"]): row["duration_ns"] // MS for row in pieces.iter_rows(named=True)}
+    assert by_piece == {
+        ("chat", "agent"): 5,
+        ("chat", "llm.first_token"): 25,
+        ("chat", "llm.stream"): 70,
+        ("post", "llm.first_token"): 15,
+    }
+    stages = {row["stage"]: row["duration_ns"] // MS for row in stage_breakdown(with_event).iter_rows(named=True)}
+    assert stages == {"agent": 5, "llm.first_token": 25, "llm.stream": 70}
+    assert by_span(analyze(with_event).tree.frame(), "adjustment") == {"chat": "", "post": ""}
