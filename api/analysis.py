@@ -160,6 +160,36 @@ class StagesResponse(BaseModel):
     groups: list[StageGroup]
 
 
+class ModelUsage(BaseModel):
+    model: str = Field(description='Model of the calls (`""`: the calls name none).')
+    requests: int = Field(description="Requests with calls of this model.")
+    llm_calls: int = Field(description="Model calls the requests made.")
+    input_tokens: int = Field(description="Input tokens, cached ones included.")
+    output_tokens: int = Field(description="Output tokens, reasoning ones included.")
+    cached_input_tokens: int
+    reasoning_tokens: int
+    cost: float | None = Field(description="In `currency`; null when the price table does not price the model.")
+
+
+class UsageGroup(BaseModel):
+    group: str = Field(description='Root service, model or request tenant; `""` ungrouped.')
+    llm_calls: int
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    reasoning_tokens: int
+    cost: float | None = Field(description="Sum over the models; null when one of them is not priced.")
+    models: list[ModelUsage]
+
+
+class UsageResponse(BaseModel):
+    start_ns: int
+    end_ns: int
+    group_by: str | None
+    currency: str = Field(description="Currency of every cost (the price table's, `HOTSPAN_PRICES`).")
+    groups: list[UsageGroup]
+
+
 class StageSharePoint(BaseModel):
     bucket_start_ns: int = Field(description="Bucket start (of request start), ns since the epoch, aligned to it.")
     stage: str
@@ -314,6 +344,35 @@ def build_router(service: AnalysisService) -> APIRouter:
             for row in report.latency.iter_rows(named=True)
         ]
         return StagesResponse(start_ns=start, end_ns=end, group_by=group_by, groups=groups)
+
+    @router.get("/usage", operation_id="get_usage", response_model=UsageResponse, responses=ERRORS)
+    async def usage(
+        owner: Tenant,
+        start_ns: StartNs = None,
+        end_ns: EndNs = None,
+        service_name: Annotated[str | None, Query(alias="service", description="Root service of the request.")] = None,
+        request_tenant: RequestTenant = None,
+        group_by: Annotated[
+            Literal["service", "model", "tenant"] | None,
+            Query(description="`service` (root service), `model` (of the calls), `tenant` (request tenant)."),
+        ] = None,
+    ) -> UsageResponse:
+        """Model calls, tokens and cost over the analysed requests starting in the window, per group and model
+        (cost from the price table, `HOTSPAN_PRICES`)."""
+        start, end = window(start_ns, end_ns)
+        where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant)
+        frame = await run_in_threadpool(service.usage, where, group_by or "", tenant=owner)
+        groups = []
+        for (group,), rows in frame.group_by("group", maintain_order=True):
+            models = [ModelUsage(**_without(row, "group")) for row in rows.iter_rows(named=True)]
+            costs = [m.cost for m in models]
+            totals = {
+                name: sum(getattr(m, name) for m in models)
+                for name in ("llm_calls", "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+            }
+            cost = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+            groups.append(UsageGroup(group=str(group), cost=cost, models=models, **totals))
+        return UsageResponse(start_ns=start, end_ns=end, group_by=group_by, currency=service.currency, groups=groups)
 
     @router.get(
         "/stages/timeseries",

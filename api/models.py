@@ -37,6 +37,16 @@ class TraceSummary(BaseModel):
     service_count: int
     error_count: int = Field(description="Spans with status `Error`.")
     hotspot_count: int = Field(description="Spans flagged `hotspan.hotspot=true` by the SDK HotspotSpanProcessor.")
+    llm_calls: int | None = Field(None, description="Model calls the request made; null until the trace is analysed.")
+    input_tokens: int | None = Field(None, description="Input tokens (cached included) over its generations.")
+    output_tokens: int | None = Field(None, description="Output tokens (reasoning included) over its generations.")
+    cached_input_tokens: int | None = Field(None, description="Input tokens served from a prompt cache.")
+    reasoning_tokens: int | None = Field(None, description="Reasoning tokens.")
+    cost: float | None = Field(
+        None, description="Cost of its model calls in `currency` (price table); null when a model is not priced."
+    )
+    currency: str | None = Field(None, description="Currency of `cost`.")
+    dominant_stage: str | None = Field(None, description="The stage with the most critical-path time.")
 
 
 class TracesResponse(BaseModel):

@@ -26,6 +26,7 @@ from api.models import (
 )
 from api.tenancy import Tenant
 from api.window import MAX_NS, check_order
+from processors.pipeline.queries import AnalysisService
 from storage.ids import IdError, normalize_trace_id
 from storage.reader import TraceQuery, TraceReader
 
@@ -35,8 +36,9 @@ MAX_DURATION_MS = MAX_NS // NS_PER_MS
 keeps ``inf`` (and ``1e309``) out of the ns conversion."""
 
 
-def build_router(reader: TraceReader) -> APIRouter:
-    """Routes over ``reader``; every query is parameterised by the storage layer."""
+def build_router(reader: TraceReader, analysis: AnalysisService) -> APIRouter:
+    """Routes over ``reader`` (and ``analysis`` for the model usage of search results); every query is
+    parameterised by the storage layer."""
     router = APIRouter(prefix="/api/v1", tags=["traces"])
 
     @router.get("/services", operation_id="list_services", response_model=ServicesResponse)
@@ -76,7 +78,8 @@ def build_router(reader: TraceReader) -> APIRouter:
         ] = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 20,
     ) -> TracesResponse:
-        """Traces with a span matching every filter, newest first (Jaeger's matching rule)."""
+        """Traces with a span matching every filter, newest first (Jaeger's matching rule), with the model
+        usage of those the trace pipeline has analysed: model calls, tokens, cost and dominant stage."""
         check_order(start_ns, end_ns)
         query = TraceQuery(
             service=service or None,
@@ -90,7 +93,11 @@ def build_router(reader: TraceReader) -> APIRouter:
             limit=limit,
         )
         frame = await run_in_threadpool(reader.search, query, tenant=tenant)
-        return TracesResponse(traces=[TraceSummary(**row) for row in frame.iter_rows(named=True)])
+        usage = await run_in_threadpool(analysis.trace_usage, frame["trace_id"].to_list(), tenant=tenant)
+        rows = frame.join(usage, on="trace_id", how="left", maintain_order="left").with_columns(
+            pl.when(pl.col("llm_calls").is_not_null()).then(pl.lit(analysis.currency)).alias("currency")
+        )
+        return TracesResponse(traces=[TraceSummary(**row) for row in rows.iter_rows(named=True)])
 
     @router.get(
         "/traces/{trace_id}",

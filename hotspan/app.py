@@ -109,6 +109,7 @@ def trace_pipeline_config(settings: Settings) -> TracePipelineConfig:
         stage_rules_path=settings.stage_rules_path,
         hotspot_rules_path=settings.hotspot_rules_path,
         hotspot_window_s=settings.hotspot_window_s,
+        prices_path=settings.prices_path,
     )
 
 
@@ -171,20 +172,20 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
         http_receiver.build_router(app.state.pipeline, app.state.ingest_metrics, settings.max_body_bytes)
     )
     app.include_router(metrics_routes.build_router(app.state.metrics_registry))
-    app.include_router(traces_api.build_router(storage.reader))
+    app.state.analysis_config = trace_pipeline_config(settings)
+    # The analysis service functions, for the REST routes and the UI pages alike.
+    app.state.analysis = AnalysisService(
+        storage.reader, ClickHouseAnalysisStore(storage.clickhouse, STAGES), app.state.analysis_config
+    )
+    app.include_router(traces_api.build_router(storage.reader, app.state.analysis))
     app.include_router(jaeger_v1.build_router(storage.reader))
     app.include_router(jaeger_v3.build_router(storage.reader))
     app.include_router(topology_api.build_router(storage.reader))
     app.include_router(red_api.build_router(storage.reader))
     diagnosis_settings = load_diagnosis_settings()
     app.include_router(diagnosis_api.build_router(storage.reader, diagnosis_settings))
-    app.state.analysis_config = trace_pipeline_config(settings)
     # The trace pipeline (started by server.py) runs these on every batch.
     app.state.trace_processors = trace_processors(storage, app.state.trace_metrics)
-    # The analysis service functions, for the REST routes and the UI pages alike.
-    app.state.analysis = AnalysisService(
-        storage.reader, ClickHouseAnalysisStore(storage.clickhouse, STAGES), app.state.analysis_config
-    )
     app.include_router(analysis_api.build_router(app.state.analysis))
 
     @app.get("/healthz", operation_id="health", response_model=Health, tags=["service"])

@@ -40,6 +40,8 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_HOTSPOT_RULES``: YAML hotspot rules, static thresholds and the rolling quantile
   (``processors.pipeline.hotspot_rules``); path, default the packaged one (rolling p95 only).
 - ``HOTSPAN_HOTSPOT_WINDOW_S``: window of the rolling hotspot quantile; seconds, default 3600.
+- ``HOTSPAN_PRICES``: YAML model price table for the cost of model calls (``analysis.pricing``); path, default the
+  packaged one (``analysis/prices.yaml``).
 - ``HOTSPAN_PROMETHEUS_URL``: Prometheus base URL holding vLLM's metrics (``http(s)://...``); the Services page
   plots them under the trace-derived latency; default none (not shown).
 - ``HOTSPAN_ALERTS``: SLO file (YAML, ``alerts.config``); when set, ``hotspan serve`` runs the built-in SLO
@@ -80,6 +82,7 @@ ENVIRONMENT = {
     "stage_rules_path": "HOTSPAN_STAGE_RULES",
     "hotspot_rules_path": "HOTSPAN_HOTSPOT_RULES",
     "hotspot_window_s": "HOTSPAN_HOTSPOT_WINDOW_S",
+    "prices_path": "HOTSPAN_PRICES",
     "auth_file": "HOTSPAN_AUTH_FILE",
     "session_secret": "HOTSPAN_SESSION_SECRET",
     "prometheus_url": "HOTSPAN_PROMETHEUS_URL",
@@ -119,6 +122,7 @@ class Settings(BaseModel):
     stage_rules_path: Path | None = None
     hotspot_rules_path: Path | None = None
     hotspot_window_s: float = Field(3600.0, gt=0)
+    prices_path: Path | None = None
     prometheus_url: str | None = Field(None, pattern=r"^https?://")
     alerts_path: Path | None = None
 

@@ -316,3 +316,71 @@ ORDER BY start_time_unix_nano DESC, trace_id, span_id
 LIMIT {{limit:UInt32}}
 """
 """The window's analysed spans, newest first."""
+
+USAGE_GROUP_COLUMNS = {
+    "service": "summary.RootService",
+    "model": "usage.model",
+    "tenant": "summary.RequestTenant",
+    "": "''",
+}
+"""Grouping of :data:`TOKEN_USAGE`: the request's root service, the model of the calls, the tenant the request's
+spans name, or none."""
+
+MODEL_USAGE = """
+SELECT
+    TraceId AS trace_id,
+    Model AS model,
+    countIf(LlmCall) AS llm_calls,
+    sum(InputTokens) AS input_tokens,
+    sum(OutputTokens) AS output_tokens,
+    sum(CachedInputTokens) AS cached_input_tokens,
+    sum(ReasoningTokens) AS reasoning_tokens
+FROM hotspan_span_analysis FINAL
+WHERE {owner} AND (LlmCall OR InputTokens + OutputTokens + CachedInputTokens + ReasoningTokens > 0) AND {traces}
+GROUP BY trace_id, model"""
+"""Per (trace, model): the model calls made and the tokens counted (``analysis.model_calls``). A template:
+``{traces}`` restricts the traces (an ID list, or a summary subquery)."""
+
+TRACE_USAGE = f"""
+SELECT
+    summary.TraceId AS trace_id,
+    summary.LlmCalls AS llm_calls,
+    summary.InputTokens AS input_tokens,
+    summary.OutputTokens AS output_tokens,
+    summary.CachedInputTokens AS cached_input_tokens,
+    summary.ReasoningTokens AS reasoning_tokens,
+    if(empty(summary.StageNs), '',
+       mapKeys(summary.StageNs)[indexOf(mapValues(summary.StageNs), arrayMax(mapValues(summary.StageNs)))])
+        AS dominant_stage,
+    usage.model AS model,
+    usage.input_tokens AS model_input_tokens,
+    usage.output_tokens AS model_output_tokens,
+    usage.cached_input_tokens AS model_cached_input_tokens
+FROM hotspan_trace_summary AS summary FINAL
+LEFT JOIN ({MODEL_USAGE.format(owner=OWNER_FILTER, traces="TraceId IN {trace_ids:Array(String)}")}) AS usage
+    ON usage.trace_id = summary.TraceId
+WHERE ({{all_tenants:Bool}} OR summary.Tenant = {{tenant:String}}) AND summary.TraceId IN {{trace_ids:Array(String)}}
+ORDER BY trace_id, model
+"""
+"""Per analysed trace among ``trace_ids``: its model calls, token totals and dominant stage (the stage with the
+most critical-path time), one row per model its calls used (model columns null without any), for the cost."""
+
+TOKEN_USAGE = """
+SELECT
+    {group} AS group_key,
+    usage.model AS model,
+    uniqExact(usage.trace_id) AS requests,
+    sum(usage.llm_calls) AS llm_calls,
+    sum(usage.input_tokens) AS input_tokens,
+    sum(usage.output_tokens) AS output_tokens,
+    sum(usage.cached_input_tokens) AS cached_input_tokens,
+    sum(usage.reasoning_tokens) AS reasoning_tokens
+FROM ({model_usage}) AS usage
+INNER JOIN (
+    SELECT TraceId, RootService, RequestTenant FROM hotspan_trace_summary FINAL WHERE {conditions}
+) AS summary ON summary.TraceId = usage.trace_id
+GROUP BY group_key, model
+ORDER BY group_key, model
+"""
+"""Per group and model, over the window's analysed requests (``{conditions}`` on the summary): requests using
+the model, model calls and tokens. ``{group}`` is one of :data:`USAGE_GROUP_COLUMNS`."""

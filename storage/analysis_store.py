@@ -250,6 +250,20 @@ class AnalysisStore(Protocol):
         """Analysed spans, newest first (columns in :data:`storage.analysis_sql.SPAN_ROWS`)."""
         ...
 
+    def trace_usage(self, trace_ids: Sequence[str], *, tenant: str | None) -> pl.DataFrame:
+        """Per analysed trace among ``trace_ids`` and model its calls used: trace_id, llm_calls, input_tokens,
+        output_tokens, cached_input_tokens, reasoning_tokens (the trace's totals, UInt64), dominant_stage
+        (String), model (String, null when the trace has no model usage), model_input_tokens,
+        model_output_tokens, model_cached_input_tokens (UInt64, the model's part; null likewise). Traces not
+        analysed yet are absent."""
+        ...
+
+    def token_usage(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
+        """Per group (root service, model of the calls, request tenant, or one group) and model: group, model
+        (String), requests, llm_calls, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens
+        (UInt64), over the window's analysed requests (summary filters). Sorted by group, model."""
+        ...
+
 
 class ClickHouseAnalysisStore:
     """:class:`AnalysisStore` on ClickHouse.
@@ -466,6 +480,33 @@ class ClickHouseAnalysisStore:
     def span_rows(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
         conditions, parameters = _conditions(where, analysis_sql.SPAN_FILTERS, tenant)
         return self._frame(analysis_sql.SPAN_ROWS.format(conditions=conditions), parameters | {"limit": limit})
+
+    def trace_usage(self, trace_ids: Sequence[str], *, tenant: str | None) -> pl.DataFrame:
+        parameters = {"trace_ids": list(trace_ids), **tenant_parameters(tenant)}
+        frame = self._frame(analysis_sql.TRACE_USAGE, parameters)
+        tokens = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+        model_tokens = ("model_input_tokens", "model_output_tokens", "model_cached_input_tokens")
+        schema = (
+            {"trace_id": pl.String, "llm_calls": pl.UInt64}
+            | dict.fromkeys(tokens, pl.UInt64)
+            | {"dominant_stage": pl.String, "model": pl.String}
+            | dict.fromkeys(model_tokens, pl.UInt64)
+        )
+        return _typed(frame, schema)
+
+    def token_usage(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
+        conditions, parameters = _conditions(where, analysis_sql.SUMMARY_FILTERS, tenant)
+        summarised = f"TraceId IN (SELECT TraceId FROM hotspan_trace_summary FINAL WHERE {conditions})"
+        model_usage = analysis_sql.MODEL_USAGE.format(owner=analysis_sql.OWNER_FILTER, traces=summarised)
+        sql = analysis_sql.TOKEN_USAGE.format(
+            group=analysis_sql.USAGE_GROUP_COLUMNS[group_by], model_usage=model_usage, conditions=conditions
+        )
+        frame = self._frame(sql, parameters)
+        schema = {"group": pl.String, "model": pl.String} | dict.fromkeys(
+            ("requests", "llm_calls", "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens"),
+            pl.UInt64,
+        )
+        return _typed(frame.rename({"group_key": "group"}) if frame.height else frame, schema)
 
     # --- helpers ---------------------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis import StageRules, load_stage_rules
+from analysis.pricing import PriceTable, load_price_table
 from processors.pipeline.hotspot_rules import HotspotRules, load_hotspot_rules
 
 
@@ -22,6 +23,7 @@ class PipelineConfig:
         stage_rules: span → stage table (``analysis.stage_rules``).
         hotspot_rules: static thresholds and the rolling-quantile mode (``hotspot_rules``).
         hotspot_window_s: length of the rolling hotspot window; seconds, > 0.
+        prices: model prices for the cost of model calls (``analysis.pricing``).
         poll_interval_s: how often the worker looks for quiet traces; seconds, > 0; None picks
             ``min(1, max(0.25, trace_idle_s / 4))``: a trace waits at most about a quarter idle period extra, and
             polls (a few small queries each) never crowd out ingest on an embedded engine.
@@ -39,6 +41,7 @@ class PipelineConfig:
     stage_rules: StageRules = field(default_factory=load_stage_rules)
     hotspot_rules: HotspotRules = field(default_factory=load_hotspot_rules)
     hotspot_window_s: float = 3600.0
+    prices: PriceTable = field(default_factory=load_price_table)
     poll_interval_s: float | None = None
     batch_traces: int = 500
     batch_spans: int = 200_000
@@ -75,12 +78,14 @@ class PipelineConfig:
         stage_rules_path: str | Path | None = None,
         hotspot_rules_path: str | Path | None = None,
         hotspot_window_s: float = 3600.0,
+        prices_path: str | Path | None = None,
     ) -> PipelineConfig:
         """The config with the rule tables read from their files (the packaged defaults for None).
 
         Raises:
-            analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError: a rule file is
-                unreadable or invalid (every problem listed).
+            analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError,
+                analysis.pricing.PriceTableError: a rule or price file is unreadable or invalid (every problem
+                listed).
             ValueError: a number is out of range.
         """
         return cls(
@@ -88,4 +93,5 @@ class PipelineConfig:
             stage_rules=load_stage_rules(stage_rules_path),
             hotspot_rules=load_hotspot_rules(hotspot_rules_path),
             hotspot_window_s=hotspot_window_s,
+            prices=load_price_table(prices_path),
         )

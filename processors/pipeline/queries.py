@@ -216,6 +216,49 @@ class AnalysisService:
         """The window's analysed spans, newest first (``AnalysisStore.span_rows``)."""
         return self._store.span_rows(where, limit, tenant=tenant)
 
+    @property
+    def currency(self) -> str:
+        """The currency of every cost (the price table's)."""
+        return self._config.prices.currency
+
+    def trace_usage(self, trace_ids: list[str], *, tenant: str | None) -> pl.DataFrame:
+        """Model usage of analysed traces among ``trace_ids``, one row each: trace_id, llm_calls, input_tokens,
+        output_tokens, cached_input_tokens, reasoning_tokens (UInt64), dominant_stage (String), cost (Float64 in
+        :attr:`currency`; null when the trace used no model or a model the price table does not price). Traces
+        not analysed yet are absent."""
+        rows = self._store.trace_usage(trace_ids, tenant=tenant)
+        priced = rows.with_columns(
+            self._config.prices.cost(
+                rows.select(
+                    "model",
+                    pl.col("model_input_tokens").alias("input_tokens"),
+                    pl.col("model_output_tokens").alias("output_tokens"),
+                    pl.col("model_cached_input_tokens").alias("cached_input_tokens"),
+                )
+            )
+        )
+        totals = ["llm_calls", "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens"]
+        unpriced = pl.col("model").is_not_null() & pl.col("cost").is_null()
+        return (
+            priced.group_by("trace_id", maintain_order=True)
+            .agg(
+                *(pl.col(name).first() for name in totals),
+                pl.col("dominant_stage").first(),
+                pl.col("cost").sum().alias("cost_sum"),
+                pl.col("model").is_not_null().any().alias("used_models"),
+                unpriced.any().alias("unpriced"),
+            )
+            .with_columns(pl.when(pl.col("used_models") & ~pl.col("unpriced")).then("cost_sum").alias("cost"))
+            .drop("cost_sum", "used_models", "unpriced")
+        )
+
+    def usage(self, where: AnalysisFilter, group_by: GroupBy = "", *, tenant: str | None) -> pl.DataFrame:
+        """Model calls, tokens and cost per group (root service, model, request tenant, or all) and model over
+        the window's analysed requests: the columns of ``AnalysisStore.token_usage`` and cost (Float64 in
+        :attr:`currency`, null for a model the price table does not price)."""
+        rows = self._store.token_usage(where, group_by, tenant=tenant)
+        return rows.with_columns(self._config.prices.cost(rows))
+
 
 def _split_by_phase(sections: pl.DataFrame, analysis: TraceAnalysis) -> pl.DataFrame:
     """``sections`` with each section of a span tiled into vLLM phases cut at the phase boundaries."""
