@@ -35,6 +35,10 @@ from instrumented_stack.realclients.truth import TruthRecorder
 from instrumented_stack.telemetry import otlp_traces_url
 
 ROOT_SPAN_NAME = "POST /ask"
+NODE_DIR = Path(__file__).resolve().parent / "node"
+"""The Node drivers' package (``package.json``, its lock file, the scripts; ``node_modules`` installed by
+``npm ci``, ignored by git)."""
+NPM_PREFIX = "npm:"
 SYSTEM_PROMPT = " ".join(
     [
         "You are the support assistant of an online shop that sells outdoor equipment.",
@@ -185,11 +189,23 @@ class DriverRun:
 
 
 def library_versions(distributions: tuple[str, ...]) -> dict[str, str]:
-    """Installed version of each distribution (``"missing"`` when not installed)."""
+    """Installed version of each distribution (``"missing"`` when not installed). A name ``npm:<package>`` is an
+    npm package of the Node drivers, read from :data:`NODE_DIR`'s ``node_modules``."""
     versions: dict[str, str] = {}
     for name in distributions:
+        if name.startswith(NPM_PREFIX):
+            versions[name] = _npm_version(name.removeprefix(NPM_PREFIX))
+            continue
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = "missing"
     return versions
+
+
+def _npm_version(package: str) -> str:
+    manifest = NODE_DIR / "node_modules" / package / "package.json"
+    try:
+        return str(json.loads(manifest.read_text(encoding="utf-8"))["version"])
+    except (OSError, ValueError, KeyError):
+        return "missing"
