@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -153,6 +153,12 @@ class DriverRun:
                 yield QUESTIONS[index % len(QUESTIONS)]
             span.set_attribute("http.response.status_code", 200)
 
+    def run_requests(self, answer: Callable[[str], object]) -> None:
+        """Run the driver's user requests one after another, each ``answer(question)`` inside :meth:`user_request`."""
+        for index in range(self.options.requests):
+            with self.user_request(index) as question:
+                answer(question)
+
     def tool_work(self, name: str, argument: str) -> str:
         """Run tool ``name`` for real: sleep half of ``tool_s``, then burn the CPU for the other half
         (sha256 rounds); recorded as a tool interval. Returns the tool's answer (JSON text)."""
@@ -166,6 +172,19 @@ class DriverRun:
         if name == TOOL_ORDER:
             return json.dumps({"order": argument, "status": "shipped", "items": ["tent"], "ref": digest.hex()[:8]})
         return json.dumps({"destination": argument, "days": 3})
+
+    def tool_functions(self) -> dict[str, Callable[[str], str]]:
+        """The two tools as plain typed functions (tool name -> function running :meth:`tool_work`), for frameworks
+        that build a tool's schema from a function's signature (``lookup_order(order_id: str)``,
+        ``shipping_estimate(city: str)``)."""
+
+        def lookup_order(order_id: str) -> str:
+            return self.tool_work(TOOL_ORDER, order_id)
+
+        def shipping_estimate(city: str) -> str:
+            return self.tool_work(TOOL_SHIPPING, city)
+
+        return {TOOL_ORDER: lookup_order, TOOL_SHIPPING: shipping_estimate}
 
     def finish(self, libraries: tuple[str, ...]) -> dict[str, object]:
         """Flush the spans, write the truth file (when asked) and return its metadata."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from instrumented_stack.realclients.common import SYSTEM_PROMPT, TOOL_DESCRIPTIONS, TOOL_ORDER, TOOL_SHIPPING, DriverRun
+from instrumented_stack.realclients.common import SYSTEM_PROMPT, TOOL_DESCRIPTIONS, DriverRun
 
 LIBRARIES = ("agent-framework-core", "agent-framework-openai", "openai", "opentelemetry-instrumentation-httpx")
 
@@ -25,19 +25,12 @@ def run(run: DriverRun) -> None:
     enable_instrumentation()
     client = openai.AsyncOpenAI(base_url=run.base_url, api_key="unused", http_client=run.async_http_client())
 
-    @tool(name=TOOL_ORDER, description=TOOL_DESCRIPTIONS[TOOL_ORDER])
-    def lookup_order(order_id: str) -> str:
-        return run.tool_work(TOOL_ORDER, order_id)
-
-    @tool(name=TOOL_SHIPPING, description=TOOL_DESCRIPTIONS[TOOL_SHIPPING])
-    def shipping_estimate(city: str) -> str:
-        return run.tool_work(TOOL_SHIPPING, city)
-
+    tools = [tool(name=name, description=TOOL_DESCRIPTIONS[name])(work) for name, work in run.tool_functions().items()]
     agent = Agent(
         client=OpenAIChatCompletionClient(model=run.options.model, async_client=client),
         instructions=SYSTEM_PROMPT,
         name="support_agent",
-        tools=[lookup_order, shipping_estimate],
+        tools=tools,
     )
 
     async def ask(question: str) -> None:
