@@ -9,7 +9,8 @@ convention uses, in the order they are tried (the first present wins). Sources:
   ``gen_ai.response.model``, ``gen_ai.provider.name`` (was ``gen_ai.system``), ``gen_ai.usage.input_tokens`` /
   ``output_tokens`` (were ``prompt_tokens`` / ``completion_tokens``), ``gen_ai.usage.cache_read.input_tokens``,
   ``gen_ai.usage.reasoning.output_tokens``, ``gen_ai.response.time_to_first_chunk`` (s); pydantic-ai writes
-  ``gen_ai.client.operation.time_to_first_chunk`` (s).
+  ``gen_ai.client.operation.time_to_first_chunk`` (s); Strands Agents ``gen_ai.server.time_to_first_token``
+  (**ms**, see :data:`FIRST_TOKEN_MS_KEYS`).
 - vLLM v1's ``llm_request`` span (``vllm/tracing.py`` ``SpanAttributes``): ``gen_ai.usage.prompt_tokens`` /
   ``completion_tokens``, ``gen_ai.latency.time_to_first_token`` (s).
 - OpenInference (Arize, ``openinference-semantic-conventions``): ``llm.model_name``, ``llm.provider``,
@@ -20,8 +21,8 @@ convention uses, in the order they are tried (the first present wins). Sources:
   ``completion_tokens``, ``gen_ai.usage.cache_read_input_tokens``, ``llm.usage.total_tokens``.
 - Vercel AI SDK telemetry (``ai`` package, docs "AI SDK Core: Telemetry"): ``ai.model.id``,
   ``ai.model.provider``, ``ai.usage.promptTokens`` / ``completionTokens`` (v4), ``ai.usage.inputTokens`` /
-  ``outputTokens`` / ``cachedInputTokens`` / ``reasoningTokens`` (v5), ``ai.response.msToFirstChunk`` (ms) and
-  the span event ``ai.stream.firstChunk``.
+  ``outputTokens`` / ``cachedInputTokens`` / ``reasoningTokens`` (v5), ``ai.response.msToFirstChunk`` (ms;
+  ``ai.stream.msToFirstChunk`` on ``streamObject``) and the span event ``ai.stream.firstChunk``.
 - Langfuse SDK v3 (OpenTelemetry-based): ``langfuse.observation.model.name``,
   ``langfuse.observation.usage_details`` (a JSON object whose keys are usage types: ``input``, ``output``,
   ``input_cached_tokens`` / ``cache_read_input_tokens``, ``output_reasoning_tokens`` ...) and
@@ -104,11 +105,14 @@ FIRST_TOKEN_SECONDS_KEYS = (
     "gen_ai.response.time_to_first_chunk",
     "gen_ai.client.operation.time_to_first_chunk",
     "gen_ai.latency.time_to_first_token",
-    "gen_ai.server.time_to_first_token",
 )
 """Attributes holding the first token's delay after the span's start, in seconds."""
-FIRST_TOKEN_MS_KEYS = ("ai.response.msToFirstChunk",)
-"""Attributes holding the first token's delay after the span's start, in milliseconds."""
+FIRST_TOKEN_MS_KEYS = ("ai.response.msToFirstChunk", "ai.stream.msToFirstChunk", "gen_ai.server.time_to_first_token")
+"""Attributes holding the first token's delay after the span's start, in milliseconds: the Vercel AI SDK's
+(``ai.response.msToFirstChunk`` on ``doStream`` spans, ``ai.stream.msToFirstChunk`` on ``streamObject``'s), and
+Strands Agents' ``gen_ai.server.time_to_first_token`` on its model-call span (``strands/telemetry/tracer.py``
+sets it from the event loop's ``timeToFirstByteMs``, an integer of ms after the request was sent; the GenAI
+semconv *metric* of that name is in seconds, but no span convention defines the attribute)."""
 FIRST_TOKEN_TIME_KEYS = ("langfuse.observation.completion_start_time",)
 """Attributes holding the first token's wall-clock time as ISO 8601 (possibly JSON-quoted)."""
 FIRST_TOKEN_EVENTS = (

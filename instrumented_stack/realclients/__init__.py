@@ -5,6 +5,8 @@ One driver per library (``drivers/``), each run in its own process (instrumentor
 [--requests N] [--engine-spans on|off] [--http-spans on|off] [--truth-out PATH]``. Each user request is one
 trace; the driver writes the ground truth (``truth``) measured on its own clocks and on the wire
 (``transport``). ``harness`` starts an emulator and runs a driver; ``capture`` writes the golden captures.
+A Node library's driver (``vercel_ai``) runs a script of ``node/`` (its npm packages installed by
+``node_packages``) that measures the same truth in Node.
 """
 
 from __future__ import annotations
@@ -17,5 +19,10 @@ DRIVERS: dict[str, str] = {
     "openai_agents": "OpenAI Agents SDK + openinference-instrumentation-openai-agents, an agent with two tools",
     "langgraph": "LangGraph + langchain-openai + OpenLLMetry's opentelemetry-instrumentation-langchain",
     "langfuse": "Langfuse Python SDK (@observe + its OpenAI wrapper), spans exported to the OTLP endpoint",
+    "agent_framework": "Microsoft Agent Framework's built-in instrumentation (GenAI semconv), an agent with two tools",
+    "langsmith": "LangSmith SDK's OTel export (@traceable + wrap_openai), spans only (tracing mode otel)",
+    "logfire": "Pydantic Logfire's OpenAI instrumentation (logfire.instrument_openai), spans to the OTLP endpoint",
+    "strands": "Strands Agents' built-in tracing (GenAI semconv), OpenAIModel, an agent with two tools",
+    "vercel_ai": "Vercel AI SDK (npm ai + @ai-sdk/openai) telemetry in Node, generateText/streamText with two tools",
 }
 """Driver name -> what it runs (module ``drivers.<name>``)."""

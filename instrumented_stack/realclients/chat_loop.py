@@ -73,9 +73,7 @@ def run_chat_requests(run: DriverRun, tool_span_shape: ToolSpanShape) -> None:
         span_name, attributes = tool_span_shape(name, call_id, arguments)
         return run.tracer.start_as_current_span(span_name, attributes=attributes)
 
-    for index in range(run.options.requests):
-        with run.user_request(index) as question:
-            run_chat_loop(run, client, question, tool_span)
+    run.run_requests(lambda question: run_chat_loop(run, client, question, tool_span))
 
 
 def run_chat_loop(run: DriverRun, client: openai.OpenAI, question: str, tool_span: ToolSpan) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -35,6 +35,10 @@ from instrumented_stack.realclients.truth import TruthRecorder
 from instrumented_stack.telemetry import otlp_traces_url
 
 ROOT_SPAN_NAME = "POST /ask"
+NODE_DIR = Path(__file__).resolve().parent / "node"
+"""The Node drivers' package (``package.json``, its lock file, the scripts; ``node_modules`` installed by
+``npm ci``, ignored by git)."""
+NPM_PREFIX = "npm:"
 SYSTEM_PROMPT = " ".join(
     [
         "You are the support assistant of an online shop that sells outdoor equipment.",
@@ -149,6 +153,12 @@ class DriverRun:
                 yield QUESTIONS[index % len(QUESTIONS)]
             span.set_attribute("http.response.status_code", 200)
 
+    def run_requests(self, answer: Callable[[str], object]) -> None:
+        """Run the driver's user requests one after another, each ``answer(question)`` inside :meth:`user_request`."""
+        for index in range(self.options.requests):
+            with self.user_request(index) as question:
+                answer(question)
+
     def tool_work(self, name: str, argument: str) -> str:
         """Run tool ``name`` for real: sleep half of ``tool_s``, then burn the CPU for the other half
         (sha256 rounds); recorded as a tool interval. Returns the tool's answer (JSON text)."""
@@ -162,6 +172,19 @@ class DriverRun:
         if name == TOOL_ORDER:
             return json.dumps({"order": argument, "status": "shipped", "items": ["tent"], "ref": digest.hex()[:8]})
         return json.dumps({"destination": argument, "days": 3})
+
+    def tool_functions(self) -> dict[str, Callable[[str], str]]:
+        """The two tools as plain typed functions (tool name -> function running :meth:`tool_work`), for frameworks
+        that build a tool's schema from a function's signature (``lookup_order(order_id: str)``,
+        ``shipping_estimate(city: str)``)."""
+
+        def lookup_order(order_id: str) -> str:
+            return self.tool_work(TOOL_ORDER, order_id)
+
+        def shipping_estimate(city: str) -> str:
+            return self.tool_work(TOOL_SHIPPING, city)
+
+        return {TOOL_ORDER: lookup_order, TOOL_SHIPPING: shipping_estimate}
 
     def finish(self, libraries: tuple[str, ...]) -> dict[str, object]:
         """Flush the spans, write the truth file (when asked) and return its metadata."""
@@ -185,11 +208,23 @@ class DriverRun:
 
 
 def library_versions(distributions: tuple[str, ...]) -> dict[str, str]:
-    """Installed version of each distribution (``"missing"`` when not installed)."""
+    """Installed version of each distribution (``"missing"`` when not installed). A name ``npm:<package>`` is an
+    npm package of the Node drivers, read from :data:`NODE_DIR`'s ``node_modules``."""
     versions: dict[str, str] = {}
     for name in distributions:
+        if name.startswith(NPM_PREFIX):
+            versions[name] = _npm_version(name.removeprefix(NPM_PREFIX))
+            continue
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = "missing"
     return versions
+
+
+def _npm_version(package: str) -> str:
+    manifest = NODE_DIR / "node_modules" / package / "package.json"
+    try:
+        return str(json.loads(manifest.read_text(encoding="utf-8"))["version"])
+    except (OSError, ValueError, KeyError):
+        return "missing"

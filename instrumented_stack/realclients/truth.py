@@ -63,6 +63,19 @@ class RequestTruth:
     llm_attempts: list[LlmAttempt] = field(default_factory=list)
     tools: list[ToolRun] = field(default_factory=list)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RequestTruth:
+        """A request measured by another process (the Node drivers), from its JSON: the fields of this class,
+        ``llm_attempts`` and ``tools`` as lists of :class:`LlmAttempt` / :class:`ToolRun` fields (derived totals,
+        if present, are ignored and recomputed by :meth:`summary`)."""
+        return cls(
+            trace_id=data["trace_id"],
+            start_unix_ns=data["start_unix_ns"],
+            e2e_ns=data["e2e_ns"],
+            llm_attempts=[LlmAttempt(**attempt) for attempt in data["llm_attempts"]],
+            tools=[ToolRun(**tool) for tool in data["tools"]],
+        )
+
     def summary(self) -> dict[str, Any]:
         """The request as JSON-ready data, with the derived totals ``llm_in_flight_ns``, ``llm_share`` (in
         flight / e2e), ``tool_ns`` (union of tool intervals) and ``llm_calls`` (attempts answered 200)."""

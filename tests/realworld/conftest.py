@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from realworld_kit import LiveRun, shape_ready, wait_for_trace
+from realworld_kit import LiveRun, engine_spans_expected, shape_ready, wait_for_trace
 
 from instrumented_stack.realclients.harness import run_driver
 
@@ -33,9 +33,9 @@ def live_driver(hotspan_server: RunningServer, tmp_path: Path) -> Callable[..., 
         )
         traces = {}
         for request in result.truth["requests"]:
-            calls = request["llm_calls"]
+            engine = engine_spans_expected(driver, request["llm_calls"], engine_spans)
             traces[request["trace_id"]] = wait_for_trace(
-                hotspan_server.base_url, request["trace_id"], lambda spans, n=calls: shape_ready(spans, n, engine_spans)
+                hotspan_server.base_url, request["trace_id"], lambda spans, n=engine: shape_ready(spans, n)
             )
         return result, traces
 

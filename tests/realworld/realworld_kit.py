@@ -28,6 +28,11 @@ CONVENTIONS: dict[str, tuple[str, str | None]] = {
     "openai_agents": ("openinference.span.kind", "AGENT"),
     "langgraph": ("traceloop.span.kind", "workflow"),
     "langfuse": ("langfuse.observation.type", "generation"),
+    "vercel_ai": ("ai.telemetry.functionId", "support_agent"),
+    "agent_framework": ("gen_ai.provider.name", "microsoft.agent_framework"),
+    "strands": ("gen_ai.operation.name", "execute_event_loop_cycle"),
+    "langsmith": ("langsmith.span.kind", "llm"),
+    "logfire": ("logfire.span_type", "span"),
 }
 """Driver -> an attribute the library itself writes (key, and value when one is expected), as observed."""
 
@@ -36,6 +41,12 @@ LLM_SPAN_NOT_CURRENT = frozenset({"langfuse", "langgraph"})
 OpenLLMetry's LangChain callback handler), so the HTTP client span, and vLLM's ``llm_request`` under it, is
 a sibling of the LLM span (under the agent observation / the graph node), not its descendant (as observed)."""
 
+VERCEL_AI_CALLS = frozenset({"ai.generateText.doGenerate", "ai.streamText.doStream"})
+"""The Vercel AI SDK's provider-call operations (``ai.operationId``), one per step."""
+ENGINE_SPANS_ELSEWHERE = frozenset({"langsmith"})
+"""Drivers whose library puts a context of its own around its LLM call (LangSmith's OTel export makes the current
+span a non-recording one with IDs derived from its run UUIDs, then exports the run under other IDs), so the HTTP
+client span and vLLM's ``llm_request`` below it land in a trace of their own (as observed)."""
 LLM_REQUEST = "llm_request"
 HTTPX_SCOPE = "opentelemetry.instrumentation.httpx"
 
@@ -45,10 +56,14 @@ def is_llm_call(span: Span) -> bool:
     attributes = span["attributes"]
     if span["name"] == LLM_REQUEST or span["scope_name"] == HTTPX_SCOPE:
         return False
+    if attributes.get("logfire.span_type") == "log":
+        # Logfire's zero-length "streaming response ... took {duration}s" record after a streamed call's span.
+        return False
     return (
         attributes.get("gen_ai.operation.name") in ("chat", "text_completion")
         or attributes.get("openinference.span.kind") == "LLM"
         or attributes.get("langfuse.observation.type") == "generation"
+        or attributes.get("ai.operationId") in VERCEL_AI_CALLS
     )
 
 
@@ -85,12 +100,17 @@ def roots(spans: list[Span]) -> list[Span]:
     return [s for s in spans if not s["parent_span_id"]]
 
 
-def shape_ready(spans: list[Span], llm_calls: int, engine_spans: bool) -> bool:
-    """The whole trace has arrived: the driver's root, no orphan, and one ``llm_request`` per LLM call when the
-    engine traces."""
+def engine_spans_expected(driver: str, llm_calls: int, engine_spans: bool) -> int:
+    """How many ``llm_request`` spans the driver's trace holds: one per LLM call when the engine traces, none when
+    it does not or when the library sends them to another trace (:data:`ENGINE_SPANS_ELSEWHERE`)."""
+    return llm_calls if engine_spans and driver not in ENGINE_SPANS_ELSEWHERE else 0
+
+
+def shape_ready(spans: list[Span], engine_expected: int) -> bool:
+    """The whole trace has arrived: the driver's root, no orphan, and ``engine_expected`` ``llm_request`` spans."""
     engine = sum(1 for s in spans if s["name"] == LLM_REQUEST)
     root_ok = [s["name"] for s in roots(spans)] == [ROOT_SPAN_NAME]
-    return root_ok and not orphans(spans) and engine == (llm_calls if engine_spans else 0)
+    return root_ok and not orphans(spans) and engine == engine_expected
 
 
 def wait_for_trace(

@@ -28,9 +28,56 @@ from storage.tenancy import ALL_TENANTS
 from testkit import ingest_otlp_json_file
 
 CAPTURES = Path(__file__).parent / "captures"
-CASES = [(driver, engine, stream) for driver in sorted(DRIVERS) for engine in (True, False) for stream in (False, True)]
+_VERCEL_MS_STARTS = (
+    "the OpenTelemetry JS SDK (2.x) starts a span at Date.now(), whole ms, and ends it at start + its performance.now()"
+    " duration, so a step's ai.generateText.doGenerate can seem to end after the next ai.toolCall starts; the Jaeger"
+    " critical path then skips that doGenerate and ai.generateText (agent) takes its time"
+)
+_VERCEL_STREAM_TOOLS = (
+    "ai.streamText.doStream stays open while the step's tools run (ai.toolCall, a sibling, overlaps it): its own time"
+    " after the HTTP response was read is tool and SDK time, counted as llm.*"
+)
+_LOGFIRE_STREAM = (
+    "Logfire ends a streamed call's span when the SDK returns the stream and logs the streaming as a zero-length"
+    " span (logfire.span_type=log, duration in s, the usage) that Hotspan counts as a second call and whose time"
+    " it cannot place"
+)
+KNOWN_MISSES: dict[tuple[str, bool, bool], str] = {
+    ("vercel_ai", True, False): _VERCEL_MS_STARTS,
+    ("vercel_ai", True, True): _VERCEL_STREAM_TOOLS,
+    ("vercel_ai", False, True): _VERCEL_STREAM_TOOLS,
+    ("logfire", True, True): _LOGFIRE_STREAM,
+    ("logfire", False, True): _LOGFIRE_STREAM,
+}
+"""Captures whose truth the analysis misses for a convention that needs analysis code, not a rule or table entry
+(tests/realworld/README.md, "Known misses"); strict, so a fix shows up as an unexpected pass."""
+CASES = [
+    pytest.param(
+        driver,
+        engine,
+        stream,
+        marks=[pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[driver, engine, stream])]
+        if (driver, engine, stream) in KNOWN_MISSES
+        else [],
+    )
+    for driver in sorted(DRIVERS)
+    for engine in (True, False)
+    for stream in (False, True)
+]
 SHARE_TOLERANCE = 0.05
-CACHED_REPORTED = frozenset({"openinference_openai", "openllmetry_openai", "pydantic_ai", "langgraph", "langfuse"})
+CACHED_REPORTED = frozenset(
+    {
+        "openinference_openai",
+        "openllmetry_openai",
+        "pydantic_ai",
+        "langgraph",
+        "langfuse",
+        "agent_framework",
+        "strands",
+        "logfire",
+        "vercel_ai",
+    }
+)
 """Drivers whose library records cached prompt tokens (tests/realworld/README.md)."""
 
 

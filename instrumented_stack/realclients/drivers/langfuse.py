@@ -44,7 +44,5 @@ def run(run: DriverRun) -> None:
     def answer(question: str) -> str:
         return run_chat_loop(run, client, question, tool_span)
 
-    for index in range(run.options.requests):
-        with run.user_request(index) as question:
-            answer(question)
+    run.run_requests(answer)
     langfuse.flush()
