@@ -9,12 +9,17 @@ Semantics (jaeger-ui ``packages/jaeger-ui/src/components/TracePage/CriticalPath/
    that started first, then the earlier span); the parent's stretch from that child's end to ``t`` is on
    the path; walk into the child with ``t = child end``. When a span has no child ending before ``t``, its
    stretch from its start to ``t`` is on the path and the walk returns to its parent with
-   ``t = that span's start``, where the last child finishing strictly before ``t`` is taken next.
+   ``t = that span's start``, where the last child finishing at or before ``t`` is taken next.
+
+   Jaeger UI takes the last child finishing *strictly* before ``t``, which skips a sibling that ends exactly
+   when the next one starts (back-to-back steps, and every step of a tracer with millisecond start times once
+   :attr:`analysis.tree.SpanTree.clamped` has trimmed its sub-millisecond overlaps); CRISP's happens-before
+   (Zhang et al., USENIX ATC 2022) counts it, and so does this.
 
 Because the walk enters every child with a fresh bound (its own end), the children a span walks through
 depend only on that span: its *chain* is ``c1`` = the last-finishing child, ``c(k+1)`` = the last child
-finishing strictly before ``ck`` starts. A span is on the critical path when it and every ancestor are in
-their parent's chain, and its sections are the gaps its chain leaves:
+finishing at or before ``ck`` starts (other than ``ck``). A span is on the critical path when it and every
+ancestor are in their parent's chain, and its sections are the gaps its chain leaves:
 ``[c1.end, span.end]``, ``[c(k+1).end, ck.start]``, ..., ``[span.start, c_last.start]`` (empty ones
 omitted), or its whole interval when it has no eligible child. So the path is computed without a walk:
 one sort and one binary search find every child's successor, chains advance in lock step (as many rounds
@@ -67,8 +72,10 @@ def critical_path_sections(tree: SpanTree) -> Sections:
     end_key = parent * bound + (bound - 1 - child_end)
     order = stable_order(end_key)
     ordered, ordered_parent, sorted_key = children[order], parent[order], end_key[order]
-    # A child's successor: the first sibling in that order ending strictly before the child starts.
-    successor = np.searchsorted(sorted_key, (parent * bound + (bound - 1 - child_start))[order], side="right")
+    # A child's successor: the first sibling after it in that order ending at or before the child starts. Later
+    # in the order means ending no later, and a zero-length child is passed over, so chains always advance.
+    ends_by_start = np.searchsorted(sorted_key, (parent * bound + (bound - 1 - child_start))[order], side="left")
+    successor = np.maximum(ends_by_start, np.arange(ordered.size) + 1)
     inside = successor < ordered.size
     inside[inside] = ordered_parent[successor[inside]] == ordered_parent[inside]
     successor = np.where(inside, successor, -1)

@@ -21,7 +21,8 @@ analysis reuses. Rules, applied per trace:
   span ID). Other roots are analysed as the roots of their own subtrees and are left out of the request's
   decomposition.
 
-Critical-path clamping (:meth:`SpanTree.clamped`) follows Jaeger UI's
+Critical-path clamping (:meth:`SpanTree.clamped`), after trimming the overlaps a millisecond start clock fakes
+(:func:`trim_clock_overlaps`), follows Jaeger UI's
 ``packages/jaeger-ui/src/components/TracePage/CriticalPath/utils/sanitizeOverFlowingChildren``: each child is
 cut to its (already cut) parent's interval; a child lying wholly outside it (starting at or after the parent's
 end, or ending at or before the parent's start when it starts earlier) is dropped with its whole subtree.
@@ -133,8 +134,10 @@ class SpanTree:
 
     @cached_property
     def clamped(self) -> Clamped:
-        """The intervals Jaeger UI's critical path works on (see the module docstring)."""
-        low, high = ancestry.reduce_many(self.parent, [(self.start_ns, np.maximum), (self.end_ns, np.minimum)])
+        """The intervals Jaeger UI's critical path works on (see the module docstring), after trimming
+        millisecond-clock overlaps (:func:`trim_clock_overlaps`)."""
+        end = trim_clock_overlaps(np.where(self.follows_from, -1, self.parent), self.start_ns, self.end_ns)
+        low, high = ancestry.reduce_many(self.parent, [(self.start_ns, np.maximum), (end, np.minimum)])
         child = np.flatnonzero(self.parent >= 0)
         above = self.parent[child]
         start, end = self.start_ns[child], self.end_ns[child]
@@ -182,6 +185,38 @@ class SpanTree:
                 ),
             }
         )
+
+
+CLOCK_GRANULARITY_NS = 1_000_000
+"""Granularity of the coarsest span clock Hotspan corrects for: the OpenTelemetry JS SDK (2.x) stamps a span's
+start with ``Date.now()`` (whole milliseconds) and its end as start plus a ``performance.now()`` duration."""
+
+
+def trim_clock_overlaps(parent: IntArray, start: IntArray, end: IntArray) -> IntArray:
+    """``end`` with each span that overlaps its next sibling (by start) by less than the clock granularity, where
+    that sibling starts on a whole millisecond and lasts, cut back to the sibling's start. ``parent`` is -1 for
+    spans that are no one's sibling here (roots; FOLLOWS_FROM children, which never block).
+
+    Sequential steps timed by a millisecond start clock seem to overlap by up to a millisecond (observed with
+    the Vercel AI SDK on the OpenTelemetry JS SDK, ``tests/realworld``); cut, the earlier step ends as the next
+    begins, as it did. Any other overlap is real concurrency and is kept.
+    """
+    child = np.flatnonzero(parent >= 0)
+    order = child[np.lexsort((child, start[child], parent[child]))]
+    earlier, later = order[:-1], order[1:]
+    siblings = parent[earlier] == parent[later]
+    overlap = end[earlier] - start[later]
+    trim = (
+        siblings
+        & (start[earlier] < start[later])
+        & (overlap > 0)
+        & (overlap < CLOCK_GRANULARITY_NS)
+        & (start[later] % CLOCK_GRANULARITY_NS == 0)
+        & (end[later] > start[later])
+    )
+    trimmed = end.copy()
+    trimmed[earlier[trim]] = start[later[trim]]
+    return trimmed
 
 
 def build_tree(frame: pl.DataFrame) -> SpanTree:

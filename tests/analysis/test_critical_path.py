@@ -4,6 +4,8 @@ transcription of Jaeger UI's walk on random trees."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from itertools import pairwise
 
 import polars as pl
 from analysis_support import FOLLOWS, T0, S, by_span, frame, random_traces, sections_by_span
@@ -39,12 +41,26 @@ def test_nesting_walks_back_through_earlier_children() -> None:
     }
 
 
-def test_sequential_children_that_touch_are_not_chained() -> None:
-    # Jaeger takes the next child only if it ends strictly before the current one starts: b [10,50], c [50,90].
-    # a: LFC c -> a [90,100], c [50,90]; back at 50: b ends 50, not < 50 -> a [0,50]. b is off the path.
+def test_sequential_children_that_touch_are_chained() -> None:
+    # b [10,50] ends when c [50,90] starts: b happened before c (CRISP), so the walk takes b next. Jaeger UI
+    # (strictly before) would skip b and give a [0,50].
     assert path_of([S("a", "", 0, 100), S("b", "a", 10, 50), S("c", "a", 50, 90)]) == {
-        "a": [(0, 50), (90, 100)],
+        "a": [(0, 10), (90, 100)],
+        "b": [(10, 50)],
         "c": [(50, 90)],
+    }
+
+
+def test_a_sub_millisecond_overlap_with_a_millisecond_start_is_trimmed() -> None:
+    # A tracer that starts spans on whole milliseconds (the OpenTelemetry JS SDK's Date.now()) makes step b
+    # [0.5 ms, 2.0001 ms] overlap the next step c, which starts at 2 ms, by 100 ns. b is cut to end at 2 ms,
+    # so the walk chains b before c instead of skipping it.
+    ms = 1_000_000
+    spans = [S("a", "", 0, 5 * ms), S("b", "a", ms // 2, 2 * ms + 100), S("c", "a", 2 * ms, 4 * ms)]
+    assert path_of(spans) == {
+        "a": [(0, ms // 2), (4 * ms, 5 * ms)],
+        "b": [(ms // 2, 2 * ms)],
+        "c": [(2 * ms, 4 * ms)],
     }
 
 
@@ -152,13 +168,25 @@ def test_many_sequential_siblings() -> None:
 
 def jaeger_walk(spans: list[S]) -> list[tuple[str, int, int]]:
     """A direct, iterative transcription of jaeger-ui's computeCriticalPath after sanitizeOverFlowingChildren
-    and getChildOfSpans, for one trace whose first span is the root."""
+    and getChildOfSpans, for one trace whose first span is the root, with CRISP's happens-before (a child ending
+    at the bound counts) instead of Jaeger's strict one."""
     by_id = {s.span_id: s for s in spans}
     children: dict[str, list[str]] = {s.span_id: [] for s in spans}
     for s in spans:
         if s.parent:
             children[s.parent].append(s.span_id)
     root = spans[0].span_id
+    # analysis.tree.trim_clock_overlaps, written plainly: a step overlapping its next sibling (a CHILD_OF sibling
+    # that lasts and starts on a whole millisecond) by less than a millisecond ends where that sibling starts.
+    ends = {s.span_id: s.end for s in spans}
+    for kids_of in children.values():
+        blocking = sorted((by_id[c] for c in kids_of if not by_id[c].links), key=lambda c: (c.start, c.span_id))
+        for earlier, later in pairwise(blocking):
+            overlap = earlier.end - later.start
+            whole_ms = (T0 + later.start) % 1_000_000 == 0
+            if earlier.start < later.start and 0 < overlap < 1_000_000 and whole_ms and later.end > later.start:
+                ends[earlier.span_id] = later.start
+    by_id = {s.span_id: replace(s, end=ends[s.span_id]) for s in spans}
     interval = {root: (by_id[root].start, by_id[root].end)}
     order, queue = [], [root]
     while queue:
@@ -181,14 +209,16 @@ def jaeger_walk(spans: list[S]) -> list[tuple[str, int, int]]:
         for span in interval
     }
     sections: list[tuple[str, int, int]] = []
-    current, bound = root, None
+    current, bound, came_from = root, None, None
     while True:
         start, end = interval[current]
         if bound is None:
             candidate = kids[current][0] if kids[current] else None
             bound = end
         else:
-            candidate = next((c for c in kids[current] if interval[c][1] < bound), None)
+            # CRISP's happens-before: the next child ends at or before the bound, after the one walked last.
+            later = kids[current][kids[current].index(came_from) + 1 :]
+            candidate = next((c for c in later if interval[c][1] <= bound), None)
         if candidate is not None:
             if interval[candidate][1] != bound:
                 sections.append((current, interval[candidate][1], bound))
@@ -198,7 +228,7 @@ def jaeger_walk(spans: list[S]) -> list[tuple[str, int, int]]:
             sections.append((current, start, bound))
         if current == root:
             return sections
-        current, bound = by_id[current].parent, start
+        current, bound, came_from = by_id[current].parent, start, current
 
 
 @settings(max_examples=300, deadline=None)
