@@ -1,12 +1,17 @@
 """``sequential_llm_calls``: a request makes model calls one after another that do not depend on each other.
 
-Client-side signal (model calls and token counts; no engine span or metric needed). Within a request, a model
-call B *could have run concurrently* with the call A before it when all of these hold:
+Client-side signal (model calls, token counts and, where captured, their content; no engine span or metric
+needed). Within a request, a model call B *could have run concurrently* with the call A before it when all of
+these hold:
 
 - B starts after A ended (they ran one after another);
-- B does not carry A's answer: its input grew by less than ``continuation_output_share`` of A's output tokens
-  (a chat API call that follows another re-sends the history plus the answer, so its input grows by at least the
-  answer; an independent call's input does not);
+- B does not carry A's answer. Where both were captured with content capture on, A's output does not appear in
+  B's input (:func:`diagnosis.call_content.output_probe`). Otherwise by the counts: B's input differs from A's
+  by less than ``continuation_output_share`` of A's output tokens. A chat API call that follows another
+  re-sends the history plus the answer, so its input grows by at least the answer; a step that sends on only the
+  answer (summarize, translate) has an input of another size; independent calls of one kind (the same template
+  on different questions) have inputs of about the same size. Independent calls of different sizes are
+  therefore missed without content, never the other way round;
 - no step that could feed B started between them (a span of ``feeding_stages``, tool or retrieval, starting after
   A ended and before B started: its result, built from A's answer, may be in B's prompt);
 - B is not A again (same model and input token count: a repeat, which ``redundant_llm_calls`` names) and A did
@@ -22,19 +27,21 @@ from __future__ import annotations
 import polars as pl
 from pydantic import Field, model_validator
 
+from diagnosis.call_content import input_content, output_probe
 from diagnosis.context import DiagnosisContext
 from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ms, ratio, severity_for
 from diagnosis.rules.base import Rule, RuleConfig
-from diagnosis.signals import continues_previous, top_traces, with_previous_call
+from diagnosis.signals import top_traces, with_previous_call
 
 
 class SequentialLlmCallsConfig(RuleConfig):
     continuation_output_share: float = Field(
         gt=0,
         le=1,
-        description="Share (0..1) of the previous call's output tokens by which a call's input must grow to count "
-        "as carrying that answer. A re-sent answer costs about its own token count (chat templates add a few "
-        "tokens, tool-call formats drop a few); half of it leaves room for both.",
+        description="Share (0..1) of the previous call's output tokens: without captured content, a call whose "
+        "input differs from the previous call's by this much or more may carry that answer. A re-sent answer costs "
+        "about its own token count (chat templates add a few tokens, tool-call formats drop a few); half of it "
+        "leaves room for both.",
     )
     feeding_stages: list[str] = Field(
         description="Stages of spans whose result may feed the next model call (tool, retrieval): one starting "
@@ -77,14 +84,24 @@ class SequentialLlmCalls(Rule[SequentialLlmCallsConfig]):
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config
-        calls = with_previous_call(ctx.model_calls.filter(pl.col("in_request")))
+        calls = with_previous_call(
+            ctx.model_calls.filter(pl.col("in_request")).with_columns(input_content(), output_probe())
+        ).with_columns(pl.col("output_probe").shift(1).over("trace_id").alias("previous_output_probe"))
         multi = calls.filter(pl.col("position") > 0)["trace_id"].unique()
         if multi.len() < config.min_requests:
             return None
         fed = self._fed(ctx, calls)
+        grown = pl.col("input_tokens") - pl.col("previous_input_tokens")
+        same_size = grown.abs() < config.continuation_output_share * pl.col("previous_output_tokens")
+        quoted = pl.col("input_content").str.contains(pl.col("previous_output_probe"), literal=True)
+        answer_not_sent = (
+            pl.when(pl.col("input_content").is_not_null() & pl.col("previous_output_probe").is_not_null())
+            .then(~quoted)
+            .otherwise(same_size)
+        )
         independent = (
             (pl.col("start_ns") >= pl.col("previous_end_ns"))
-            & ~continues_previous(config.continuation_output_share)
+            & answer_not_sent
             & (
                 (pl.col("input_tokens") != pl.col("previous_input_tokens"))
                 | (pl.col("model") != pl.col("previous_model"))

@@ -3,8 +3,8 @@ of the client-side rules.
 
 A request is a SERVER root ``POST /ask`` of service ``app`` around a sequence of steps, in the GenAI semantic
 conventions' spelling: a model call is a CLIENT span ``chat <model>`` (``gen_ai.operation.name=chat``, model,
-provider, usage, optionally ``gen_ai.response.time_to_first_chunk``, cached tokens, captured input, a conversation
-id) with one HTTP CLIENT span per attempt below it (``url.full`` of the chat completions route,
+provider, usage, optionally ``gen_ai.response.time_to_first_chunk``, cached tokens, captured input and output, a
+conversation id) with one HTTP CLIENT span per attempt below it (``url.full`` of the chat completions route,
 ``http.response.status_code``); a tool call is an INTERNAL ``execute_tool <name>`` span with
 ``gen_ai.tool.call.arguments``. Steps run one after another, ``gap_ms`` apart; :class:`Together` runs its calls
 at once. Durations are in ms.
@@ -33,6 +33,7 @@ class Call:
     duration_ms: float = 200.0
     ttft_ms: float | None = None
     content: str | None = None
+    answer: str | None = None
     conversation: str | None = None
     attempts: tuple[int, ...] | None = (200,)
     retry_wait_ms: float = 50.0
@@ -126,6 +127,7 @@ def _call(spans: list[SpanSpec], tid: str, root: str, new_id: Callable[[], str],
         "gen_ai.usage.cache_read.input_tokens": call.cached_tokens,
         "gen_ai.response.time_to_first_chunk": None if call.ttft_ms is None else call.ttft_ms / 1e3,
         "gen_ai.input.messages": call.content,
+        "gen_ai.output.messages": call.answer,
         "gen_ai.conversation.id": call.conversation,
     }
     attributes.update({key: str(value) for key, value in optional.items() if value is not None})

@@ -63,3 +63,27 @@ def test_a_small_saving_is_not_worth_reporting() -> None:
         Call(input_tokens=601, duration_ms=20.0),
     ]
     assert "sequential_llm_calls" not in by_cause(diagnose(repeat(4, steps)))
+
+
+def test_a_step_that_sends_on_only_the_answer_depends_on_it() -> None:
+    # Generate from a 3,000-token prompt, then translate the 300-token answer: a smaller input, not the same kind.
+    steps = [Call(input_tokens=3000, output_tokens=300), Call(input_tokens=350, output_tokens=300)] * 2
+    assert "sequential_llm_calls" not in by_cause(diagnose(repeat(4, steps)))
+
+
+def test_captured_content_decides_where_the_counts_cannot() -> None:
+    answer = '[{"role":"assistant","parts":[{"type":"text","content":"Order A-1 ships tomorrow from Oslo."}]}]'
+    # Different sizes, yet the second prompt does not quote the first answer: independent.
+    unrelated = [
+        Call(input_tokens=900, answer=answer, content='[{"role":"user","content":"Classify: where is A-1?"}]'),
+        Call(input_tokens=2000, content='[{"role":"user","content":"Which city is in: where is A-1?"}]'),
+        ANSWER,
+    ]
+    assert "sequential_llm_calls" in by_cause(diagnose(repeat(4, unrelated)))
+    # The same size, but the second prompt quotes the first answer: dependent.
+    quoting = [
+        Call(input_tokens=604, answer=answer, content='[{"role":"user","content":"Shorten"}]'),
+        Call(input_tokens=603, content='[{"role":"user","content":"Shorten: Order A-1 ships tomorrow from Oslo."}]'),
+        ANSWER,
+    ]
+    assert "sequential_llm_calls" not in by_cause(diagnose(repeat(4, quoting)))
