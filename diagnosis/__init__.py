@@ -20,11 +20,12 @@ from diagnosis.metrics import (
     MetricsUnavailableError,
     PrometheusMetricsSource,
 )
-from diagnosis.rules import RULES
+from diagnosis.rules import CLIENT_SIDE_CAUSES, RULES
 from diagnosis.settings import DiagnosisSettings, load_diagnosis_settings
 from diagnosis.table import RuleTable, RuleTableError, default_rule_table, load_rule_table, parse_rule_table
 
 __all__ = [
+    "CLIENT_SIDE_CAUSES",
     "RULES",
     "SEVERITIES",
     "Diagnoser",

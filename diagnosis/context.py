@@ -1,5 +1,6 @@
 """What every rule reads about one window of traces: the spans with their analysis, the requests' stage
-breakdown, the LLM calls, and (optionally) the engine's metrics. Each view is computed once, on first use.
+breakdown, the engine's LLM calls, the model calls any client instrumentation recorded (and the HTTP attempts
+that carried them), and (optionally) the engine's metrics. Each view is computed once, on first use.
 
 A *request* is a trace and its end-to-end latency is its root span's duration (:mod:`analysis.decomposition`);
 shares "of end-to-end" below are over the summed latency of every request in the window, on the critical path,
@@ -12,14 +13,17 @@ from collections.abc import Sequence
 from functools import cached_property
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
-from analysis import TraceAnalysis, analyze, span_attributions, stage_breakdown_wide
+from analysis import SpanTree, TraceAnalysis, analyze, ancestry, span_attributions, stage_breakdown_wide
+from analysis.genai import TOKEN_COLUMNS
+from analysis.model_calls import model_calls
 from analysis.spans import attribute
 from analysis.stage_rules import StageRules
 from analysis.vllm import BOUNDARIES, calls_of_prepared, phase_boundaries
 from diagnosis.metrics import EngineMetrics
-from diagnosis.signals import IntArray
+from diagnosis.signals import IntArray, http_status
 
 INSTANCE_KEY = "service.instance.id"
 """Resource attribute naming one process of a service; spans without it share the instance ``""``."""
@@ -159,3 +163,140 @@ class DiagnosisContext:
         own = [attribute(key) for key in keys]
         calling = [attribute(key, "parent_attributes") for key in keys]
         return pl.coalesce(*own, *calling) if keys else pl.lit(None, dtype=pl.String)
+
+    @cached_property
+    def _model_call_rows(self) -> pl.DataFrame:
+        """:func:`analysis.model_calls.model_calls` with ``unit``: the index of the model call each row belongs
+        to (the outermost call of its chain), rows that are no model call of their own dropped (see
+        :func:`model_call_units`)."""
+        rows = model_calls(self.analysis)
+        unit = model_call_units(self.analysis.tree, rows["index"].to_numpy(), rows["engine"].to_numpy())
+        return rows.with_columns(pl.Series("unit", unit)).filter(pl.col("unit") >= 0)
+
+    @cached_property
+    def model_calls(self) -> pl.DataFrame:
+        """One row per model call a request made, whatever instrumentation recorded it: the outermost calls of
+        :func:`analysis.model_calls.model_calls` (less requests to an application that makes model calls of
+        its own, :func:`model_call_units`), each with what its whole chain reports (the calls nested in it: an
+        SDK's span under a framework's, vLLM's ``llm_request`` under both). Client-side evidence: no engine span
+        or metric is needed, and a call whose engine traces it is still one row.
+
+        Columns, sorted by trace_id then start: trace_id, span_id, name, service_name (String); index,
+        parent_index (Int64, into :attr:`spans`); start_ns, end_ns, duration_ns (Int64 ns); position (Int64:
+        the call's rank in its trace by start, from 0); model, provider (String, the outermost span's value
+        first, null when no span of the chain names one); input_tokens, output_tokens, cached_input_tokens,
+        reasoning_tokens (Int64, summed over the chain with each generation counted once, null where no span
+        of the chain reports the count); ttft_ns, stream_ns (Int64 ns: the first token's delay after the
+        call's start and the time after it, from the client-side spans of the chain, else from vLLM's engine
+        span; null when unknown); engine (Boolean: a vLLM engine span is in the chain); status_code (String,
+        the outermost span's); in_request (Boolean: part of its request's latency); attributes (Map, the
+        outermost span's).
+        """
+        rows = self._model_call_rows
+        instant = pl.col("start_ns") + pl.col("ttft_ns")
+        chains = rows.group_by("unit").agg(
+            *(pl.when(pl.col(name).is_not_null().any()).then(pl.col(name).sum()).alias(name) for name in TOKEN_COLUMNS),
+            # The client saw the first token where it recorded it; the engine's own instant is the fallback.
+            pl.coalesce(instant.filter(~pl.col("engine")).min(), instant.filter(pl.col("engine")).min()).alias(
+                "first_token_ns"
+            ),
+            *(
+                pl.col(name).sort_by(pl.col("index") == pl.col("unit"), descending=True).drop_nulls().first()
+                for name in ("model", "provider")
+            ),
+            pl.col("engine").any(),
+        )
+        outer = rows.filter(pl.col("index") == pl.col("unit")).select(
+            "trace_id", "span_id", "index", "name", "service_name", "start_ns", "end_ns", "duration_ns", "status_code"
+        )
+        joined = outer.join(chains, left_on="index", right_on="unit", how="left", maintain_order="left")
+        context = self.spans.select("parent_index", "in_request", "attributes")[joined["index"].to_numpy()]
+        return (
+            pl.concat([joined, context], how="horizontal")
+            .sort("trace_id", "start_ns", "index")
+            .with_columns(
+                pl.int_range(pl.len(), dtype=pl.Int64).over("trace_id").alias("position"),
+                (pl.col("first_token_ns") - pl.col("start_ns")).alias("ttft_ns"),
+                (pl.col("end_ns") - pl.col("first_token_ns")).alias("stream_ns"),
+            )
+            .select(
+                "trace_id",
+                "span_id",
+                "name",
+                "service_name",
+                "index",
+                "parent_index",
+                "start_ns",
+                "end_ns",
+                "duration_ns",
+                "position",
+                "model",
+                "provider",
+                *TOKEN_COLUMNS,
+                "ttft_ns",
+                "stream_ns",
+                "engine",
+                "status_code",
+                "in_request",
+                "attributes",
+            )
+        )
+
+    @cached_property
+    def model_call_attempts(self) -> pl.DataFrame:
+        """The HTTP (or RPC) client requests that carried each model call of :attr:`model_calls`: one per
+        attempt, so a call the client retried has several. A call with no such span below it has none here.
+
+        Columns, sorted by call then start: trace_id (String); call_index (Int64, the carried call's ``index``
+        in :attr:`model_calls`); index (Int64, the attempt's span, into :attr:`spans`); start_ns, end_ns (Int64
+        ns); status_code (String, the span's status); http_status (Int64: ``http.response.status_code``, the
+        older ``http.status_code``, or a numeric ``error.type``; null when the span tells none); attributes (Map).
+        """
+        assignment = self.analysis.assignment
+        carriers = np.flatnonzero(assignment.carried_call >= 0)
+        calls = self._model_call_rows.select("index", pl.col("unit").alias("call_index"))
+        spans = self.spans[carriers]
+        return (
+            spans.select(
+                "trace_id",
+                pl.Series("carried", assignment.carried_call[carriers]),
+                "index",
+                "start_ns",
+                "end_ns",
+                "status_code",
+                http_status().alias("http_status"),
+                "attributes",
+            )
+            .join(calls, left_on="carried", right_on="index", how="inner")
+            .select("trace_id", "call_index", "index", "start_ns", "end_ns", "status_code", "http_status", "attributes")
+            .sort("call_index", "start_ns", "index")
+        )
+
+
+def model_call_units(tree: SpanTree, calls: IntArray, engine: npt.NDArray[np.bool_]) -> IntArray:
+    """Per model call span (``calls``: span indices, as :func:`analysis.model_calls.model_calls` lists them;
+    ``engine``: which are engine spans), the model call it belongs to, or -1 when it is none.
+
+    A call belongs to the outermost client-side call at or above it. A client-side call that holds another
+    client-side call below a SERVER span is a request to an application that makes model calls itself (an agent
+    service behind a gateway; a stage rule for one model API's URL can also match an application's route, as
+    ``*/invoke`` matches ``/v1/invoke``), not a model call: it belongs to nothing and the calls below it stand
+    alone. An engine span under no client-side call is a call of its own (vLLM traced, its client not).
+    """
+    client = np.zeros(tree.size, dtype=bool)
+    client[calls[~engine]] = True
+    server = tree.spans["kind"].is_in(("Server",)).to_numpy()
+    nearest_client = ancestry.nearest_flagged(tree.parent, tree.depth, client)
+    nearest_server = ancestry.nearest_flagged(tree.parent, tree.depth, server)
+    inner = calls[~engine]
+    above = np.maximum(tree.parent[inner], 0)
+    outer = np.where(tree.parent[inner] >= 0, nearest_client[above], -1)
+    hop = np.where(tree.parent[inner] >= 0, nearest_server[above], -1)
+    crossing = (outer >= 0) & (hop >= 0) & (tree.depth[np.maximum(hop, 0)] > tree.depth[np.maximum(outer, 0)])
+    unit = client.copy()
+    unit[outer[crossing]] = False
+    index = np.arange(tree.size, dtype=np.int64)
+    key = np.where(unit, (tree.depth.astype(np.int64) << 32) | index, np.iinfo(np.int64).max)
+    shallowest = ancestry.reduce_to_root(tree.parent, key, np.minimum)
+    owner = np.where(shallowest < np.iinfo(np.int64).max, shallowest & 0xFFFFFFFF, -1)[calls]
+    return np.where(engine & (owner < 0), calls, np.where(client[calls] & ~unit[calls], -1, owner))

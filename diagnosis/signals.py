@@ -97,3 +97,50 @@ def top_traces(frame: pl.DataFrame, weight: str, count: int) -> list[str]:
         return []
     ranked = frame.group_by("trace_id").agg(pl.col(weight).sum()).sort([weight, "trace_id"], descending=[True, False])
     return ranked["trace_id"].head(count).to_list()
+
+
+PREVIOUS_CALL_COLUMNS = ("start_ns", "end_ns", "input_tokens", "output_tokens", "status_code", "model")
+"""Columns of the previous model call that :func:`with_previous_call` adds, prefixed ``previous_``."""
+
+
+def with_previous_call(calls: pl.DataFrame) -> pl.DataFrame:
+    """Model calls (:attr:`diagnosis.context.DiagnosisContext.model_calls`, sorted by trace then start) with the
+    previous call of the same trace beside each: ``previous_<column>`` for :data:`PREVIOUS_CALL_COLUMNS`, null
+    on a trace's first call."""
+    return calls.with_columns(
+        pl.col(name).shift(1).over("trace_id").alias(f"previous_{name}") for name in PREVIOUS_CALL_COLUMNS
+    )
+
+
+def continues_previous(min_output_share: float) -> pl.Expr:
+    """Over :func:`with_previous_call`: whether a call's input grew by at least ``min_output_share`` of the
+    previous call's output tokens, i.e. it re-sends that answer (an agent loop's next turn: the chat history
+    plus the answer plus tool results). Null where either call's counts are unknown."""
+    grown = pl.col("input_tokens") - pl.col("previous_input_tokens")
+    return grown >= min_output_share * pl.col("previous_output_tokens")
+
+
+def subtree_critical_ns(parent: IntArray, spans: pl.DataFrame, roots: IntArray) -> pl.DataFrame:
+    """Per trace, the critical-path ns spent in the subtrees of ``roots`` (span indices into ``spans``, the
+    context's span view with ``trace_id`` and ``critical_path_ns``), counted once where subtrees nest.
+    Columns: trace_id, wasted_ns."""
+    marked = np.zeros(spans.height, dtype=bool)
+    marked[roots] = True
+    inside = nearest_marked(parent, marked) >= 0
+    return spans.filter(pl.Series(inside)).group_by("trace_id").agg(pl.col("critical_path_ns").sum().alias("wasted_ns"))
+
+
+HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
+"""Where an HTTP client span records the answer's status (OTel semconv HTTP, current and older names)."""
+ERROR_TYPE_KEY = "error.type"
+"""OTel semconv's error class; for HTTP it is the status code as a string when the status is an error."""
+
+
+def http_status() -> pl.Expr:
+    """The HTTP status a span reports (Int64): ``http.response.status_code``, the older ``http.status_code``,
+    or a three-digit ``error.type``; null when it reports none."""
+    error_type = attribute(ERROR_TYPE_KEY)
+    return pl.coalesce(
+        *(attribute(key).cast(pl.Int64, strict=False) for key in HTTP_STATUS_KEYS),
+        pl.when(error_type.str.contains(r"^[0-9]{3}$")).then(error_type.cast(pl.Int64, strict=False)),
+    )

@@ -6,13 +6,20 @@ from typing import Any
 
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.rules.connection_setup_per_request import ConnectionSetupPerRequest
+from diagnosis.rules.context_growth import ContextGrowth
 from diagnosis.rules.decode_bound import DecodeBound
 from diagnosis.rules.event_loop_blocking import EventLoopBlocking
+from diagnosis.rules.llm_bound import LlmBound
 from diagnosis.rules.orchestration_cpu_hotspot import OrchestrationCpuHotspot
 from diagnosis.rules.prefix_cache_unused import PrefixCacheUnused
+from diagnosis.rules.prompt_cache_unused import PromptCacheUnused
+from diagnosis.rules.provider_throttling import ProviderThrottling
 from diagnosis.rules.queue_saturation import QueueSaturation
 from diagnosis.rules.redundant_llm_calls import RedundantLlmCalls
+from diagnosis.rules.repeated_tool_calls import RepeatedToolCalls
 from diagnosis.rules.retrieval_topk_blowup import RetrievalTopkBlowup
+from diagnosis.rules.sequential_llm_calls import SequentialLlmCalls
+from diagnosis.rules.slow_first_token import SlowFirstToken
 from diagnosis.rules.tokenizer_cold_start import TokenizerColdStart
 
 RULES: dict[str, type[Rule[Any]]] = {
@@ -27,8 +34,30 @@ RULES: dict[str, type[Rule[Any]]] = {
         RedundantLlmCalls,
         RetrievalTopkBlowup,
         EventLoopBlocking,
+        LlmBound,
+        SequentialLlmCalls,
+        ContextGrowth,
+        PromptCacheUnused,
+        RepeatedToolCalls,
+        SlowFirstToken,
+        ProviderThrottling,
     )
 }
 """Every rule class by its cause name."""
 
-__all__ = ["RULES", "Rule", "RuleConfig"]
+CLIENT_SIDE_CAUSES: frozenset[str] = frozenset(
+    {
+        LlmBound.cause,
+        SequentialLlmCalls.cause,
+        ContextGrowth.cause,
+        PromptCacheUnused.cause,
+        RepeatedToolCalls.cause,
+        RedundantLlmCalls.cause,
+        SlowFirstToken.cause,
+        ProviderThrottling.cause,
+    }
+)
+"""The causes found from client-side spans alone (no engine span, no engine metric): what any LLM or agent
+instrumentation records is enough for them."""
+
+__all__ = ["CLIENT_SIDE_CAUSES", "RULES", "Rule", "RuleConfig"]

@@ -1,41 +1,46 @@
 """``redundant_llm_calls``: a request sends the same prompt to the model more than once.
 
-The *prompt signature* of an LLM call is its model plus, in order of strength:
+The calls are the model calls a request made, whatever instrumentation recorded them
+(:attr:`~diagnosis.context.DiagnosisContext.model_calls`: GenAI, OpenInference, OpenLLMetry, Vercel, Langfuse
+spans, an HTTP request to a model API, or only vLLM's ``llm_request``). A call's *prompt signature* is its model
+plus, in order of strength:
 
 1. a prompt hash attribute (``prompt_hash_attributes``, e.g. the stack's ``llm.prompt.sha256``): equal values
    are equal prompts (strong);
-2. otherwise the values of ``signature_attributes`` (input tokens, max_tokens, temperature ...), all present:
-   equal values make equal prompts likely, not certain (weak; lower confidence).
+2. the input the instrumentation captured with content capture on (:func:`diagnosis.call_content.input_content`:
+   ``gen_ai.input.messages``, OpenInference's ``llm.input_messages.*`` ...): equal text is an equal prompt
+   (strong);
+3. otherwise its input token count and the values of ``signature_attributes`` (max_tokens, temperature ...;
+   absent ones compare equal): equal prompts are likely, not certain (weak; lower confidence), so a weak
+   repeat counts only back to back, right after the call it repeats.
 
-LLM calls are the client spans of ``llm_operations`` (GenAI ``gen_ai.operation.name``); a trace with only
-engine spans (``llm_request``) is read from those instead. Within a trace, a call whose signature matches an
-earlier call is redundant unless that earlier call failed (then it is a retry). Cost: the critical-path time of
-the redundant calls' subtrees.
+Within a trace, a call whose signature matches an earlier call's is redundant unless that earlier call failed
+(then it is a retry). Cost: the critical-path time of the redundant calls' subtrees.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 from pydantic import Field, model_validator
 
+from diagnosis.call_content import input_content
 from diagnosis.context import DiagnosisContext
 from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ms, ratio
 from diagnosis.rules.base import Rule, RuleConfig
-from diagnosis.signals import first_attribute, nearest_marked, top_traces
+from diagnosis.signals import first_attribute, subtree_critical_ns, top_traces
 
-MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model")
+CONTENT_KEY = "input_content"
+"""The ``signature_key`` of signatures made from the captured input."""
 
 
 class RedundantLlmCallsConfig(RuleConfig):
-    llm_operations: list[str] = Field(min_length=1, description="gen_ai.operation.name values of a model call.")
     prompt_hash_attributes: list[str] = Field(
         description="Attributes holding a hash of the whole prompt, in preference order (the GenAI semantic "
         "conventions define none; the stack writes llm.prompt.sha256)."
     )
     signature_attributes: list[str] = Field(
-        min_length=1,
-        description="Without a prompt hash, attributes that together stand for the prompt (all must be present).",
+        description="Without a prompt hash or captured input: attributes that, beside the model and the input "
+        "token count, must also be equal (request parameters such as max_tokens; absent ones compare equal)."
     )
     affected_share_warning: float = Field(
         gt=0,
@@ -69,29 +74,31 @@ class RedundantLlmCalls(Rule[RedundantLlmCallsConfig]):
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config
-        spans = ctx.spans
-        is_call = spans.select(
-            first_attribute(["gen_ai.operation.name"]).is_in(config.llm_operations).fill_null(False)
-        ).to_series()
-        if not is_call.any():
-            is_call = spans["index"].is_in(ctx.llm_calls["index"].implode())
-        calls = self._signed(spans.filter(is_call))
+        calls = self._signed(ctx.model_calls)
         requests = calls["trace_id"].n_unique()
         if requests < config.min_requests:
             return None
         previous_failed = pl.col("status_code").shift(1).over("trace_id", "signature") == "Error"
+        # A weak repeat must follow the call it repeats directly.
+        adjacent = pl.col("position").shift(1).over("trace_id", "signature") == pl.col("position") - 1
         ranked = calls.sort("start_ns").with_columns(
             (pl.int_range(pl.len()).over("trace_id", "signature") > 0).alias("repeat"),
             previous_failed.fill_null(False).alias("retry"),
+            adjacent.fill_null(False).alias("adjacent"),
         )
-        redundant = ranked.filter(pl.col("signature").is_not_null() & pl.col("repeat") & ~pl.col("retry"))
+        redundant = ranked.filter(
+            pl.col("signature").is_not_null()
+            & pl.col("repeat")
+            & ~pl.col("retry")
+            & (pl.col("strong") | pl.col("adjacent"))
+        )
         if redundant.height == 0:
             return None
         affected = redundant["trace_id"].n_unique()
         affected_share = affected / requests
         if affected_share < config.affected_share_warning:
             return None
-        wasted = self._wasted(ctx, redundant["index"].to_numpy())
+        wasted = subtree_critical_ns(ctx.parent, ctx.spans, redundant["index"].to_numpy())
         wasted_share = ctx.critical_share(float(wasted["wasted_ns"].sum()))
         strong = redundant["strong"].all()
         severity = "critical" if wasted_share >= config.wasted_share_critical else "warning"
@@ -123,35 +130,32 @@ class RedundantLlmCalls(Rule[RedundantLlmCallsConfig]):
     def _signed(self, calls: pl.DataFrame) -> pl.DataFrame:
         """``calls`` with their prompt signature (null when unknown), whether it is strong, and its key name."""
         config = self.config
-        model = first_attribute(MODEL_KEYS).fill_null("")
+        model = pl.col("model").fill_null("")
         hashed = first_attribute(config.prompt_hash_attributes)
-        parts = [first_attribute([key]) for key in config.signature_attributes]
-        weak = pl.concat_str([model, *parts], separator="|")
+        captured = input_content()
+        content = pl.when(captured.is_not_null()).then(captured.hash().cast(pl.String))
+        weak = pl.concat_str(
+            [model, pl.col("input_tokens").cast(pl.String)]
+            + [first_attribute([key]).fill_null("") for key in config.signature_attributes],
+            separator="|",
+        )
         hash_name = pl.coalesce(
             *(
                 pl.when(pl.col("attributes").map.contains_key(key)).then(pl.lit(key))
                 for key in config.prompt_hash_attributes
             ),
-            pl.lit(None, dtype=pl.String),
+            pl.when(content.is_not_null()).then(pl.lit(CONTENT_KEY)),
         )
+        strong = pl.coalesce(hashed, content)
         return calls.select(
             "index",
             "trace_id",
             "start_ns",
+            "position",
             "status_code",
-            pl.coalesce(pl.concat_str([model, hashed], separator="|"), weak).alias("signature"),
-            hashed.is_not_null().alias("strong"),
-            pl.coalesce(hash_name, pl.lit("+".join(["model", *config.signature_attributes]))).alias("signature_key"),
-        )
-
-    @staticmethod
-    def _wasted(ctx: DiagnosisContext, redundant: np.ndarray) -> pl.DataFrame:
-        """Per affected trace, critical-path ns spent in the redundant calls' subtrees (wasted_ns)."""
-        marked = np.zeros(ctx.spans.height, dtype=bool)
-        marked[redundant] = True
-        inside = nearest_marked(ctx.parent, marked) >= 0
-        return (
-            ctx.spans.filter(pl.Series(inside))
-            .group_by("trace_id")
-            .agg(pl.col("critical_path_ns").sum().alias("wasted_ns"))
+            pl.coalesce(pl.concat_str([model, strong], separator="|"), weak).alias("signature"),
+            strong.is_not_null().alias("strong"),
+            pl.coalesce(hash_name, pl.lit("+".join(["model", "input_tokens", *config.signature_attributes]))).alias(
+                "signature_key"
+            ),
         )

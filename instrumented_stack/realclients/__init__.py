@@ -2,11 +2,12 @@
 
 One driver per library (``drivers/``), each run in its own process (instrumentors patch globals):
 ``python -m instrumented_stack.realclients <driver> --llm-url URL --otlp-endpoint URL [--stream]
-[--requests N] [--engine-spans on|off] [--http-spans on|off] [--truth-out PATH]``. Each user request is one
-trace; the driver writes the ground truth (``truth``) measured on its own clocks and on the wire
-(``transport``). ``harness`` starts an emulator and runs a driver; ``capture`` writes the golden captures.
-A Node library's driver (``vercel_ai``) runs a script of ``node/`` (its npm packages installed by
-``node_packages``) that measures the same truth in Node.
+[--requests N] [--engine-spans on|off] [--http-spans on|off] [--truth-out PATH] [app settings]``. Each user
+request is one trace; the driver writes the ground truth (``truth``) measured on its own clocks and on the wire
+(``transport``). ``harness`` starts an emulator and runs a driver; ``capture`` writes the golden captures;
+``faults`` holds the client-side fault switches (app settings of ``common.AppSettings`` for the drivers that run
+the hand-written ``chat_loop``, and emulator changes). A Node library's driver (``vercel_ai``) runs a script of
+``node/`` (its npm packages installed by ``node_packages``) that measures the same truth in Node.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """``python -m instrumented_stack.realclients <driver> ...``: run one driver (see the package docstring).
 
-Prints one JSON line on stdout: the truth file's metadata plus ``trace_ids``. Exit status 0 on success.
+Prints one JSON line on stdout: the truth file's metadata plus ``trace_ids``. Exit status 0 on success, 2 when
+app settings (``common.AppSettings``) are given to a driver that does not run the hand-written chat loop.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 from instrumented_stack.realclients import DRIVERS
-from instrumented_stack.realclients.common import DriverOptions, DriverRun
+from instrumented_stack.realclients.common import AppSettings, DriverOptions, DriverRun
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -38,7 +39,10 @@ def parse_options(argv: list[str] | None = None) -> DriverOptions:
     parser.add_argument("--http-spans", type=_on_off, default=True, help="on|off: HTTP client spans per attempt")
     parser.add_argument("--tool-ms", type=float, default=50.0, help="milliseconds of work per tool call")
     parser.add_argument("--truth-out", type=Path, help="where to write the ground-truth JSON")
+    for flag, keywords in AppSettings.options():
+        parser.add_argument(flag, help="app setting (common.AppSettings; chat-loop drivers only)", **keywords)  # type: ignore[arg-type]
     args = parser.parse_args(argv)
+    app = AppSettings(**{name: getattr(args, name) for name in AppSettings.__dataclass_fields__})
     return DriverOptions(
         driver=args.driver,
         llm_url=args.llm_url,
@@ -50,6 +54,7 @@ def parse_options(argv: list[str] | None = None) -> DriverOptions:
         http_spans=args.http_spans,
         tool_s=args.tool_ms / 1000,
         truth_out=args.truth_out,
+        app=app,
     )
 
 
@@ -57,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the driver; print its metadata and trace ids as one JSON line."""
     options = parse_options(argv)
     module = importlib.import_module(f"instrumented_stack.realclients.drivers.{options.driver}")
+    if options.app != AppSettings() and not getattr(module, "APP_SETTINGS", False):
+        print(f"{options.driver} does not run the chat loop the app settings change", file=sys.stderr)
+        return 2
     run = DriverRun(options, export=not getattr(module, "EXPORTS_ITSELF", False))
     module.run(run)
     meta = run.finish(module.LIBRARIES)

@@ -5,18 +5,25 @@ tool span of the instrumentation's convention, which the caller opens: the SDK i
 LLM calls only) and sends the results back; it stops at the first text answer. Against the emulator that is
 three LLM calls per request (``engine.tool_calls``). Streaming reads the chunks and assembles the tool
 calls as the SDK's delta format gives them.
+
+``DriverOptions.app`` (:class:`~instrumented_stack.realclients.common.AppSettings`) changes the app the way the
+client-side faults need: side questions asked before the loop (one after another or at once), the whole
+conversation re-sent on every call, a clock at the top of the system prompt, a longer system prompt, every
+tool call run twice.
 """
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
 
 import openai
 
 from instrumented_stack.realclients.common import (
-    SYSTEM_PROMPT,
+    SIDE_QUESTIONS,
     TOOL_DESCRIPTIONS,
     TOOL_ORDER,
     TOOL_SHIPPING,
@@ -77,39 +84,62 @@ def run_chat_requests(run: DriverRun, tool_span_shape: ToolSpanShape) -> None:
 
 
 def run_chat_loop(run: DriverRun, client: openai.OpenAI, question: str, tool_span: ToolSpan) -> str:
-    """Answer ``question`` with tools; returns the final text."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": question},
-    ]
+    """Answer ``question`` with tools, as ``run.options.app`` says; returns the final text."""
+    app = run.options.app
+    notes = _side_answers(run, client, question)
+    user = f"{question}\nNotes: {' / '.join(notes)}" if notes else question
+    messages: list[dict[str, Any]] = [{"role": "system", "content": ""}, {"role": "user", "content": user}]
+    transcript: list[dict[str, Any]] = []
     for _ in range(MAX_LLM_CALLS):
-        content, calls = _ask(run, client, messages)
+        messages[0] = {"role": "system", "content": app.system_prompt()}
+        if app.resend_history:
+            transcript += messages
+        content, calls = _ask(run, client, transcript if app.resend_history else messages, TOOLS)
         if not calls:
             return content
         messages.append({"role": "assistant", "content": content or None, "tool_calls": calls})
         for call in calls:
             name, arguments = call["function"]["name"], call["function"]["arguments"]
-            with tool_span(name, call["id"], arguments):
-                result = run.tool_work(name, arguments)
+            for _run in range(2 if app.repeat_tool_calls else 1):
+                with tool_span(name, call["id"], arguments):
+                    result = run.tool_work(name, arguments)
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     raise RuntimeError(f"no text answer after {MAX_LLM_CALLS} LLM calls")
 
 
-def _ask(run: DriverRun, client: openai.OpenAI, messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """One LLM call: the text and the tool calls (as message dicts) of the answer."""
-    model = run.options.model
+def _side_answers(run: DriverRun, client: openai.OpenAI, question: str) -> list[str]:
+    """The answers to the app's side questions about ``question`` (none by default), asked one after another
+    or at once; each runs in a copy of the caller's context, so its LLM span joins the request's trace."""
+    app = run.options.app
+
+    def ask(side: str) -> str:
+        messages = [
+            {"role": "system", "content": app.system_prompt()},
+            {"role": "user", "content": f"{side} {question}"},
+        ]
+        return _ask(run, client, messages, None)[0]
+
+    questions = SIDE_QUESTIONS[: app.side_questions]
+    if not app.side_questions_concurrent:
+        return [ask(side) for side in questions]
+    with ThreadPoolExecutor(max_workers=max(len(questions), 1)) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, ask, side) for side in questions]
+        return [future.result() for future in futures]
+
+
+def _ask(
+    run: DriverRun, client: openai.OpenAI, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+) -> tuple[str, list[dict[str, Any]]]:
+    """One LLM call (``tools`` offered, or none): the text and the tool calls (as message dicts) of the answer."""
+    request: dict[str, Any] = {"model": run.options.model, "messages": messages}
+    if tools is not None:
+        request["tools"] = tools
     if not run.options.stream:
-        response = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)  # type: ignore[arg-type]
+        response = client.chat.completions.create(**request)
         message = response.choices[0].message
         calls = [call.model_dump(exclude_none=True) for call in message.tool_calls or ()]
         return message.content or "", calls
-    stream = client.chat.completions.create(
-        model=model,
-        messages=messages,  # type: ignore[arg-type]
-        tools=TOOLS,  # type: ignore[arg-type]
-        stream=True,
-        stream_options={"include_usage": True},
-    )
+    stream = client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
     text: list[str] = []
     calls_by_index: dict[int, dict[str, Any]] = {}
     for chunk in stream:

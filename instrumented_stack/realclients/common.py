@@ -18,7 +18,8 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -68,6 +69,79 @@ TOOL_DESCRIPTIONS = {
 }
 
 
+SIDE_QUESTIONS: tuple[str, ...] = (
+    "In one word, which language is the following customer question written in?",
+    "In one word, is the following question about an order, a return or a delivery?",
+    "In one word, which city, if any, does the following customer question name?",
+)
+"""Questions the app can ask about the user's question before answering it (``AppSettings.side_questions``);
+none needs another's answer. Their lengths differ by a few tokens only, as independent calls of one kind do."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppSettings:
+    """How the hand-written agent loop (``chat_loop``) behaves; the defaults are the app the captures record.
+    The other settings are the client-side faults of ``realclients.faults`` and their clean counterparts.
+
+    Attributes:
+        side_questions: questions from :data:`SIDE_QUESTIONS` (at most three) the app asks the model about
+            the user's question before its tool loop, each on its own (no tools offered); their answers go
+            into the tool loop's first prompt.
+        side_questions_concurrent: ask the side questions at the same time instead of one after another.
+        resend_history: before each call the app appends the whole conversation to the transcript it sends,
+            instead of only the new messages, so every call re-sends all earlier ones again.
+        clock_in_system_prompt: the system prompt starts with the current time (to the microsecond),
+            taken anew for each call, so no two calls share a prompt prefix.
+        system_prompt_repeats: the instruction block repeated this many times (a longer system prompt: 3
+            makes every call's prompt over 1,024 tokens, the size hosted providers cache).
+        repeat_tool_calls: every tool call the model asks for is run twice with the same arguments (a
+            missing memo), the second result is the one sent back.
+    """
+
+    side_questions: int = 0
+    side_questions_concurrent: bool = False
+    resend_history: bool = False
+    clock_in_system_prompt: bool = False
+    system_prompt_repeats: int = 1
+    repeat_tool_calls: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.side_questions <= len(SIDE_QUESTIONS):
+            raise ValueError(f"side_questions must be 0..{len(SIDE_QUESTIONS)}, got {self.side_questions}")
+        if self.system_prompt_repeats < 1:
+            raise ValueError(f"system_prompt_repeats must be >= 1, got {self.system_prompt_repeats}")
+
+    def system_prompt(self) -> str:
+        """The system prompt of one call (with the clock, a new one each time)."""
+        prompt = " ".join([SYSTEM_PROMPT] * self.system_prompt_repeats)
+        if self.clock_in_system_prompt:
+            return f"Current time: {datetime.now(UTC).isoformat(timespec='microseconds')}. {prompt}"
+        return prompt
+
+    def command_line(self) -> list[str]:
+        """The settings that differ from the defaults as driver command-line options (``--side-questions 3``,
+        ``--resend-history`` ...), read back by :meth:`options`."""
+        arguments: list[str] = []
+        for item in fields(self):
+            value, flag = getattr(self, item.name), "--" + item.name.replace("_", "-")
+            if value == item.default:
+                continue
+            arguments += [flag] if isinstance(value, bool) else [flag, str(value)]
+        return arguments
+
+    @classmethod
+    def options(cls) -> list[tuple[str, dict[str, object]]]:
+        """``(flag, argparse keyword arguments)`` per setting, for a command-line parser; the parsed
+        namespace's attributes carry the field names."""
+        return [
+            (
+                "--" + item.name.replace("_", "-"),
+                {"action": "store_true"} if item.type in (bool, "bool") else {"type": int, "default": item.default},
+            )
+            for item in fields(cls)
+        ]
+
+
 @dataclass(frozen=True, slots=True)
 class DriverOptions:
     """One driver run, as the command line gives it.
@@ -84,6 +158,7 @@ class DriverOptions:
         http_spans: instrument the HTTP client (a CLIENT span per attempt).
         tool_s: **seconds** of work per tool call (half sleep, half CPU).
         truth_out: where the ground-truth JSON goes (``None``: not written).
+        app: how the hand-written agent loop behaves (drivers that use it only, ``APP_SETTINGS``).
     """
 
     driver: str
@@ -96,6 +171,7 @@ class DriverOptions:
     http_spans: bool = True
     tool_s: float = 0.05
     truth_out: Path | None = None
+    app: AppSettings = field(default_factory=AppSettings)
 
 
 class DriverRun:

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from instrumented_stack.engine.throttle import ThrottleConfig
+from instrumented_stack.realclients.common import AppSettings
 from instrumented_stack.realclients.emulator import MODEL, emulator_config, serve_emulator
+from instrumented_stack.realclients.faults import apply_client_faults
 from instrumented_stack.telemetry import otlp_span_processor
 
 
@@ -47,14 +49,24 @@ def run_driver(
     requests: int = 2,
     speed: float = 1.0,
     throttle: ThrottleConfig | None = None,
+    app: AppSettings | None = None,
+    faults: tuple[str, ...] = (),
+    tool_ms: float | None = None,
     timeout_s: float = 180.0,
 ) -> DriverResult:
     """Serve an emulator, run ``python -m instrumented_stack.realclients <driver>`` against it, return the result.
 
+    ``app`` sets how the chat-loop drivers' app behaves (default :class:`AppSettings`); ``faults`` (names of
+    :data:`~instrumented_stack.realclients.faults.CLIENT_FAULTS`) change it and the emulator further;
+    ``tool_ms`` is each tool call's work in **ms** (default the driver's).
+
     Raises:
         DriverFailed: the driver exited non-zero or did not finish within ``timeout_s`` seconds.
+        KeyError: an unknown fault name.
     """
-    config = emulator_config(engine_spans=engine_spans, speed=speed, throttle=throttle)
+    app, config = apply_client_faults(
+        app or AppSettings(), emulator_config(engine_spans=engine_spans, speed=speed, throttle=throttle), faults
+    )
     with serve_emulator(config, otlp_span_processor(otlp_endpoint)) as llm_url:
         command = [
             sys.executable,
@@ -78,6 +90,9 @@ def run_driver(
         ]
         if stream:
             command.append("--stream")
+        if tool_ms is not None:
+            command += ["--tool-ms", str(tool_ms)]
+        command += app.command_line()
         started = time.monotonic()
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)

@@ -13,7 +13,6 @@ every run happens once per session.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -34,9 +33,9 @@ from instrumented_stack.tokenizer import default_tokenizer
 from instrumented_stack.tools import ToolsConfig
 from instrumented_stack.workload import load_workload
 from storage.clickhouse import ClickHouse
-from storage.migrations import apply_migrations
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
+from testkit import migrated_database
 
 ROWS = 12
 USERS = 6
@@ -109,11 +108,8 @@ def stack_run() -> Iterator[Callable[[tuple[str, ...]], FaultRun]]:
 @pytest.fixture(scope="module")
 def fault_store(chdb_dsn: str) -> Iterator[ClickHouse]:
     """One migrated database for every run of this module (migrations take seconds; tenants separate runs)."""
-    ch = ClickHouse(chdb_dsn, f"faults_{uuid.uuid4().hex[:12]}")
-    apply_migrations(ch)
-    yield ch
-    ch.command(f"DROP DATABASE IF EXISTS {ch.database}")
-    ch.close()
+    with migrated_database(chdb_dsn, "faults") as ch:
+        yield ch
 
 
 def _diagnose(run: FaultRun, store: ClickHouse, tenant: str) -> DiagnosisReport:

@@ -7,13 +7,22 @@ from pathlib import Path
 import pytest
 import yaml
 
-from diagnosis import RULES, Diagnoser, RuleTableError, default_rule_table, load_diagnosis_settings, load_rule_table
+from diagnosis import (
+    CLIENT_SIDE_CAUSES,
+    RULES,
+    Diagnoser,
+    RuleTableError,
+    default_rule_table,
+    load_diagnosis_settings,
+    load_rule_table,
+)
 from diagnosis.rules.base import RuleConfig
 from diagnosis.settings import ENV_PROMETHEUS_URL, ENV_RULES
 from diagnosis.table import parse_rule_table
 
-UNIT_MARKS = ("(0..1", "(-1..1)", " ms", "Count.", "(ratio", "(documents)")
-"""How a numeric threshold's description states its unit: a share, a correlation, milliseconds, a count, a ratio."""
+UNIT_MARKS = ("(0..1", "(-1..1)", " ms", "Seconds.", "Count.", "(ratio", "(documents)")
+"""How a numeric threshold's description states its unit: a share, a correlation, milliseconds, seconds, a count,
+a ratio."""
 
 
 def test_the_packaged_table_holds_every_rule_enabled() -> None:
@@ -21,6 +30,7 @@ def test_the_packaged_table_holds_every_rule_enabled() -> None:
     assert [s.cause for s in table.settings] == list(RULES)
     assert all(s.enabled for s in table.settings)
     assert [rule.cause for rule in Diagnoser(table).rules] == list(RULES)
+    assert set(RULES) > CLIENT_SIDE_CAUSES
 
 
 @pytest.mark.parametrize("cause", list(RULES))

@@ -18,6 +18,8 @@ from instrumented_stack.realclients.chat_loop import run_chat_loop
 from instrumented_stack.realclients.common import DriverRun
 
 LIBRARIES = ("langfuse", "openai", "opentelemetry-instrumentation-httpx")
+APP_SETTINGS = True
+"""Runs :mod:`~instrumented_stack.realclients.chat_loop`, so it honours ``DriverOptions.app``."""
 EXPORTS_ITSELF = True
 
 

@@ -14,6 +14,8 @@ from instrumented_stack.realclients.chat_loop import run_chat_requests
 from instrumented_stack.realclients.common import DriverRun
 
 LIBRARIES = ("openai", "opentelemetry-instrumentation-openai-v2", "opentelemetry-instrumentation-httpx")
+APP_SETTINGS = True
+"""Runs :mod:`~instrumented_stack.realclients.chat_loop`, so it honours ``DriverOptions.app``."""
 
 
 def run(run: DriverRun) -> None:
