@@ -17,6 +17,7 @@ from analysis.remote_spans import adjust_remote_spans
 from analysis.self_time import self_times
 from analysis.stage_rules import StageRules, load_stage_rules
 from analysis.stages import Assignment, Pieces, RuleMatch, match_rules, pieces, refine
+from analysis.stream_logs import attach_stream_logs
 from analysis.tree import SpanTree, as_tree
 from analysis.wall_clock import Shares, wall_clock_shares
 from analysis.wrappers import adopt_wrapped_siblings
@@ -26,8 +27,9 @@ class TraceAnalysis:
     """Lazily computed analysis of the traces in one :class:`~analysis.tree.SpanTree`.
 
     :attr:`reported_tree` is the tree as the spans report it; :attr:`tree`, which every view reads, is that
-    tree after the adjusters (:mod:`analysis.remote_spans`, :mod:`analysis.wrappers`), identical unless a
-    server span outlives its client span or a childless wrapper span contains sibling work. Rules match spans
+    tree after the adjusters (:mod:`analysis.stream_logs`, :mod:`analysis.remote_spans`,
+    :mod:`analysis.wrappers`), identical unless a stream log ends a call, a server span outlives its client span
+    or a childless wrapper span contains sibling work. Rules match spans
     on the reported tree; what the tree refines (a traced LLM call, a request carrying a call) is read from the
     analysis tree.
 
@@ -46,10 +48,11 @@ class TraceAnalysis:
 
     @cached_property
     def tree(self) -> SpanTree:
-        """The analysis tree: :attr:`reported_tree` with server spans that outlive their client lifted or
-        shifted (:mod:`analysis.remote_spans`), then wrapped siblings under their wrappers
-        (:mod:`analysis.wrappers`)."""
-        return adopt_wrapped_siblings(adjust_remote_spans(self.reported_tree), self.matched)
+        """The analysis tree: :attr:`reported_tree` with streamed calls ended by their stream logs
+        (:mod:`analysis.stream_logs`), server spans that outlive their client lifted or shifted
+        (:mod:`analysis.remote_spans`), then wrapped siblings under their wrappers (:mod:`analysis.wrappers`)."""
+        streamed = attach_stream_logs(self.reported_tree, self.matched)
+        return adopt_wrapped_siblings(adjust_remote_spans(streamed), self.matched)
 
     @cached_property
     def self_time_ns(self) -> IntArray:

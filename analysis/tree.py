@@ -49,13 +49,14 @@ ROOT_REASONS: tuple[RootReason, ...] = ("", "root", "orphan", "self_parent", "cy
 """Codes of :attr:`SpanTree.root_reason`, by position: ``""`` is a span with a resolved parent."""
 _CHILD, _ROOT, _ORPHAN, _SELF_PARENT, _CYCLE = range(5)
 
-Adjustment = Literal["", "wrapped", "lifted", "shifted"]
-ADJUSTMENTS: tuple[Adjustment, ...] = ("", "wrapped", "lifted", "shifted")
+Adjustment = Literal["", "wrapped", "lifted", "shifted", "streamed"]
+ADJUSTMENTS: tuple[Adjustment, ...] = ("", "wrapped", "lifted", "shifted", "streamed")
 """Codes of :attr:`SpanTree.adjustment`, by position: ``wrapped``, analysed under a childless sibling that
 contains it (:mod:`analysis.wrappers`); ``lifted``, a server span that outlives its client span analysed under
 the caller's enclosing span, ``shifted``, a server span moved into its client span against clock skew
-(:mod:`analysis.remote_spans`)."""
-WRAPPED, LIFTED, SHIFTED = 1, 2, 3
+(:mod:`analysis.remote_spans`); ``streamed``, an LLM call extended to the end of its stream, as a stream log
+reports it, or the log moved under its call (:mod:`analysis.stream_logs`)."""
+WRAPPED, LIFTED, SHIFTED, STREAMED = 1, 2, 3, 4
 
 FOLLOWS_FROM_KEY = "opentracing.ref_type"
 FOLLOWS_FROM_VALUE = "follows_from"
@@ -258,17 +259,26 @@ def build_tree(frame: pl.DataFrame) -> SpanTree:
 
 
 def adjusted_tree(
-    tree: SpanTree, parent: IntArray, changed: BoolArray, code: int, shift_ns: IntArray | None = None
+    tree: SpanTree,
+    parent: IntArray,
+    changed: BoolArray,
+    code: int,
+    shift_ns: IntArray | None = None,
+    end_ns: IntArray | None = None,
 ) -> SpanTree:
-    """``tree`` with the analysis parents ``parent`` (and spans' times moved by ``shift_ns``, ns, where given),
-    ``changed`` spans marked with adjustment ``code`` (:data:`ADJUSTMENTS`); depths and roots recomputed, the
-    reported parents kept. An adjuster's one way to build its result."""
+    """``tree`` with the analysis parents ``parent`` (spans' times moved by ``shift_ns``, ns, and their ends set
+    to ``end_ns``, ns since the epoch, where given), ``changed`` spans marked with adjustment ``code``
+    (:data:`ADJUSTMENTS`); depths and roots recomputed, the reported parents kept. An adjuster's one way to build
+    its result."""
     depth, root = ancestry.depths_and_roots(parent)
     adjustment = np.zeros(tree.size, dtype=np.int8) if tree.adjustment is None else tree.adjustment.copy()
     adjustment[changed] = code
     spans, start, end = tree.spans, tree.start_ns, tree.end_ns
     if shift_ns is not None:
         start, end = start + shift_ns, end + shift_ns
+    if end_ns is not None:
+        end = end_ns
+    if shift_ns is not None or end_ns is not None:
         spans = spans.with_columns(pl.Series("start_time_unix_nano", start), pl.Series("end_time_unix_nano", end))
     return replace(
         tree,

@@ -44,8 +44,6 @@ TIME_IN_QUEUE = "gen_ai.latency.time_in_queue"
 TIME_IN_PREFILL = "gen_ai.latency.time_in_model_prefill"
 TIME_IN_DECODE = "gen_ai.latency.time_in_model_decode"
 TIME_TO_FIRST_TOKEN = "gen_ai.latency.time_to_first_token"
-SERVER_TIME_TO_FIRST_TOKEN = "gen_ai.server.time_to_first_token"
-"""GenAI semconv's server TTFT (a metric there); read as a seconds attribute where a span carries it."""
 COMPLETION_TOKENS = ("gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens")
 PROMPT_TOKENS = ("gen_ai.usage.prompt_tokens", "gen_ai.usage.input_tokens")
 MODEL = ("gen_ai.request.model", "gen_ai.response.model")
@@ -85,8 +83,8 @@ def phase_boundaries(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def llm_calls(spans: pl.DataFrame) -> pl.DataFrame:
-    """Timings of every span that reports LLM latencies: vLLM's ``llm_request`` (``gen_ai.latency.*``) or a
-    span with a server TTFT attribute.
+    """Timings of every span that reports an engine's latencies: vLLM's ``llm_request`` (``gen_ai.latency.*``).
+    Client-side model calls of every convention are :func:`analysis.model_calls.model_calls`.
 
     Args:
         spans: a span frame (contract in :mod:`analysis.spans`).
@@ -107,11 +105,7 @@ def llm_calls(spans: pl.DataFrame) -> pl.DataFrame:
 def calls_of_prepared(frame: pl.DataFrame) -> pl.DataFrame:
     """:func:`llm_calls` of a frame already through :func:`analysis.spans.prepare_spans`."""
     attributes = pl.col("attributes")
-    reports = (
-        attributes.map.contains_key(TIME_TO_FIRST_TOKEN)
-        | attributes.map.contains_key(SERVER_TIME_TO_FIRST_TOKEN)
-        | attributes.map.contains_key(TIME_IN_DECODE)
-    )
+    reports = attributes.map.contains_key(TIME_TO_FIRST_TOKEN) | attributes.map.contains_key(TIME_IN_DECODE)
     decode = seconds_attribute_ns(TIME_IN_DECODE)
     tokens_after_first = pl.col("completion_tokens") - 1
     return (
@@ -126,9 +120,7 @@ def calls_of_prepared(frame: pl.DataFrame) -> pl.DataFrame:
             seconds_attribute_ns(TIME_IN_QUEUE).alias("queue_ns"),
             seconds_attribute_ns(TIME_IN_PREFILL).alias("prefill_ns"),
             decode.alias("decode_ns"),
-            pl.coalesce(
-                seconds_attribute_ns(TIME_TO_FIRST_TOKEN), seconds_attribute_ns(SERVER_TIME_TO_FIRST_TOKEN)
-            ).alias("ttft_ns"),
+            seconds_attribute_ns(TIME_TO_FIRST_TOKEN).alias("ttft_ns"),
             pl.coalesce(*(integer_attribute(key) for key in PROMPT_TOKENS)).alias("prompt_tokens"),
             pl.coalesce(*(integer_attribute(key) for key in COMPLETION_TOKENS)).alias("completion_tokens"),
             pl.coalesce(*(attribute(key) for key in MODEL)).alias("model"),

@@ -22,6 +22,11 @@ S's, and W ranks before S (longer, then earlier, then first in span order, so tw
 - W is a **detached LLM call** when its rule makes it an LLM call. It adopts an S that is the request carrying
   a model call: a ``transport`` rule's span, another LLM call or an engine span.
 
+And for an LLM call W that has children: once the request carrying it (a child of the kinds above) has ended, a
+sibling S starting after that end and lying inside W is work the caller ran while W's span stayed open (the
+Vercel AI SDK runs a streamed step's tools before it closes ``ai.streamText.doStream``; tests/realworld), and W
+adopts it: the model's time ended with its request.
+
 S is then analysed as W's child, so W's own time is only what S leaves uncovered (and a detached call's request
 carries it, or its engine spans trace it, as if the instrumentation had nested them). Among several spans that
 may adopt S, the one covering most of it wins (then the longer, then the earlier). Rounds repeat until nothing
@@ -30,6 +35,8 @@ kept (:attr:`analysis.tree.SpanTree.reported_parent`); only the analysis reads t
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -65,9 +72,13 @@ def adopt_wrapped_siblings(tree: SpanTree, matched: RuleMatch) -> SpanTree:
         has_children = np.zeros(tree.size, dtype=bool)
         has_children[parent[parent >= 0]] = True
         wrapper, detached = eligible & ~has_children, call & ~has_children
-        child, by = _containments(
-            tree.trace, parent, (low, high, rank), wrapper, detached, attached & ~wrapper, request
-        )
+        # When the request a call has made ended (-1: it has made none).
+        request_end = np.full(tree.size, -1, dtype=np.int64)
+        carrying = np.flatnonzero(request & (parent >= 0))
+        np.maximum.at(request_end, parent[carrying], high[carrying])
+        finished = call & (request_end >= 0)
+        adopters = Adopters(wrapper, detached, finished, request_end)
+        child, by = _containments(tree.trace, parent, (low, high, rank), adopters, attached & ~wrapper, request)
         if not child.size:
             break
         parent[child] = by
@@ -77,19 +88,30 @@ def adopt_wrapped_siblings(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     return adjusted_tree(tree, parent, adopted, WRAPPED)
 
 
+@dataclass(frozen=True)
+class Adopters:
+    """The spans that may adopt siblings this round, per kind (module docstring), and for each span the end of
+    the last request it has made (-1: none)."""
+
+    wrapper: BoolArray
+    detached: BoolArray
+    finished: BoolArray
+    request_end: IntArray
+
+
 def _containments(
     trace: IntArray,
     parent: IntArray,
     intervals: tuple[IntArray, IntArray, IntArray],
-    wrapper: BoolArray,
-    detached: BoolArray,
+    adopters: Adopters,
     candidate: BoolArray,
     request: BoolArray,
 ) -> tuple[IntArray, IntArray]:
     """(sibling, adopter) pairs to re-parent this round: each candidate sibling with its best containing,
-    higher-ranked adopter (module docstring). ``intervals`` are the clamped start, end and rank per span."""
+    higher-ranked adopter of a kind that may adopt it (module docstring). ``intervals`` are the clamped start,
+    end and rank per span."""
     low, high, rank = intervals
-    wrappers = np.flatnonzero(wrapper | detached)
+    wrappers = np.flatnonzero(adopters.wrapper | adopters.detached | adopters.finished)
     siblings = np.flatnonzero(candidate & np.isin(parent, parent[wrappers]))
     if not wrappers.size or not siblings.size:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
@@ -113,7 +135,11 @@ def _containments(
     length = high[pair_sibling] - low[pair_sibling]
     covered = np.minimum(high[pair_sibling], high[pair_wrapper]) - np.maximum(low[pair_sibling], low[pair_wrapper])
     inside = (rank[pair_wrapper] < rank[pair_sibling]) & (length > 0) & (covered >= CONTAINED_SHARE * length)
-    inside &= ~detached[pair_wrapper] | request[pair_sibling]
+    by_wrapper = adopters.wrapper[pair_wrapper]
+    by_detached = adopters.detached[pair_wrapper] & request[pair_sibling]
+    after_request = adopters.finished[pair_wrapper] & ~request[pair_sibling]
+    after_request &= low[pair_sibling] >= adopters.request_end[pair_wrapper]
+    inside &= by_wrapper | by_detached | after_request
     pair_wrapper, pair_sibling, covered = pair_wrapper[inside], pair_sibling[inside], covered[inside]
     if not pair_sibling.size:
         return pair_sibling, pair_wrapper

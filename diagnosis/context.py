@@ -280,7 +280,8 @@ def model_call_units(tree: SpanTree, calls: IntArray, engine: npt.NDArray[np.boo
     A call belongs to the outermost client-side call at or above it. A client-side call that holds another
     client-side call below a SERVER span is a request to an application that makes model calls itself (an agent
     service or an LLM proxy such as LiteLLM behind an OpenAI-compatible route), not a model call: it belongs to
-    nothing and the calls below it stand alone. An engine span under no client-side call is a call of its own (vLLM traced, its client not).
+    nothing and the calls below it stand alone. An engine span under no client-side call is a call of its own
+    (vLLM traced, its client not).
     """
     client = np.zeros(tree.size, dtype=bool)
     client[calls[~engine]] = True
