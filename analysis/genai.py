@@ -48,7 +48,8 @@ MODEL_KEYS = (
 )
 """The model a call used, most specific first (the response names the exact snapshot)."""
 PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system", "ai.model.provider")
-USAGE_DETAILS_KEY = "langfuse.observation.usage_details"
+USAGE_DETAILS_KEYS = ("langfuse.observation.usage_details", "gen_ai.usage.raw")
+"""Attributes holding a call's usage as a JSON object: Langfuse's usage types, Logfire's raw provider usage."""
 
 TOKEN_KEYS: dict[str, tuple[str, ...]] = {
     "input_tokens": (
@@ -98,7 +99,7 @@ USAGE_DETAILS_FIELDS: dict[str, tuple[str, ...]] = {
         "completion_tokens_details.reasoning_tokens",
     ),
 }
-"""Per token count, the keys of Langfuse's ``usage_details`` JSON that carry it."""
+"""Per token count, the keys of the usage JSON objects' (:data:`USAGE_DETAILS_KEYS`) JSON that carry it."""
 TOKEN_COLUMNS = tuple(TOKEN_KEYS)
 
 FIRST_TOKEN_SECONDS_KEYS = (
@@ -130,9 +131,12 @@ def _first_int(keys: tuple[str, ...]) -> pl.Expr:
 
 
 def _usage_detail(fields: tuple[str, ...]) -> pl.Expr:
-    details = attribute(USAGE_DETAILS_KEY)
     return pl.coalesce(
-        *(details.str.json_path_match(f"$.{field}").cast(pl.Float64, strict=False).cast(pl.Int64) for field in fields)
+        *(
+            attribute(key).str.json_path_match(f"$.{field}").cast(pl.Float64, strict=False).cast(pl.Int64)
+            for key in USAGE_DETAILS_KEYS
+            for field in fields
+        )
     )
 
 

@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
-from analysis.genai import TOKEN_KEYS, USAGE_DETAILS_KEY
+from analysis.genai import TOKEN_KEYS, USAGE_DETAILS_KEYS
 from analysis.ordering import comparable_times
 from analysis.spans import attribute
 from analysis.stages import RuleMatch
@@ -71,7 +71,7 @@ def attach_stream_logs(tree: SpanTree, matched: RuleMatch) -> SpanTree:
 
 def _moved_usage(attributes: pl.Series, log: np.ndarray, call: np.ndarray) -> pl.Series:
     """``attributes`` with each log's usage keys moved onto its call (one row per streamed call: few)."""
-    usage = {key for keys in TOKEN_KEYS.values() for key in keys} | {USAGE_DETAILS_KEY}
+    usage = {key for keys in TOKEN_KEYS.values() for key in keys} | set(USAGE_DETAILS_KEYS)
     rows = attributes.gather(np.concatenate([log, call])).to_list()
     logs, calls = rows[: log.size], rows[log.size :]
     as_dict = [
