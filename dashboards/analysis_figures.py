@@ -8,142 +8,22 @@ every page (:data:`STAGE_COLORS`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from dash import dcc, html
 from dash.development.base_component import Component
 
 from analysis import STAGES
-from dashboards.figures import BAR_THICKNESS, NEUTRAL_COLOR, TEMPLATE, empty_figure, service_colors
+from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color
+from dashboards.figures import TEMPLATE, empty_figure
 from dashboards.format import NS_PER_MS, format_duration_ns, hover_escape, shorten
-from dashboards.span_tree import SpanTree
 from diagnosis import Finding
 
-STAGE_COLORS: dict[str, str] = dict(
-    zip(
-        STAGES,
-        (
-            "#9aa1ad",  # network
-            "#76b7b2",  # gateway
-            "#4e79a7",  # agent
-            "#59a14f",  # retrieval
-            "#edc948",  # tool
-            "#b07aa1",  # llm.tokenize
-            "#e15759",  # llm.queue: red-ish on purpose, queueing is waste
-            "#f28e2b",  # llm.prefill
-            "#ff9da7",  # llm.decode
-            "#d4a6c8",  # llm.detokenize
-            "#c0504d",  # llm.call: an untraced model call, whole
-            "#d9734e",  # llm.first_token: waiting for an untraced call's first token
-            "#f4a582",  # llm.stream: an untraced call streaming after its first token
-            "#9c755f",  # output_parsing
-            "#c8ccd4",  # other
-        ),
-        strict=True,
-    )
-)
-"""One color per stage of :data:`analysis.STAGES`, shared by every page so a stage reads the same everywhere."""
-CRITICAL_COLOR = "#111827"
-"""Critical-path overlay color (drawn half-transparent over the service-colored bars)."""
-CRITICAL_THICKNESS = BAR_THICKNESS * 0.4
-"""Overlay bar thickness, as a fraction of a waterfall row: thinner than the span bar so its color shows."""
 SEVERITY_CLASSES = {"critical": "hs-badge hs-badge-critical", "warning": "hs-badge hs-badge-warning"}
 """Badge class per severity; anything else (``info``) gets the plain badge."""
 _NUMBER = {"textAlign": "right"}
-
-
-def add_critical_path(figure: go.Figure, spans: pl.DataFrame, tree: SpanTree, sections: pl.DataFrame) -> go.Figure:
-    """Draw the critical path over a :func:`dashboards.figures.waterfall_figure`: one dark bar per section on
-    its span's row, legend "critical path". Clicks on it open the span like its bar (same ``customdata``).
-
-    Args:
-        figure: the waterfall of ``spans`` (modified in place and returned).
-        spans: the trace's spans the waterfall was drawn from.
-        tree: the waterfall's ``span_tree(spans)`` (row order).
-        sections: ``AnalysisService.trace_critical_path`` rows (span_id, start_ns, end_ns in ns since the epoch).
-    """
-    if sections.height == 0 or spans.height == 0:
-        return figure
-    span_ids = spans["span_id"].cast(pl.String).to_list()
-    position: dict[str, int] = {}
-    for index, row in enumerate(tree.order):
-        # A repeated span ID (the tree marks it) keeps its first row, as the waterfall's click lookup does.
-        position.setdefault(span_ids[row], index)
-    row_of = {span_ids[row]: row for row in reversed(tree.order)}
-    trace_start = int(spans["start_time_unix_nano"].cast(pl.Int64).min())  # type: ignore[arg-type]
-    drawn = sections.filter(pl.col("span_id").is_in(list(position)))
-    if drawn.height == 0:
-        return figure
-    ids = drawn["span_id"].to_list()
-    start_ns = drawn["start_ns"].cast(pl.Int64).to_numpy() - trace_start
-    length_ns = drawn["duration_ns"].cast(pl.Int64).to_numpy()
-    customdata = np.empty((len(ids), 2), dtype=object)
-    customdata[:, 0] = [row_of[span_id] for span_id in ids]
-    customdata[:, 1] = ids
-    hover = [
-        f"critical path · {hover_escape(shorten(f'{service}: {name}', 80))}<br>{stage} · {format_duration_ns(ns)}"
-        for service, name, stage, ns in zip(
-            drawn["service_name"].to_list(), drawn["name"].to_list(), drawn["stage"].to_list(), length_ns, strict=True
-        )
-    ]
-    figure.add_trace(
-        go.Bar(
-            name="critical path",
-            orientation="h",
-            y=[position[span_id] for span_id in ids],
-            base=start_ns / NS_PER_MS,
-            x=length_ns / NS_PER_MS,
-            width=CRITICAL_THICKNESS,
-            marker={"color": CRITICAL_COLOR, "opacity": 0.55},
-            customdata=customdata,
-            hovertext=hover,
-            hovertemplate="%{hovertext}<extra></extra>",
-            showlegend=True,
-        )
-    )
-    # The legend sits in the top margin above the span label column: the time axis draws its tick labels in
-    # the top margin above the bars, and a legend there would cover them.
-    figure.update_layout(
-        showlegend=True,
-        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom", "font": {"size": 11}},
-    )
-    return figure
-
-
-def stage_bar_figure(stages_ns: Mapping[str, int | float], total_ns: int) -> go.Figure:
-    """One request's time as a horizontal stacked bar: a segment per stage with time (ms), in taxonomy order.
-
-    Args:
-        stages_ns: ns per stage (``TraceStages.stages_ns``); they sum to ``total_ns``.
-        total_ns: the request's end-to-end latency in ns.
-    """
-    present = [(stage, float(stages_ns.get(stage, 0))) for stage in STAGES if stages_ns.get(stage, 0) > 0]
-    if not present or total_ns <= 0:
-        return empty_figure("No time to break down")
-    figure = go.Figure(layout={"template": TEMPLATE})
-    for stage, ns in present:
-        figure.add_trace(
-            go.Bar(
-                name=stage,
-                orientation="h",
-                y=["request"],
-                x=[ns / NS_PER_MS],
-                marker={"color": STAGE_COLORS[stage]},
-                hovertemplate=f"<b>{stage}</b><br>{format_duration_ns(int(ns))} · {ns / total_ns:.1%}<extra></extra>",
-            )
-        )
-    figure.update_layout(
-        barmode="stack",
-        height=150,
-        margin={"l": 4, "r": 10, "t": 10, "b": 30},
-        xaxis={"ticksuffix": " ms", "range": [0, total_ns / NS_PER_MS]},
-        yaxis={"visible": False},
-        legend={"orientation": "h", "y": -0.35, "traceorder": "normal"},
-    )
-    return figure
 
 
 def stage_shares_figure(shares: pl.DataFrame) -> go.Figure:
@@ -273,10 +153,9 @@ def aggregated_flame_figure(flame: pl.DataFrame) -> go.Figure:
     """
     if flame.height <= 1 or int(flame["total_ns"].max() or 0) == 0:  # type: ignore[arg-type]
         return empty_figure("No analysed requests in this window")
-    colors = service_colors(flame["service_name"].fill_null("").to_list()[1:])
     is_root = (flame["parent"] == "").to_list()
     tile_colors = [
-        NEUTRAL_COLOR if root else colors.get(service or "", NEUTRAL_COLOR)
+        NEUTRAL_COLOR if root else service_color(service or "")
         for root, service in zip(is_root, flame["service_name"].to_list(), strict=True)
     ]
     notes = [

@@ -23,7 +23,8 @@ from dash import html
 from dash.development.base_component import Component
 from plotly.subplots import make_subplots
 
-from dashboards.figures import ERROR_COLOR, PALETTE, TEMPLATE, empty_figure
+from dashboards.colors import ERROR_COLOR, SERVICE_PALETTE, service_color
+from dashboards.figures import TEMPLATE, empty_figure
 
 MAX_LINES = 8
 """Groups drawn in the latency figure (the busiest ones); the table lists all."""
@@ -42,7 +43,7 @@ SPARKLINE_STYLE = {"width": "100%", "height": "26px", "display": "block"}
 
 
 def sparkline_data_uri(
-    values: Sequence[float | None], color: str = PALETTE[0], width: int = 120, height: int = 26
+    values: Sequence[float | None], color: str = SERVICE_PALETTE[0], width: int = 120, height: int = 26
 ) -> str:
     """A ``data:image/svg+xml`` URI drawing ``values`` as a polyline (None values are gaps drawn at 0), scaled
     to the box; a flat line for fewer than two points or a constant series. The drawing stretches to whatever
@@ -104,7 +105,8 @@ def red_latency_figure(
                 y=(points["p95_ns"] / 1e6).to_list(),
                 mode="lines+markers",
                 name=group_label(group),
-                line={"color": PALETTE[index % len(PALETTE)], "width": 2},
+                # A service keeps its colour from the trace page; other groupings take the palette in turn.
+                line={"color": _line_color(group, index), "width": 2},
                 marker={"size": 6 if points.height > 1 else 9},
                 cliponaxis=False,
                 customdata=buckets,
@@ -119,6 +121,14 @@ def red_latency_figure(
         legend={"orientation": "h", "y": -0.25},
     )
     return figure
+
+
+def _line_color(group: dict[str, object], index: int) -> str:
+    return (
+        service_color(str(group["service"]))
+        if set(group) == {"service"}
+        else SERVICE_PALETTE[index % len(SERVICE_PALETTE)]
+    )
 
 
 def engine_metrics_figure(engine: pl.DataFrame, x_range_ns: tuple[int, int]) -> go.Figure:
@@ -146,7 +156,7 @@ def engine_metrics_figure(engine: pl.DataFrame, x_range_ns: tuple[int, int]) -> 
                     y=(points["value"] * factor).to_list(),
                     mode="lines",
                     name=legend,
-                    line={"color": PALETTE[(row + index) % len(PALETTE)], "width": 1.8},
+                    line={"color": SERVICE_PALETTE[(row + index) % len(SERVICE_PALETTE)], "width": 1.8},
                     showlegend=len(members) > 1,
                     hovertemplate="%{x|%H:%M:%S} UTC  %{y:.3g}<extra>" + legend + "</extra>",
                 ),
@@ -207,7 +217,7 @@ def red_table(totals: pl.DataFrame, series: pl.DataFrame, window_s: float) -> Co
                     html.Td(
                         html.Img(
                             src=sparkline_data_uri(
-                                points["p95_ns"].to_list(), color=ERROR_COLOR if row["errors"] else PALETTE[1]
+                                points["p95_ns"].to_list(), color=ERROR_COLOR if row["errors"] else SERVICE_PALETTE[1]
                             ),
                             alt="p95",
                             style=SPARKLINE_STYLE,

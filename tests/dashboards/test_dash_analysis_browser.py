@@ -8,7 +8,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser
 
-from browser_kit import TIMEOUT_MS, new_page, screenshot
+from browser_kit import TIMELINE_ROWS_JS, TIMEOUT_MS, new_page, open_trace, screenshot
 from hotspan.server import RunningServer
 from testkit import TRACES
 
@@ -18,8 +18,6 @@ DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 TRACE_ID = "43e16db8b39d2847d082975ab07acfa6"
 """18 spans over 4 services in the capture."""
 
-TRACE_NAMES_JS = "id => document.querySelector(`#${id} .js-plotly-plot`).data.map(t => t.name)"
-"""Names of a figure's traces in the browser."""
 ICICLE_TILES_JS = """
 id => {
   const trace = document.querySelector(`#${id} .js-plotly-plot`).data[0];
@@ -47,13 +45,11 @@ def served(hotspan_server: RunningServer) -> str:
 def test_analysis_pages_render_from_a_served_hotspan(browser: Browser, served: str) -> None:
     page, errors = new_page(browser, height=1100)
 
-    # Trace page: the critical path drawn over the waterfall, and the request's stage bar.
-    page.goto(f"{served}/ui/trace/{TRACE_ID}")
-    page.wait_for_selector("#trace-waterfall .bars path", timeout=TIMEOUT_MS)
-    page.wait_for_function(f"() => ({TRACE_NAMES_JS})('trace-waterfall').includes('critical path')", timeout=TIMEOUT_MS)
-    page.wait_for_selector("#trace-waterfall .legend:has-text('critical path')", timeout=TIMEOUT_MS)
-    page.wait_for_selector("#trace-stages .bars path", timeout=TIMEOUT_MS)
-    assert page.evaluate(TRACE_NAMES_JS, "trace-stages")  # at least one stage segment
+    # Trace page: the critical path marked on the timeline's rows, and the stage panel naming the dominant stage.
+    open_trace(page, f"{served}/ui/trace/{TRACE_ID}")
+    assert any(row["flags"] & 2 for row in page.evaluate(TIMELINE_ROWS_JS))  # on the critical path
+    assert page.locator("#trace-stages .hs-stage-chip").count() >= 1
+    assert page.inner_text("#trace-dominant-stage")
     screenshot(page, "ui-trace-critical-path.png")
 
     # Stages: shares over time, the percentile table and the latency facts.

@@ -64,7 +64,7 @@ def test_building_twice_in_one_process_is_safe(reader: ClickHouseTraceReader) ->
         assert client.get("/_dash-layout").status_code == 200
         outputs = {d["output"] for d in json.loads(client.get("/_dash-dependencies").data)}
         assert "search-service.options" in outputs
-        assert any("trace-waterfall.figure" in output for output in outputs)
+        assert any("trace-meta.data" in output for output in outputs)
 
 
 def test_nav_highlights_the_page_a_path_belongs_to() -> None:
@@ -107,12 +107,22 @@ def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, reader: ClickHouseTrace
         invalid = _call(url, "search-results.rowData", {"search-attributes.value": "no-equals-sign"})
         assert "is not key=value" in invalid["search-message"]["children"]
 
-        loaded = _call(url, "trace-waterfall.figure", {"trace-id.data": LARGEST_DEMO_TRACE})
-        bars = [t for t in loaded["trace-waterfall"]["figure"]["data"] if t["type"] == "bar"]
-        assert len(bars) == 4  # one per service
-        assert loaded["trace-flame"]["figure"]["data"][0]["type"] == "icicle"
+        loaded = _call(url, "trace-meta.data", {"trace-id.data": LARGEST_DEMO_TRACE})
+        meta = loaded["trace-meta"]["data"]
+        assert meta["span_count"] == 18 and len(meta["services"]) == 4
+        assert meta["rows"]["total"] == 18 and len(meta["rows"]["rows"]["span"]) == 18
+        details = _call(url, "trace-flame.figure", {"trace-meta.data": meta})
+        assert details["trace-flame"]["figure"]["data"][0]["type"] == "icicle"
+        window = _call(
+            url,
+            "trace-rows.data",
+            {"trace-request.data": {"trace_id": LARGEST_DEMO_TRACE, "seq": 3, "offset": 5, "limit": 4}},
+        )
+        assert window["trace-rows"]["data"]["seq"] == 3
+        assert window["trace-rows"]["data"]["rows"]["offset"] == 5
+        assert len(window["trace-rows"]["data"]["rows"]["rows"]["span"]) == 4
 
-        missing = _call(url, "trace-waterfall.figure", {"trace-id.data": "f" * 32})
+        missing = _call(url, "trace-meta.data", {"trace-id.data": "f" * 32})
         assert "not found" in json.dumps(missing["trace-header"])
 
 
@@ -121,7 +131,7 @@ def test_malformed_trace_ids_get_a_message(reader: ClickHouseTraceReader, raw: s
     app = build_dash_app(reader)
     client = app.server.test_client()
     dependencies = json.loads(client.get("/_dash-dependencies").data)
-    body = _callback_body(dependencies, "trace-waterfall.figure", {"trace-id.data": raw})
+    body = _callback_body(dependencies, "trace-meta.data", {"trace-id.data": raw})
     response = client.post("/_dash-update-component", json=body)
     assert response.status_code == 200
     assert "is not a trace ID" in json.dumps(response.get_json()["response"]["trace-header"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from dash_support import T0_NS, spans_frame
 
 from dashboards.format import attribute_dict, format_duration_ns, format_time_ns
 from dashboards.query_form import (
@@ -15,8 +14,7 @@ from dashboards.query_form import (
     normalize_trace_id,
     parse_attribute_filter,
 )
-from dashboards.span_tree import span_tree
-from dashboards.views import find_span_row, search_rows, span_detail, trace_summary
+from dashboards.views import search_rows
 from storage.reader import TraceQuery
 
 NOW_NS = 1_800_000_000_000_000_000
@@ -105,34 +103,6 @@ def test_formatting() -> None:
     assert attribute_dict({"a": "1", "b": None}) == {"a": "1"}
     assert attribute_dict([{"key": "a", "value": "1"}]) == {"a": "1"}
     assert attribute_dict(None) == {}
-
-
-def test_trace_summary_counts_repairs() -> None:
-    spans = spans_frame([("a", "", 0, 100), ("b", "gone", 10, 200), ("a", "", 20, 5), ("c", "c", 30, 1)])
-    spans = spans.with_columns(pl.Series("status_code", ["Unset", "Error", "Ok", "Error"]))
-    summary = trace_summary("ab" * 16, spans, span_tree(spans))
-    assert (summary.root_service, summary.root_name) == ("svc-a", "op-a")
-    assert summary.start_ns == T0_NS
-    assert summary.duration_ns == 210
-    assert (summary.span_count, summary.service_count, summary.error_count) == (4, 2, 2)
-    assert (summary.broken_links, summary.duplicate_ids, summary.depth) == (2, 1, 1)
-    with pytest.raises(ValueError):
-        trace_summary("x", spans.clear(), span_tree(spans.clear()))
-
-
-def test_span_detail_and_click_lookup() -> None:
-    spans = spans_frame([("a", "", 0, 1_000_000), ("b", "a", 2_500_000, 40_000)])
-    assert find_span_row(spans, 1, "b") == 1
-    assert find_span_row(spans, 0, "b") == 1  # stale row: found by ID
-    assert find_span_row(spans, 7, "zz") is None
-    detail = span_detail(spans, 1)
-    assert detail.title == "svc-b: op-b"
-    fields = dict(detail.fields)
-    assert fields["Parent span ID"] == "a"
-    assert fields["Duration"] == "40.0 µs"
-    assert fields["Start"].startswith("+2.500 ms")
-    assert detail.attributes == [("index", "1")]
-    assert detail.events == []
 
 
 def test_search_rows() -> None:
