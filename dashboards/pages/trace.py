@@ -14,11 +14,9 @@ import uuid
 from urllib.parse import unquote
 
 import flask
-import plotly.graph_objects as go
 from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.figures import empty_figure
 from dashboards.pages import Page
 from dashboards.query_form import FormError, normalize_trace_id
 from dashboards.tenancy import read_tenant
@@ -44,6 +42,8 @@ TRACE_VIEWS_CONFIG = "HOTSPAN_TRACE_VIEWS"
 LANE_BINS = 1_200
 """Bins of the stage lane above the timeline (about one per pixel of a wide screen)."""
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+FLAME_ID = {"type": "trace-flame", "index": 0}
+"""The flame graph's id: a pattern so its click callback can exist before the graph does."""
 _DETAIL_HINT = "Click a row of the timeline (anywhere on it) or a tile of the flame graph to see its span."
 
 
@@ -102,7 +102,8 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
                         "width = self time of a tile and everything below it; large traces merge siblings by "
                         "service and operation; click a tile for its (longest) span",
                     ),
-                    dcc.Graph(id="trace-flame", figure=empty_figure("Loading…"), config=_GRAPH_CONFIG),
+                    # Filled after the timeline's first paint: Plotly's script loads with the first graph on a page.
+                    html.Div(id="trace-flame-box", children=html.P("Loading…", className="hs-hint")),
                 ],
             ),
         ],
@@ -156,15 +157,17 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
 
     @app.callback(
         Output("trace-request-facts", "children"),
-        Output("trace-flame", "figure"),
+        Output("trace-flame-box", "children"),
         Input("trace-meta", "data"),
         prevent_initial_call=True,
     )
-    def load_details(meta: dict | None) -> tuple[Component, go.Figure]:
+    def load_details(meta: dict | None) -> tuple[Component, Component]:
         view = _kept(meta)
         if view is None:
-            return html.Div(), empty_figure("No trace")
-        return request_facts(view), flame_figure(trace_flame(view))
+            return html.Div(), html.P("No trace.", className="hs-hint")
+        return request_facts(view), dcc.Graph(
+            id=FLAME_ID, className="hs-trace-flame", figure=flame_figure(trace_flame(view)), config=_GRAPH_CONFIG
+        )
 
     app.clientside_callback(
         ClientsideFunction(namespace="hotspan", function_name="renderTrace"),
@@ -207,24 +210,26 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
     @app.callback(
         Output("trace-span-detail", "children", allow_duplicate=True),
         Input("trace-selected", "data"),
-        Input("trace-flame", "clickData"),
+        Input({"type": "trace-flame", "index": ALL}, "clickData"),
         Input({"type": "trace-member", "span": ALL}, "n_clicks"),
         State("trace-meta", "data"),
         prevent_initial_call=True,
     )
     def show_span(
-        selected: dict | None, flame_click: dict | None, members: list, meta: dict | None
+        selected: dict | None, flame_clicks: list[dict | None], members: list, meta: dict | None
     ) -> Component | object:
         view = _kept(meta)
         if view is None:
             return no_update
         aggregate = False
-        if ctx.triggered_id == "trace-selected" and selected:
+        trigger = ctx.triggered_id
+        if trigger == "trace-selected" and selected:
             span, aggregate = int(selected.get("span", -1)), bool(selected.get("aggregate"))
-        elif ctx.triggered_id == "trace-flame" and flame_click and flame_click.get("points"):
-            span = int((flame_click["points"][0].get("customdata") or [-1])[0])
-        elif isinstance(ctx.triggered_id, dict) and any(members):
-            span = int(ctx.triggered_id["span"])
+        elif isinstance(trigger, dict) and trigger.get("type") == "trace-flame" and any(flame_clicks):
+            click = next(click for click in flame_clicks if click)
+            span = int((click["points"][0].get("customdata") or [-1])[0]) if click.get("points") else -1
+        elif isinstance(trigger, dict) and trigger.get("type") == "trace-member" and any(members):
+            span = int(trigger["span"])
         else:
             return no_update
         if not 0 <= span < view.size:

@@ -111,8 +111,8 @@ def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, reader: ClickHouseTrace
         meta = loaded["trace-meta"]["data"]
         assert meta["span_count"] == 18 and len(meta["services"]) == 4
         assert meta["rows"]["total"] == 18 and len(meta["rows"]["rows"]["span"]) == 18
-        details = _call(url, "trace-flame.figure", {"trace-meta.data": meta})
-        assert details["trace-flame"]["figure"]["data"][0]["type"] == "icicle"
+        details = _call(url, "trace-flame-box.children", {"trace-meta.data": meta})
+        assert details["trace-flame-box"]["children"]["props"]["figure"]["data"][0]["type"] == "icicle"
         window = _call(
             url,
             "trace-rows.data",

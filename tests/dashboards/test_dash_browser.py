@@ -61,10 +61,10 @@ def test_search_page_lists_traces_and_opens_one(browser: Browser, ui_url: str) -
 def test_trace_page_draws_timeline_and_flame_graph(browser: Browser, ui_url: str) -> None:
     page, errors = new_page(browser, height=1000)
     open_trace(page, f"{ui_url}/ui/trace/{TRACE_ID}")
-    page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
     assert timeline_total(page) == TRACE_SPANS
     assert int(page.get_attribute("#trace-timeline", "data-drawn") or 0) == TRACE_SPANS
-    assert page.locator("#trace-flame .slice").count() == TRACE_SPANS + 1  # a tile per span under the trace's
+    assert page.locator(".hs-trace-flame .slice").count() == TRACE_SPANS + 1  # a tile per span under the trace's
     header = page.inner_text("#trace-header")
     assert "HTTP GET" in header and TRACE_ID in header and "18" in header
     assert page.title() == f"Trace {TRACE_ID[:8]} · Hotspan"
@@ -77,8 +77,8 @@ def test_trace_page_draws_timeline_and_flame_graph(browser: Browser, ui_url: str
 
     shown = page.inner_text("#trace-span-detail")
     # The flame graph may lie below the fold; mouse clicks need it in view.
-    page.locator("#trace-flame .slice").nth(3).scroll_into_view_if_needed()
-    tile = page.locator("#trace-flame .slice").nth(3).bounding_box()
+    page.locator(".hs-trace-flame .slice").nth(3).scroll_into_view_if_needed()
+    tile = page.locator(".hs-trace-flame .slice").nth(3).bounding_box()
     assert tile is not None
     page.mouse.click(tile["x"] + 5, tile["y"] + tile["height"] / 2)
     page.wait_for_function(
@@ -108,7 +108,7 @@ def test_trace_lookup_and_bad_ids(browser: Browser, ui_url: str) -> None:
     page.fill("#nav-lookup", TRACE_ID.upper())
     page.press("#nav-lookup", "Enter")
     page.wait_for_url(f"**/ui/trace/{TRACE_ID}", timeout=TIMEOUT_MS)
-    page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
 
     page.goto(f"{ui_url}/ui/trace/{'f' * 32}")
     page.wait_for_selector("#trace-header:has-text('not found')", timeout=TIMEOUT_MS)
@@ -119,7 +119,7 @@ def test_trace_lookup_moves_the_address_bar_to_what_it_shows(browser: Browser, u
     # From an open trace, an unknown ID and then a malformed one: the address follows the page each time.
     page, errors = new_page(browser, height=1000)
     page.goto(f"{ui_url}/ui/trace/{TRACE_ID}")
-    page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
 
     unknown = "0" * 31 + "1"
     page.fill("#nav-lookup", unknown)

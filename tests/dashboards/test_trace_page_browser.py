@@ -206,7 +206,7 @@ def test_an_adjusted_genai_trace_marks_the_moved_span(browser: Browser, served: 
     adjusted = next(row for row in page.evaluate(TIMELINE_ROWS_JS) if row["flags"] & 32)
     click_timeline(page, adjusted["position"])
     page.wait_for_selector("#trace-span-detail:has-text('Adjusted')", timeout=TIMEOUT_MS)
-    page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
     page.mouse.move(0, 0)
     screenshot(page, "ui-trace-genai.png")
     assert errors == []
