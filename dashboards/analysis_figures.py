@@ -17,6 +17,7 @@ from dash.development.base_component import Component
 
 from analysis import STAGES
 from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color
+from dashboards.evidence import evidence_row
 from dashboards.figures import TEMPLATE, empty_figure
 from dashboards.format import NS_PER_MS, format_duration_ns, hover_escape, shorten
 from diagnosis import Finding
@@ -205,7 +206,7 @@ def finding_cards(findings: Sequence[Finding], trace_path: str) -> Component:
 
 def _finding_card(finding: Finding, trace_path: str) -> Component:
     examples = finding.evidence.get("example_trace_ids") or []
-    evidence = [(key, _evidence_text(value)) for key, value in finding.evidence.items() if key != "example_trace_ids"]
+    evidence = [evidence_row(key, value) for key, value in finding.evidence.items() if key != "example_trace_ids"]
     children: list[Component] = [
         html.Div(
             className="hs-finding-head",
@@ -218,7 +219,7 @@ def _finding_card(finding: Finding, trace_path: str) -> Component:
         html.H3(finding.title),
         html.Table(
             className="hs-kv",
-            children=[html.Tbody([html.Tr([html.Td(key), html.Td(value)]) for key, value in evidence])],
+            children=[html.Tbody([html.Tr([html.Td(label), html.Td(value)]) for label, value in evidence])],
         ),
         html.P([html.B("Remedy: "), finding.remedy], className="hs-remedy"),
     ]
@@ -231,14 +232,6 @@ def _finding_card(finding: Finding, trace_path: str) -> Component:
             )
         )
     return html.Article(className=f"hs-card hs-finding hs-finding-{finding.severity}", children=children)
-
-
-def _evidence_text(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, list):
-        return ", ".join(str(item) for item in value)
-    return "—" if value is None else str(value)
 
 
 def _swatch(color: str) -> Component:

@@ -7,28 +7,47 @@ from collections.abc import Callable
 
 import polars as pl
 
-from dashboards.format import NS_PER_MS, format_time_ns
+from dashboards.colors import stage_label
+from dashboards.format import format_time_ns
 
 
-def search_rows(summaries: pl.DataFrame, trace_href: Callable[[str], str]) -> list[dict[str, object]]:
-    """Rows for the search result grid, one per trace in the reader's order.
+def search_rows(traces: pl.DataFrame, trace_href: Callable[[str], str]) -> list[dict[str, object]]:
+    """Rows for the search result grid, one per trace in the given order.
 
-    Keys: ``trace`` (Markdown link to ``trace_href(trace_id)``), ``trace_id``, ``root_service``,
-    ``root_name``, ``start`` (UTC text without zone), ``duration_ms`` (float, ms), ``span_count``, ``service_count``,
-    ``error_count``, ``hotspot_count``.
+    Args:
+        traces: ``query.trace_search.SearchResult.traces`` (the store's summary columns; the model-use columns
+            when present).
+        trace_href: a trace ID's page.
+
+    Returns:
+        Per row: ``trace`` (Markdown link showing the whole ID: the 16-character prefix a narrower column would
+        show is no ID the lookup box can find), ``trace_id``, ``root_service``, ``root_name``, ``start`` (UTC
+        text without zone), ``duration_ns`` (int ns; the grid formats it with its unit), ``span_count``,
+        ``service_count``, ``error_count``, ``hotspot_count``, ``llm_calls`` (None until analysed),
+        ``input_tokens``, ``output_tokens`` (None until analysed), ``cost`` (text with its currency, ``""``
+        without), ``dominant_stage`` (a stage's name for people, ``""`` until analysed).
     """
-    return [
-        {
-            "trace": f"[{row['trace_id'][:16]}]({trace_href(row['trace_id'])})",
-            "trace_id": row["trace_id"],
-            "root_service": row["root_service"],
-            "root_name": row["root_name"],
-            "start": format_time_ns(int(row["start_time_unix_nano"]), zone=False),
-            "duration_ms": round(int(row["duration_ns"]) / NS_PER_MS, 3),
-            "span_count": int(row["span_count"]),
-            "service_count": int(row["service_count"]),
-            "error_count": int(row["error_count"]),
-            "hotspot_count": int(row["hotspot_count"]),
-        }
-        for row in summaries.iter_rows(named=True)
-    ]
+    rows = []
+    for row in traces.iter_rows(named=True):
+        cost = row.get("cost")
+        stage = row.get("dominant_stage")
+        rows.append(
+            {
+                "trace": f"[{row['trace_id']}]({trace_href(row['trace_id'])})",
+                "trace_id": row["trace_id"],
+                "root_service": row["root_service"],
+                "root_name": row["root_name"],
+                "start": format_time_ns(int(row["start_time_unix_nano"]), zone=False),
+                "duration_ns": int(row["duration_ns"]),
+                "span_count": int(row["span_count"]),
+                "service_count": int(row["service_count"]),
+                "error_count": int(row["error_count"]),
+                "hotspot_count": int(row["hotspot_count"]),
+                "llm_calls": row.get("llm_calls"),
+                "input_tokens": row.get("input_tokens"),
+                "output_tokens": row.get("output_tokens"),
+                "cost": f"{cost:.4f} {row.get('currency') or ''}".strip() if cost is not None else "",
+                "dominant_stage": stage_label(stage) if stage else "",
+            }
+        )
+    return rows

@@ -30,14 +30,7 @@
   const CRITICAL_COLOR = "#111827";
   const ERROR_COLOR = "#d62728";
 
-  function formatDuration(ns) {
-    const value = Number(ns);
-    if (value < 1e3) return value.toFixed(0) + " ns";
-    if (value < 1e6) return value < 1e5 ? (value / 1e3).toFixed(1) + " µs" : (value / 1e3).toFixed(0) + " µs";
-    if (value < 1e9) return (value / 1e6).toFixed(2) + " ms";
-    if (value < 6e10) return (value / 1e9).toFixed(2) + " s";
-    return (value / 6e10).toFixed(1) + " min";
-  }
+  const formatDuration = (ns) => window.hotspanFormat.duration(ns);
 
   function niceStep(span, target) {
     const raw = span / Math.max(target, 1);

@@ -22,6 +22,7 @@ from dashboards.analysis_figures import (
     stage_shares_figure,
 )
 from dashboards.colors import STAGE_COLORS
+from dashboards.evidence import evidence_row
 from dashboards.windows import analysis_window
 from diagnosis import Finding
 
@@ -155,7 +156,9 @@ def test_finding_cards_show_badge_evidence_remedy_and_trace_links() -> None:
     cards = finding_cards([finding], "/ui/trace/")
     shown = texts(cards)
     assert "critical" in shown and "confidence 82%" in shown and finding.title in shown
-    assert "queue_share_p95" in shown and "0.4" in shown and "812.5" in shown
+    # Evidence in words with units: the keys' unit and statistic suffixes say how (dashboards.evidence).
+    assert "Queue share, p95" in shown and "40.0%" in shown and "812.50 ms" in shown
+    assert "queue_share_p95" not in shown
     assert "example_trace_ids" not in shown  # shown as links instead
     links = [node for node in walk(cards) if isinstance(node, dcc.Link)]
     assert [link.href for link in links] == [f"/ui/trace/{'ab' * 16}", f"/ui/trace/{'cd' * 16}"]
@@ -172,3 +175,13 @@ def test_analysis_window_opens_both_ends_for_all_only() -> None:
     assert analysis_window("all", now, (now - 3600 * 10**9, now))[:2] == (None, None)
     start, end, step = analysis_window("1h", now, None)
     assert (start, end) == (now - 3600 * 10**9, now) and step % 60 == 0
+
+
+def test_evidence_reads_in_words_with_units() -> None:
+    assert evidence_row("queue_ms_p95", 812.5) == ("Queue, p95", "812.50 ms")
+    assert evidence_row("queue_share", 0.25) == ("Queue share", "25.0%")
+    assert evidence_row("tpot_growth_ratio", 2.3) == ("TPOT growth ratio", "×2.30")
+    assert evidence_row("prompt_tokens_p50", 1234) == ("Prompt, median", "1,234 tokens")
+    assert evidence_row("kv_cache_usage_max_share", None) == ("KV cache usage max share", "—")
+    assert evidence_row("stall_s_total", 90.0) == ("Stall, total", "1.5 min")
+    assert evidence_row("caller_service_names", ["a", "b"]) == ("Caller service names", "a, b")

@@ -132,3 +132,32 @@ def test_trace_lookup_moves_the_address_bar_to_what_it_shows(browser: Browser, u
     page.wait_for_selector("#trace-header:has-text('is not a trace ID')", timeout=TIMEOUT_MS)
     page.wait_for_url("**/ui/trace/nothex%21%21", timeout=TIMEOUT_MS)
     assert errors == []
+
+
+def test_the_search_lives_in_the_url(browser: Browser, ui_url: str) -> None:
+    page, errors = new_page(browser, height=1000)
+    page.goto(f"{ui_url}/ui/")
+    page.wait_for_selector("#search-results .ag-row", timeout=TIMEOUT_MS)
+    page.click("#search-service")
+    page.get_by_role("option", name="frontend", exact=True).click()
+    page.fill("#search-min-trace", "100")
+    page.click("#search-sort")
+    page.get_by_role("option", name="Longest first", exact=True).click()
+    page.click("#search-submit")
+    page.wait_for_url("**/ui/?*min_trace_ms=100*", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#search-count:has-text('longest first')", timeout=TIMEOUT_MS)
+    found = page.inner_text("#search-count")
+    first = page.locator("#search-results .ag-center-cols-container .ag-row").first.get_attribute("row-id")
+    assert "service=frontend" in page.url and "sort=longest" in page.url
+
+    # The address alone brings the same search back: a reload, a bookmark, a link from another page.
+    page.reload()
+    page.wait_for_selector("#search-count:has-text('longest first')", timeout=TIMEOUT_MS)
+    assert page.inner_text("#search-count") == found
+    assert page.input_value("#search-min-trace") == "100"
+    assert page.locator("#search-results .ag-center-cols-container .ag-row").first.get_attribute("row-id") == first
+    durations = page.locator("#search-results .ag-center-cols-container [col-id='duration_ns']").all_inner_texts()
+    assert durations and all(text.endswith((" ms", " s")) for text in durations)  # units, not bare numbers
+    screenshot(page, "ui-search-url.png")
+    assert errors == []
+
