@@ -7,8 +7,9 @@ and per size, the median of ``--repeat`` runs of:
 
 - **REST fetch**: ``GET /api/v1/traces/{id}``, the whole answer read (what Jaeger UI does before drawing);
 - **read**: the storage read alone (``ClickHouseTraceReader.trace``), in process;
-- **model build**: the trace page's server work: read plus :class:`query.trace_view.TraceView` (the analysis,
-  the drawn tree, the stage lane, the first window of rows; ``query.trace_views.TraceViews.load``);
+- **model build**: the trace page's server work when it loads, what its load callback does: the read, the
+  :class:`query.trace_view.TraceView` (``query.trace_views.TraceViews.load``), the header, the stage panel and
+  the widget's starting data with the first window of rows (``dashboards.trace_panels``);
 - **page ready**: a fresh page of an already warm browser (the UI's scripts cached, as for anyone who opened
   Hotspan before) navigating to ``/ui/trace/<id>`` until the timeline has drawn its first rows
   (``#trace-timeline[data-ready]`` and rows drawn): the page's HTML and scripts, the load callback (one read,
@@ -45,14 +46,15 @@ if sys.path and Path(sys.path[0]).resolve() == REPO / "benchmarks":
     sys.path[0] = str(REPO)
 sys.path.append(str(REPO / "tests"))
 
-from browser_kit import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from playwright.sync_api import Browser, sync_playwright  # noqa: E402
-from synthetic_traces import agent_trace  # noqa: E402
 
+from browser_kit import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from dashboards.trace_panels import header, page_meta, stage_panel  # noqa: E402
 from hotspan.server import RunningServer, start_server  # noqa: E402
 from hotspan.settings import load_settings  # noqa: E402
 from query.trace_views import TraceViews  # noqa: E402
 from storage.writer import ClickHouseTraceWriter  # noqa: E402
+from synthetic_traces import agent_trace  # noqa: E402
 
 READY_TIMEOUT_MS = 600_000
 REST_TIMEOUT_S = 600.0
@@ -112,58 +114,68 @@ def label(size: int) -> str:
     return f"{size // 1_000_000}M" if size >= 1_000_000 else f"{size // 1_000}k"
 
 
+def page_load_work(views: TraceViews, trace_id: str) -> int:
+    """What the trace page's load callback does on the server (``dashboards.pages.trace``); returns the spans."""
+    view = views.load(trace_id, tenant=None)
+    assert view is not None
+    header(view)
+    stage_panel(view)
+    page_meta(view, "benchmark")
+    return view.size
+
+
+def measure(server: RunningServer, browser: Browser, views: TraceViews, size: int, repeat: int) -> float | None:
+    """Write one trace of about ``size`` spans, print its figures; returns page ready / REST fetch (None when the
+    REST fetch failed)."""
+    trace_id = f"{size:032x}"
+    started = time.perf_counter()
+    ClickHouseTraceWriter(server.storage.clickhouse).write(agent_trace(size, trace_id=trace_id))
+    print(f"{label(size)}: {size:,} spans asked, written in {time.perf_counter() - started:.1f} s", flush=True)
+    rest = rest_fetch_s(server, trace_id, repeat)
+    rest_load = load()
+    read = median_s(lambda: server.storage.reader.trace(trace_id, tenant=None), repeat)
+    build = median_s(lambda: page_load_work(views, trace_id), repeat)
+    build_load = load()
+    spans = page_load_work(views, trace_id)
+    ready = statistics.median(page_ready_s(browser, f"{server.base_url}/ui/trace/{trace_id}") for _ in range(repeat))
+    print(f"trace_page_ready_{label(size)}_s: {ready:.3f} ({load()}); {spans:,} spans", flush=True)
+    print(f"  REST fetch {f'{rest:.3f} s ({rest_load})' if rest is not None else 'failed'}", flush=True)
+    print(
+        f"  model build {build:.3f} s, of which read {read:.3f} s ({build_load}); peak RSS {peak_rss_mb():,.0f} MB",
+        flush=True,
+    )
+    if rest is None:
+        return None
+    print(f"  page ready / REST fetch: {ready / rest:.3f}", flush=True)
+    print(f"  model build / REST fetch: {build / rest:.3f}", flush=True)
+    return ready / rest
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="spans per trace, comma-separated")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (the median is reported)")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
+    ratios: dict[int, float | None] = {}
     with tempfile.TemporaryDirectory(prefix="hotspan-ui-bench-") as data_dir:
         # The trace pipeline would analyse the written traces in the background while the clock runs: idle it.
         settings = load_settings(data_dir=data_dir, http_port=0, grpc_port=-1, trace_idle_s=10**9)
         server = start_server(settings)
-        writer = ClickHouseTraceWriter(server.storage.clickhouse)
         views = TraceViews(server.storage.reader)
-        ratio_10k: float | None = None
         try:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-                writer.write(agent_trace(100, trace_id="0" * 31 + "1"))
-                page_ready_s(browser, f"{server.base_url}/ui/trace/{'0' * 31}1")  # warm the browser's cache
+                warm = "0" * 31 + "1"
+                ClickHouseTraceWriter(server.storage.clickhouse).write(agent_trace(100, trace_id=warm))
+                page_ready_s(browser, f"{server.base_url}/ui/trace/{warm}")  # fills the browser's cache
                 for size in sizes:
-                    trace_id = f"{size:032x}"
-                    started = time.perf_counter()
-                    writer.write(agent_trace(size, trace_id=trace_id))
-                    print(f"{label(size)}: {size:,} spans asked, written in {time.perf_counter() - started:.1f} s", flush=True)
-                    repeat = args.repeat if size <= 100_000 else 1
-                    rest = rest_fetch_s(server, trace_id, repeat)
-                    rest_load = load()
-                    read = median_s(lambda: server.storage.reader.trace(trace_id, tenant=None), repeat)
-                    build = median_s(lambda: views.load(trace_id, tenant=None), repeat)
-                    spans = views.get(trace_id, tenant=None).size  # type: ignore[union-attr]
-                    build_load = load()
-                    ready = statistics.median(
-                        page_ready_s(browser, f"{server.base_url}/ui/trace/{trace_id}") for _ in range(repeat)
-                    )
-                    page_load = load()
-                    rest_text = f"{rest:.3f} s ({rest_load})" if rest is not None else "failed"
-                    print(f"trace_page_ready_{label(size)}_s: {ready:.3f} ({page_load}); {spans:,} spans", flush=True)
-                    print(f"  REST fetch {rest_text}", flush=True)
-                    print(
-                        f"  model build {build:.3f} s, of which read {read:.3f} s ({build_load}); peak RSS "
-                        f"{peak_rss_mb():,.0f} MB",
-                        flush=True,
-                    )
-                    if rest is not None:
-                        print(f"  page ready / REST fetch: {ready / rest:.3f}", flush=True)
-                        print(f"  model build / REST fetch: {build / rest:.3f}", flush=True)
-                        if size == 10_000:
-                            ratio_10k = ready / rest
+                    ratios[size] = measure(server, browser, views, size, args.repeat if size <= 100_000 else 1)
                 browser.close()
         finally:
             server.stop()
-    if ratio_10k is not None:
-        print(f"ui_trace_page_10k_over_rest_fetch: {ratio_10k:.3f}")
+    if ratios.get(10_000) is not None:
+        print(f"ui_trace_page_10k_over_rest_fetch: {ratios[10_000]:.3f}")
 
 
 if __name__ == "__main__":

@@ -160,4 +160,3 @@ def test_the_search_lives_in_the_url(browser: Browser, ui_url: str) -> None:
     assert durations and all(text.endswith((" ms", " s")) for text in durations)  # units, not bare numbers
     screenshot(page, "ui-search-url.png")
     assert errors == []
-
