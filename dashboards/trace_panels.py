@@ -117,7 +117,6 @@ def header(view: TraceView) -> Component:
             ],
         ),
         _facts(facts, error_label="Errors" if view.error.any() else None),
-        html.Div(id="trace-request-facts"),
     ]
     problems = []
     broken = int((view.root_reason > 1).sum())

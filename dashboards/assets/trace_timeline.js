@@ -619,9 +619,12 @@
         if (!root) return window.dash_clientside.no_update;
         if (!meta) { root.innerHTML = ""; delete root.hsTimeline; return 0; }
         const widget = root.hsTimeline || new Timeline(root);
-        if (!widget.meta || widget.meta.load_id !== meta.load_id) widget.setMeta(meta);
-        else if (rows && rows.seq !== widget.lastSeq) { widget.lastSeq = rows.seq; widget.setRows(rows); }
-        return widget.seq;
+        if (!widget.meta || widget.meta.load_id !== meta.load_id) {
+          widget.setMeta(meta);
+          return meta.load_id; // first paint done: the page's slower parts (flame graph) load now
+        }
+        if (rows && rows.seq !== widget.lastSeq) { widget.lastSeq = rows.seq; widget.setRows(rows); }
+        return window.dash_clientside.no_update;
       },
     }),
   });

@@ -291,7 +291,9 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         *(State(name, "value") for name in FORM_FIELDS.values()),
     )
     def run_search(_clicks: int | None, *values: object) -> tuple[object, go.Figure | object, str, str, object]:
-        form = SearchForm(**dict(zip(FORM_FIELDS, values[len(SUBMITTING_INPUTS) :], strict=True)))  # type: ignore[arg-type]
+        # An empty field takes the form's default (no lookback chosen: all time; no sort: newest first).
+        chosen = dict(zip(FORM_FIELDS, values[len(SUBMITTING_INPUTS) :], strict=True))
+        form = SearchForm(**{name: value for name, value in chosen.items() if value is not None})  # type: ignore[arg-type]
         tenant = read_tenant()
         try:
             search = build_search(form, time.time_ns())

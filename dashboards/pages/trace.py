@@ -48,13 +48,17 @@ _DETAIL_HINT = "Click a row of the timeline (anywhere on it) or a tile of the fl
 
 
 def layout(trace_id: str | None = None, **_query: str) -> Component:
-    """Skeleton of the trace page; ``trace_id`` comes from the URL, still percent-encoded (Dash passes path
-    variables as they are), and may be malformed (checked by the loading callback, which fills every part)."""
+    """The trace page, with the trace read and its model built here: Dash renders a page's layout in a callback
+    of its own (the pages router), so loading in it spares a second round trip before the first paint.
+    ``trace_id`` comes from the URL, still percent-encoded (Dash passes path variables as they are), and may be
+    malformed (then the header says why); called with none for Dash's callback validation, it reads nothing."""
+    head, stages, meta = (
+        _load(unquote(trace_id) if trace_id else None) if flask.has_request_context() else (None, None, None)
+    )
     return html.Div(
         className="hs-page hs-trace",
         children=[
-            dcc.Store(id="trace-id", data=unquote(trace_id) if trace_id else trace_id),
-            dcc.Store(id="trace-meta"),
+            dcc.Store(id="trace-meta", data=meta),
             dcc.Store(id="trace-request"),
             dcc.Store(id="trace-rows"),
             dcc.Store(id="trace-selected"),
@@ -62,7 +66,7 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
             html.Div(
                 className="hs-card hs-trace-header",
                 children=[
-                    dcc.Loading(html.Div(id="trace-header"), type="dot"),
+                    html.Div(id="trace-header", children=head),
                     html.Div(id="trace-request-facts"),
                 ],
             ),
@@ -70,7 +74,7 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
                 className="hs-card",
                 children=[
                     _section_title("Stages", "where the trace's time went, along the critical path of each root"),
-                    html.Div(id="trace-stages"),
+                    html.Div(id="trace-stages", children=stages),
                 ],
             ),
             html.Div(
@@ -102,7 +106,8 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
                         "width = self time of a tile and everything below it; large traces merge siblings by "
                         "service and operation; click a tile for its (longest) span",
                     ),
-                    # Filled after the timeline's first paint: Plotly's script loads with the first graph on a page.
+                    # Filled once the timeline has painted (trace-painted): Plotly's script loads with the first
+                    # graph on a page and would hold up the paint.
                     html.Div(id="trace-flame-box", children=html.P("Loading…", className="hs-hint")),
                 ],
             ),
@@ -121,47 +126,18 @@ def trace_views() -> TraceViews:
 
 
 def register_callbacks(app: Dash, reader: TraceReader) -> None:
-    """Wire the page: read the trace once on load; serve windows of rows, the flame graph and span details from
-    the kept view. ``reader`` is not read here: :class:`~query.trace_views.TraceViews` holds it."""
+    """Wire the page: serve windows of rows, the flame graph and span details from the view the layout read
+    (:func:`layout`). ``reader`` is not read here: :class:`~query.trace_views.TraceViews` holds it."""
     del reader
-
-    @app.callback(
-        Output("trace-header", "children"),
-        Output("trace-stages", "children"),
-        Output("trace-meta", "data"),
-        Output("trace-span-detail", "children"),
-        Input("trace-id", "data"),
-    )
-    def load_trace(raw_trace_id: str | None) -> tuple[Component, Component, dict | None, Component]:
-        hint = html.P(_DETAIL_HINT, className="hs-hint")
-        if not raw_trace_id:
-            return (
-                _notice("No trace selected", "Open one from Search, or paste its ID in the lookup box."),
-                html.Div(),
-                None,
-                hint,
-            )
-        try:
-            trace_id = normalize_trace_id(raw_trace_id)
-            view = trace_views().load(trace_id, tenant=read_tenant())
-        except (FormError, StorageError, ValueError) as exc:
-            return _notice("Cannot show this trace", str(exc)), html.Div(), None, hint
-        if view is None:
-            return (
-                _notice(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired."),
-                html.Div(),
-                None,
-                hint,
-            )
-        return header(view), stage_panel(view), page_meta(view, uuid.uuid4().hex), hint
 
     @app.callback(
         Output("trace-request-facts", "children"),
         Output("trace-flame-box", "children"),
-        Input("trace-meta", "data"),
+        Input("trace-painted", "data"),
+        State("trace-meta", "data"),
         prevent_initial_call=True,
     )
-    def load_details(meta: dict | None) -> tuple[Component, Component]:
+    def load_details(_painted: str | None, meta: dict | None) -> tuple[Component, Component]:
         view = _kept(meta)
         if view is None:
             return html.Div(), html.P("No trace.", className="hs-hint")
@@ -235,6 +211,21 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         if not 0 <= span < view.size:
             return no_update
         return group_detail(view, span) if aggregate else span_detail(view, span)
+
+
+def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict | None]:
+    """Header, stage panel and the timeline's starting data of a trace read now (one read per page load), or a
+    notice saying why there is none."""
+    if not raw_trace_id:
+        return _notice("No trace selected", "Open one from Search, or paste its ID in the lookup box."), None, None
+    try:
+        trace_id = normalize_trace_id(raw_trace_id)
+        view = trace_views().load(trace_id, tenant=read_tenant())
+    except (FormError, StorageError, ValueError) as exc:
+        return _notice("Cannot show this trace", str(exc)), None, None
+    if view is None:
+        return _notice(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired."), None, None
+    return header(view), stage_panel(view), page_meta(view, uuid.uuid4().hex)
 
 
 def _kept(data: dict | None) -> TraceView | None:
