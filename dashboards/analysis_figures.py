@@ -8,7 +8,7 @@ every page (:data:`STAGE_COLORS`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import plotly.graph_objects as go
 import polars as pl
@@ -16,7 +16,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from analysis import STAGES
-from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color
+from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color, stage_label
 from dashboards.evidence import evidence_row
 from dashboards.figures import TEMPLATE, empty_figure
 from dashboards.format import NS_PER_MS, format_duration_ns, hover_escape, shorten
@@ -65,9 +65,10 @@ def stage_shares_figure(shares: pl.DataFrame) -> go.Figure:
     return figure
 
 
-def stage_percentile_table(percentiles: pl.DataFrame) -> Component:
+def stage_percentile_table(percentiles: pl.DataFrame, drill: Callable[[str], Component] | None = None) -> Component:
     """HTML table of ``AnalysisService.stages(...).percentiles`` (one group): per stage with time, requests,
-    p50/p95/p99/mean (ms) and share of end-to-end latency (%), in taxonomy order."""
+    p50/p95/p99/mean (ms) and share of end-to-end latency (%), in taxonomy order; ``drill`` (stage → a cell of
+    links to its traces, :mod:`dashboards.links`) adds a last column."""
     rows = percentiles.filter(pl.col("mean_ns") > 0) if percentiles.height else percentiles
     if rows.height == 0:
         return html.P("No analysed requests in this window.", className="hs-hint")
@@ -75,15 +76,17 @@ def stage_percentile_table(percentiles: pl.DataFrame) -> Component:
         [html.Th("Stage")]
         + [html.Th(name, style=_NUMBER) for name in ("Requests", "p50 (ms)", "p95 (ms)", "p99 (ms)", "Mean (ms)")]
         + [html.Th("Share of e2e", style=_NUMBER)]
+        + ([html.Th("Slowest traces")] if drill else [])
     )
     body = [
         html.Tr(
             className="hs-stage-row",
             children=[
-                html.Td([_swatch(STAGE_COLORS.get(row["stage"], NEUTRAL_COLOR)), row["stage"]]),
+                html.Td([_swatch(STAGE_COLORS.get(row["stage"], NEUTRAL_COLOR)), stage_label(row["stage"])]),
                 html.Td(f"{row['requests']:,}", style=_NUMBER),
                 *(html.Td(_ms(row[name]), style=_NUMBER) for name in ("p50_ns", "p95_ns", "p99_ns", "mean_ns")),
                 html.Td(_percent(row["share_of_e2e"]), style=_NUMBER),
+                *([html.Td(drill(row["stage"]))] if drill else []),
             ],
         )
         for row in rows.iter_rows(named=True)
@@ -111,9 +114,12 @@ def latency_facts(latency: pl.DataFrame) -> Component:
     return html.Dl(className="hs-facts", children=facts)
 
 
-def hotspot_table(ranking: pl.DataFrame, share_column: str) -> Component:
+def hotspot_table(
+    ranking: pl.DataFrame, share_column: str, drill: Callable[[str, str], Component] | None = None
+) -> Component:
     """HTML table of an ``AnalysisService.hotspots`` ranking: service, operation, spans, self time total, p95
-    and mean (ms), flagged spans, and ``share_column`` (``self_share`` or ``p95_share``, in %)."""
+    and mean (ms), flagged spans, and ``share_column`` (``self_share`` or ``p95_share``, in %); ``drill``
+    ((service, operation) → a cell of links to its traces, :mod:`dashboards.links`) adds a last column."""
     if ranking.height == 0:
         return html.P("No analysed spans in this window.", className="hs-hint")
     header = html.Tr(
@@ -122,12 +128,13 @@ def hotspot_table(ranking: pl.DataFrame, share_column: str) -> Component:
             html.Th(name, style=_NUMBER)
             for name in ("Spans", "Self total (ms)", "Self p95 (ms)", "Self mean (ms)", "Flagged", "Share")
         ]
+        + ([html.Th("Slowest traces")] if drill else [])
     )
     body = [
         html.Tr(
             className="hs-hotspot-row",
             children=[
-                html.Td(row["service_name"]),
+                html.Td([_swatch(service_color(row["service_name"])), row["service_name"]]),
                 html.Td(shorten(row["name"], 80)),
                 html.Td(f"{row['spans']:,}", style=_NUMBER),
                 *(html.Td(_ms(row[name]), style=_NUMBER) for name in ("self_total_ns", "self_p95_ns", "self_mean_ns")),
@@ -137,6 +144,7 @@ def hotspot_table(ranking: pl.DataFrame, share_column: str) -> Component:
                     style=_NUMBER,
                 ),
                 html.Td(_percent(row[share_column]), style=_NUMBER),
+                *([html.Td(drill(row["service_name"], row["name"]))] if drill else []),
             ],
         )
         for row in ranking.iter_rows(named=True)
@@ -185,13 +193,15 @@ def aggregated_flame_figure(flame: pl.DataFrame) -> go.Figure:
     return figure
 
 
-def finding_cards(findings: Sequence[Finding], trace_path: str) -> Component:
-    """One card per finding, in the given (ranked) order: severity badge, confidence, title, evidence table,
-    remedy and links to its example traces; a "no findings" note when there are none.
+def finding_cards(findings: Sequence[Finding], trace_path: str, search: str | None = None) -> Component:
+    """One card per finding, in the given (ranked) order: severity badge, confidence, title, evidence in words
+    with units (:mod:`dashboards.evidence`), remedy and links to its example traces and to the window's slowest
+    traces (``search``); a "no findings" note when there are none.
 
     Args:
         findings: ranked findings (``DiagnosisReport.findings``).
         trace_path: URL path a trace ID is appended to, e.g. ``"/ui/trace/"``.
+        search: the search of the finding's window, longest first (:func:`dashboards.links.search_href`).
     """
     if not findings:
         return html.Div(
@@ -201,10 +211,10 @@ def finding_cards(findings: Sequence[Finding], trace_path: str) -> Component:
                 html.P("No rule found a known cause of latency in this window.", className="hs-hint"),
             ],
         )
-    return html.Div(className="hs-findings", children=[_finding_card(f, trace_path) for f in findings])
+    return html.Div(className="hs-findings", children=[_finding_card(f, trace_path, search) for f in findings])
 
 
-def _finding_card(finding: Finding, trace_path: str) -> Component:
+def _finding_card(finding: Finding, trace_path: str, search: str | None) -> Component:
     examples = finding.evidence.get("example_trace_ids") or []
     evidence = [evidence_row(key, value) for key, value in finding.evidence.items() if key != "example_trace_ids"]
     children: list[Component] = [
@@ -228,7 +238,8 @@ def _finding_card(finding: Finding, trace_path: str) -> Component:
             html.Div(
                 className="hs-examples",
                 children=["Example traces: "]
-                + [dcc.Link(tid[:16], href=f"{trace_path}{tid}", className="hs-mono") for tid in examples],
+                + [dcc.Link(tid[:8], href=f"{trace_path}{tid}", title=tid, className="hs-mono") for tid in examples]
+                + ([dcc.Link("the window's slowest traces →", href=search, className="hs-drill")] if search else []),
             )
         )
     return html.Article(className=f"hs-card hs-finding hs-finding-{finding.severity}", children=children)

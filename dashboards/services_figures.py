@@ -14,7 +14,7 @@ Times arrive as Int64 ns since the epoch and are drawn as UTC datetimes.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import plotly.graph_objects as go
@@ -179,13 +179,20 @@ _NAME_COLUMN = {"width": "36%", "overflowWrap": "anywhere"}
 _NUMBER = {"textAlign": "right", "whiteSpace": "nowrap"}
 
 
-def red_table(totals: pl.DataFrame, series: pl.DataFrame, window_s: float) -> Component:
+def red_table(
+    totals: pl.DataFrame,
+    series: pl.DataFrame,
+    window_s: float,
+    drill: Callable[[dict[str, object]], Component] | None = None,
+) -> Component:
     """An HTML table, one row per group, busiest first: rate, error rate, p50/p95/p99 and two sparklines.
 
     Args:
         totals, series: a :class:`~storage.rollup_reader.RedResult`'s frames.
         window_s: length of the selected window in seconds; the rate is calls over it (at least 1 s), as
             Grafana's ``$__range`` rates and SigNoz's service table read, and its header says so.
+        drill: a group's row (``service``, ``operation``...) → a cell of links to its traces
+            (:mod:`dashboards.links`); adds a last column.
     """
     if totals.height == 0:
         return html.P("No spans in this window.", className="hs-hint")
@@ -197,6 +204,7 @@ def red_table(totals: pl.DataFrame, series: pl.DataFrame, window_s: float) -> Co
         + [html.Th("Calls", style=_NUMBER), html.Th("Rate (/s, window avg)", title=rate_note, style=_NUMBER)]
         + [html.Th(name, style=_NUMBER) for name in ("Errors", "p50 (ms)", "p95 (ms)", "p99 (ms)")]
         + [html.Th(name) for name in ("Calls over time", "p95 over time")]
+        + ([html.Th("Slowest traces")] if drill else [])
     )
     rows = []
     for row in totals.sort("calls", descending=True).iter_rows(named=True):
@@ -223,6 +231,7 @@ def red_table(totals: pl.DataFrame, series: pl.DataFrame, window_s: float) -> Co
                             style=SPARKLINE_STYLE,
                         )
                     ),
+                    *([html.Td(drill(row))] if drill else []),
                 ],
             )
         )

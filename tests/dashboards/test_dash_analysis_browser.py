@@ -79,3 +79,43 @@ def test_analysis_pages_render_from_a_served_hotspan(browser: Browser, served: s
     assert nav is not None and "active" in nav
     screenshot(page, "ui-diagnosis.png")
     assert errors == []
+
+
+def test_aggregate_rows_drill_down_to_their_traces_with_the_scope_in_the_url(browser: Browser, served: str) -> None:
+    page, errors = new_page(browser, height=1100)
+    # A scope in the URL fills the field and narrows the rows: the Stages page of one root service.
+    page.goto(f"{served}/ui/stages?service=frontend&lookback=all")
+    page.wait_for_selector("#stages-table .hs-stage-row", timeout=TIMEOUT_MS)
+    assert page.input_value("#stages-service") == "frontend"
+    example = page.locator("#stages-table .hs-example").first
+    trace_href = example.get_attribute("href")
+    assert trace_href is not None and trace_href.startswith("/ui/trace/")
+    search = page.locator("#stages-table .hs-drill").first.get_attribute("href")
+    assert search is not None and "service=frontend" in search and "sort=longest" in search
+    screenshot(page, "ui-stages-scoped.png")
+
+    # A scope typed in the field goes to the URL.
+    page.fill("#stages-service", "checkoutservice")
+    page.press("#stages-service", "Enter")
+    page.wait_for_url("**/ui/stages?*service=checkoutservice*", timeout=TIMEOUT_MS)
+
+    # An example trace opens its trace page; the search link lists the scope's traces, longest first.
+    page.goto(f"{served}{trace_href}")
+    page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
+    page.goto(f"{served}{search}")
+    page.wait_for_selector("#search-count:has-text('longest first')", timeout=TIMEOUT_MS)
+    durations = page.evaluate(
+        "() => [...document.querySelectorAll('#search-results .ag-center-cols-container .ag-row')]"
+        ".sort((a, b) => Number(a.getAttribute('row-index')) - Number(b.getAttribute('row-index')))"
+        ".map(row => row.querySelector(\"[col-id='duration_ns']\").innerText)"
+    )
+    assert durations and all(text.endswith(("s", "min")) for text in durations)  # units, longest first
+
+    # Hotspots: a (service, operation) row links to its heaviest traces and its search.
+    page.goto(f"{served}/ui/hotspots?lookback=all")
+    page.wait_for_selector("#hotspots-by-total .hs-hotspot-row .hs-example", timeout=TIMEOUT_MS)
+    drill = page.locator("#hotspots-by-total .hs-hotspot-row .hs-drill").first.get_attribute("href")
+    assert drill is not None and "operation=" in drill and "sort=longest" in drill
+    screenshot(page, "ui-hotspots-drill.png")
+    assert errors == []
+

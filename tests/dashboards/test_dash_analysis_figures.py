@@ -4,6 +4,7 @@ over time, percentile and hotspot tables, the aggregated flame graph and the fin
 from __future__ import annotations
 
 import math
+from urllib.parse import parse_qs
 
 import numpy as np
 import polars as pl
@@ -23,6 +24,7 @@ from dashboards.analysis_figures import (
 )
 from dashboards.colors import STAGE_COLORS
 from dashboards.evidence import evidence_row
+from dashboards.links import drilldown, search_href
 from dashboards.windows import analysis_window
 from diagnosis import Finding
 
@@ -79,8 +81,14 @@ def test_stage_percentile_table_lists_stages_with_time_in_ms_and_share() -> None
     rows = _rows(table, "hs-stage-row")
     assert len(rows) == 2  # a stage with no time is left out
     cells = texts(rows[1])
-    assert cells[:2] == ["llm.decode", "4"] and "9.500" in cells and "85.0%" in cells
+    assert cells[:2] == ["LLM decode", "4"] and "9.500" in cells and "85.0%" in cells
     assert "nan" not in " ".join(texts(table)).lower()
+    # A drill-down column: each stage's slowest traces and its search.
+    drilled = stage_percentile_table(
+        percentiles, lambda stage: drilldown("/ui", ["ab" * 16] if stage == "agent" else [], "/ui/?sort=longest")
+    )
+    links = [node for node in walk(drilled) if isinstance(node, dcc.Link)]
+    assert [link.href for link in links] == [f"/ui/trace/{'ab' * 16}", "/ui/?sort=longest", "/ui/?sort=longest"]
     assert isinstance(stage_percentile_table(percentiles.clear()), html.P)
 
 
@@ -185,3 +193,14 @@ def test_evidence_reads_in_words_with_units() -> None:
     assert evidence_row("kv_cache_usage_max_share", None) == ("KV cache usage max share", "—")
     assert evidence_row("stall_s_total", 90.0) == ("Stall, total", "1.5 min")
     assert evidence_row("caller_service_names", ["a", "b"]) == ("Caller service names", "a, b")
+
+
+def test_search_links_carry_the_scope_sorted_longest() -> None:
+    href = search_href("/ui", lookback="1h", service="gw", operation="POST /", model="m 1", tenant="acme")
+    assert href.startswith("/ui/?")
+    query = parse_qs(href.split("?", 1)[1])
+    assert query["service"] == ["gw"] and query["operation"] == ["POST /"] and query["sort"] == ["longest"]
+    assert query["lookback"] == ["1h"]
+    assert query["attributes"] == ['gen_ai.request.model="m 1" tenant_id="acme"']
+    assert search_href("/ui") == "/ui/?sort=longest"
+
