@@ -118,4 +118,3 @@ def test_aggregate_rows_drill_down_to_their_traces_with_the_scope_in_the_url(bro
     assert drill is not None and "operation=" in drill and "sort=longest" in drill
     screenshot(page, "ui-hotspots-drill.png")
     assert errors == []
-

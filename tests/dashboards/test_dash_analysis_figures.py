@@ -203,4 +203,3 @@ def test_search_links_carry_the_scope_sorted_longest() -> None:
     assert query["lookback"] == ["1h"]
     assert query["attributes"] == ['gen_ai.request.model="m 1" tenant_id="acme"']
     assert search_href("/ui") == "/ui/?sort=longest"
-
