@@ -18,7 +18,7 @@ import dash
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.pages import Page, diagnosis, hotspots, search, services, stages, topology, trace
+from dashboards.pages import Page, compare, diagnosis, hotspots, search, services, stages, topology, trace
 from dashboards.query_form import FormError, normalize_trace_id
 from diagnosis import DiagnosisSettings
 from processors.pipeline.queries import AnalysisService
@@ -34,6 +34,7 @@ PAGES: tuple[Page, ...] = (
     stages.PAGE,
     hotspots.PAGE,
     diagnosis.PAGE,
+    compare.PAGE,
 )
 """Pages in nav bar order; a new page is one module under ``dashboards/pages`` plus one entry here."""
 

@@ -14,7 +14,7 @@ import uuid
 from urllib.parse import unquote
 
 import flask
-from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, get_relative_path, html, no_update
 from dash.development.base_component import Component
 
 from dashboards.pages import Page
@@ -225,7 +225,13 @@ def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict |
         return _notice("Cannot show this trace", str(exc)), None, None
     if view is None:
         return _notice(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired."), None, None
-    return header(view), stage_panel(view), page_meta(view, uuid.uuid4().hex)
+    compare = dcc.Link(
+        "Compare with another trace →",
+        href=get_relative_path("/compare") + f"?a={view.trace_id}",
+        id="trace-compare-link",
+        className="hs-drill",
+    )
+    return html.Div([header(view), compare]), stage_panel(view), page_meta(view, uuid.uuid4().hex)
 
 
 def _kept(data: dict | None) -> TraceView | None:

@@ -118,3 +118,33 @@ def test_aggregate_rows_drill_down_to_their_traces_with_the_scope_in_the_url(bro
     assert drill is not None and "operation=" in drill and "sort=longest" in drill
     screenshot(page, "ui-hotspots-drill.png")
     assert errors == []
+
+
+OTHER_TRACE = "42a60545a48cfbdacf669252d09c5f76"
+"""A 2-span frontend trace of the capture."""
+
+
+def test_comparison_of_two_traces_and_of_slow_requests_with_the_baseline(browser: Browser, served: str) -> None:
+    page, errors = new_page(browser, height=1200)
+    open_trace(page, f"{served}/ui/trace/{TRACE_ID}")
+    page.click("#trace-compare-link")
+    page.wait_for_url(f"**/ui/compare?a={TRACE_ID}", timeout=TIMEOUT_MS)
+    page.fill("#compare-b", OTHER_TRACE)
+    page.click("#compare-traces")
+    page.wait_for_url(f"**/ui/compare?a={TRACE_ID}&b={OTHER_TRACE}", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#compare-traces-result .hs-compare-path", timeout=TIMEOUT_MS)
+    structure = page.inner_text("#compare-structure")
+    assert "only in A" in structure and "only in B" in structure
+    assert page.locator(".hs-compare-side").count() == 2
+    assert page.locator("#compare-traces-result .hs-compare-stage").count() >= 1
+    screenshot(page, "ui-compare-traces.png")
+
+    page.goto(f"{served}/ui/compare?lookback=all")
+    page.click("#compare-window")
+    page.wait_for_selector("#compare-window-summary", timeout=TIMEOUT_MS)
+    assert "against the other" in page.inner_text("#compare-window-summary")
+    assert page.locator(".hs-window-attribute").count() > 0
+    assert "lookback=all" in page.url
+    screenshot(page, "ui-compare-window.png")
+    assert errors == []
+
