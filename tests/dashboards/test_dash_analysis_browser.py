@@ -147,4 +147,3 @@ def test_comparison_of_two_traces_and_of_slow_requests_with_the_baseline(browser
     assert "lookback=all" in page.url
     screenshot(page, "ui-compare-window.png")
     assert errors == []
-
