@@ -18,8 +18,8 @@ from dash.development.base_component import Component
 from analysis import STAGES
 from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color, stage_label
 from dashboards.evidence import evidence_row
-from dashboards.figures import TEMPLATE, empty_figure
-from dashboards.format import NS_PER_MS, format_duration_ns, hover_escape, shorten
+from dashboards.figures import TEMPLATE, empty_figure, service_icicle
+from dashboards.format import NS_PER_MS, format_duration_ns, shorten
 from diagnosis import Finding
 
 SEVERITY_CLASSES = {"critical": "hs-badge hs-badge-critical", "warning": "hs-badge hs-badge-warning"}
@@ -163,34 +163,12 @@ def aggregated_flame_figure(flame: pl.DataFrame) -> go.Figure:
     if flame.height <= 1 or int(flame["total_ns"].max() or 0) == 0:  # type: ignore[arg-type]
         return empty_figure("No analysed requests in this window")
     is_root = (flame["parent"] == "").to_list()
-    tile_colors = [
-        NEUTRAL_COLOR if root else service_color(service or "")
-        for root, service in zip(is_root, flame["service_name"].to_list(), strict=True)
-    ]
     notes = [
         f"{count:,} traces" if root else f"self {format_duration_ns(self_ns)} · {count:,} spans"
         for root, self_ns, count in zip(is_root, flame["self_ns"].to_list(), flame["count"].to_list(), strict=True)
     ]
-    figure = go.Figure(
-        layout={"template": TEMPLATE},
-        data=go.Icicle(
-            ids=flame["id"].to_list(),
-            parents=flame["parent"].to_list(),
-            labels=[hover_escape(shorten(label or "", 80)) for label in flame["label"].to_list()],
-            values=flame["total_ns"].cast(pl.Int64).to_list(),
-            branchvalues="total",
-            tiling={"orientation": "v"},
-            marker={"colors": tile_colors, "line": {"color": "#ffffff", "width": 1}},
-            customdata=notes,
-            texttemplate="%{label}",
-            hovertemplate="<b>%{label}</b><br>%{customdata}<br>%{percentRoot:.1%} of all self time<extra></extra>",
-            pathbar={"visible": True, "thickness": 20},
-            leaf={"opacity": 1},
-            maxdepth=12,
-        ),
-    )
-    figure.update_layout(height=460, margin={"l": 4, "r": 4, "t": 30, "b": 4})
-    return figure
+    hover = "<b>%{label}</b><br>%{customdata}<br>%{percentRoot:.1%} of all self time<extra></extra>"
+    return service_icicle(flame, notes, hover, 460)
 
 
 def finding_cards(findings: Sequence[Finding], trace_path: str, search: str | None = None) -> Component:

@@ -84,24 +84,23 @@ def window_controls(page_id: str, *fields: Component, lookback: str | None = Non
     )
 
 
+def text_input(component_id: str, value: str | None, placeholder: str) -> Component:
+    """A text field that reports on Enter or blur (debounced)."""
+    return dcc.Input(
+        id=component_id,
+        type="text",
+        value=value,
+        placeholder=placeholder,
+        debounce=True,
+        spellCheck=False,
+        className="hs-input",
+    )
+
+
 def scope_fields(page_id: str, names: Sequence[str], query: Mapping[str, str]) -> list[Component]:
     """Text fields for the scopes ``names`` (keys of :data:`SCOPES`; ids ``<page_id>-<name>``), filled from the
     URL's ``query``; empty means any."""
-    return [
-        field(
-            SCOPES[name],
-            dcc.Input(
-                id=f"{page_id}-{name}",
-                type="text",
-                value=query.get(name) or None,
-                placeholder="any",
-                debounce=True,
-                spellCheck=False,
-                className="hs-input",
-            ),
-        )
-        for name in names
-    ]
+    return [field(SCOPES[name], text_input(f"{page_id}-{name}", query.get(name) or None, "any")) for name in names]
 
 
 def window_page(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import polars as pl
 
-from dashboards.colors import ERROR_COLOR, SERVICE_PALETTE
+from dashboards.colors import ERROR_COLOR, NEUTRAL_COLOR, SERVICE_PALETTE, service_color
 from dashboards.format import NS_PER_MS, format_duration_ns, format_time_ns, hover_escape, shorten
 
 FONT = "Inter, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
@@ -40,6 +40,44 @@ def empty_figure(message: str) -> go.Figure:
         yaxis={"visible": False},
         margin={"l": 10, "r": 10, "t": 10, "b": 10},
     )
+    return figure
+
+
+def service_icicle(flame: pl.DataFrame, customdata: object, hovertemplate: str, height: int) -> go.Figure:
+    """A flame graph (``processors.pipeline.flame.flame_graph`` columns: id, parent, label, service_name,
+    total_ns...) as a Plotly icicle: width = ``total_ns``, a tile coloured by its service (the root neutral), up to
+    12 levels at once (a click zooms deeper).
+
+    Args:
+        flame: the flame graph, root first.
+        customdata: per tile, what ``hovertemplate`` reads.
+        hovertemplate: Plotly's hover template.
+        height: figure height in px.
+    """
+    colors = [
+        NEUTRAL_COLOR if parent == "" else service_color(service or "")
+        for parent, service in zip(flame["parent"].to_list(), flame["service_name"].to_list(), strict=True)
+    ]
+    figure = go.Figure(
+        layout={"template": TEMPLATE},
+        data=go.Icicle(
+            ids=flame["id"].to_list(),
+            parents=flame["parent"].to_list(),
+            labels=[hover_escape(shorten(label or "", 80)) for label in flame["label"].to_list()],
+            values=flame["total_ns"].cast(pl.Int64).to_list(),
+            branchvalues="total",
+            sort=False,
+            tiling={"orientation": "v"},
+            marker={"colors": colors, "line": {"color": "#ffffff", "width": 1}},
+            customdata=customdata,
+            texttemplate="%{label}",
+            hovertemplate=hovertemplate,
+            pathbar={"visible": True, "thickness": 20},
+            leaf={"opacity": 1},
+            maxdepth=12,
+        ),
+    )
+    figure.update_layout(height=height, margin={"l": 4, "r": 4, "t": 30, "b": 4})
     return figure
 
 

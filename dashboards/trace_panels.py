@@ -16,7 +16,7 @@ from dash.development.base_component import Component
 
 from analysis import STAGES
 from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color, stage_label
-from dashboards.figures import TEMPLATE, empty_figure
+from dashboards.figures import empty_figure, service_icicle
 from dashboards.format import (
     attribute_dict,
     format_attribute,
@@ -24,8 +24,6 @@ from dashboards.format import (
     format_share,
     format_time_ns,
     format_tokens,
-    hover_escape,
-    shorten,
 )
 from query.trace_rows import AGGREGATE_ABOVE, Expansion, lane_window, window
 from query.trace_view import TraceView
@@ -357,11 +355,6 @@ def flame_figure(flame: pl.DataFrame) -> go.Figure:
     the root)."""
     if flame.height <= 1 or int(flame["total_ns"].max() or 0) == 0:  # type: ignore[arg-type]
         return empty_figure("No time to draw")
-    is_root = (flame["parent"] == "").to_list()
-    services = flame["service_name"].fill_null("").to_list()
-    colors = [
-        NEUTRAL_COLOR if root else service_color(service) for root, service in zip(is_root, services, strict=True)
-    ]
     notes = [
         f"self {format_duration_ns(self_ns)} · with everything below {format_duration_ns(total_ns)}"
         + (f" · {count:,} spans merged" if count > 1 else "")
@@ -372,28 +365,9 @@ def flame_figure(flame: pl.DataFrame) -> go.Figure:
     customdata = np.empty((flame.height, 2), dtype=object)
     customdata[:, 0] = flame["span"].to_list()
     customdata[:, 1] = notes
-    figure = go.Figure(
-        layout={"template": TEMPLATE},
-        data=go.Icicle(
-            ids=flame["id"].to_list(),
-            parents=flame["parent"].to_list(),
-            labels=[hover_escape(shorten(label or "", 80)) for label in flame["label"].to_list()],
-            values=flame["total_ns"].cast(pl.Int64).to_list(),
-            branchvalues="total",
-            sort=False,
-            tiling={"orientation": "v"},
-            marker={"colors": colors, "line": {"color": "#ffffff", "width": 1}},
-            customdata=customdata,
-            texttemplate="%{label}",
-            hovertemplate="<b>%{label}</b><br>%{customdata[1]}<extra></extra>",
-            pathbar={"visible": True, "thickness": 20},
-            leaf={"opacity": 1},
-            maxdepth=12,
-        ),
-    )
     levels = int(flame["depth"].max() or 0) + 1  # type: ignore[operator]
-    figure.update_layout(height=max(240, 60 + 34 * min(levels, 12)), margin={"l": 4, "r": 4, "t": 30, "b": 4})
-    return figure
+    hover = "<b>%{label}</b><br>%{customdata[1]}<extra></extra>"
+    return service_icicle(flame, customdata, hover, max(240, 60 + 34 * min(levels, 12)))
 
 
 def _critical_text(inside_ns: int, outside_ns: int) -> str:

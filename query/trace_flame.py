@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from processors.pipeline.flame import ROOT_ID, flame_graph, hex_ids, span_nodes
+from processors.pipeline.flame import ROOT_ID, flame_graph, hex_ids, span_nodes, trace_nodes
 from query.trace_view import TraceView
-from storage.analysis_store import FLAME_NODE_COLUMNS
 
 MERGE_ABOVE = 2_000
 """Spans above which tiles are merged by path."""
@@ -31,38 +30,33 @@ def trace_flame(view: TraceView) -> pl.DataFrame:
         merged tile; -1 for the root). ``count`` is 1 per tile unless merged.
     """
     analysis = view.analysis
-    tree = analysis.tree
-    merged = view.size > MERGE_ABOVE
-    if merged:
-        node, parent = span_nodes(analysis)
+    if view.size > MERGE_ABOVE:
+        nodes = trace_nodes(analysis)
+        node_of_span = span_nodes(analysis)[0]
     else:
         # One node per span: its index + 1 (0 means "no parent" to flame_graph).
-        node = np.arange(1, view.size + 1, dtype=np.uint64)
-        parent = np.where(tree.parent >= 0, tree.parent + 1, 0).astype(np.uint64)
-    spans = pl.DataFrame(
-        {
-            "node": node,
-            "parent": parent,
-            "depth": tree.depth.astype(np.uint32),
-            "service_name": view.spans["service_name"],
-            "name": view.spans["name"],
-            "self_ns": view.self_ns.astype(np.uint64),
-            "duration": view.duration,
-        }
-    ).with_row_index("span")
-    nodes = (
-        spans.sort("duration", descending=True)
-        .group_by("node", maintain_order=True)
-        .agg(
-            pl.col("parent", "depth", "service_name", "name").first(),
-            pl.col("self_ns").sum(),
-            pl.len().alias("count"),
-            pl.col("span").first().cast(pl.Int64),
+        parent = analysis.tree.parent
+        node_of_span = np.arange(1, view.size + 1, dtype=np.uint64)
+        nodes = pl.DataFrame(
+            {
+                "node": node_of_span,
+                "parent": np.where(parent >= 0, parent + 1, 0).astype(np.uint64),
+                "depth": analysis.tree.depth.astype(np.uint32),
+                "service_name": view.spans["service_name"],
+                "name": view.spans["name"],
+                "self_ns": view.self_ns.astype(np.uint64),
+                "count": np.ones(view.size, dtype=np.uint64),
+            }
         )
+    graph = flame_graph(nodes, view.trace_id, 1)
+    # Each tile opens its longest span.
+    longest = (
+        pl.DataFrame({"id": hex_ids(node_of_span), "duration": view.duration, "span": np.arange(view.size)})
+        .sort("duration", descending=True)
+        .unique("id", keep="first")
+        .select("id", "span")
     )
-    graph = flame_graph(nodes.select(list(FLAME_NODE_COLUMNS)), view.trace_id, 1)
-    example = nodes.select(pl.Series("id", hex_ids(nodes["node"].to_numpy())), "span")
-    graph = graph.join(example, on="id", how="left", maintain_order="left").with_columns(pl.col("span").fill_null(-1))
+    graph = graph.join(longest, on="id", how="left", maintain_order="left").with_columns(pl.col("span").fill_null(-1))
     if graph.height > MAX_TILES:
         heaviest = graph.slice(1).sort("total_ns", descending=True).head(MAX_TILES - 1)["id"]
         graph = graph.filter((pl.col("id") == ROOT_ID) | pl.col("id").is_in(heaviest.implode()))

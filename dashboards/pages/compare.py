@@ -11,7 +11,7 @@ from dash import Dash, Input, Output, State, dcc, get_relative_path, html, no_up
 from dash.development.base_component import Component
 
 from dashboards.compare_panels import trace_comparison_panel, window_comparison_panel
-from dashboards.controls import field, page_url, scoped, section, url_output, window_filter
+from dashboards.controls import field, page_url, scoped, section, text_input, url_output, window_filter
 from dashboards.pages import Page
 from dashboards.pages.stages import NO_ANALYSIS, analysis_service
 from dashboards.pages.trace import trace_views
@@ -24,6 +24,7 @@ from storage.clickhouse import StorageError
 from storage.reader import TraceReader
 
 DEFAULT_QUANTILE = 0.9
+TRACE_ID_HINT = "32 (or 16) hex characters"
 
 
 def layout(**query: str) -> Component:
@@ -34,8 +35,8 @@ def layout(**query: str) -> Component:
     traces = html.Div(
         className="hs-field-row hs-compare-form",
         children=[
-            field("Trace A", _id_input("compare-a", a)),
-            field("Trace B", _id_input("compare-b", b)),
+            field("Trace A", text_input("compare-a", a, TRACE_ID_HINT)),
+            field("Trace B", text_input("compare-b", b, TRACE_ID_HINT)),
             html.Button("Compare traces", id="compare-traces", className="hs-button hs-button-primary"),
         ],
     )
@@ -51,8 +52,8 @@ def layout(**query: str) -> Component:
                     clearable=False,
                 ),
             ),
-            field("Root service", _text("compare-service", query.get("service"), "any")),
-            field("Slow from quantile", _text("compare-quantile", str(quantile), "0.9")),
+            field("Root service", text_input("compare-service", query.get("service"), "any")),
+            field("Slow from quantile", text_input("compare-quantile", str(quantile), "0.9")),
             html.Button("Compare slow with baseline", id="compare-window", className="hs-button hs-button-primary"),
         ],
     )
@@ -148,22 +149,6 @@ def _quantile(text: str | None) -> float:
     except ValueError:
         return DEFAULT_QUANTILE
     return value if 0 < value < 1 else DEFAULT_QUANTILE
-
-
-def _id_input(component_id: str, value: str | None) -> Component:
-    return _text(component_id, value, "32 (or 16) hex characters")
-
-
-def _text(component_id: str, value: str | None, placeholder: str) -> Component:
-    return dcc.Input(
-        id=component_id,
-        type="text",
-        value=value,
-        placeholder=placeholder,
-        debounce=True,
-        spellCheck=False,
-        className="hs-input",
-    )
 
 
 PAGE = Page(

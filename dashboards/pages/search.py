@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.controls import field
+from dashboards.controls import field, text_input
 from dashboards.figures import empty_figure, search_scatter_figure
 from dashboards.pages import Page
 from dashboards.pages.stages import analysis_service
@@ -153,7 +153,7 @@ def layout(**query: str) -> Component:
             ),
             field(
                 "Attributes",
-                _text_input("search-attributes", "http.status_code=500 error=true", form.attributes),
+                text_input("search-attributes", form.attributes, "http.status_code=500 error=true"),
                 hint='key=value, separated by spaces; quote values with spaces: k="a b"',
             ),
             field(
@@ -195,8 +195,8 @@ def layout(**query: str) -> Component:
             html.Div(
                 className="hs-field-row",
                 children=[
-                    field("From (UTC)", _text_input("search-start", "2024-10-30 12:00", form.start)),
-                    field("To (UTC)", _text_input("search-end", "2024-10-30 13:00", form.end)),
+                    field("From (UTC)", text_input("search-start", form.start, "2024-10-30 12:00")),
+                    field("To (UTC)", text_input("search-end", form.end, "2024-10-30 13:00")),
                 ],
             ),
             html.Div("An absolute range, when given, replaces the lookback.", className="hs-hint"),
@@ -356,19 +356,6 @@ def _number_input(
         step=step,
         debounce=True,
         className="hs-input",
-    )
-
-
-def _text_input(component_id: str, placeholder: str, value: str | None) -> Component:
-    """A text field that reports on Enter or blur (debounced)."""
-    return dcc.Input(
-        id=component_id,
-        type="text",
-        placeholder=placeholder,
-        value=value,
-        debounce=True,
-        className="hs-input",
-        spellCheck=False,
     )
 
 
