@@ -14,8 +14,8 @@ and per size, the median of ``--repeat`` runs of:
   Hotspan before) navigating to ``/ui/trace/<id>`` until the timeline has drawn its first rows
   (``#trace-timeline[data-ready]`` and rows drawn): the page's HTML and scripts, the load callback (one read,
   the model, the first window) and the canvas paint;
-- **peak RSS**: the process's peak resident memory after the size's runs (it only grows, so the growth from the
-  previous size bounds what the larger trace needed).
+- **peak RSS**: the process's peak resident memory (server, store and benchmark together) before the size's REST
+  fetch and after it (it only grows, so the growth from the previous size bounds what the larger trace needed).
 
 Every line carries the machine's load average (1, 5, 15 min) measured beside it. The last line is
 ``ui_trace_page_10k_over_rest_fetch: X`` (page ready over REST fetch at 10k spans; below 1 means the page is
@@ -28,6 +28,7 @@ fails (the REST answer of a million spans is some GB of JSON) is reported as suc
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import statistics
@@ -131,17 +132,24 @@ def measure(server: RunningServer, browser: Browser, views: TraceViews, size: in
     started = time.perf_counter()
     ClickHouseTraceWriter(server.storage.clickhouse).write(agent_trace(size, trace_id=trace_id))
     print(f"{label(size)}: {size:,} spans asked, written in {time.perf_counter() - started:.1f} s", flush=True)
-    rest = rest_fetch_s(server, trace_id, repeat)
-    rest_load = load()
+    # The REST fetch goes last: its answer is millions of Python objects at 1M spans, whose collection would
+    # otherwise land in the figures measured after it.
     read = median_s(lambda: server.storage.reader.trace(trace_id, tenant=None), repeat)
     build = median_s(lambda: page_load_work(views, trace_id), repeat)
     build_load = load()
     spans = page_load_work(views, trace_id)
     ready = statistics.median(page_ready_s(browser, f"{server.base_url}/ui/trace/{trace_id}") for _ in range(repeat))
-    print(f"trace_page_ready_{label(size)}_s: {ready:.3f} ({load()}); {spans:,} spans", flush=True)
+    ready_load = load()
+    page_rss = peak_rss_mb()
+    gc.collect()
+    rest = rest_fetch_s(server, trace_id, repeat)
+    rest_load = load()
+    gc.collect()
+    print(f"trace_page_ready_{label(size)}_s: {ready:.3f} ({ready_load}); {spans:,} spans", flush=True)
     print(f"  REST fetch {f'{rest:.3f} s ({rest_load})' if rest is not None else 'failed'}", flush=True)
     print(
-        f"  model build {build:.3f} s, of which read {read:.3f} s ({build_load}); peak RSS {peak_rss_mb():,.0f} MB",
+        f"  model build {build:.3f} s, of which read {read:.3f} s ({build_load}); peak RSS {page_rss:,.0f} MB "
+        f"before the REST fetch, {peak_rss_mb():,.0f} MB after it",
         flush=True,
     )
     if rest is None:
