@@ -8,142 +8,23 @@ every page (:data:`STAGE_COLORS`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 
-import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from dash import dcc, html
 from dash.development.base_component import Component
 
 from analysis import STAGES
-from dashboards.figures import BAR_THICKNESS, NEUTRAL_COLOR, TEMPLATE, empty_figure, service_colors
-from dashboards.format import NS_PER_MS, format_duration_ns, hover_escape, shorten
-from dashboards.span_tree import SpanTree
+from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color, stage_label
+from dashboards.evidence import evidence_row
+from dashboards.figures import TEMPLATE, empty_figure, service_icicle
+from dashboards.format import NS_PER_MS, format_duration_ns, shorten
 from diagnosis import Finding
 
-STAGE_COLORS: dict[str, str] = dict(
-    zip(
-        STAGES,
-        (
-            "#9aa1ad",  # network
-            "#76b7b2",  # gateway
-            "#4e79a7",  # agent
-            "#59a14f",  # retrieval
-            "#edc948",  # tool
-            "#b07aa1",  # llm.tokenize
-            "#e15759",  # llm.queue: red-ish on purpose, queueing is waste
-            "#f28e2b",  # llm.prefill
-            "#ff9da7",  # llm.decode
-            "#d4a6c8",  # llm.detokenize
-            "#c0504d",  # llm.call: an untraced model call, whole
-            "#d9734e",  # llm.first_token: waiting for an untraced call's first token
-            "#f4a582",  # llm.stream: an untraced call streaming after its first token
-            "#9c755f",  # output_parsing
-            "#c8ccd4",  # other
-        ),
-        strict=True,
-    )
-)
-"""One color per stage of :data:`analysis.STAGES`, shared by every page so a stage reads the same everywhere."""
-CRITICAL_COLOR = "#111827"
-"""Critical-path overlay color (drawn half-transparent over the service-colored bars)."""
-CRITICAL_THICKNESS = BAR_THICKNESS * 0.4
-"""Overlay bar thickness, as a fraction of a waterfall row: thinner than the span bar so its color shows."""
 SEVERITY_CLASSES = {"critical": "hs-badge hs-badge-critical", "warning": "hs-badge hs-badge-warning"}
 """Badge class per severity; anything else (``info``) gets the plain badge."""
 _NUMBER = {"textAlign": "right"}
-
-
-def add_critical_path(figure: go.Figure, spans: pl.DataFrame, tree: SpanTree, sections: pl.DataFrame) -> go.Figure:
-    """Draw the critical path over a :func:`dashboards.figures.waterfall_figure`: one dark bar per section on
-    its span's row, legend "critical path". Clicks on it open the span like its bar (same ``customdata``).
-
-    Args:
-        figure: the waterfall of ``spans`` (modified in place and returned).
-        spans: the trace's spans the waterfall was drawn from.
-        tree: the waterfall's ``span_tree(spans)`` (row order).
-        sections: ``AnalysisService.trace_critical_path`` rows (span_id, start_ns, end_ns in ns since the epoch).
-    """
-    if sections.height == 0 or spans.height == 0:
-        return figure
-    span_ids = spans["span_id"].cast(pl.String).to_list()
-    position: dict[str, int] = {}
-    for index, row in enumerate(tree.order):
-        # A repeated span ID (the tree marks it) keeps its first row, as the waterfall's click lookup does.
-        position.setdefault(span_ids[row], index)
-    row_of = {span_ids[row]: row for row in reversed(tree.order)}
-    trace_start = int(spans["start_time_unix_nano"].cast(pl.Int64).min())  # type: ignore[arg-type]
-    drawn = sections.filter(pl.col("span_id").is_in(list(position)))
-    if drawn.height == 0:
-        return figure
-    ids = drawn["span_id"].to_list()
-    start_ns = drawn["start_ns"].cast(pl.Int64).to_numpy() - trace_start
-    length_ns = drawn["duration_ns"].cast(pl.Int64).to_numpy()
-    customdata = np.empty((len(ids), 2), dtype=object)
-    customdata[:, 0] = [row_of[span_id] for span_id in ids]
-    customdata[:, 1] = ids
-    hover = [
-        f"critical path · {hover_escape(shorten(f'{service}: {name}', 80))}<br>{stage} · {format_duration_ns(ns)}"
-        for service, name, stage, ns in zip(
-            drawn["service_name"].to_list(), drawn["name"].to_list(), drawn["stage"].to_list(), length_ns, strict=True
-        )
-    ]
-    figure.add_trace(
-        go.Bar(
-            name="critical path",
-            orientation="h",
-            y=[position[span_id] for span_id in ids],
-            base=start_ns / NS_PER_MS,
-            x=length_ns / NS_PER_MS,
-            width=CRITICAL_THICKNESS,
-            marker={"color": CRITICAL_COLOR, "opacity": 0.55},
-            customdata=customdata,
-            hovertext=hover,
-            hovertemplate="%{hovertext}<extra></extra>",
-            showlegend=True,
-        )
-    )
-    # The legend sits in the top margin above the span label column: the time axis draws its tick labels in
-    # the top margin above the bars, and a legend there would cover them.
-    figure.update_layout(
-        showlegend=True,
-        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom", "font": {"size": 11}},
-    )
-    return figure
-
-
-def stage_bar_figure(stages_ns: Mapping[str, int | float], total_ns: int) -> go.Figure:
-    """One request's time as a horizontal stacked bar: a segment per stage with time (ms), in taxonomy order.
-
-    Args:
-        stages_ns: ns per stage (``TraceStages.stages_ns``); they sum to ``total_ns``.
-        total_ns: the request's end-to-end latency in ns.
-    """
-    present = [(stage, float(stages_ns.get(stage, 0))) for stage in STAGES if stages_ns.get(stage, 0) > 0]
-    if not present or total_ns <= 0:
-        return empty_figure("No time to break down")
-    figure = go.Figure(layout={"template": TEMPLATE})
-    for stage, ns in present:
-        figure.add_trace(
-            go.Bar(
-                name=stage,
-                orientation="h",
-                y=["request"],
-                x=[ns / NS_PER_MS],
-                marker={"color": STAGE_COLORS[stage]},
-                hovertemplate=f"<b>{stage}</b><br>{format_duration_ns(int(ns))} · {ns / total_ns:.1%}<extra></extra>",
-            )
-        )
-    figure.update_layout(
-        barmode="stack",
-        height=150,
-        margin={"l": 4, "r": 10, "t": 10, "b": 30},
-        xaxis={"ticksuffix": " ms", "range": [0, total_ns / NS_PER_MS]},
-        yaxis={"visible": False},
-        legend={"orientation": "h", "y": -0.35, "traceorder": "normal"},
-    )
-    return figure
 
 
 def stage_shares_figure(shares: pl.DataFrame) -> go.Figure:
@@ -184,9 +65,10 @@ def stage_shares_figure(shares: pl.DataFrame) -> go.Figure:
     return figure
 
 
-def stage_percentile_table(percentiles: pl.DataFrame) -> Component:
+def stage_percentile_table(percentiles: pl.DataFrame, drill: Callable[[str], Component] | None = None) -> Component:
     """HTML table of ``AnalysisService.stages(...).percentiles`` (one group): per stage with time, requests,
-    p50/p95/p99/mean (ms) and share of end-to-end latency (%), in taxonomy order."""
+    p50/p95/p99/mean (ms) and share of end-to-end latency (%), in taxonomy order; ``drill`` (stage → a cell of
+    links to its traces, :mod:`dashboards.links`) adds a last column."""
     rows = percentiles.filter(pl.col("mean_ns") > 0) if percentiles.height else percentiles
     if rows.height == 0:
         return html.P("No analysed requests in this window.", className="hs-hint")
@@ -194,15 +76,17 @@ def stage_percentile_table(percentiles: pl.DataFrame) -> Component:
         [html.Th("Stage")]
         + [html.Th(name, style=_NUMBER) for name in ("Requests", "p50 (ms)", "p95 (ms)", "p99 (ms)", "Mean (ms)")]
         + [html.Th("Share of e2e", style=_NUMBER)]
+        + ([html.Th("Slowest traces")] if drill else [])
     )
     body = [
         html.Tr(
             className="hs-stage-row",
             children=[
-                html.Td([_swatch(STAGE_COLORS.get(row["stage"], NEUTRAL_COLOR)), row["stage"]]),
+                html.Td([_swatch(STAGE_COLORS.get(row["stage"], NEUTRAL_COLOR)), stage_label(row["stage"])]),
                 html.Td(f"{row['requests']:,}", style=_NUMBER),
                 *(html.Td(_ms(row[name]), style=_NUMBER) for name in ("p50_ns", "p95_ns", "p99_ns", "mean_ns")),
                 html.Td(_percent(row["share_of_e2e"]), style=_NUMBER),
+                *([html.Td(drill(row["stage"]))] if drill else []),
             ],
         )
         for row in rows.iter_rows(named=True)
@@ -230,9 +114,12 @@ def latency_facts(latency: pl.DataFrame) -> Component:
     return html.Dl(className="hs-facts", children=facts)
 
 
-def hotspot_table(ranking: pl.DataFrame, share_column: str) -> Component:
+def hotspot_table(
+    ranking: pl.DataFrame, share_column: str, drill: Callable[[str, str], Component] | None = None
+) -> Component:
     """HTML table of an ``AnalysisService.hotspots`` ranking: service, operation, spans, self time total, p95
-    and mean (ms), flagged spans, and ``share_column`` (``self_share`` or ``p95_share``, in %)."""
+    and mean (ms), flagged spans, and ``share_column`` (``self_share`` or ``p95_share``, in %); ``drill``
+    ((service, operation) → a cell of links to its traces, :mod:`dashboards.links`) adds a last column."""
     if ranking.height == 0:
         return html.P("No analysed spans in this window.", className="hs-hint")
     header = html.Tr(
@@ -241,12 +128,13 @@ def hotspot_table(ranking: pl.DataFrame, share_column: str) -> Component:
             html.Th(name, style=_NUMBER)
             for name in ("Spans", "Self total (ms)", "Self p95 (ms)", "Self mean (ms)", "Flagged", "Share")
         ]
+        + ([html.Th("Slowest traces")] if drill else [])
     )
     body = [
         html.Tr(
             className="hs-hotspot-row",
             children=[
-                html.Td(row["service_name"]),
+                html.Td([_swatch(service_color(row["service_name"])), row["service_name"]]),
                 html.Td(shorten(row["name"], 80)),
                 html.Td(f"{row['spans']:,}", style=_NUMBER),
                 *(html.Td(_ms(row[name]), style=_NUMBER) for name in ("self_total_ns", "self_p95_ns", "self_mean_ns")),
@@ -256,6 +144,7 @@ def hotspot_table(ranking: pl.DataFrame, share_column: str) -> Component:
                     style=_NUMBER,
                 ),
                 html.Td(_percent(row[share_column]), style=_NUMBER),
+                *([html.Td(drill(row["service_name"], row["name"]))] if drill else []),
             ],
         )
         for row in ranking.iter_rows(named=True)
@@ -273,45 +162,24 @@ def aggregated_flame_figure(flame: pl.DataFrame) -> go.Figure:
     """
     if flame.height <= 1 or int(flame["total_ns"].max() or 0) == 0:  # type: ignore[arg-type]
         return empty_figure("No analysed requests in this window")
-    colors = service_colors(flame["service_name"].fill_null("").to_list()[1:])
     is_root = (flame["parent"] == "").to_list()
-    tile_colors = [
-        NEUTRAL_COLOR if root else colors.get(service or "", NEUTRAL_COLOR)
-        for root, service in zip(is_root, flame["service_name"].to_list(), strict=True)
-    ]
     notes = [
         f"{count:,} traces" if root else f"self {format_duration_ns(self_ns)} · {count:,} spans"
         for root, self_ns, count in zip(is_root, flame["self_ns"].to_list(), flame["count"].to_list(), strict=True)
     ]
-    figure = go.Figure(
-        layout={"template": TEMPLATE},
-        data=go.Icicle(
-            ids=flame["id"].to_list(),
-            parents=flame["parent"].to_list(),
-            labels=[hover_escape(shorten(label or "", 80)) for label in flame["label"].to_list()],
-            values=flame["total_ns"].cast(pl.Int64).to_list(),
-            branchvalues="total",
-            tiling={"orientation": "v"},
-            marker={"colors": tile_colors, "line": {"color": "#ffffff", "width": 1}},
-            customdata=notes,
-            texttemplate="%{label}",
-            hovertemplate="<b>%{label}</b><br>%{customdata}<br>%{percentRoot:.1%} of all self time<extra></extra>",
-            pathbar={"visible": True, "thickness": 20},
-            leaf={"opacity": 1},
-            maxdepth=12,
-        ),
-    )
-    figure.update_layout(height=460, margin={"l": 4, "r": 4, "t": 30, "b": 4})
-    return figure
+    hover = "<b>%{label}</b><br>%{customdata}<br>%{percentRoot:.1%} of all self time<extra></extra>"
+    return service_icicle(flame, notes, hover, 460)
 
 
-def finding_cards(findings: Sequence[Finding], trace_path: str) -> Component:
-    """One card per finding, in the given (ranked) order: severity badge, confidence, title, evidence table,
-    remedy and links to its example traces; a "no findings" note when there are none.
+def finding_cards(findings: Sequence[Finding], trace_path: str, search: str | None = None) -> Component:
+    """One card per finding, in the given (ranked) order: severity badge, confidence, title, evidence in words
+    with units (:mod:`dashboards.evidence`), remedy and links to its example traces and to the window's slowest
+    traces (``search``); a "no findings" note when there are none.
 
     Args:
         findings: ranked findings (``DiagnosisReport.findings``).
         trace_path: URL path a trace ID is appended to, e.g. ``"/ui/trace/"``.
+        search: the search of the finding's window, longest first (:func:`dashboards.links.search_href`).
     """
     if not findings:
         return html.Div(
@@ -321,12 +189,12 @@ def finding_cards(findings: Sequence[Finding], trace_path: str) -> Component:
                 html.P("No rule found a known cause of latency in this window.", className="hs-hint"),
             ],
         )
-    return html.Div(className="hs-findings", children=[_finding_card(f, trace_path) for f in findings])
+    return html.Div(className="hs-findings", children=[_finding_card(f, trace_path, search) for f in findings])
 
 
-def _finding_card(finding: Finding, trace_path: str) -> Component:
+def _finding_card(finding: Finding, trace_path: str, search: str | None) -> Component:
     examples = finding.evidence.get("example_trace_ids") or []
-    evidence = [(key, _evidence_text(value)) for key, value in finding.evidence.items() if key != "example_trace_ids"]
+    evidence = [evidence_row(key, value) for key, value in finding.evidence.items() if key != "example_trace_ids"]
     children: list[Component] = [
         html.Div(
             className="hs-finding-head",
@@ -339,7 +207,7 @@ def _finding_card(finding: Finding, trace_path: str) -> Component:
         html.H3(finding.title),
         html.Table(
             className="hs-kv",
-            children=[html.Tbody([html.Tr([html.Td(key), html.Td(value)]) for key, value in evidence])],
+            children=[html.Tbody([html.Tr([html.Td(label), html.Td(value)]) for label, value in evidence])],
         ),
         html.P([html.B("Remedy: "), finding.remedy], className="hs-remedy"),
     ]
@@ -348,18 +216,11 @@ def _finding_card(finding: Finding, trace_path: str) -> Component:
             html.Div(
                 className="hs-examples",
                 children=["Example traces: "]
-                + [dcc.Link(tid[:16], href=f"{trace_path}{tid}", className="hs-mono") for tid in examples],
+                + [dcc.Link(tid[:8], href=f"{trace_path}{tid}", title=tid, className="hs-mono") for tid in examples]
+                + ([dcc.Link("the window's slowest traces →", href=search, className="hs-drill")] if search else []),
             )
         )
     return html.Article(className=f"hs-card hs-finding hs-finding-{finding.severity}", children=children)
-
-
-def _evidence_text(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, list):
-        return ", ".join(str(item) for item in value)
-    return "—" if value is None else str(value)
 
 
 def _swatch(color: str) -> Component:

@@ -18,10 +18,11 @@ import dash
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.pages import Page, diagnosis, hotspots, search, services, stages, topology, trace
+from dashboards.pages import Page, compare, diagnosis, hotspots, search, services, stages, topology, trace
 from dashboards.query_form import FormError, normalize_trace_id
 from diagnosis import DiagnosisSettings
 from processors.pipeline.queries import AnalysisService
+from query.trace_views import TraceViews
 from storage.engine_metrics import EngineMetricsReader
 from storage.reader import TraceReader
 
@@ -33,6 +34,7 @@ PAGES: tuple[Page, ...] = (
     stages.PAGE,
     hotspots.PAGE,
     diagnosis.PAGE,
+    compare.PAGE,
 )
 """Pages in nav bar order; a new page is one module under ``dashboards/pages`` plus one entry here."""
 
@@ -46,6 +48,7 @@ def build_dash_app(
     engine_metrics: EngineMetricsReader | None = None,
     analysis: AnalysisService | None = None,
     diagnosis_settings: DiagnosisSettings | None = None,
+    trace_views: TraceViews | None = None,
 ) -> Dash:
     """A new Dash app showing traces from ``reader``.
 
@@ -64,6 +67,8 @@ def build_dash_app(
             Stages and Hotspots pages; None hides them. Kept under :data:`dashboards.pages.stages.ANALYSIS_CONFIG`.
         diagnosis_settings: rule table and metrics source of the Diagnosis page; None hides it. Kept under
             :data:`dashboards.pages.diagnosis.DIAGNOSIS_CONFIG`.
+        trace_views: the trace page's views (one read per page load, kept per tenant and trace); default one
+            over ``reader`` with the packaged stage rules. Kept under :data:`dashboards.pages.trace.TRACE_VIEWS_CONFIG`.
 
     Returns:
         The app; serve ``app.server`` (a Flask WSGI app).
@@ -92,6 +97,7 @@ def build_dash_app(
     app.server.config[services.ENGINE_METRICS_CONFIG] = engine_metrics
     app.server.config[stages.ANALYSIS_CONFIG] = analysis
     app.server.config[diagnosis.DIAGNOSIS_CONFIG] = diagnosis_settings
+    app.server.config[trace.TRACE_VIEWS_CONFIG] = trace_views if trace_views is not None else TraceViews(reader)
     app.layout = _shell(app)
     _register_shell_callbacks(app)
     for page in PAGES:

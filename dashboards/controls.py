@@ -1,26 +1,43 @@
 """Controls the dashboard pages share: labelled fields, titled card sections, and the window row of the
-windowed pages (Services, Topology, Stages, Hotspots, Diagnosis) with the callback inputs and the window it
-chooses.
+windowed pages (Services, Topology, Stages, Hotspots, Diagnosis) with its scope fields (service, operation,
+model, request tenant), the callback inputs and the window it chooses. A windowed page keeps its window and scope
+in the URL (``?lookback=1h&service=gateway``), so a link, a bookmark or a reload shows the same rows.
 
-Component ids are prefixed by the page (``<page_id>-lookback``, ``<page_id>-refresh``), so one builder serves
-every page and :func:`window_inputs` names the same ids the row was built with.
+Component ids are prefixed by the page (``<page_id>-lookback``, ``<page_id>-service``, ``<page_id>-url``), so one
+builder serves every page and :func:`window_inputs` names the same ids the row was built with.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from urllib.parse import urlencode
 
-from dash import Input, dcc, html
+from dash import Input, Output, dcc, html
 from dash.development.base_component import Component
 
-from dashboards.windows import DEFAULT_ROLLUP_LOOKBACK, analysis_window, lookback_options, rollup_window
+from dashboards.windows import (
+    DEFAULT_ROLLUP_LOOKBACK,
+    ROLLUP_LOOKBACKS,
+    analysis_window,
+    lookback_options,
+    rollup_window,
+)
 from storage.analysis_store import AnalysisFilter
 from storage.reader import TraceReader
 from storage.rollup_reader import RollupReader
 
 PERSIST = {"persistence": True, "persistence_type": "session"}
 """Keyword arguments that keep a control's value across page navigation for the browser session."""
+SCOPES = {
+    "service": "Service",
+    "operation": "Operation",
+    "model": "Model",
+    "tenant": "Request tenant",
+}
+"""Scope fields a windowed page may take (its URL keys), with their labels. ``tenant`` is the tenant a request's
+spans name (``tenant_id``), not the signed-in one."""
 
 
 def field(label: str, control: Component, hint: str | None = None) -> Component:
@@ -47,35 +64,63 @@ def section(text: str, hint: str, body: Component) -> Component:
     return html.Section(className="hs-card", children=[section_title(text, hint), body])
 
 
-def window_controls(page_id: str, *fields: Component) -> Component:
-    """The window row: the lookback dropdown (id ``<page_id>-lookback``), then ``fields`` (built with
-    :func:`field`, ids ``<page_id>-<name>``), then a refresh button (``<page_id>-refresh``)."""
-    lookback = dcc.Dropdown(
+def window_controls(page_id: str, *fields: Component, lookback: str | None = None) -> Component:
+    """The window row: the lookback dropdown (id ``<page_id>-lookback``, starting at ``lookback`` when it is a
+    known key), then ``fields`` (built with :func:`field`, ids ``<page_id>-<name>``), then a refresh button
+    (``<page_id>-refresh``)."""
+    chosen = dcc.Dropdown(
         id=f"{page_id}-lookback",
         options=lookback_options(),
-        value=DEFAULT_ROLLUP_LOOKBACK,
+        value=lookback if lookback in ROLLUP_LOOKBACKS else DEFAULT_ROLLUP_LOOKBACK,
         clearable=False,
-        **PERSIST,
     )
     return html.Div(
-        className="hs-card hs-field-row",
+        className="hs-card hs-field-row hs-window-row",
         children=[
-            field("Window", lookback),
+            field("Window", chosen),
             *fields,
             html.Button("Refresh", id=f"{page_id}-refresh", className="hs-button"),
         ],
     )
 
 
-def window_page(page_id: str, *body: Component, fields: Sequence[Component] = ()) -> Component:
-    """A windowed page (class ``hs-page hs-<page_id>``): the :func:`window_controls` row with ``fields``, the
-    page's message line (id ``<page_id>-message``, an alert), then ``body``."""
+def text_input(component_id: str, value: str | None, placeholder: str) -> Component:
+    """A text field that reports on Enter or blur (debounced)."""
+    return dcc.Input(
+        id=component_id,
+        type="text",
+        value=value,
+        placeholder=placeholder,
+        debounce=True,
+        spellCheck=False,
+        className="hs-input",
+    )
+
+
+def scope_fields(page_id: str, names: Sequence[str], query: Mapping[str, str]) -> list[Component]:
+    """Text fields for the scopes ``names`` (keys of :data:`SCOPES`; ids ``<page_id>-<name>``), filled from the
+    URL's ``query``; empty means any."""
+    return [field(SCOPES[name], text_input(f"{page_id}-{name}", query.get(name) or None, "any")) for name in names]
+
+
+def window_page(
+    page_id: str,
+    *body: Component,
+    fields: Sequence[Component] = (),
+    query: Mapping[str, str] | None = None,
+    scopes: Sequence[str] = (),
+) -> Component:
+    """A windowed page (class ``hs-page hs-<page_id>``): the :func:`window_controls` row with ``fields`` and the
+    :func:`scope_fields` of ``scopes``, both starting from the URL's ``query``; the page's message line (id
+    ``<page_id>-message``, an alert); ``body``; and the page's URL (id ``<page_id>-url``, see :func:`page_url`)."""
+    query = query or {}
     return html.Div(
         className=f"hs-page hs-{page_id}",
         children=[
-            window_controls(page_id, *fields),
+            window_controls(page_id, *fields, *scope_fields(page_id, scopes, query), lookback=query.get("lookback")),
             html.Div(id=f"{page_id}-message", className="hs-message", role="alert"),
             *body,
+            dcc.Location(id=f"{page_id}-url", refresh=False),
         ],
     )
 
@@ -88,6 +133,32 @@ def window_inputs(page_id: str, *names: str) -> list[Input]:
         *(Input(f"{page_id}-{name}", "value") for name in names),
         Input(f"{page_id}-refresh", "n_clicks"),
     ]
+
+
+def url_output(page_id: str) -> Output:
+    """The output a windowed page's callback writes its URL's query string to (:func:`page_url`)."""
+    return Output(f"{page_id}-url", "search")
+
+
+def page_url(lookback: str | None, **scope: str | None) -> str:
+    """The query string (with ``?``, or ``""``) of a window and scope; empty values are left out."""
+    values = {"lookback": lookback} | scope
+    kept = {key: value for key, value in values.items() if value}
+    return f"?{urlencode(kept)}" if kept else ""
+
+
+def scoped(where: AnalysisFilter, **scope: str | None) -> AnalysisFilter:
+    """``where`` narrowed to a scope (:data:`SCOPES` keys; empty values leave it open): ``service`` and
+    ``operation`` as :class:`~storage.analysis_store.AnalysisFilter` takes them, ``model``, and ``tenant`` as its
+    ``request_tenant``."""
+    chosen = {key: (value or "").strip() or None for key, value in scope.items()}
+    return replace(
+        where,
+        service=chosen.get("service"),
+        operation=chosen.get("operation"),
+        model=chosen.get("model"),
+        request_tenant=chosen.get("tenant"),
+    )
 
 
 def chosen_rollup_window(reader: RollupReader, lookback: str | None, tenant: str | None) -> tuple[int, int, int]:

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from analysis.genai import FIRST_TOKEN_MS_KEYS, FIRST_TOKEN_SECONDS_KEYS, TOKEN_KEYS
+
 NS_PER_MS = 1_000_000
+SECONDS_ATTRIBUTE_PREFIXES = ("gen_ai.latency.",)
+"""Attribute keys under these prefixes hold seconds (vLLM's ``gen_ai.latency.*``)."""
+SECONDS_ATTRIBUTES = frozenset(FIRST_TOKEN_SECONDS_KEYS)
+MILLISECONDS_ATTRIBUTES = frozenset(FIRST_TOKEN_MS_KEYS)
+TOKEN_ATTRIBUTES = frozenset(key for keys in TOKEN_KEYS.values() for key in keys)
 
 
 def format_duration_ns(duration_ns: int | float) -> str:
@@ -22,6 +30,38 @@ def format_duration_ns(duration_ns: int | float) -> str:
     if value < 60_000_000_000:
         return f"{value / 1_000_000_000:.2f} s"
     return f"{value / 60_000_000_000:.1f} min"
+
+
+def format_tokens(count: int | float | None) -> str:
+    """A token count with its unit: ``"1,234 tokens"``, ``"1 token"``; ``"—"`` for None."""
+    if count is None or count != count:
+        return "—"
+    return f"{int(count):,} token{'' if int(count) == 1 else 's'}"
+
+
+def format_attribute(key: str, value: str) -> str:
+    """An attribute's value as people read it: a duration with its unit where the key is known to hold seconds
+    (vLLM's ``gen_ai.latency.*``, the GenAI first-chunk delays) or milliseconds (the Vercel AI SDK's
+    ``ai.response.msToFirstChunk``), followed by the raw value; a token count with "tokens"; anything else as
+    stored."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if not math.isfinite(number):
+        return value
+    if key in SECONDS_ATTRIBUTES or key.startswith(SECONDS_ATTRIBUTE_PREFIXES):
+        return f"{format_duration_ns(number * 1e9)} ({value} s)"
+    if key in MILLISECONDS_ATTRIBUTES:
+        return f"{format_duration_ns(number * 1e6)} ({value} ms)"
+    if key in TOKEN_ATTRIBUTES and number == int(number):
+        return format_tokens(number)
+    return value
+
+
+def format_share(share: float | None) -> str:
+    """A share in [0, 1] as a percentage, ``"—"`` for None or NaN."""
+    return "—" if share is None or share != share else f"{share:.1%}"
 
 
 def format_time_ns(unix_ns: int, *, zone: bool = True) -> str:

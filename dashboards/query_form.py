@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 from dashboards.format import shorten
+from query.trace_search import SORTS, TraceSearch
 from storage.reader import TraceQuery
 
 NS_PER_S = 1_000_000_000
@@ -42,11 +46,15 @@ class SearchForm:
 
     Attributes:
         service, operation: exact names, or None for any.
-        min_duration_ms, max_duration_ms: span duration bounds in **ms** (floats allowed).
-        lookback: a key of :data:`LOOKBACKS`.
+        min_duration_ms, max_duration_ms: span duration bounds in **ms** (floats allowed): a trace matches when
+            one of its spans lasts that long (Jaeger's rule).
+        lookback: a key of :data:`LOOKBACKS`; ignored when ``start`` or ``end`` is given.
         attributes: ``key=value`` pairs separated by spaces; quote values with spaces (``k="a b"``).
         status: one of :data:`STATUSES`, or None for any.
         limit: most traces to list.
+        min_trace_ms, max_trace_ms: bounds on the whole trace's duration in **ms** (first start to last end).
+        start, end: an absolute time range, UTC, ``YYYY-MM-DD HH:MM[:SS]`` (or ``T`` between date and time).
+        sort: one of :data:`query.trace_search.SORTS`.
     """
 
     service: str | None = None
@@ -57,6 +65,11 @@ class SearchForm:
     attributes: str | None = None
     status: str | None = None
     limit: int | None = DEFAULT_LIMIT
+    min_trace_ms: float | None = None
+    max_trace_ms: float | None = None
+    start: str | None = None
+    end: str | None = None
+    sort: str = "newest"
 
 
 def parse_attribute_filter(text: str | None) -> tuple[tuple[str, str], ...]:
@@ -110,6 +123,77 @@ def build_trace_query(form: SearchForm, now_ns: int) -> TraceQuery:
         status_code=form.status or None,
         limit=limit,
     )
+
+
+def build_search(form: SearchForm, now_ns: int) -> TraceSearch:
+    """The :class:`~query.trace_search.TraceSearch` for ``form``: :func:`build_trace_query`'s span filters with
+    the absolute range (when given) in place of the lookback, the trace-duration bounds and the sort.
+
+    Raises:
+        FormError: what :func:`build_trace_query` raises, an unreadable or reversed time range, a negative or
+            reversed trace-duration bound, or an unknown sort.
+    """
+    query = build_trace_query(form, now_ns)
+    start, end = parse_time(form.start, "start"), parse_time(form.end, "end")
+    if start is not None and end is not None and start > end:
+        raise FormError("the time range ends before it starts")
+    if start is not None or end is not None:
+        query = replace(query, start_ns=start, end_ns=end)
+    low, high = _ms_to_ns("min trace duration", form.min_trace_ms), _ms_to_ns("max trace duration", form.max_trace_ms)
+    if low is not None and high is not None and low > high:
+        raise FormError("min trace duration is above max trace duration")
+    if form.sort not in SORTS:
+        raise FormError(f"unknown sort {form.sort!r}")
+    return TraceSearch(query, low, high, form.sort, query.limit)  # type: ignore[arg-type]
+
+
+def parse_time(text: str | None, label: str) -> int | None:
+    """A UTC time typed as ``YYYY-MM-DD HH:MM[:SS]`` (or ISO 8601 with ``T``; a bare date is midnight) as ns
+    since the epoch; None for an empty field.
+
+    Raises:
+        FormError: the text is no such time.
+    """
+    if not text or not text.strip():
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip().replace(" ", "T", 1))
+    except ValueError as exc:
+        raise FormError(f"{label}: {shorten(text.strip(), 40)!r} is not a time (YYYY-MM-DD HH:MM, UTC)") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
+
+
+def form_to_url(form: SearchForm) -> str:
+    """The URL query string (with ``?``, or ``""``) holding every field of ``form`` that differs from the
+    default, so a search can be bookmarked, shared and reloaded."""
+    default = SearchForm()
+    values = {
+        field.name: getattr(form, field.name)
+        for field in fields(SearchForm)
+        if getattr(form, field.name) not in (None, "") and getattr(form, field.name) != getattr(default, field.name)
+    }
+    return f"?{urlencode(values)}" if values else ""
+
+
+def form_from_url(values: Mapping[str, str]) -> SearchForm:
+    """The form a URL's query string (:func:`form_to_url`) holds; numbers that do not parse are left empty (the
+    search then runs without them), unknown keys are ignored."""
+    known = {field.name: field for field in fields(SearchForm)}
+    parsed: dict[str, object] = {}
+    for key, raw in values.items():
+        if key not in known or raw is None or raw == "":
+            continue
+        if key in ("min_duration_ms", "max_duration_ms", "min_trace_ms", "max_trace_ms", "limit"):
+            try:
+                number = float(raw)
+            except ValueError:
+                continue
+            parsed[key] = int(number) if key == "limit" else number
+        else:
+            parsed[key] = str(raw)
+    return SearchForm(**parsed)  # type: ignore[arg-type]
 
 
 def normalize_trace_id(text: str | None) -> str:

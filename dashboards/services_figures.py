@@ -14,7 +14,7 @@ Times arrive as Int64 ns since the epoch and are drawn as UTC datetimes.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import plotly.graph_objects as go
@@ -23,7 +23,8 @@ from dash import html
 from dash.development.base_component import Component
 from plotly.subplots import make_subplots
 
-from dashboards.figures import ERROR_COLOR, PALETTE, TEMPLATE, empty_figure
+from dashboards.colors import ERROR_COLOR, SERVICE_PALETTE, service_color
+from dashboards.figures import TEMPLATE, empty_figure
 
 MAX_LINES = 8
 """Groups drawn in the latency figure (the busiest ones); the table lists all."""
@@ -42,7 +43,7 @@ SPARKLINE_STYLE = {"width": "100%", "height": "26px", "display": "block"}
 
 
 def sparkline_data_uri(
-    values: Sequence[float | None], color: str = PALETTE[0], width: int = 120, height: int = 26
+    values: Sequence[float | None], color: str = SERVICE_PALETTE[0], width: int = 120, height: int = 26
 ) -> str:
     """A ``data:image/svg+xml`` URI drawing ``values`` as a polyline (None values are gaps drawn at 0), scaled
     to the box; a flat line for fewer than two points or a constant series. The drawing stretches to whatever
@@ -104,7 +105,8 @@ def red_latency_figure(
                 y=(points["p95_ns"] / 1e6).to_list(),
                 mode="lines+markers",
                 name=group_label(group),
-                line={"color": PALETTE[index % len(PALETTE)], "width": 2},
+                # A service keeps its colour from the trace page; other groupings take the palette in turn.
+                line={"color": _line_color(group, index), "width": 2},
                 marker={"size": 6 if points.height > 1 else 9},
                 cliponaxis=False,
                 customdata=buckets,
@@ -119,6 +121,14 @@ def red_latency_figure(
         legend={"orientation": "h", "y": -0.25},
     )
     return figure
+
+
+def _line_color(group: dict[str, object], index: int) -> str:
+    return (
+        service_color(str(group["service"]))
+        if set(group) == {"service"}
+        else SERVICE_PALETTE[index % len(SERVICE_PALETTE)]
+    )
 
 
 def engine_metrics_figure(engine: pl.DataFrame, x_range_ns: tuple[int, int]) -> go.Figure:
@@ -146,7 +156,7 @@ def engine_metrics_figure(engine: pl.DataFrame, x_range_ns: tuple[int, int]) -> 
                     y=(points["value"] * factor).to_list(),
                     mode="lines",
                     name=legend,
-                    line={"color": PALETTE[(row + index) % len(PALETTE)], "width": 1.8},
+                    line={"color": SERVICE_PALETTE[(row + index) % len(SERVICE_PALETTE)], "width": 1.8},
                     showlegend=len(members) > 1,
                     hovertemplate="%{x|%H:%M:%S} UTC  %{y:.3g}<extra>" + legend + "</extra>",
                 ),
@@ -169,13 +179,20 @@ _NAME_COLUMN = {"width": "36%", "overflowWrap": "anywhere"}
 _NUMBER = {"textAlign": "right", "whiteSpace": "nowrap"}
 
 
-def red_table(totals: pl.DataFrame, series: pl.DataFrame, window_s: float) -> Component:
+def red_table(
+    totals: pl.DataFrame,
+    series: pl.DataFrame,
+    window_s: float,
+    drill: Callable[[dict[str, object]], Component] | None = None,
+) -> Component:
     """An HTML table, one row per group, busiest first: rate, error rate, p50/p95/p99 and two sparklines.
 
     Args:
         totals, series: a :class:`~storage.rollup_reader.RedResult`'s frames.
         window_s: length of the selected window in seconds; the rate is calls over it (at least 1 s), as
             Grafana's ``$__range`` rates and SigNoz's service table read, and its header says so.
+        drill: a group's row (``service``, ``operation``...) → a cell of links to its traces
+            (:mod:`dashboards.links`); adds a last column.
     """
     if totals.height == 0:
         return html.P("No spans in this window.", className="hs-hint")
@@ -187,6 +204,7 @@ def red_table(totals: pl.DataFrame, series: pl.DataFrame, window_s: float) -> Co
         + [html.Th("Calls", style=_NUMBER), html.Th("Rate (/s, window avg)", title=rate_note, style=_NUMBER)]
         + [html.Th(name, style=_NUMBER) for name in ("Errors", "p50 (ms)", "p95 (ms)", "p99 (ms)")]
         + [html.Th(name) for name in ("Calls over time", "p95 over time")]
+        + ([html.Th("Slowest traces")] if drill else [])
     )
     rows = []
     for row in totals.sort("calls", descending=True).iter_rows(named=True):
@@ -207,12 +225,13 @@ def red_table(totals: pl.DataFrame, series: pl.DataFrame, window_s: float) -> Co
                     html.Td(
                         html.Img(
                             src=sparkline_data_uri(
-                                points["p95_ns"].to_list(), color=ERROR_COLOR if row["errors"] else PALETTE[1]
+                                points["p95_ns"].to_list(), color=ERROR_COLOR if row["errors"] else SERVICE_PALETTE[1]
                             ),
                             alt="p95",
                             style=SPARKLINE_STYLE,
                         )
                     ),
+                    *([html.Td(drill(row))] if drill else []),
                 ],
             )
         )

@@ -15,15 +15,15 @@ from typing import Literal
 
 import polars as pl
 
-from dashboards.figures import ERROR_COLOR, NEUTRAL_COLOR, PALETTE
+from dashboards.colors import ERROR_COLOR, NEUTRAL_COLOR, SERVICE_PALETTE
 
 ColorBy = Literal["error_rate", "p95"]
 
 NODE_COLORS = {
-    "service": PALETTE[0],
+    "service": SERVICE_PALETTE[0],
     "user": "#6b7280",
-    "database": PALETTE[2],
-    "messaging": PALETTE[3],
+    "database": SERVICE_PALETTE[2],
+    "messaging": SERVICE_PALETTE[3],
     "virtual": NEUTRAL_COLOR,
 }
 """Node fill by kind (``processors.pipeline.service_graph.NODE_KINDS``)."""

@@ -17,6 +17,7 @@ from api import analysis as analysis_api
 from api import diagnosis as diagnosis_api
 from api import red as red_api
 from api import topology as topology_api
+from api import trace_view as trace_view_api
 from api import traces as traces_api
 from api.errors import install_error_handlers
 from api.jaeger import routes_v1 as jaeger_v1
@@ -38,6 +39,7 @@ from processors.pipeline.pipeline import TracePipeline
 from processors.pipeline.queries import AnalysisService
 from processors.pipeline.service_graph import ServiceGraphProcessor
 from processors.pipeline.trace_metrics import TraceMetrics, TraceMetricsProcessor
+from query.trace_views import TraceViews
 from storage.analysis_store import ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
 from storage.engine_metrics import PrometheusEngineMetrics
@@ -178,6 +180,9 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
         storage.reader, ClickHouseAnalysisStore(storage.clickhouse, STAGES), app.state.analysis_config
     )
     app.include_router(traces_api.build_router(storage.reader, app.state.analysis))
+    # One set of kept trace views (read once per page load) for the trace page and its REST route alike.
+    app.state.trace_views = TraceViews(storage.reader, app.state.analysis_config.stage_rules)
+    app.include_router(trace_view_api.build_router(app.state.trace_views))
     app.include_router(jaeger_v1.build_router(storage.reader))
     app.include_router(jaeger_v3.build_router(storage.reader))
     app.include_router(topology_api.build_router(storage.reader))
@@ -208,6 +213,7 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
         engine_metrics=engine_metrics,
         analysis=app.state.analysis,
         diagnosis_settings=diagnosis_settings,
+        trace_views=app.state.trace_views,
     )
     app.mount("/ui", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app

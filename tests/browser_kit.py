@@ -45,3 +45,41 @@ def screenshot(page: Page, name: str) -> None:
     """Save the whole page as ``test-artifacts/<name>``."""
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+TIMELINE_ROWS_JS = "() => document.getElementById('trace-timeline').hsTimeline.visibleRows()"
+"""The timeline rows in view (``assets/trace_timeline.js`` ``visibleRows``): position, span, name, depth, count,
+flags, hidden and y (px from the top of the rows canvas)."""
+
+
+def open_trace(page: Page, url: str) -> None:
+    """Go to a trace page and wait until its timeline has drawn its first rows."""
+    page.goto(url)
+    page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
+    page.wait_for_function("() => Number(document.getElementById('trace-timeline').dataset.drawn) > 0")
+
+
+def timeline_total(page: Page) -> int:
+    """Rows the timeline can show now (collapsed and aggregated rows excluded)."""
+    return int(page.get_attribute("#trace-timeline", "data-total") or 0)
+
+
+def wait_total(page: Page, condition: str) -> None:
+    """Wait until the timeline's row count ``total`` meets ``condition`` (a JS expression over ``total``)."""
+    total = "Number(document.getElementById('trace-timeline').dataset.total)"
+    page.wait_for_function(f"() => {{ const total = {total}; return {condition}; }}", timeout=TIMEOUT_MS)
+
+
+def timeline_row(page: Page, position: int) -> dict:
+    """The row in view at ``position``."""
+    return next(row for row in page.evaluate(TIMELINE_ROWS_JS) if row["position"] == position)
+
+
+def click_timeline(page: Page, position: int, *, x: float | None = None, toggle: bool = False) -> None:
+    """Click the row at ``position``: on its ▸/▾ when ``toggle``, else at ``x`` px (default: in its bar area)."""
+    row = timeline_row(page, position)
+    box = page.locator("#trace-canvas").bounding_box()
+    assert box is not None
+    if toggle:
+        x = min(row["depth"], 28) * 12 + 8
+    page.mouse.click(box["x"] + (x if x is not None else box["width"] * 0.6), box["y"] + row["y"])

@@ -8,7 +8,8 @@ from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
 
 from dashboards.analysis_figures import finding_cards
-from dashboards.controls import window_filter, window_inputs, window_page
+from dashboards.controls import page_url, url_output, window_filter, window_inputs, window_page
+from dashboards.links import search_href
 from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from diagnosis import Diagnoser, DiagnosisSettings, diagnose_window
@@ -20,12 +21,13 @@ DIAGNOSIS_CONFIG = "HOTSPAN_DIAGNOSIS"
 :func:`dashboards.app.build_dash_app`."""
 
 
-def layout(**_query: str) -> Component:
+def layout(**query: str) -> Component:
     """Window control, a summary line and the finding cards; the callback fills them."""
     return window_page(
         "diagnosis",
         html.P(id="diagnosis-summary", className="hs-hint"),
         dcc.Loading(html.Div(id="diagnosis-findings"), type="dot"),
+        query=query,
     )
 
 
@@ -36,12 +38,14 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         Output("diagnosis-findings", "children"),
         Output("diagnosis-summary", "children"),
         Output("diagnosis-message", "children"),
+        url_output("diagnosis"),
         *window_inputs("diagnosis"),
     )
-    def load(lookback: str | None, _clicks: int | None) -> tuple[Component, str, str]:
+    def load(lookback: str | None, _clicks: int | None) -> tuple[Component, str, str, str]:
+        url = page_url(lookback)
         settings: DiagnosisSettings | None = flask.current_app.config.get(DIAGNOSIS_CONFIG)
         if settings is None:
-            return html.Div(), "", "Diagnosis is not configured in this app."
+            return html.Div(), "", "Diagnosis is not configured in this app.", url
         tenant = read_tenant()
         try:
             where, _step_s = window_filter(reader, lookback, tenant)
@@ -55,11 +59,13 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
                 metrics_source=settings.metrics,
             )
         except (StorageError, ValueError) as exc:
-            return html.Div(), "", str(exc)
+            return html.Div(), "", str(exc), url
         summary = f"{report.trace_count:,} requests analysed · engine metrics: {report.metrics}"
         if report.errors:
             summary += " · rules failed: " + ", ".join(error.cause for error in report.errors)
-        return finding_cards(report.findings, app.get_relative_path("/trace/")), summary, ""
+        prefix = app.get_relative_path("/").rstrip("/")
+        search = search_href(prefix, lookback=lookback)
+        return finding_cards(report.findings, app.get_relative_path("/trace/"), search), summary, "", url
 
 
 PAGE = Page(

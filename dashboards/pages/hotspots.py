@@ -8,11 +8,13 @@ from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
 
 from dashboards.analysis_figures import aggregated_flame_figure, hotspot_table
-from dashboards.controls import section, window_filter, window_inputs, window_page
+from dashboards.controls import page_url, scoped, section, url_output, window_filter, window_inputs, window_page
 from dashboards.figures import empty_figure
+from dashboards.links import drilldown, search_href
 from dashboards.pages import Page
 from dashboards.pages.stages import NO_ANALYSIS, analysis_service
 from dashboards.tenancy import read_tenant
+from query.drilldown import hotspot_examples
 from storage.clickhouse import StorageError
 from storage.reader import TraceReader
 
@@ -21,8 +23,12 @@ RANKED = 20
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 
 
-def layout(**_query: str) -> Component:
-    """Window control, the two rankings and the flame graph; the callback fills them."""
+SCOPE = ("service", "operation", "tenant")
+"""The scopes the Hotspots page takes: the span's service and operation, the tenant its request names."""
+
+
+def layout(**query: str) -> Component:
+    """Window and scope (from the URL), the two rankings and the flame graph; the callback fills them."""
     return window_page(
         "hotspots",
         section(
@@ -40,6 +46,8 @@ def layout(**_query: str) -> Component:
             "paths of service:operation, width = self time",
             dcc.Graph(id="hotspots-flame", figure=empty_figure("Loading…"), config=_GRAPH_CONFIG),
         ),
+        query=query,
+        scopes=SCOPE,
     )
 
 
@@ -51,24 +59,38 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         Output("hotspots-by-p95", "children"),
         Output("hotspots-flame", "figure"),
         Output("hotspots-message", "children"),
-        *window_inputs("hotspots"),
+        url_output("hotspots"),
+        *window_inputs("hotspots", *SCOPE),
     )
-    def load(lookback: str | None, _clicks: int | None) -> tuple[Component, Component, go.Figure, str]:
+    def load(
+        lookback: str | None, span_service: str | None, operation: str | None, request_tenant: str | None, _: int | None
+    ) -> tuple[Component, Component, go.Figure, str, str]:
+        scope = {"service": span_service, "operation": operation, "tenant": request_tenant}
+        url = page_url(lookback, **scope)
         service = analysis_service()
         if service is None:
-            return html.Div(), html.Div(), empty_figure(NO_ANALYSIS), NO_ANALYSIS
+            return html.Div(), html.Div(), empty_figure(NO_ANALYSIS), NO_ANALYSIS, url
         tenant = read_tenant()
         try:
             where, _step_s = window_filter(reader, lookback, tenant)
+            where = scoped(where, **scope)
             report = service.hotspots(where, RANKED, tenant=tenant)
             flame = service.flamegraph(where, tenant=tenant)
+            examples = hotspot_examples(service, where, tenant=tenant)
         except (StorageError, ValueError) as exc:
-            return html.Div(), html.Div(), empty_figure("No data"), str(exc)
+            return html.Div(), html.Div(), empty_figure("No data"), str(exc), url
+        prefix = app.get_relative_path("/").rstrip("/")
+
+        def drill(span_service: str, name: str) -> Component:
+            search = search_href(prefix, lookback=lookback, service=span_service, operation=name, tenant=request_tenant)
+            return drilldown(prefix, examples.get((span_service, name), []), search)
+
         return (
-            hotspot_table(report.by_self_time, "self_share"),
-            hotspot_table(report.by_p95_self_time, "p95_share"),
+            hotspot_table(report.by_self_time, "self_share", drill),
+            hotspot_table(report.by_p95_self_time, "p95_share", drill),
             aggregated_flame_figure(flame),
             "",
+            url,
         )
 
 

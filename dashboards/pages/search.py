@@ -1,5 +1,7 @@
-"""Search page (``/ui/``): find traces by service, operation, span duration, lookback and attributes;
-a duration-over-time scatter and a result grid whose rows open the trace page."""
+"""Search page (``/ui/``): find traces by service, operation, attributes, status, span and whole-trace duration,
+a relative or absolute time range, sorted on the server (:mod:`query.trace_search`); a duration-over-time
+scatter and a result grid (with each request's model calls, tokens, cost and dominant stage) whose rows open the
+trace page. The whole query lives in the URL."""
 
 from __future__ import annotations
 
@@ -11,21 +13,24 @@ import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.controls import PERSIST, field
+from dashboards.controls import field, text_input
 from dashboards.figures import empty_figure, search_scatter_figure
 from dashboards.pages import Page
+from dashboards.pages.stages import analysis_service
 from dashboards.query_form import (
-    DEFAULT_LIMIT,
     DEFAULT_LOOKBACK,
     LOOKBACKS,
     MAX_LIMIT,
     STATUSES,
     FormError,
     SearchForm,
-    build_trace_query,
+    build_search,
+    form_from_url,
+    form_to_url,
 )
 from dashboards.tenancy import read_tenant
 from dashboards.views import search_rows
+from query.trace_search import CANDIDATES, SORT_LABELS, SORTS, search_traces
 from storage.clickhouse import StorageError
 from storage.reader import TraceReader
 
@@ -37,54 +42,118 @@ COLUMNS = [
         "headerName": "Trace",
         "cellRenderer": "markdown",
         "cellClass": "hs-mono",
-        "minWidth": 170,
+        "minWidth": 290,
         "sortable": False,
     },
-    {"field": "root_service", "headerName": "Root service", "minWidth": 130},
-    {"field": "root_name", "headerName": "Root operation", "minWidth": 200, "flex": 2},
-    {"field": "start", "headerName": "Start (UTC)", "minWidth": 200},
-    {"field": "duration_ms", "headerName": "Duration (ms)", "type": "numericColumn", "minWidth": 120},
-    {"field": "span_count", "headerName": "Spans", "type": "numericColumn", "maxWidth": 100},
-    {"field": "service_count", "headerName": "Services", "type": "numericColumn", "maxWidth": 110},
+    {"field": "root_service", "headerName": "Root service", "minWidth": 120},
+    {"field": "root_name", "headerName": "Root operation", "minWidth": 180, "flex": 2},
+    {"field": "start", "headerName": "Start (UTC)", "minWidth": 190},
+    {
+        "field": "duration_ns",
+        "headerName": "Duration",
+        "type": "numericColumn",
+        "minWidth": 105,
+        "valueFormatter": {"function": "hsDuration(params.value)"},
+    },
+    {"field": "span_count", "headerName": "Spans", "type": "numericColumn", "minWidth": 85},
     {
         "field": "error_count",
         "headerName": "Errors",
         "type": "numericColumn",
-        "maxWidth": 100,
+        "minWidth": 85,
         "cellClassRules": {"hs-error-cell": "params.value > 0"},
     },
+    {
+        "field": "llm_calls",
+        "headerName": "LLM calls",
+        "headerTooltip": "Model calls of the request, once the trace pipeline has analysed it",
+        "type": "numericColumn",
+        "minWidth": 100,
+    },
+    {
+        "field": "input_tokens",
+        "headerName": "Tokens in",
+        "type": "numericColumn",
+        "minWidth": 110,
+        "valueFormatter": {"function": "hsTokens(params.value)"},
+    },
+    {
+        "field": "output_tokens",
+        "headerName": "Tokens out",
+        "type": "numericColumn",
+        "minWidth": 110,
+        "valueFormatter": {"function": "hsTokens(params.value)"},
+    },
+    {"field": "cost", "headerName": "Cost", "minWidth": 95},
+    {"field": "dominant_stage", "headerName": "Dominant stage", "minWidth": 140},
     {
         "field": "hotspot_count",
         "headerName": "Hotspots",
         "headerTooltip": "Spans flagged hotspan.hotspot=true by the SDK HotspotSpanProcessor",
         "type": "numericColumn",
-        "maxWidth": 110,
+        "minWidth": 100,
         "cellClassRules": {"hs-hotspot-cell": "params.value > 0"},
     },
 ]
 """Result grid columns; keys match :func:`dashboards.views.search_rows`."""
+FORM_FIELDS = {
+    "service": "search-service",
+    "operation": "search-operation",
+    "min_duration_ms": "search-min-duration",
+    "max_duration_ms": "search-max-duration",
+    "lookback": "search-lookback",
+    "attributes": "search-attributes",
+    "status": "search-status",
+    "limit": "search-limit",
+    "min_trace_ms": "search-min-trace",
+    "max_trace_ms": "search-max-trace",
+    "start": "search-start",
+    "end": "search-end",
+    "sort": "search-sort",
+}
+""":class:`~dashboards.query_form.SearchForm` field → the component holding it."""
+SUBMITTING_INPUTS = (
+    "search-attributes",
+    "search-min-duration",
+    "search-max-duration",
+    "search-min-trace",
+    "search-max-trace",
+    "search-start",
+    "search-end",
+    "search-limit",
+)
+"""Fields whose Enter runs the search (as the button does)."""
 
-"""Form values survive a visit to a trace page and back."""
 
-
-def layout(**_query: str) -> Component:
-    """The search form beside the results; everything is filled by callbacks."""
-    form = html.Aside(
+def layout(**query: str) -> Component:
+    """The search form beside the results, filled from the URL's query string (:func:`form_from_url`), so a
+    search can be bookmarked, shared and reloaded; the search runs on load."""
+    form = form_from_url(query)
+    controls = html.Aside(
         className="hs-card hs-search-form",
         children=[
             html.H2("Find traces"),
-            field("Service", dcc.Dropdown(id="search-service", placeholder="All services", **PERSIST)),
-            field("Operation", dcc.Dropdown(id="search-operation", placeholder="All operations", **PERSIST)),
+            field(
+                "Service",
+                dcc.Dropdown(
+                    id="search-service",
+                    placeholder="All services",
+                    value=form.service,
+                    options=[form.service] if form.service else [],
+                ),
+            ),
+            field(
+                "Operation",
+                dcc.Dropdown(
+                    id="search-operation",
+                    placeholder="All operations",
+                    value=form.operation,
+                    options=[form.operation] if form.operation else [],
+                ),
+            ),
             field(
                 "Attributes",
-                dcc.Input(
-                    id="search-attributes",
-                    type="text",
-                    placeholder="http.status_code=500 error=true",
-                    debounce=True,
-                    className="hs-input",
-                    **PERSIST,
-                ),
+                text_input("search-attributes", form.attributes, "http.status_code=500 error=true"),
                 hint='key=value, separated by spaces; quote values with spaces: k="a b"',
             ),
             field(
@@ -93,29 +162,61 @@ def layout(**_query: str) -> Component:
                     id="search-status",
                     options=[{"label": status, "value": status} for status in STATUSES],
                     placeholder="Any status",
-                    **PERSIST,
+                    value=form.status,
                 ),
             ),
             html.Div(
                 className="hs-field-row",
                 children=[
-                    field("Min duration (ms)", _number_input("search-min-duration", minimum=0)),
-                    field("Max duration (ms)", _number_input("search-max-duration", minimum=0)),
+                    field("Span ≥ (ms)", _number_input("search-min-duration", minimum=0, value=form.min_duration_ms)),
+                    field("Span ≤ (ms)", _number_input("search-max-duration", minimum=0, value=form.max_duration_ms)),
                 ],
+            ),
+            html.Div(
+                className="hs-field-row",
+                children=[
+                    field("Trace ≥ (ms)", _number_input("search-min-trace", minimum=0, value=form.min_trace_ms)),
+                    field("Trace ≤ (ms)", _number_input("search-max-trace", minimum=0, value=form.max_trace_ms)),
+                ],
+            ),
+            html.Div(
+                "Span: one of its spans lasts that long (Jaeger's rule). Trace: first start to last end.",
+                className="hs-hint",
             ),
             field(
                 "Lookback",
                 dcc.Dropdown(
                     id="search-lookback",
                     options=[{"label": label, "value": key} for key, (label, _) in LOOKBACKS.items()],
-                    value=DEFAULT_LOOKBACK,
+                    value=form.lookback if form.lookback in LOOKBACKS else DEFAULT_LOOKBACK,
                     clearable=False,
-                    **PERSIST,
                 ),
             ),
-            field(
-                "Limit results",
-                _number_input("search-limit", minimum=1, maximum=MAX_LIMIT, value=DEFAULT_LIMIT, step=1),
+            html.Div(
+                className="hs-field-row",
+                children=[
+                    field("From (UTC)", text_input("search-start", form.start, "2024-10-30 12:00")),
+                    field("To (UTC)", text_input("search-end", form.end, "2024-10-30 13:00")),
+                ],
+            ),
+            html.Div("An absolute range, when given, replaces the lookback.", className="hs-hint"),
+            html.Div(
+                className="hs-field-row",
+                children=[
+                    field(
+                        "Sort",
+                        dcc.Dropdown(
+                            id="search-sort",
+                            options=[{"label": SORT_LABELS[sort], "value": sort} for sort in SORTS],
+                            value=form.sort if form.sort in SORTS else "newest",
+                            clearable=False,
+                        ),
+                    ),
+                    field(
+                        "Limit",
+                        _number_input("search-limit", minimum=1, maximum=MAX_LIMIT, value=form.limit, step=1),
+                    ),
+                ],
             ),
             html.Button("Find traces", id="search-submit", className="hs-button hs-button-primary"),
             html.Div(id="search-message", className="hs-message", role="alert"),
@@ -139,7 +240,8 @@ def layout(**_query: str) -> Component:
                 columnDefs=COLUMNS,
                 rowData=[],
                 defaultColDef={"sortable": True, "resizable": True, "filter": False},
-                columnSize="responsiveSizeToFit",
+                # Fit to the width, but never below a column's minimum: past that the grid scrolls sideways.
+                columnSize="sizeToFit",
                 getRowId="params.data.trace_id",
                 dashGridOptions={
                     "domLayout": "autoHeight",
@@ -152,13 +254,15 @@ def layout(**_query: str) -> Component:
             ),
             dcc.Store(id="search-init", data=True),
             dcc.Location(id="search-nav", refresh="callback-nav"),
+            dcc.Location(id="search-url", refresh=False),
         ],
     )
-    return html.Div(className="hs-page hs-search", children=[form, results])
+    return html.Div(className="hs-page hs-search", children=[controls, results])
 
 
 def register_callbacks(app: Dash, reader: TraceReader) -> None:
-    """Wire the form to ``reader``: service and operation choices, the search, and opening a trace."""
+    """Wire the form to ``reader``: service and operation choices, the search (whose query goes to the URL),
+    and opening a trace."""
 
     @app.callback(Output("search-service", "options"), Input("search-init", "data"))
     def load_services(_init: object) -> list[str]:
@@ -181,51 +285,32 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         Output("search-scatter", "figure"),
         Output("search-count", "children"),
         Output("search-message", "children"),
+        Output("search-url", "search"),
         Input("search-submit", "n_clicks"),
-        Input("search-attributes", "n_submit"),
-        Input("search-min-duration", "n_submit"),
-        Input("search-max-duration", "n_submit"),
-        Input("search-limit", "n_submit"),
-        State("search-service", "value"),
-        State("search-operation", "value"),
-        State("search-min-duration", "value"),
-        State("search-max-duration", "value"),
-        State("search-lookback", "value"),
-        State("search-attributes", "value"),
-        State("search-status", "value"),
-        State("search-limit", "value"),
+        *(Input(name, "n_submit") for name in SUBMITTING_INPUTS),
+        *(State(name, "value") for name in FORM_FIELDS.values()),
     )
-    def run_search(
-        _clicks: int | None,
-        _submit_attributes: int | None,
-        _submit_min: int | None,
-        _submit_max: int | None,
-        _submit_limit: int | None,
-        service: str | None,
-        operation: str | None,
-        min_duration_ms: float | None,
-        max_duration_ms: float | None,
-        lookback: str | None,
-        attributes: str | None,
-        status: str | None,
-        limit: int | None,
-    ) -> tuple[object, go.Figure | object, str, str]:
-        form = SearchForm(
-            service=service,
-            operation=operation,
-            min_duration_ms=min_duration_ms,
-            max_duration_ms=max_duration_ms,
-            lookback=lookback or DEFAULT_LOOKBACK,
-            attributes=attributes,
-            status=status,
-            limit=limit,
-        )
+    def run_search(_clicks: int | None, *values: object) -> tuple[object, go.Figure | object, str, str, object]:
+        # An empty field takes the form's default (no lookback chosen: all time; no sort: newest first).
+        chosen = dict(zip(FORM_FIELDS, values[len(SUBMITTING_INPUTS) :], strict=True))
+        form = SearchForm(**{name: value for name, value in chosen.items() if value is not None})  # type: ignore[arg-type]
+        tenant = read_tenant()
         try:
-            summaries = reader.search(build_trace_query(form, time.time_ns()), tenant=read_tenant())
-        except (FormError, StorageError) as exc:
-            return no_update, no_update, no_update, str(exc)
-        count = f"{summaries.height} trace{'s' if summaries.height != 1 else ''}"
-        return search_rows(summaries, _trace_href(app)), search_scatter_figure(summaries), count, ""
+            search = build_search(form, time.time_ns())
+            result = search_traces(reader, analysis_service(), search, tenant=tenant)
+        except (FormError, StorageError, ValueError) as exc:
+            return no_update, no_update, no_update, str(exc), no_update
+        traces = result.traces
+        count = f"{traces.height} trace{'s' if traces.height != 1 else ''}"
+        if (
+            search.sort != "newest"
+            or search.min_trace_duration_ns is not None
+            or search.max_trace_duration_ns is not None
+        ):
+            scope = f"the newest {CANDIDATES:,} matches" if result.capped else f"all {result.candidates:,} matches"
+            count += f" · {SORT_LABELS[search.sort].lower()} of {scope}"
+        url = form_to_url(form)
+        return search_rows(traces, _trace_href(app)), search_scatter_figure(traces), count, "", url or ""
 
     @app.callback(
         Output("search-nav", "href"),
@@ -261,7 +346,7 @@ def _number_input(
     value: float | None = None,
     step: float | str = "any",
 ) -> Component:
-    """A number field that reports on Enter or blur (debounced) and survives navigation."""
+    """A number field that reports on Enter or blur (debounced)."""
     return dcc.Input(
         id=component_id,
         type="number",
@@ -271,7 +356,6 @@ def _number_input(
         step=step,
         debounce=True,
         className="hs-input",
-        **PERSIST,
     )
 
 

@@ -12,12 +12,15 @@ from dashboards.controls import (
     PERSIST,
     chosen_rollup_window,
     field,
+    page_url,
     radio_field,
     section,
+    url_output,
     window_inputs,
     window_page,
 )
 from dashboards.figures import empty_figure
+from dashboards.links import drilldown, search_href
 from dashboards.pages import Page
 from dashboards.services_figures import engine_metrics_figure, red_latency_figure, red_table
 from dashboards.tenancy import read_tenant
@@ -35,7 +38,11 @@ KIND_OPTIONS += [{"label": "Client spans", "value": "Client"}, {"label": "All sp
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 
 
-def layout(**_query: str) -> Component:
+SCOPE = ("service", "operation")
+"""The scopes the Services page takes (exact span service and name)."""
+
+
+def layout(**query: str) -> Component:
     """Controls, the RED table, the latency figure and the engine panel; callbacks fill them."""
     fields = [
         radio_field("Group by", "services-group-by", {"service": "Service", "operation": "Operation"}, "service"),
@@ -62,6 +69,8 @@ def layout(**_query: str) -> Component:
             html.Div(id="services-engine"),
         ),
         fields=fields,
+        query=query,
+        scopes=SCOPE,
     )
 
 
@@ -74,14 +83,21 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         Output("services-latency", "figure"),
         Output("services-engine", "children"),
         Output("services-message", "children"),
-        *window_inputs("services", "group-by", "kind"),
+        url_output("services"),
+        *window_inputs("services", "group-by", "kind", *SCOPE),
     )
     def load(
-        lookback: str | None, group_by: str | None, kind: str | None, _clicks: int | None
-    ) -> tuple[Component, go.Figure, Component, str]:
+        lookback: str | None,
+        group_by: str | None,
+        kind: str | None,
+        span_service: str | None,
+        operation: str | None,
+        _clicks: int | None,
+    ) -> tuple[Component, go.Figure, Component, str, str]:
+        url = page_url(lookback, service=span_service, operation=operation)
         if not isinstance(reader, RollupReader):
             notice = "This store has no RED rollups."
-            return html.P(notice, className="hs-hint"), empty_figure(notice), html.Div(), ""
+            return html.P(notice, className="hs-hint"), empty_figure(notice), html.Div(), "", url
         tenant = read_tenant()
         try:
             start, end, step = chosen_rollup_window(reader, lookback, tenant)
@@ -90,17 +106,26 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
                 start,
                 end,
                 step,
+                service=(span_service or "").strip() or None,
+                operation=(operation or "").strip() or None,
                 span_kind=None if kind in (None, "all") else kind,
             )
             result = reader.red(query, tenant=tenant)
         except (StorageError, ValueError) as exc:
-            return html.Div(), empty_figure("No data"), html.Div(), str(exc)
+            return html.Div(), empty_figure("No data"), html.Div(), str(exc), url
         engine = app.server.config.get(ENGINE_METRICS_CONFIG)
+        prefix = app.get_relative_path("/").rstrip("/")
+
+        def drill(row: dict[str, object]) -> Component:
+            scope = {"service": row.get("service"), "operation": row.get("operation")}
+            return drilldown(prefix, [], search_href(prefix, lookback=lookback, **scope))  # type: ignore[arg-type]
+
         return (
-            red_table(result.totals, result.series, (end - start) / 1e9),
+            red_table(result.totals, result.series, (end - start) / 1e9, drill),
             red_latency_figure(result.totals, result.series, (start, end), step),
             _engine_panel(engine, start, end, step),
             "",
+            url,
         )
 
 

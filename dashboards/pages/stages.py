@@ -11,11 +11,13 @@ from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
 
 from dashboards.analysis_figures import latency_facts, stage_percentile_table, stage_shares_figure
-from dashboards.controls import section, window_filter, window_inputs, window_page
+from dashboards.controls import page_url, scoped, section, url_output, window_filter, window_inputs, window_page
 from dashboards.figures import empty_figure
+from dashboards.links import drilldown, search_href
 from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from processors.pipeline.queries import AnalysisService
+from query.drilldown import stage_examples
 from storage.clickhouse import StorageError
 from storage.reader import TraceReader
 
@@ -31,8 +33,13 @@ def analysis_service() -> AnalysisService | None:
     return flask.current_app.config.get(ANALYSIS_CONFIG)
 
 
-def layout(**_query: str) -> Component:
-    """Window control, the shares figure, latency facts and the percentile table; the callback fills them."""
+SCOPE = ("service", "model", "tenant")
+"""The scopes the Stages page takes: the request's root service, its model, the tenant its spans name."""
+
+
+def layout(**query: str) -> Component:
+    """Window and scope (from the URL), the shares figure, latency facts and the percentile table; the callback
+    fills them."""
     return window_page(
         "stages",
         section(
@@ -50,35 +57,54 @@ def layout(**_query: str) -> Component:
             "ms per request along the critical path; share of e2e latency",
             dcc.Loading(html.Div(id="stages-table"), type="dot"),
         ),
+        query=query,
+        scopes=SCOPE,
     )
 
 
 def register_callbacks(app: Dash, reader: TraceReader) -> None:
-    """Fill the page from the app's analysis service for the chosen window and the caller's tenant."""
+    """Fill the page from the app's analysis service for the chosen window, scope and the caller's tenant; each
+    stage row links to the requests where it took longest and to the search of the scope."""
 
     @app.callback(
         Output("stages-shares", "figure"),
         Output("stages-table", "children"),
         Output("stages-latency", "children"),
         Output("stages-message", "children"),
-        *window_inputs("stages"),
+        url_output("stages"),
+        *window_inputs("stages", *SCOPE),
     )
-    def load(lookback: str | None, _clicks: int | None) -> tuple[go.Figure, Component, Component, str]:
+    def load(
+        lookback: str | None,
+        root_service: str | None,
+        model: str | None,
+        request_tenant: str | None,
+        _clicks: int | None,
+    ) -> tuple[go.Figure, Component, Component, str, str]:
+        scope = {"service": root_service, "model": model, "tenant": request_tenant}
+        url = page_url(lookback, **scope)
         service = analysis_service()
         if service is None:
-            return empty_figure(NO_ANALYSIS), html.Div(), html.Div(), NO_ANALYSIS
+            return empty_figure(NO_ANALYSIS), html.Div(), html.Div(), NO_ANALYSIS, url
         tenant = read_tenant()
         try:
             where, step_s = window_filter(reader, lookback, tenant)
+            where = scoped(where, **scope)
             shares = service.stage_shares_over_time(where, step_s, tenant=tenant)
             report = service.stages(where, tenant=tenant)
+            examples = stage_examples(service, where, tenant=tenant)
         except (StorageError, ValueError) as exc:
-            return empty_figure("No data"), html.Div(), html.Div(), str(exc)
+            return empty_figure("No data"), html.Div(), html.Div(), str(exc), url
+        prefix = app.get_relative_path("/").rstrip("/")
+        search = search_href(prefix, lookback=lookback, **scope)
         return (
             stage_shares_figure(shares),
-            stage_percentile_table(report.percentiles),
+            stage_percentile_table(
+                report.percentiles, lambda stage: drilldown(prefix, examples.get(stage, []), search)
+            ),
             latency_facts(report.latency),
             "",
+            url,
         )
 
 

@@ -1,45 +1,80 @@
-"""Trace page (``/ui/trace/<trace_id>``): header facts, the request's stage bar, the waterfall timeline with
-its critical path and a span detail panel, and the flame graph. ``/ui/trace`` alone explains how to open one."""
+"""Trace page (``/ui/trace/<trace_id>``): header facts, where the request's time went by stage, the span tree and
+its timeline (virtualised, collapsible, zoomable from a minimap, searchable), a span's detail and the flame graph.
+``/ui/trace`` alone explains how to open one.
+
+Everything comes from one :class:`~query.trace_view.TraceView`, read once when the page loads
+(:meth:`query.trace_views.TraceViews.load`); scrolling, collapsing, searching, zooming, a span's detail and the
+flame graph read the kept view (:meth:`~query.trace_views.TraceViews.get`), never storage. The timeline is drawn
+in the browser (``assets/trace_timeline.js``) from windows of rows (:func:`query.trace_rows.window`).
+"""
 
 from __future__ import annotations
 
+import uuid
 from urllib.parse import unquote
 
-import plotly.graph_objects as go
-from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
+import flask
+from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, get_relative_path, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.analysis_figures import add_critical_path, stage_bar_figure
-from dashboards.figures import empty_figure, flame_graph_figure, waterfall_figure
-from dashboards.format import format_duration_ns, format_time_ns
 from dashboards.pages import Page
-from dashboards.pages.stages import analysis_service
 from dashboards.query_form import FormError, normalize_trace_id
-from dashboards.span_tree import span_tree
 from dashboards.tenancy import read_tenant
-from dashboards.views import SpanDetail, TraceSummary, find_span_row, span_detail, trace_summary
+from dashboards.trace_panels import (
+    flame_figure,
+    group_detail,
+    header,
+    page_meta,
+    request_facts,
+    span_detail,
+    stage_panel,
+)
+from query.trace_flame import trace_flame
+from query.trace_rows import MAX_WINDOW_ROWS, Expansion, lane_window, position_of, window
+from query.trace_view import TraceView
+from query.trace_views import TraceViews
 from storage.clickhouse import StorageError
 from storage.reader import TraceReader
 
-_GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
-_DETAIL_HINT = "Click a span in the timeline or the flame graph to see its attributes."
+TRACE_VIEWS_CONFIG = "HOTSPAN_TRACE_VIEWS"
+"""Key of the app's Flask config holding the :class:`~query.trace_views.TraceViews`, set by
+:func:`dashboards.app.build_dash_app`."""
+LANE_BINS = 1_200
+"""Bins of the stage lane above the timeline (about one per pixel of a wide screen)."""
+_GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+FLAME_ID = {"type": "trace-flame", "index": 0}
+"""The flame graph's id: a pattern so its click callback can exist before the graph does."""
+_DETAIL_HINT = "Click a row of the timeline (anywhere on it) or a tile of the flame graph to see its span."
 
 
 def layout(trace_id: str | None = None, **_query: str) -> Component:
-    """Skeleton of the trace page; ``trace_id`` comes from the URL, still percent-encoded (Dash passes path
-    variables as they are), and may be malformed (checked by the loading callback, which also fills every
-    part)."""
+    """The trace page, with the trace read and its model built here: Dash renders a page's layout in a callback
+    of its own (the pages router), so loading in it spares a second round trip before the first paint.
+    ``trace_id`` comes from the URL, still percent-encoded (Dash passes path variables as they are), and may be
+    malformed (then the header says why); called with none for Dash's callback validation, it reads nothing."""
+    head, stages, meta = (
+        _load(unquote(trace_id) if trace_id else None) if flask.has_request_context() else (None, None, None)
+    )
     return html.Div(
         className="hs-page hs-trace",
         children=[
-            dcc.Store(id="trace-id", data=unquote(trace_id) if trace_id else trace_id),
-            html.Div(id="trace-header", className="hs-card hs-trace-header"),
+            dcc.Store(id="trace-meta", data=meta),
+            dcc.Store(id="trace-request"),
+            dcc.Store(id="trace-rows"),
+            dcc.Store(id="trace-selected"),
+            dcc.Store(id="trace-painted"),
+            html.Div(
+                className="hs-card hs-trace-header",
+                children=[
+                    html.Div(id="trace-header", children=head),
+                    html.Div(id="trace-request-facts"),
+                ],
+            ),
             html.Section(
                 className="hs-card",
                 children=[
-                    _section_title("Stages", "where the request's time went, along its critical path"),
-                    html.Div(id="trace-stage-facts", className="hs-hint"),
-                    dcc.Graph(id="trace-stages", figure=empty_figure("Loading…"), config=_GRAPH_CONFIG),
+                    _section_title("Stages", "where the trace's time went, along the critical path of each root"),
+                    html.Div(id="trace-stages", children=stages),
                 ],
             ),
             html.Div(
@@ -48,15 +83,12 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
                     html.Section(
                         className="hs-card hs-timeline",
                         children=[
-                            _section_title("Timeline", "ms since trace start, colored by service; dark: critical path"),
-                            dcc.Loading(
-                                dcc.Graph(
-                                    id="trace-waterfall",
-                                    figure=empty_figure("Loading…"),
-                                    config=_GRAPH_CONFIG,
-                                ),
-                                type="dot",
+                            _section_title(
+                                "Timeline",
+                                "bars coloured by service; hatched: the span's own untraced time; dark line: "
+                                "critical path; ▸ expands",
                             ),
+                            html.Div(id="trace-timeline", className="hs-tl"),
                         ],
                     ),
                     html.Aside(
@@ -69,8 +101,14 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
             html.Section(
                 className="hs-card",
                 children=[
-                    _section_title("Flame graph", "width = duration; click a tile to zoom, the bar above to go back"),
-                    dcc.Graph(id="trace-flame", figure=empty_figure("Loading…"), config=_GRAPH_CONFIG),
+                    _section_title(
+                        "Flame graph",
+                        "width = self time of a tile and everything below it; large traces merge siblings by "
+                        "service and operation; click a tile for its (longest) span",
+                    ),
+                    # Filled once the timeline has painted (trace-painted): Plotly's script loads with the first
+                    # graph on a page and would hold up the paint.
+                    html.Div(id="trace-flame-box", children=html.P("Loading…", className="hs-hint")),
                 ],
             ),
         ],
@@ -82,185 +120,137 @@ def title(trace_id: str | None = None) -> str:
     return f"Trace {trace_id[:8]} · Hotspan" if trace_id else "Trace · Hotspan"
 
 
+def trace_views() -> TraceViews:
+    """The current app's trace views (call inside a callback)."""
+    return flask.current_app.config[TRACE_VIEWS_CONFIG]
+
+
 def register_callbacks(app: Dash, reader: TraceReader) -> None:
-    """Wire the page to ``reader``: load the trace into header and figures; show a clicked span."""
+    """Wire the page: serve windows of rows, the flame graph and span details from the view the layout read
+    (:func:`layout`). ``reader`` is not read here: :class:`~query.trace_views.TraceViews` holds it."""
+    del reader
 
     @app.callback(
-        Output("trace-header", "children"),
-        Output("trace-waterfall", "figure"),
-        Output("trace-flame", "figure"),
-        Output("trace-stages", "figure"),
-        Output("trace-stage-facts", "children"),
-        Input("trace-id", "data"),
+        Output("trace-request-facts", "children"),
+        Output("trace-flame-box", "children"),
+        Input("trace-painted", "data"),
+        State("trace-meta", "data"),
+        prevent_initial_call=True,
     )
-    def load_trace(raw_trace_id: str | None) -> tuple[Component, go.Figure, go.Figure, go.Figure, str]:
-        if not raw_trace_id:
-            return _no_trace("No trace selected", "Open one from Search, or paste its ID in the lookup box.")
-        tenant = read_tenant()
-        try:
-            trace_id = normalize_trace_id(raw_trace_id)
-            spans = reader.trace(trace_id, tenant=tenant)
-        except (FormError, StorageError) as exc:
-            return _no_trace("Cannot show this trace", str(exc))
-        if spans.height == 0:
-            return _no_trace(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired.")
-        tree = span_tree(spans)
-        waterfall = waterfall_figure(spans, tree)
-        service = analysis_service()
-        if service is None:
-            stage_figure, facts = empty_figure("The analysis service is not configured in this app."), ""
-        else:
-            try:
-                sections = service.trace_critical_path(trace_id, tenant=tenant)
-                stages = service.trace_stages(trace_id, tenant=tenant)
-            except StorageError as exc:
-                stage_figure, facts = empty_figure("Analysis unavailable"), str(exc)
-            else:
-                if sections is not None:
-                    add_critical_path(waterfall, spans, tree, sections)
-                stage_figure = (
-                    stage_bar_figure(stages.stages_ns, stages.total_ns) if stages else empty_figure("No analysis")
-                )
-                facts = _stage_facts(stages.ttft_ns, stages.tpot_ns) if stages else ""
-        return (
-            _header(trace_summary(trace_id, spans, tree)),
-            waterfall,
-            flame_graph_figure(spans, tree),
-            stage_figure,
-            facts,
+    def load_details(_painted: str | None, meta: dict | None) -> tuple[Component, Component]:
+        view = _kept(meta)
+        if view is None:
+            return html.Div(), html.P("No trace.", className="hs-hint")
+        return request_facts(view), dcc.Graph(
+            id=FLAME_ID, className="hs-trace-flame", figure=flame_figure(trace_flame(view)), config=_GRAPH_CONFIG
         )
 
+    app.clientside_callback(
+        ClientsideFunction(namespace="hotspan", function_name="renderTrace"),
+        Output("trace-painted", "data"),
+        Input("trace-meta", "data"),
+        Input("trace-rows", "data"),
+    )
+
+    @app.callback(Output("trace-rows", "data"), Input("trace-request", "data"), prevent_initial_call=True)
+    def rows(request: dict | None) -> dict | object:
+        if not request:
+            return no_update
+        view = _kept(request)
+        if view is None:
+            return no_update
+        answer: dict[str, object] = {"seq": request.get("seq"), "trace_id": view.trace_id}
+        lane = request.get("lane") or [0, view.duration_ns]
+        answer["lane"] = lane_window(view, int(lane[0]), int(lane[1]), LANE_BINS)
+        answer["lane_range"] = lane
+        if request.get("lane_only"):
+            return answer
+        try:
+            expansion = Expansion.parse(request.get("expansion"))
+        except (TypeError, ValueError):
+            return no_update
+        offset = max(int(request.get("offset") or 0), 0)
+        limit = min(max(int(request.get("limit") or 1), 1), MAX_WINDOW_ROWS)
+        scroll_to = None
+        if request.get("scroll_to_span") is not None:
+            scroll_to = position_of(view, expansion, int(request["scroll_to_span"]))
+        page = window(view, expansion, offset, limit)
+        if request.get("scroll_to_match") and page["matches"]["positions"]:  # type: ignore[index]
+            scroll_to = page["matches"]["positions"][0]  # type: ignore[index]
+            if not offset <= scroll_to < offset + limit:
+                page = window(view, expansion, max(scroll_to - limit // 3, 0), limit)
+        answer["rows"] = page
+        answer["scroll_to"] = scroll_to
+        return answer
+
     @app.callback(
-        Output("trace-span-detail", "children"),
-        Input("trace-waterfall", "clickData"),
-        Input("trace-flame", "clickData"),
-        State("trace-id", "data"),
+        Output("trace-span-detail", "children", allow_duplicate=True),
+        Input("trace-selected", "data"),
+        Input({"type": "trace-flame", "index": ALL}, "clickData"),
+        Input({"type": "trace-member", "span": ALL}, "n_clicks"),
+        State("trace-meta", "data"),
         prevent_initial_call=True,
     )
     def show_span(
-        waterfall_click: dict | None, flame_click: dict | None, raw_trace_id: str | None
+        selected: dict | None, flame_clicks: list[dict | None], members: list, meta: dict | None
     ) -> Component | object:
-        click = waterfall_click if ctx.triggered_id == "trace-waterfall" else flame_click
-        row, span_id = _clicked_span(click)
-        if span_id is None or not raw_trace_id:
+        view = _kept(meta)
+        if view is None:
             return no_update
-        try:
-            spans = reader.trace(normalize_trace_id(raw_trace_id), tenant=read_tenant())
-        except (FormError, StorageError) as exc:
-            return html.P(str(exc), className="hs-message")
-        found = find_span_row(spans, row, span_id)
-        if found is None:
-            return html.P(f"Span {span_id} is no longer in this trace.", className="hs-message")
-        return _detail(span_detail(spans, found))
+        aggregate = False
+        trigger = ctx.triggered_id
+        if trigger == "trace-selected" and selected:
+            span, aggregate = int(selected.get("span", -1)), bool(selected.get("aggregate"))
+        elif isinstance(trigger, dict) and trigger.get("type") == "trace-flame" and any(flame_clicks):
+            click = next(click for click in flame_clicks if click)
+            span = int((click["points"][0].get("customdata") or [-1])[0]) if click.get("points") else -1
+        elif isinstance(trigger, dict) and trigger.get("type") == "trace-member" and any(members):
+            span = int(trigger["span"])
+        else:
+            return no_update
+        if not 0 <= span < view.size:
+            return no_update
+        return group_detail(view, span) if aggregate else span_detail(view, span)
 
 
-def _clicked_span(click: dict | None) -> tuple[int | None, str | None]:
-    """``(row, span_id)`` from a figure click; both figures put them first in ``customdata`` (the flame
-    graph's synthetic root has row -1 and no span)."""
-    if not click or not click.get("points"):
-        return None, None
-    data = click["points"][0].get("customdata") or []
-    if len(data) < 2 or not data[1]:
-        return None, None
-    return int(data[0]), str(data[1])
+def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict | None]:
+    """Header, stage panel and the timeline's starting data of a trace read now (one read per page load), or a
+    notice saying why there is none."""
+    if not raw_trace_id:
+        return _notice("No trace selected", "Open one from Search, or paste its ID in the lookup box."), None, None
+    try:
+        trace_id = normalize_trace_id(raw_trace_id)
+        view = trace_views().load(trace_id, tenant=read_tenant())
+    except (FormError, StorageError, ValueError) as exc:
+        return _notice("Cannot show this trace", str(exc)), None, None
+    if view is None:
+        return _notice(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired."), None, None
+    compare = dcc.Link(
+        "Compare with another trace →",
+        href=get_relative_path("/compare") + f"?a={view.trace_id}",
+        id="trace-compare-link",
+        className="hs-drill",
+    )
+    return html.Div([header(view), compare]), stage_panel(view), page_meta(view, uuid.uuid4().hex)
 
 
-def _no_trace(headline: str, detail: str) -> tuple[Component, go.Figure, go.Figure, go.Figure, str]:
-    """Header notice, three placeholder figures and no stage facts for a page without a trace to show."""
-    notice = html.Div(className="hs-notice", children=[html.H2(headline), html.P(detail, className="hs-hint")])
-    return notice, empty_figure(headline), empty_figure(headline), empty_figure(headline), ""
+def _kept(data: dict | None) -> TraceView | None:
+    """The kept view of the trace a store names (``trace_id``), for the caller's tenant."""
+    if not data or not data.get("trace_id"):
+        return None
+    try:
+        return trace_views().get(str(data["trace_id"]), tenant=read_tenant())
+    except (StorageError, ValueError):
+        return None
 
 
-def _stage_facts(ttft_ns: int | None, tpot_ns: float | None) -> str:
-    """TTFT and TPOT of the request's LLM calls, or why they are absent."""
-    if ttft_ns is None and tpot_ns is None:
-        return "No LLM call in this request reports time to first token or per output token."
-    ttft = format_duration_ns(ttft_ns) if ttft_ns is not None else "—"
-    tpot = format_duration_ns(tpot_ns) if tpot_ns is not None else "—"
-    return f"Time to first token {ttft} · time per output token {tpot}"
+def _notice(headline: str, detail: str) -> Component:
+    return html.Div(className="hs-notice", children=[html.H2(headline), html.P(detail, className="hs-hint")])
 
 
 def _section_title(text: str, hint: str) -> Component:
     """A card heading with a muted hint beside it."""
     return html.Div(className="hs-section-title", children=[html.H3(text), html.Span(hint, className="hs-hint")])
-
-
-def _header(summary: TraceSummary) -> Component:
-    """Root operation, trace ID and key facts, with a warning when the tree needed repairs."""
-    facts = [
-        ("Start", format_time_ns(summary.start_ns)),
-        ("Duration", format_duration_ns(summary.duration_ns)),
-        ("Spans", str(summary.span_count)),
-        ("Services", str(summary.service_count)),
-        ("Depth", str(summary.depth)),
-        ("Errors", str(summary.error_count)),
-    ]
-    children: list[Component] = [
-        html.Div(
-            className="hs-trace-title",
-            children=[
-                html.Span(summary.root_service, className="hs-chip"),
-                html.H2(summary.root_name),
-                html.Code(summary.trace_id, className="hs-trace-id"),
-            ],
-        ),
-        html.Dl(
-            className="hs-facts",
-            children=[
-                html.Div(
-                    className="hs-fact" + (" hs-fact-error" if label == "Errors" and summary.error_count else ""),
-                    children=[html.Dt(label), html.Dd(value)],
-                )
-                for label, value in facts
-            ],
-        ),
-    ]
-    problems = []
-    if summary.broken_links:
-        problems.append(
-            f"{summary.broken_links} span(s) shown as extra roots: their parent is missing, is the span "
-            "itself, or is part of a parent cycle (marked ⚠)."
-        )
-    if summary.duplicate_ids:
-        problems.append(f"{summary.duplicate_ids} span(s) repeat an earlier span ID.")
-    if problems:
-        children.append(html.Div(" ".join(problems), className="hs-warning"))
-    return html.Div(children)
-
-
-def _detail(detail: SpanDetail) -> Component:
-    """The span detail panel: fields, then attribute, resource and event tables."""
-    children: list[Component] = [
-        html.H3(detail.title, className="hs-detail-title"),
-        _table(detail.fields, ("Field", "Value")),
-        html.H4(f"Attributes ({len(detail.attributes)})"),
-        _table(detail.attributes, ("Key", "Value")) if detail.attributes else html.P("none", className="hs-hint"),
-    ]
-    if detail.events:
-        children += [
-            html.H4(f"Events ({len(detail.events)})"),
-            _table(detail.events, ("At", "Name", "Attributes")),
-        ]
-    children += [
-        html.Details(
-            [
-                html.Summary(f"Resource ({len(detail.resource_attributes)})"),
-                _table(detail.resource_attributes, ("Key", "Value")),
-            ]
-        )
-    ]
-    return html.Div(children)
-
-
-def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> Component:
-    """A compact table of text cells under a header row."""
-    return html.Table(
-        className="hs-kv",
-        children=[
-            html.Thead(html.Tr([html.Th(name) for name in header])),
-            html.Tbody([html.Tr([html.Td(cell) for cell in row]) for row in rows]),
-        ],
-    )
 
 
 PAGE = Page(

@@ -1,4 +1,4 @@
-"""Helpers for the dashboard tests: hand-built span frames and the UI served on loopback."""
+"""Helpers for the dashboard tests: the UI served on loopback, and walking a built Dash component tree."""
 
 from __future__ import annotations
 
@@ -7,64 +7,22 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-import polars as pl
 import uvicorn
 from a2wsgi import WSGIMiddleware
+from dash.development.base_component import Component
 from fastapi import FastAPI
 
 from dashboards.app import build_dash_app
 from storage.reader import TraceReader
 
-T0_NS = 1_730_000_000_000_000_000
-"""An epoch-ns trace start large enough that float conversion would lose ns (2024-10-27)."""
 
-SPAN_SCHEMA = {
-    "trace_id": pl.String,
-    "span_id": pl.String,
-    "parent_span_id": pl.String,
-    "name": pl.String,
-    "service_name": pl.String,
-    "kind": pl.String,
-    "start_time_unix_nano": pl.Int64,
-    "end_time_unix_nano": pl.Int64,
-    "duration_ns": pl.UInt64,
-    "status_code": pl.String,
-    "status_message": pl.String,
-    "attributes": pl.Map(pl.String, pl.String),
-}
-
-
-def spans_frame(
-    rows: list[tuple[str, str, int, int]], *, service: str = "svc", trace_id: str = "ab" * 16
-) -> pl.DataFrame:
-    """A span frame shaped like ``TraceReader.trace``'s from ``(span_id, parent_id, start offset ns,
-    duration ns)`` rows; names are ``op-<span_id>``, services alternate ``svc-a``/``svc-b`` unless one is
-    given, and every span carries one attribute."""
-    services = [service if service != "svc" else ("svc-a", "svc-b")[i % 2] for i in range(len(rows))]
-    return pl.DataFrame(
-        {
-            "trace_id": [trace_id] * len(rows),
-            "span_id": [r[0] for r in rows],
-            "parent_span_id": [r[1] for r in rows],
-            "name": [f"op-{r[0]}" for r in rows],
-            "service_name": services,
-            "kind": ["Internal"] * len(rows),
-            "start_time_unix_nano": [T0_NS + r[2] for r in rows],
-            "end_time_unix_nano": [min(T0_NS + r[2] + r[3], 2**63 - 1) for r in rows],
-            "duration_ns": [r[3] for r in rows],
-            "status_code": ["Unset"] * len(rows),
-            "status_message": [""] * len(rows),
-            "attributes": [{"index": str(i)} for i in range(len(rows))],
-        },
-        schema=SPAN_SCHEMA,
-    )
-
-
-def mounted_ui(reader: TraceReader) -> FastAPI:
-    """A tiny FastAPI app with the Dash UI mounted at ``/ui`` the way ``hotspan.app`` mounts it."""
+def mounted_ui(reader: TraceReader, **options: Any) -> FastAPI:
+    """A tiny FastAPI app with the Dash UI mounted at ``/ui`` the way ``hotspan.app`` mounts it; ``options`` go
+    to :func:`dashboards.app.build_dash_app`."""
     api = FastAPI()
-    api.mount("/ui", WSGIMiddleware(build_dash_app(reader).server))  # type: ignore[arg-type]
+    api.mount("/ui", WSGIMiddleware(build_dash_app(reader, **options).server))  # type: ignore[arg-type]
     return api
 
 
@@ -92,3 +50,25 @@ def serving(app: FastAPI, start_timeout_s: float = 10.0) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def walk(component: object) -> list[Component]:
+    """Every component under ``component`` (itself included), depth first."""
+    if not isinstance(component, Component):
+        return []
+    found = [component]
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list | tuple) else [children]:
+        found += walk(child)
+    return found
+
+
+def texts(component: object) -> list[str]:
+    """Every string child under ``component``."""
+    found = []
+    for node in walk(component):
+        children = getattr(node, "children", None)
+        for child in children if isinstance(children, list | tuple) else [children]:
+            if isinstance(child, str):
+                found.append(child)
+    return found

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser
 
-from browser_kit import TIMEOUT_MS, new_page, screenshot
+from browser_kit import TIMELINE_ROWS_JS, TIMEOUT_MS, new_page, open_trace, screenshot
 from hotspan.server import RunningServer
 from testkit import TRACES
 
@@ -18,8 +18,6 @@ DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 TRACE_ID = "43e16db8b39d2847d082975ab07acfa6"
 """18 spans over 4 services in the capture."""
 
-TRACE_NAMES_JS = "id => document.querySelector(`#${id} .js-plotly-plot`).data.map(t => t.name)"
-"""Names of a figure's traces in the browser."""
 ICICLE_TILES_JS = """
 id => {
   const trace = document.querySelector(`#${id} .js-plotly-plot`).data[0];
@@ -47,13 +45,11 @@ def served(hotspan_server: RunningServer) -> str:
 def test_analysis_pages_render_from_a_served_hotspan(browser: Browser, served: str) -> None:
     page, errors = new_page(browser, height=1100)
 
-    # Trace page: the critical path drawn over the waterfall, and the request's stage bar.
-    page.goto(f"{served}/ui/trace/{TRACE_ID}")
-    page.wait_for_selector("#trace-waterfall .bars path", timeout=TIMEOUT_MS)
-    page.wait_for_function(f"() => ({TRACE_NAMES_JS})('trace-waterfall').includes('critical path')", timeout=TIMEOUT_MS)
-    page.wait_for_selector("#trace-waterfall .legend:has-text('critical path')", timeout=TIMEOUT_MS)
-    page.wait_for_selector("#trace-stages .bars path", timeout=TIMEOUT_MS)
-    assert page.evaluate(TRACE_NAMES_JS, "trace-stages")  # at least one stage segment
+    # Trace page: the critical path marked on the timeline's rows, and the stage panel naming the dominant stage.
+    open_trace(page, f"{served}/ui/trace/{TRACE_ID}")
+    assert any(row["flags"] & 2 for row in page.evaluate(TIMELINE_ROWS_JS))  # on the critical path
+    assert page.locator("#trace-stages .hs-stage-chip").count() >= 1
+    assert page.inner_text("#trace-dominant-stage")
     screenshot(page, "ui-trace-critical-path.png")
 
     # Stages: shares over time, the percentile table and the latency facts.
@@ -82,4 +78,72 @@ def test_analysis_pages_render_from_a_served_hotspan(browser: Browser, served: s
     nav = page.get_attribute('#\\{\\"index\\"\\:\\"\\/diagnosis\\"\\,\\"type\\"\\:\\"nav-link\\"\\}', "class")
     assert nav is not None and "active" in nav
     screenshot(page, "ui-diagnosis.png")
+    assert errors == []
+
+
+def test_aggregate_rows_drill_down_to_their_traces_with_the_scope_in_the_url(browser: Browser, served: str) -> None:
+    page, errors = new_page(browser, height=1100)
+    # A scope in the URL fills the field and narrows the rows: the Stages page of one root service.
+    page.goto(f"{served}/ui/stages?service=frontend&lookback=all")
+    page.wait_for_selector("#stages-table .hs-stage-row", timeout=TIMEOUT_MS)
+    assert page.input_value("#stages-service") == "frontend"
+    example = page.locator("#stages-table .hs-example").first
+    trace_href = example.get_attribute("href")
+    assert trace_href is not None and trace_href.startswith("/ui/trace/")
+    search = page.locator("#stages-table .hs-drill").first.get_attribute("href")
+    assert search is not None and "service=frontend" in search and "sort=longest" in search
+    screenshot(page, "ui-stages-scoped.png")
+
+    # A scope typed in the field goes to the URL.
+    page.fill("#stages-service", "checkoutservice")
+    page.press("#stages-service", "Enter")
+    page.wait_for_url("**/ui/stages?*service=checkoutservice*", timeout=TIMEOUT_MS)
+
+    # An example trace opens its trace page; the search link lists the scope's traces, longest first.
+    page.goto(f"{served}{trace_href}")
+    page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
+    page.goto(f"{served}{search}")
+    page.wait_for_selector("#search-count:has-text('longest first')", timeout=TIMEOUT_MS)
+    durations = page.evaluate(
+        "() => [...document.querySelectorAll('#search-results .ag-center-cols-container .ag-row')]"
+        ".sort((a, b) => Number(a.getAttribute('row-index')) - Number(b.getAttribute('row-index')))"
+        ".map(row => row.querySelector(\"[col-id='duration_ns']\").innerText)"
+    )
+    assert durations and all(text.endswith(("s", "min")) for text in durations)  # units, longest first
+
+    # Hotspots: a (service, operation) row links to its heaviest traces and its search.
+    page.goto(f"{served}/ui/hotspots?lookback=all")
+    page.wait_for_selector("#hotspots-by-total .hs-hotspot-row .hs-example", timeout=TIMEOUT_MS)
+    drill = page.locator("#hotspots-by-total .hs-hotspot-row .hs-drill").first.get_attribute("href")
+    assert drill is not None and "operation=" in drill and "sort=longest" in drill
+    screenshot(page, "ui-hotspots-drill.png")
+    assert errors == []
+
+
+OTHER_TRACE = "42a60545a48cfbdacf669252d09c5f76"
+"""A 2-span frontend trace of the capture."""
+
+
+def test_comparison_of_two_traces_and_of_slow_requests_with_the_baseline(browser: Browser, served: str) -> None:
+    page, errors = new_page(browser, height=1200)
+    open_trace(page, f"{served}/ui/trace/{TRACE_ID}")
+    page.click("#trace-compare-link")
+    page.wait_for_url(f"**/ui/compare?a={TRACE_ID}", timeout=TIMEOUT_MS)
+    page.fill("#compare-b", OTHER_TRACE)
+    page.click("#compare-traces")
+    page.wait_for_url(f"**/ui/compare?a={TRACE_ID}&b={OTHER_TRACE}", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#compare-traces-result .hs-compare-path", timeout=TIMEOUT_MS)
+    structure = page.inner_text("#compare-structure")
+    assert "only in A" in structure and "only in B" in structure
+    assert page.locator(".hs-compare-side").count() == 2
+    assert page.locator("#compare-traces-result .hs-compare-stage").count() >= 1
+    screenshot(page, "ui-compare-traces.png")
+
+    page.goto(f"{served}/ui/compare?lookback=all")
+    page.click("#compare-window")
+    page.wait_for_selector("#compare-window-summary", timeout=TIMEOUT_MS)
+    assert "against the other" in page.inner_text("#compare-window-summary")
+    assert page.locator(".hs-window-attribute").count() > 0
+    assert "lookback=all" in page.url
+    screenshot(page, "ui-compare-window.png")
     assert errors == []

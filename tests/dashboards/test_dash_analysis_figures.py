@@ -1,63 +1,39 @@
-"""The analysis pages' pure builders (``dashboards.analysis_figures``) on hand-built frames: stage colors, the
-critical-path overlay, the stage bar, shares over time, percentile and hotspot tables, the aggregated flame
-graph and the finding cards."""
+"""The analysis pages' pure builders (``dashboards.analysis_figures``) on hand-built frames: stage colors, shares
+over time, percentile and hotspot tables, the aggregated flame graph and the finding cards."""
 
 from __future__ import annotations
 
 import math
+from urllib.parse import parse_qs
 
 import numpy as np
 import polars as pl
 from dash import dcc, html
 from dash.development.base_component import Component
-from dash_support import T0_NS, spans_frame
+from dash_support import texts, walk
+from span_frames import T0_NS
 
 from analysis import STAGES
 from dashboards.analysis_figures import (
-    CRITICAL_COLOR,
-    STAGE_COLORS,
-    add_critical_path,
     aggregated_flame_figure,
     finding_cards,
     hotspot_table,
     latency_facts,
-    stage_bar_figure,
     stage_percentile_table,
     stage_shares_figure,
 )
-from dashboards.figures import waterfall_figure
-from dashboards.span_tree import span_tree
+from dashboards.colors import STAGE_COLORS
+from dashboards.evidence import evidence_row
+from dashboards.links import drilldown, search_href
 from dashboards.windows import analysis_window
 from diagnosis import Finding
 
 MS = 1_000_000
 
 
-def _walk(component: object) -> list[Component]:
-    """Every component under ``component`` (itself included), depth first."""
-    if not isinstance(component, Component):
-        return []
-    found = [component]
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, list | tuple) else [children]:
-        found += _walk(child)
-    return found
-
-
-def _texts(component: object) -> list[str]:
-    """Every string child under ``component``."""
-    texts = []
-    for node in _walk(component):
-        children = getattr(node, "children", None)
-        for child in children if isinstance(children, list | tuple) else [children]:
-            if isinstance(child, str):
-                texts.append(child)
-    return texts
-
-
 def _rows(table: Component, class_name: str) -> list[Component]:
     """The rows of ``table`` with ``class_name``."""
-    return [node for node in _walk(table) if getattr(node, "className", None) == class_name]
+    return [node for node in walk(table) if getattr(node, "className", None) == class_name]
 
 
 def _finite(values: object) -> bool:
@@ -67,62 +43,6 @@ def _finite(values: object) -> bool:
 def test_every_stage_has_a_distinct_color() -> None:
     assert list(STAGE_COLORS) == list(STAGES)
     assert len(set(STAGE_COLORS.values())) == len(STAGES)
-
-
-def test_critical_path_overlay_lands_on_span_rows_relative_to_trace_start() -> None:
-    # root 0..10 ms; child a 1..4 ms; child b 5..9 ms (b runs after a, both on the critical path).
-    spans = spans_frame([("r", "", 0, 10 * MS), ("a", "r", 1 * MS, 3 * MS), ("b", "r", 5 * MS, 4 * MS)])
-    tree = span_tree(spans)
-    sections = pl.DataFrame(
-        {
-            "span_id": ["r", "a", "r", "b", "r"],
-            "service_name": ["svc-a", "svc-b", "svc-a", "svc-a", "svc-a"],
-            "name": ["op-r", "op-a", "op-r", "op-b", "op-r"],
-            "stage": ["agent", "tool", "agent", "retrieval", "agent"],
-            "start_ns": [T0_NS + x * MS for x in (0, 1, 4, 5, 9)],
-            "end_ns": [T0_NS + x * MS for x in (1, 4, 5, 9, 10)],
-            "duration_ns": [x * MS for x in (1, 3, 1, 4, 1)],
-        }
-    )
-    figure = add_critical_path(waterfall_figure(spans, tree), spans, tree, sections)
-    overlay = next(trace for trace in figure.data if trace.name == "critical path")
-    assert overlay.showlegend and overlay.marker.color == CRITICAL_COLOR
-    rows = {span_id: index for index, span_id in enumerate(spans["span_id"].to_list()[row] for row in tree.order)}
-    assert list(overlay.y) == [rows[s] for s in ("r", "a", "r", "b", "r")]
-    assert list(overlay.base) == [0.0, 1.0, 4.0, 5.0, 9.0]
-    assert sum(overlay.x) == 10.0  # the sections tile the root's 10 ms
-    assert [list(c) for c in overlay.customdata][1] == [spans["span_id"].to_list().index("a"), "a"]
-    # The legend stands above the label column, clear of the time axis whose tick labels fill the top
-    # margin above the bars (it used to sit at the top right, over "200 ms").
-    legend = figure.layout.legend
-    assert legend.xanchor == "left" and legend.yanchor == "bottom" and legend.y >= 1
-    assert legend.x < figure.layout.xaxis.domain[0] and figure.layout.xaxis.side == "top"
-
-
-def test_critical_path_overlay_skips_unknown_spans_and_empty_input() -> None:
-    spans = spans_frame([("r", "", 0, 10 * MS)])
-    tree = span_tree(spans)
-    base = waterfall_figure(spans, tree)
-    traces = len(base.data)
-    empty = pl.DataFrame(schema={"span_id": pl.String, "start_ns": pl.Int64, "duration_ns": pl.Int64})
-    assert len(add_critical_path(base, spans, tree, empty).data) == traces
-    gone = pl.DataFrame(
-        {"span_id": ["zz"], "service_name": ["x"], "name": ["y"], "stage": ["other"]}
-        | {"start_ns": [T0_NS], "end_ns": [T0_NS + MS], "duration_ns": [MS]}
-    )
-    assert len(add_critical_path(base, spans, tree, gone).data) == traces
-
-
-def test_stage_bar_stacks_present_stages_in_taxonomy_order_summing_to_total() -> None:
-    stages = dict.fromkeys(STAGES, 0) | {"llm.decode": 6 * MS, "agent": 1 * MS, "llm.queue": 3 * MS}
-    figure = stage_bar_figure(stages, 10 * MS)
-    assert [trace.name for trace in figure.data] == ["agent", "llm.queue", "llm.decode"]
-    assert [trace.marker.color for trace in figure.data] == [
-        STAGE_COLORS[s] for s in ("agent", "llm.queue", "llm.decode")
-    ]
-    assert sum(trace.x[0] for trace in figure.data) == 10.0
-    assert figure.layout.barmode == "stack"
-    assert not stage_bar_figure(dict.fromkeys(STAGES, 0), 0).data  # an empty figure, no bars
 
 
 def test_stage_shares_figure_has_no_nan_and_each_bucket_sums_to_its_share() -> None:
@@ -160,9 +80,15 @@ def test_stage_percentile_table_lists_stages_with_time_in_ms_and_share() -> None
     table = stage_percentile_table(percentiles)
     rows = _rows(table, "hs-stage-row")
     assert len(rows) == 2  # a stage with no time is left out
-    cells = _texts(rows[1])
-    assert cells[:2] == ["llm.decode", "4"] and "9.500" in cells and "85.0%" in cells
-    assert "nan" not in " ".join(_texts(table)).lower()
+    cells = texts(rows[1])
+    assert cells[:2] == ["LLM decode", "4"] and "9.500" in cells and "85.0%" in cells
+    assert "nan" not in " ".join(texts(table)).lower()
+    # A drill-down column: each stage's slowest traces and its search.
+    drilled = stage_percentile_table(
+        percentiles, lambda stage: drilldown("/ui", ["ab" * 16] if stage == "agent" else [], "/ui/?sort=longest")
+    )
+    links = [node for node in walk(drilled) if isinstance(node, dcc.Link)]
+    assert [link.href for link in links] == [f"/ui/trace/{'ab' * 16}", "/ui/?sort=longest", "/ui/?sort=longest"]
     assert isinstance(stage_percentile_table(percentiles.clear()), html.P)
 
 
@@ -173,10 +99,10 @@ def test_latency_facts_show_dashes_for_metrics_no_request_reports() -> None:
         | {f"ttft_{p}": [None] for p in ("p50_ns", "p95_ns", "p99_ns")}
         | {f"tpot_{p}": [float("nan")] for p in ("p50_ns", "p95_ns", "p99_ns")},
     )
-    texts = _texts(latency_facts(latency))
-    assert "10.000 / 20.000 / 30.000" in texts
-    assert texts.count("— / — / —") == 2
-    ids = {node.id for node in _walk(latency_facts(latency)) if getattr(node, "id", None)}
+    shown = texts(latency_facts(latency))
+    assert "10.000 / 20.000 / 30.000" in shown
+    assert shown.count("— / — / —") == 2
+    ids = {node.id for node in walk(latency_facts(latency)) if getattr(node, "id", None)}
     assert ids == {"stages-fact-e2e", "stages-fact-ttft", "stages-fact-tpot"}
 
 
@@ -197,9 +123,9 @@ def test_hotspot_table_shows_share_column_asked_for() -> None:
         schema_overrides={"spans": pl.UInt64, "self_total_ns": pl.UInt64, "hotspot_spans": pl.UInt64},
     )
     rows = _rows(hotspot_table(ranking, "p95_share"), "hs-hotspot-row")
-    assert [_texts(row)[:2] for row in rows] == [["agent", "plan"], ["vllm", "llm_request"]]
-    assert _texts(rows[0])[-1] == "62.5%" and _texts(rows[0])[3] == "30.000"
-    assert _texts(_rows(hotspot_table(ranking, "self_share"), "hs-hotspot-row")[1])[-1] == "25.0%"
+    assert [texts(row)[:2] for row in rows] == [["agent", "plan"], ["vllm", "llm_request"]]
+    assert texts(rows[0])[-1] == "62.5%" and texts(rows[0])[3] == "30.000"
+    assert texts(_rows(hotspot_table(ranking, "self_share"), "hs-hotspot-row")[1])[-1] == "25.0%"
     assert isinstance(hotspot_table(ranking.clear(), "self_share"), html.P)
 
 
@@ -236,18 +162,20 @@ def test_finding_cards_show_badge_evidence_remedy_and_trace_links() -> None:
         remedy="Add replicas or lower max_num_seqs.",
     )
     cards = finding_cards([finding], "/ui/trace/")
-    texts = _texts(cards)
-    assert "critical" in texts and "confidence 82%" in texts and finding.title in texts
-    assert "queue_share_p95" in texts and "0.4" in texts and "812.5" in texts
-    assert "example_trace_ids" not in texts  # shown as links instead
-    links = [node for node in _walk(cards) if isinstance(node, dcc.Link)]
+    shown = texts(cards)
+    assert "critical" in shown and "confidence 82%" in shown and finding.title in shown
+    # Evidence in words with units: the keys' unit and statistic suffixes say how (dashboards.evidence).
+    assert "Queue share, p95" in shown and "40.0%" in shown and "812.50 ms" in shown
+    assert "queue_share_p95" not in shown
+    assert "example_trace_ids" not in shown  # shown as links instead
+    links = [node for node in walk(cards) if isinstance(node, dcc.Link)]
     assert [link.href for link in links] == [f"/ui/trace/{'ab' * 16}", f"/ui/trace/{'cd' * 16}"]
-    badge = next(node for node in _walk(cards) if getattr(node, "className", "").startswith("hs-badge"))
+    badge = next(node for node in walk(cards) if getattr(node, "className", "").startswith("hs-badge"))
     assert badge.className == "hs-badge hs-badge-critical"
 
 
 def test_finding_cards_without_findings_say_so() -> None:
-    assert "No findings" in _texts(finding_cards([], "/ui/trace/"))
+    assert "No findings" in texts(finding_cards([], "/ui/trace/"))
 
 
 def test_analysis_window_opens_both_ends_for_all_only() -> None:
@@ -255,3 +183,23 @@ def test_analysis_window_opens_both_ends_for_all_only() -> None:
     assert analysis_window("all", now, (now - 3600 * 10**9, now))[:2] == (None, None)
     start, end, step = analysis_window("1h", now, None)
     assert (start, end) == (now - 3600 * 10**9, now) and step % 60 == 0
+
+
+def test_evidence_reads_in_words_with_units() -> None:
+    assert evidence_row("queue_ms_p95", 812.5) == ("Queue, p95", "812.50 ms")
+    assert evidence_row("queue_share", 0.25) == ("Queue share", "25.0%")
+    assert evidence_row("tpot_growth_ratio", 2.3) == ("TPOT growth ratio", "×2.30")
+    assert evidence_row("prompt_tokens_p50", 1234) == ("Prompt, median", "1,234 tokens")
+    assert evidence_row("kv_cache_usage_max_share", None) == ("KV cache usage max share", "—")
+    assert evidence_row("stall_s_total", 90.0) == ("Stall, total", "1.5 min")
+    assert evidence_row("caller_service_names", ["a", "b"]) == ("Caller service names", "a, b")
+
+
+def test_search_links_carry_the_scope_sorted_longest() -> None:
+    href = search_href("/ui", lookback="1h", service="gw", operation="POST /", model="m 1", tenant="acme")
+    assert href.startswith("/ui/?")
+    query = parse_qs(href.split("?", 1)[1])
+    assert query["service"] == ["gw"] and query["operation"] == ["POST /"] and query["sort"] == ["longest"]
+    assert query["lookback"] == ["1h"]
+    assert query["attributes"] == ['gen_ai.request.model="m 1" tenant_id="acme"']
+    assert search_href("/ui") == "/ui/?sort=longest"

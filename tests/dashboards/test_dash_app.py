@@ -51,6 +51,37 @@ def _call(base_url: str, output_fragment: str, values: dict[str, object]) -> dic
     return response.json()["response"]
 
 
+def _page(base_url: str, path: str) -> dict:
+    """The layout Dash's pages router renders for ``path`` (the browser's first callback on a page)."""
+    answer = _call(
+        base_url, "_pages_content.children", {"_pages_location.pathname": path, "_pages_location.search": ""}
+    )
+    return answer["_pages_content"]["children"]
+
+
+def _component(tree: object, component_id: str) -> dict:
+    """The props of the component with ``component_id`` in a layout's JSON."""
+    if isinstance(tree, dict):
+        props = tree.get("props", {})
+        if props.get("id") == component_id:
+            return props
+        for value in (props.get("children"), *tree.values()):
+            if isinstance(value, dict | list) and (found := _find(value, component_id)) is not None:
+                return found
+    elif isinstance(tree, list):
+        for item in tree:
+            if (found := _find(item, component_id)) is not None:
+                return found
+    raise LookupError(component_id)
+
+
+def _find(tree: object, component_id: str) -> dict | None:
+    try:
+        return _component(tree, component_id)
+    except LookupError:
+        return None
+
+
 def test_building_twice_in_one_process_is_safe(reader: ClickHouseTraceReader) -> None:
     first = build_dash_app(reader)
     second = build_dash_app(reader, requests_pathname_prefix="/other/")
@@ -64,7 +95,7 @@ def test_building_twice_in_one_process_is_safe(reader: ClickHouseTraceReader) ->
         assert client.get("/_dash-layout").status_code == 200
         outputs = {d["output"] for d in json.loads(client.get("/_dash-dependencies").data)}
         assert "search-service.options" in outputs
-        assert any("trace-waterfall.figure" in output for output in outputs)
+        assert any("trace-rows.data" in output for output in outputs)
 
 
 def test_nav_highlights_the_page_a_path_belongs_to() -> None:
@@ -107,13 +138,24 @@ def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, reader: ClickHouseTrace
         invalid = _call(url, "search-results.rowData", {"search-attributes.value": "no-equals-sign"})
         assert "is not key=value" in invalid["search-message"]["children"]
 
-        loaded = _call(url, "trace-waterfall.figure", {"trace-id.data": LARGEST_DEMO_TRACE})
-        bars = [t for t in loaded["trace-waterfall"]["figure"]["data"] if t["type"] == "bar"]
-        assert len(bars) == 4  # one per service
-        assert loaded["trace-flame"]["figure"]["data"][0]["type"] == "icicle"
+        # The trace page's layout reads the trace and carries the timeline's starting data (one round trip).
+        loaded = _page(url, f"/ui/trace/{LARGEST_DEMO_TRACE}")
+        meta = _component(loaded, "trace-meta")["data"]
+        assert meta["span_count"] == 18 and len(meta["services"]) == 4
+        assert meta["rows"]["total"] == 18 and len(meta["rows"]["rows"]["span"]) == 18
+        details = _call(url, "trace-flame-box.children", {"trace-meta.data": meta, "trace-painted.data": "1"})
+        assert details["trace-flame-box"]["children"]["props"]["figure"]["data"][0]["type"] == "icicle"
+        window = _call(
+            url,
+            "trace-rows.data",
+            {"trace-request.data": {"trace_id": LARGEST_DEMO_TRACE, "seq": 3, "offset": 5, "limit": 4}},
+        )
+        assert window["trace-rows"]["data"]["seq"] == 3
+        assert window["trace-rows"]["data"]["rows"]["offset"] == 5
+        assert len(window["trace-rows"]["data"]["rows"]["rows"]["span"]) == 4
 
-        missing = _call(url, "trace-waterfall.figure", {"trace-id.data": "f" * 32})
-        assert "not found" in json.dumps(missing["trace-header"])
+        missing = _page(url, f"/ui/trace/{'f' * 32}")
+        assert "not found" in json.dumps(_component(missing, "trace-header"))
 
 
 @pytest.mark.parametrize("raw", ["not-a-trace-id", "ABC"])
@@ -121,7 +163,9 @@ def test_malformed_trace_ids_get_a_message(reader: ClickHouseTraceReader, raw: s
     app = build_dash_app(reader)
     client = app.server.test_client()
     dependencies = json.loads(client.get("/_dash-dependencies").data)
-    body = _callback_body(dependencies, "trace-waterfall.figure", {"trace-id.data": raw})
+    body = _callback_body(dependencies, "_pages_content.children", {"_pages_location.pathname": f"/ui/trace/{raw}"})
     response = client.post("/_dash-update-component", json=body)
     assert response.status_code == 200
-    assert "is not a trace ID" in json.dumps(response.get_json()["response"]["trace-header"])
+    page = response.get_json()["response"]["_pages_content"]["children"]
+    assert "is not a trace ID" in json.dumps(_component(page, "trace-header"))
+    assert _component(page, "trace-meta")["data"] is None

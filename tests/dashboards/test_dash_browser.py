@@ -9,7 +9,7 @@ import pytest
 from dash_support import mounted_ui, serving
 from playwright.sync_api import Browser
 
-from browser_kit import TIMEOUT_MS, new_page, screenshot
+from browser_kit import TIMEOUT_MS, click_timeline, new_page, open_trace, screenshot, timeline_total
 from collector.ingest import Ingestor
 from storage.reader import ClickHouseTraceReader
 from testkit import TRACES, ingest_otlp_json_file
@@ -22,15 +22,6 @@ TRACE_ID = "43e16db8b39d2847d082975ab07acfa6"
 TRACE_SPANS = 18
 OPERATION = "grpc.oteldemo.RecommendationService/ListRecommendations"
 """A frontend operation found in 4 traces of the capture, TRACE_ID among them."""
-
-BAR_COUNT_JS = """
-id => {
-  const graph = document.querySelector(`#${id} .js-plotly-plot`);
-  return graph.data.filter(t => t.type === 'bar').reduce((n, t) => n + t.customdata.length, 0);
-}
-"""
-"""Bars in a figure's data, counted by ``customdata`` (an object array, so it arrives as a plain list;
-numeric arrays arrive base64-packed)."""
 
 
 @pytest.fixture
@@ -62,37 +53,32 @@ def test_search_page_lists_traces_and_opens_one(browser: Browser, ui_url: str) -
 
     page.click(f"#search-results .ag-row[row-id='{TRACE_ID}'] [col-id='root_name']")
     page.wait_for_url(f"**/ui/trace/{TRACE_ID}", timeout=TIMEOUT_MS)
-    page.wait_for_selector("#trace-waterfall .bars path", timeout=TIMEOUT_MS)
-    assert page.evaluate(BAR_COUNT_JS, "trace-waterfall") == TRACE_SPANS
+    page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
+    assert timeline_total(page) == TRACE_SPANS
     assert errors == []
 
 
-def test_trace_page_draws_waterfall_and_flame_graph(browser: Browser, ui_url: str) -> None:
+def test_trace_page_draws_timeline_and_flame_graph(browser: Browser, ui_url: str) -> None:
     page, errors = new_page(browser, height=1000)
-    page.goto(f"{ui_url}/ui/trace/{TRACE_ID}")
-    page.wait_for_selector("#trace-waterfall .bars path", timeout=TIMEOUT_MS)
-    page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
-
-    assert page.evaluate(BAR_COUNT_JS, "trace-waterfall") == TRACE_SPANS
-    assert page.locator("#trace-waterfall .bars .point").count() == TRACE_SPANS
-    assert page.locator("#trace-flame .slice").count() == TRACE_SPANS
+    open_trace(page, f"{ui_url}/ui/trace/{TRACE_ID}")
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
+    assert timeline_total(page) == TRACE_SPANS
+    assert int(page.get_attribute("#trace-timeline", "data-drawn") or 0) == TRACE_SPANS
+    assert page.locator(".hs-trace-flame .slice").count() == TRACE_SPANS + 1  # a tile per span under the trace's
     header = page.inner_text("#trace-header")
     assert "HTTP GET" in header and TRACE_ID in header and "18" in header
     assert page.title() == f"Trace {TRACE_ID[:8]} · Hotspan"
 
-    # Plotly's drag layer lies above the bars, so click at the bar's position rather than on its element.
-    box = page.locator("#trace-waterfall .bars .point path").nth(2).bounding_box()
-    assert box is not None
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    click_timeline(page, 2)
     page.wait_for_selector("#trace-span-detail .hs-kv", timeout=TIMEOUT_MS)
     assert "Span ID" in page.inner_text("#trace-span-detail")
-    page.mouse.move(0, 0)  # hide the hover label so the screenshot shows the whole timeline
+    page.mouse.move(0, 0)  # hide the tooltip so the screenshot shows the whole timeline
     screenshot(page, "ui-trace.png")
 
     shown = page.inner_text("#trace-span-detail")
-    # The flame graph may lie below the fold (the stage bar sits above the timeline); mouse clicks need it in view.
-    page.locator("#trace-flame .slice").nth(3).scroll_into_view_if_needed()
-    tile = page.locator("#trace-flame .slice").nth(3).bounding_box()
+    # The flame graph may lie below the fold; mouse clicks need it in view.
+    page.locator(".hs-trace-flame .slice").nth(3).scroll_into_view_if_needed()
+    tile = page.locator(".hs-trace-flame .slice").nth(3).bounding_box()
     assert tile is not None
     page.mouse.click(tile["x"] + 5, tile["y"] + tile["height"] / 2)
     page.wait_for_function(
@@ -122,7 +108,7 @@ def test_trace_lookup_and_bad_ids(browser: Browser, ui_url: str) -> None:
     page.fill("#nav-lookup", TRACE_ID.upper())
     page.press("#nav-lookup", "Enter")
     page.wait_for_url(f"**/ui/trace/{TRACE_ID}", timeout=TIMEOUT_MS)
-    page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
 
     page.goto(f"{ui_url}/ui/trace/{'f' * 32}")
     page.wait_for_selector("#trace-header:has-text('not found')", timeout=TIMEOUT_MS)
@@ -133,7 +119,7 @@ def test_trace_lookup_moves_the_address_bar_to_what_it_shows(browser: Browser, u
     # From an open trace, an unknown ID and then a malformed one: the address follows the page each time.
     page, errors = new_page(browser, height=1000)
     page.goto(f"{ui_url}/ui/trace/{TRACE_ID}")
-    page.wait_for_selector("#trace-flame .slice", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
 
     unknown = "0" * 31 + "1"
     page.fill("#nav-lookup", unknown)
@@ -145,4 +131,32 @@ def test_trace_lookup_moves_the_address_bar_to_what_it_shows(browser: Browser, u
     page.press("#nav-lookup", "Enter")
     page.wait_for_selector("#trace-header:has-text('is not a trace ID')", timeout=TIMEOUT_MS)
     page.wait_for_url("**/ui/trace/nothex%21%21", timeout=TIMEOUT_MS)
+    assert errors == []
+
+
+def test_the_search_lives_in_the_url(browser: Browser, ui_url: str) -> None:
+    page, errors = new_page(browser, height=1000)
+    page.goto(f"{ui_url}/ui/")
+    page.wait_for_selector("#search-results .ag-row", timeout=TIMEOUT_MS)
+    page.click("#search-service")
+    page.get_by_role("option", name="frontend", exact=True).click()
+    page.fill("#search-min-trace", "100")
+    page.click("#search-sort")
+    page.get_by_role("option", name="Longest first", exact=True).click()
+    page.click("#search-submit")
+    page.wait_for_url("**/ui/?*min_trace_ms=100*", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#search-count:has-text('longest first')", timeout=TIMEOUT_MS)
+    found = page.inner_text("#search-count")
+    first = page.locator("#search-results .ag-center-cols-container .ag-row").first.get_attribute("row-id")
+    assert "service=frontend" in page.url and "sort=longest" in page.url
+
+    # The address alone brings the same search back: a reload, a bookmark, a link from another page.
+    page.reload()
+    page.wait_for_selector("#search-count:has-text('longest first')", timeout=TIMEOUT_MS)
+    assert page.inner_text("#search-count") == found
+    assert page.input_value("#search-min-trace") == "100"
+    assert page.locator("#search-results .ag-center-cols-container .ag-row").first.get_attribute("row-id") == first
+    durations = page.locator("#search-results .ag-center-cols-container [col-id='duration_ns']").all_inner_texts()
+    assert durations and all(text.endswith((" ms", " s")) for text in durations)  # units, not bare numbers
+    screenshot(page, "ui-search-url.png")
     assert errors == []

@@ -1,22 +1,25 @@
-"""Pure helpers behind the pages: form parsing, text formatting, header facts, span details, result rows."""
+"""Pure helpers behind the search page: form parsing and its URL, text formatting, result rows."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl
+
 import polars as pl
 import pytest
-from dash_support import T0_NS, spans_frame
 
 from dashboards.format import attribute_dict, format_duration_ns, format_time_ns
 from dashboards.query_form import (
     LOOKBACKS,
     FormError,
     SearchForm,
+    build_search,
     build_trace_query,
+    form_from_url,
+    form_to_url,
     normalize_trace_id,
     parse_attribute_filter,
 )
-from dashboards.span_tree import span_tree
-from dashboards.views import find_span_row, search_rows, span_detail, trace_summary
+from dashboards.views import search_rows
 from storage.reader import TraceQuery
 
 NOW_NS = 1_800_000_000_000_000_000
@@ -107,50 +110,73 @@ def test_formatting() -> None:
     assert attribute_dict(None) == {}
 
 
-def test_trace_summary_counts_repairs() -> None:
-    spans = spans_frame([("a", "", 0, 100), ("b", "gone", 10, 200), ("a", "", 20, 5), ("c", "c", 30, 1)])
-    spans = spans.with_columns(pl.Series("status_code", ["Unset", "Error", "Ok", "Error"]))
-    summary = trace_summary("ab" * 16, spans, span_tree(spans))
-    assert (summary.root_service, summary.root_name) == ("svc-a", "op-a")
-    assert summary.start_ns == T0_NS
-    assert summary.duration_ns == 210
-    assert (summary.span_count, summary.service_count, summary.error_count) == (4, 2, 2)
-    assert (summary.broken_links, summary.duplicate_ids, summary.depth) == (2, 1, 1)
-    with pytest.raises(ValueError):
-        trace_summary("x", spans.clear(), span_tree(spans.clear()))
-
-
-def test_span_detail_and_click_lookup() -> None:
-    spans = spans_frame([("a", "", 0, 1_000_000), ("b", "a", 2_500_000, 40_000)])
-    assert find_span_row(spans, 1, "b") == 1
-    assert find_span_row(spans, 0, "b") == 1  # stale row: found by ID
-    assert find_span_row(spans, 7, "zz") is None
-    detail = span_detail(spans, 1)
-    assert detail.title == "svc-b: op-b"
-    fields = dict(detail.fields)
-    assert fields["Parent span ID"] == "a"
-    assert fields["Duration"] == "40.0 µs"
-    assert fields["Start"].startswith("+2.500 ms")
-    assert detail.attributes == [("index", "1")]
-    assert detail.events == []
-
-
 def test_search_rows() -> None:
     summaries = pl.DataFrame(
         {
-            "trace_id": ["0123456789abcdef" * 2],
-            "root_service": ["gw"],
-            "root_name": ["GET /"],
-            "start_time_unix_nano": [1_730_291_068_889_000_000],
-            "duration_ns": [7_276_144],
-            "span_count": [18],
-            "service_count": [4],
-            "error_count": [0],
-            "hotspot_count": [3],
+            "trace_id": ["0123456789abcdef" * 2, "fedcba9876543210" * 2],
+            "root_service": ["gw", "gw"],
+            "root_name": ["GET /", "POST /chat"],
+            "start_time_unix_nano": [1_730_291_068_889_000_000, 1_730_291_068_889_000_000],
+            "duration_ns": [7_276_144, 1],
+            "span_count": [18, 3],
+            "service_count": [4, 1],
+            "error_count": [0, 1],
+            "hotspot_count": [3, 0],
+            "llm_calls": [None, 2],
+            "input_tokens": [None, 1200],
+            "output_tokens": [None, 80],
+            "cost": [None, 0.0123],
+            "currency": [None, "USD"],
+            "dominant_stage": [None, "llm.decode"],
         }
     )
-    (row,) = search_rows(summaries, lambda trace_id: f"/ui/trace/{trace_id}")
-    assert row["trace"] == f"[0123456789abcdef](/ui/trace/{'0123456789abcdef' * 2})"
-    assert row["duration_ms"] == 7.276
-    assert row["start"] == "2024-10-30 12:24:28.889"
-    assert (row["span_count"], row["service_count"], row["error_count"], row["hotspot_count"]) == (18, 4, 0, 3)
+    first, second = search_rows(summaries, lambda trace_id: f"/ui/trace/{trace_id}")
+    # The whole ID: a 16-character prefix is no ID the lookup box can find.
+    assert first["trace"] == f"[{'0123456789abcdef' * 2}](/ui/trace/{'0123456789abcdef' * 2})"
+    assert first["duration_ns"] == 7_276_144
+    assert first["start"] == "2024-10-30 12:24:28.889"
+    assert (first["span_count"], first["service_count"], first["error_count"], first["hotspot_count"]) == (18, 4, 0, 3)
+    assert (first["llm_calls"], first["cost"], first["dominant_stage"]) == (None, "", "")
+    assert (second["llm_calls"], second["input_tokens"], second["output_tokens"]) == (2, 1200, 80)
+    assert (second["cost"], second["dominant_stage"]) == ("0.0123 USD", "LLM decode")
+
+
+def test_search_form_round_trips_through_the_url() -> None:
+    form = SearchForm(
+        service="gw",
+        operation="GET /",
+        min_duration_ms=1.5,
+        attributes='user="a b"',
+        min_trace_ms=100_000,
+        start="2024-10-30 12:00",
+        end="2024-10-30T13:30:15",
+        sort="longest",
+        limit=50,
+    )
+    url = form_to_url(form)
+    assert url.startswith("?") and "lookback" not in url  # defaults stay out of the URL
+    assert form_from_url(dict(parse_qsl(url[1:]))) == form
+    assert form_to_url(SearchForm()) == ""
+    assert form_from_url({"limit": "x", "min_trace_ms": "", "unknown": "1"}) == SearchForm()
+
+
+def test_search_form_to_trace_search() -> None:
+    search = build_search(
+        SearchForm(min_trace_ms=100_000, start="2024-10-30 12:00", end="2024-10-30 13:00", sort="most_errors"),
+        NOW_NS,
+    )
+    assert search.min_trace_duration_ns == 100_000_000_000 and search.max_trace_duration_ns is None
+    assert search.query.start_ns == 1_730_289_600_000_000_000  # 2024-10-30 12:00 UTC
+    assert search.query.end_ns == search.query.start_ns + 3_600_000_000_000
+    assert search.sort == "most_errors" and search.limit == 20
+    lookback = build_search(SearchForm(lookback="1h"), NOW_NS)
+    assert lookback.query.start_ns == NOW_NS - 3_600_000_000_000 and lookback.sort == "newest"
+    for bad, message in [
+        (SearchForm(start="yesterday"), "is not a time"),
+        (SearchForm(start="2024-10-30 13:00", end="2024-10-30 12:00"), "ends before it starts"),
+        (SearchForm(min_trace_ms=5, max_trace_ms=1), "above max trace"),
+        (SearchForm(min_trace_ms=-1), "must not be negative"),
+        (SearchForm(sort="loudest"), "unknown sort"),
+    ]:
+        with pytest.raises(FormError, match=message):
+            build_search(bad, NOW_NS)

@@ -1,0 +1,98 @@
+"""``GET /api/v1/traces/{trace_id}/view``: the trace page's model over REST, a window of visible rows at a time.
+
+Thin: parse, ask :class:`query.trace_views.TraceViews` (the same kept views the trace page reads), shape the
+answer. The rows are :func:`query.trace_rows.window`'s columns, so a client can draw a trace of any size without
+fetching every span: collapse and aggregation state travel as parameters. Every read is limited to the caller's
+tenant (:mod:`api.tenancy`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from analysis import STAGES
+from api.errors import ApiError
+from api.models import ErrorResponse
+from api.tenancy import Tenant
+from api.traces import parse_trace_id
+from query.trace_rows import MAX_WINDOW_ROWS, MODES, Expansion, Mode, window
+from query.trace_view import TraceView
+from query.trace_views import TraceViews
+
+
+class TraceViewResponse(BaseModel):
+    trace_id: str
+    start_time_unix_nano: int = Field(description="The trace's first span start, ns since the Unix epoch.")
+    duration_ns: int = Field(description="First span start to last span end, ns.")
+    span_count: int
+    services: list[str] = Field(description="The trace's services; the rows' `service` indexes this list.")
+    stages: list[str] = Field(description="Stage names; the rows' `stage` and the pieces' `stage` index this list.")
+    stage_totals_ns: dict[str, int] = Field(description="ns per stage on the critical paths of the trace's roots.")
+    dominant_stage: str | None
+    window: dict[str, Any] = Field(
+        description="`total` visible rows, `offset`, and the window's `rows`, `pieces`, `critical`, `gaps`, "
+        "`density`, `matches` as aligned column lists, times in ns after the trace's start "
+        "(query.trace_rows.window)."
+    )
+
+
+def build_router(views: TraceViews) -> APIRouter:
+    """The trace-view route over ``views``."""
+    router = APIRouter(prefix="/api/v1", tags=["traces"])
+
+    @router.get(
+        "/traces/{trace_id}/view",
+        operation_id="trace_view",
+        response_model=TraceViewResponse,
+        responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+    )
+    async def trace_view(
+        trace_id: str,
+        tenant: Tenant,
+        offset: Annotated[int, Query(ge=0, description="First visible row to return.")] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_WINDOW_ROWS, description="Rows to return.")] = 200,
+        mode: Annotated[Mode, Query(description=f"Which subtrees are open: {', '.join(MODES)}.")] = "all",
+        depth: Annotated[int, Query(ge=0, description="`depth` mode: spans this deep and deeper are collapsed.")] = 2,
+        toggle: Annotated[list[int] | None, Query(description="Span indices whose collapsed state flips.")] = None,
+        aggregate: Annotated[bool, Query(description="Group repeated siblings (large traces only).")] = True,
+        opened: Annotated[list[int] | None, Query(description="First spans of groups shown one by one.")] = None,
+        search: Annotated[str, Query(max_length=200, description="Find in the trace; matches are revealed.")] = "",
+        fresh: Annotated[bool, Query(description="Read the trace again instead of the kept view.")] = False,
+    ) -> TraceViewResponse:
+        """One window of the trace's visible rows, with the trace's services, stage totals and dominant stage."""
+        canonical = parse_trace_id(trace_id)
+        read = views.load if fresh else views.get
+        view = await run_in_threadpool(read, canonical, tenant=tenant)
+        if view is None:
+            raise ApiError(404, "trace_not_found", f"trace {canonical} not found")
+        expansion = Expansion(
+            mode=mode,
+            depth=depth,
+            toggled=frozenset(toggle or ()),
+            aggregate=aggregate,
+            opened=frozenset(opened or ()),
+            search=search,
+        )
+        rows = await run_in_threadpool(window, view, expansion, offset, limit)
+        return _response(view, rows)
+
+    return router
+
+
+def _response(view: TraceView, rows: dict[str, Any]) -> TraceViewResponse:
+    lane = view.lane
+    return TraceViewResponse(
+        trace_id=view.trace_id,
+        start_time_unix_nano=view.start_ns,
+        duration_ns=view.duration_ns,
+        span_count=view.size,
+        services=list(view.services),
+        stages=list(STAGES),
+        stage_totals_ns={stage: int(ns) for stage, ns in zip(STAGES, lane.totals_ns, strict=True) if ns},
+        dominant_stage=lane.dominant,
+        window=rows,
+    )

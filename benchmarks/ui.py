@@ -1,0 +1,190 @@
+"""The trace page at 1k to 1M spans: server work plus first paint in headless Chromium, each over the REST fetch of
+the same trace, measured side by side in one run (issue 13).
+
+Serves Hotspan (the embedded store, its trace pipeline idle), writes one generated agent trace per size
+(``tests/synthetic_traces.agent_trace``: steps of an agent calling vLLM and a database, about 20 spans each),
+and per size, the median of ``--repeat`` runs of:
+
+- **REST fetch**: ``GET /api/v1/traces/{id}``, the whole answer read (what Jaeger UI does before drawing);
+- **read**: the storage read alone (``ClickHouseTraceReader.trace``), in process;
+- **model build**: the trace page's server work when it loads, what its load callback does: the read, the
+  :class:`query.trace_view.TraceView` (``query.trace_views.TraceViews.load``), the header, the stage panel and
+  the widget's starting data with the first window of rows (``dashboards.trace_panels``);
+- **page ready**: a fresh page of an already warm browser (the UI's scripts cached, as for anyone who opened
+  Hotspan before) navigating to ``/ui/trace/<id>`` until the timeline has drawn its first rows
+  (``#trace-timeline[data-ready]`` and rows drawn): the page's HTML and scripts, the load callback (one read,
+  the model, the first window) and the canvas paint;
+- **peak RSS**: the process's peak resident memory (server, store and benchmark together) before the size's REST
+  fetch and after it (it only grows, so the growth from the previous size bounds what the larger trace needed).
+
+Every line carries the machine's load average (1, 5, 15 min) measured beside it. The last line is
+``ui_trace_page_10k_over_rest_fetch: X`` (page ready over REST fetch at 10k spans; below 1 means the page is
+drawn before Jaeger's way of fetching the trace has even arrived).
+
+Run: ``python benchmarks/ui.py [--sizes 1000,10000,100000,1000000] [--repeat 3]``. A size whose REST fetch
+fails (the REST answer of a million spans is some GB of JSON) is reported as such and the page still measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+# Run as a script, Python puts benchmarks/ first on sys.path, where benchmarks/analysis.py would shadow the
+# analysis package; the repository root takes its place, and tests/ lends the trace generator and browser setup.
+REPO = Path(__file__).resolve().parents[1]
+if sys.path and Path(sys.path[0]).resolve() == REPO / "benchmarks":
+    sys.path[0] = str(REPO)
+sys.path.append(str(REPO / "tests"))
+
+from playwright.sync_api import Browser, sync_playwright  # noqa: E402
+
+from browser_kit import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from dashboards.trace_panels import header, page_meta, stage_panel  # noqa: E402
+from hotspan.server import RunningServer, start_server  # noqa: E402
+from hotspan.settings import load_settings  # noqa: E402
+from query.trace_views import TraceViews  # noqa: E402
+from storage.writer import ClickHouseTraceWriter  # noqa: E402
+from synthetic_traces import agent_trace  # noqa: E402
+
+READY_TIMEOUT_MS = 600_000
+REST_TIMEOUT_S = 600.0
+
+
+def load() -> str:
+    """The machine's load average, as ``uptime`` prints it."""
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def median_s(run: Callable[[], object], repeat: int) -> float:
+    """Median wall-clock seconds of ``repeat`` calls of ``run``."""
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def page_ready_s(browser: Browser, url: str) -> float:
+    """Seconds from navigating a fresh page (same browser: warm cache) to the timeline's first drawn rows."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    try:
+        started = time.perf_counter()
+        page.goto(url)
+        page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=READY_TIMEOUT_MS)
+        page.wait_for_function(
+            "() => Number(document.getElementById('trace-timeline').dataset.drawn) > 0", timeout=READY_TIMEOUT_MS
+        )
+        return time.perf_counter() - started
+    finally:
+        page.close()
+
+
+def rest_fetch_s(server: RunningServer, trace_id: str, repeat: int) -> float | None:
+    """Median seconds of the REST fetch of the whole trace; None when it fails (too large to answer)."""
+
+    def fetch() -> None:
+        answer = httpx.get(f"{server.base_url}/api/v1/traces/{trace_id}", timeout=REST_TIMEOUT_S)
+        answer.raise_for_status()
+
+    try:
+        return median_s(fetch, repeat)
+    except (httpx.HTTPError, MemoryError) as exc:
+        print(f"  REST fetch failed: {type(exc).__name__}: {exc}", flush=True)
+        return None
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far, MB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def label(size: int) -> str:
+    return f"{size // 1_000_000}M" if size >= 1_000_000 else f"{size // 1_000}k"
+
+
+def page_load_work(views: TraceViews, trace_id: str) -> int:
+    """What the trace page's load callback does on the server (``dashboards.pages.trace``); returns the spans."""
+    view = views.load(trace_id, tenant=None)
+    assert view is not None
+    header(view)
+    stage_panel(view)
+    page_meta(view, "benchmark")
+    return view.size
+
+
+def measure(server: RunningServer, browser: Browser, views: TraceViews, size: int, repeat: int) -> float | None:
+    """Write one trace of about ``size`` spans, print its figures; returns page ready / REST fetch (None when the
+    REST fetch failed)."""
+    trace_id = f"{size:032x}"
+    started = time.perf_counter()
+    ClickHouseTraceWriter(server.storage.clickhouse).write(agent_trace(size, trace_id=trace_id))
+    print(f"{label(size)}: {size:,} spans asked, written in {time.perf_counter() - started:.1f} s", flush=True)
+    # The REST fetch goes last: its answer is millions of Python objects at 1M spans, whose collection would
+    # otherwise land in the figures measured after it.
+    read = median_s(lambda: server.storage.reader.trace(trace_id, tenant=None), repeat)
+    build = median_s(lambda: page_load_work(views, trace_id), repeat)
+    build_load = load()
+    spans = page_load_work(views, trace_id)
+    ready = statistics.median(page_ready_s(browser, f"{server.base_url}/ui/trace/{trace_id}") for _ in range(repeat))
+    ready_load = load()
+    page_rss = peak_rss_mb()
+    gc.collect()
+    rest = rest_fetch_s(server, trace_id, repeat)
+    rest_load = load()
+    gc.collect()
+    print(f"trace_page_ready_{label(size)}_s: {ready:.3f} ({ready_load}); {spans:,} spans", flush=True)
+    print(f"  REST fetch {f'{rest:.3f} s ({rest_load})' if rest is not None else 'failed'}", flush=True)
+    print(
+        f"  model build {build:.3f} s, of which read {read:.3f} s ({build_load}); peak RSS {page_rss:,.0f} MB "
+        f"before the REST fetch, {peak_rss_mb():,.0f} MB after it",
+        flush=True,
+    )
+    if rest is None:
+        return None
+    print(f"  page ready / REST fetch: {ready / rest:.3f}", flush=True)
+    print(f"  model build / REST fetch: {build / rest:.3f}", flush=True)
+    return ready / rest
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="spans per trace, comma-separated")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure (the median is reported)")
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    ratios: dict[int, float | None] = {}
+    with tempfile.TemporaryDirectory(prefix="hotspan-ui-bench-") as data_dir:
+        # The trace pipeline would analyse the written traces in the background while the clock runs: idle it.
+        settings = load_settings(data_dir=data_dir, http_port=0, grpc_port=-1, trace_idle_s=10**9)
+        server = start_server(settings)
+        views = TraceViews(server.storage.reader)
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+                warm = "0" * 31 + "1"
+                ClickHouseTraceWriter(server.storage.clickhouse).write(agent_trace(100, trace_id=warm))
+                page_ready_s(browser, f"{server.base_url}/ui/trace/{warm}")  # fills the browser's cache
+                for size in sizes:
+                    ratios[size] = measure(server, browser, views, size, args.repeat if size <= 100_000 else 1)
+                browser.close()
+        finally:
+            server.stop()
+    if ratios.get(10_000) is not None:
+        print(f"ui_trace_page_10k_over_rest_fetch: {ratios[10_000]:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Links from an aggregate row to the traces behind it: a few example traces, slowest first, and the trace search
+prefilled with the row's scope and sorted longest first (the full list). Pure builders; ``prefix`` is the app's
+URL path prefix (``"/ui"``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dash import dcc, html
+from dash.development.base_component import Component
+
+from dashboards.query_form import LOOKBACKS, SearchForm, form_to_url
+
+
+def search_href(
+    prefix: str,
+    *,
+    lookback: str | None = None,
+    service: str | None = None,
+    operation: str | None = None,
+    model: str | None = None,
+    tenant: str | None = None,
+) -> str:
+    """The search page prefilled with a scope, longest traces first. A model and a request tenant become attribute
+    filters (``gen_ai.request.model``, ``tenant_id``): spans carry them as such."""
+    attributes = " ".join(
+        f'{key}="{value}"' for key, value in (("gen_ai.request.model", model), ("tenant_id", tenant)) if value
+    )
+    form = SearchForm(
+        service=service or None,
+        operation=operation or None,
+        attributes=attributes or None,
+        lookback=lookback if lookback in LOOKBACKS else SearchForm.lookback,
+        sort="longest",
+    )
+    return f"{prefix}/{form_to_url(form)}"
+
+
+def drilldown(prefix: str, trace_ids: Sequence[str], search: str) -> Component:
+    """A cell of example trace links (each its ID's first 8 characters, the whole ID in its title), then a link to
+    the prefilled search."""
+    links: list[Component | str] = [
+        dcc.Link(trace_id[:8], href=f"{prefix}/trace/{trace_id}", title=trace_id, className="hs-mono hs-example")
+        for trace_id in trace_ids
+    ]
+    links.append(dcc.Link("all, slowest first →", href=search, className="hs-drill"))
+    return html.Span(className="hs-drilldown", children=links)

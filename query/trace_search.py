@@ -1,0 +1,128 @@
+"""Trace search the Jaeger / Tempo way: span filters, a whole-trace duration filter, a sort chosen on the server,
+and each result with its model use (LLM calls, tokens, cost, dominant stage).
+
+The store's search (``storage.reader.TraceReader.search``) finds the traces with a span meeting every span
+filter, the most recently active first. A sort other than "newest" or a trace-duration bound is applied by
+:func:`search_traces` to the newest :data:`CANDIDATES` of those, on the server, before the page's ``limit`` is
+cut: a result is the longest (say) of the newest 10,000 matching traces, not of the 20 a page shows; the answer
+says when the candidates were capped. Model use comes from the trace pipeline's summaries
+(``AnalysisService.trace_usage``): traces not analysed yet have none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal, get_args
+
+import polars as pl
+
+from processors.pipeline.queries import AnalysisService
+from storage.reader import TraceQuery, TraceReader
+
+Sort = Literal["newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens"]
+SORTS: tuple[Sort, ...] = get_args(Sort)
+SORT_LABELS: dict[Sort, str] = {
+    "newest": "Most recent",
+    "oldest": "Oldest",
+    "longest": "Longest first",
+    "shortest": "Shortest first",
+    "most_errors": "Most errors",
+    "most_spans": "Most spans",
+    "most_tokens": "Most tokens",
+}
+_SORT_KEYS: dict[Sort, tuple[str, bool]] = {
+    "newest": ("start_time_unix_nano", True),
+    "oldest": ("start_time_unix_nano", False),
+    "longest": ("duration_ns", True),
+    "shortest": ("duration_ns", False),
+    "most_errors": ("error_count", True),
+    "most_spans": ("span_count", True),
+    "most_tokens": ("tokens", True),
+}
+CANDIDATES = 10_000
+"""Matching traces a sort or a trace-duration bound looks at, the newest first (the store's search cap)."""
+USAGE_COLUMNS = {
+    "llm_calls": pl.UInt32,
+    "input_tokens": pl.UInt64,
+    "output_tokens": pl.UInt64,
+    "cached_input_tokens": pl.UInt64,
+    "reasoning_tokens": pl.UInt64,
+    "dominant_stage": pl.String,
+    "cost": pl.Float64,
+}
+
+
+@dataclass(frozen=True)
+class TraceSearch:
+    """A search: the store's span filters (``query``; its ``limit`` is replaced), bounds on the whole trace's
+    duration (first span start to last span end, ns; None leaves one open), the sort, and the rows wanted."""
+
+    query: TraceQuery
+    min_trace_duration_ns: int | None = None
+    max_trace_duration_ns: int | None = None
+    sort: Sort = "newest"
+    limit: int = 20
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Found traces and how they were found.
+
+    Attributes:
+        traces: ``storage.reader.SEARCH_COLUMNS`` plus :data:`USAGE_COLUMNS` (null until analysed), ``tokens``
+            (input plus output, 0 until analysed) and ``currency`` (of ``cost``), in the asked order.
+        candidates: matching traces looked at.
+        capped: the candidates were cut at :data:`CANDIDATES` (older matches were not looked at).
+    """
+
+    traces: pl.DataFrame
+    candidates: int
+    capped: bool
+
+
+def search_traces(
+    reader: TraceReader, analysis: AnalysisService | None, search: TraceSearch, *, tenant: str | None
+) -> SearchResult:
+    """Run ``search`` (module docstring) for ``tenant`` (None: every tenant, admin only).
+
+    Raises:
+        ValueError: an unknown sort, a limit below 1, or a minimum trace duration above the maximum.
+        storage.clickhouse.StorageError: the store failed.
+    """
+    if search.sort not in SORTS:
+        raise ValueError(f"unknown sort {search.sort!r}: one of {', '.join(SORTS)}")
+    if search.limit < 1:
+        raise ValueError("limit must be at least 1")
+    low, high = search.min_trace_duration_ns, search.max_trace_duration_ns
+    if low is not None and high is not None and low > high:
+        raise ValueError("min trace duration is above max trace duration")
+    widened = search.sort != "newest" or low is not None or high is not None
+    limit = CANDIDATES if widened else search.limit
+    found = reader.search(replace(search.query, limit=limit), tenant=tenant)
+    candidates = found.height
+    if low is not None:
+        found = found.filter(pl.col("duration_ns") >= low)
+    if high is not None:
+        found = found.filter(pl.col("duration_ns") <= high)
+    column, descending = _SORT_KEYS[search.sort]
+    if search.sort == "most_tokens":
+        found = _with_usage(found, analysis, tenant)
+    found = found.sort(column, "trace_id", descending=[descending, False]).head(search.limit)
+    if search.sort != "most_tokens":
+        found = _with_usage(found, analysis, tenant)
+    return SearchResult(found, candidates, widened and candidates >= CANDIDATES)
+
+
+def _with_usage(traces: pl.DataFrame, analysis: AnalysisService | None, tenant: str | None) -> pl.DataFrame:
+    """``traces`` with :data:`USAGE_COLUMNS`, ``tokens`` and ``currency`` joined from the pipeline's summaries."""
+    usage = (
+        analysis.trace_usage(traces["trace_id"].to_list(), tenant=tenant)
+        if analysis is not None and traces.height
+        else pl.DataFrame(schema={"trace_id": pl.String} | USAGE_COLUMNS)
+    )
+    usage = usage.select("trace_id", *(pl.col(name).cast(dtype) for name, dtype in USAGE_COLUMNS.items()))
+    currency = analysis.currency if analysis is not None else None
+    return traces.join(usage, on="trace_id", how="left", maintain_order="left").with_columns(
+        (pl.col("input_tokens").fill_null(0) + pl.col("output_tokens").fill_null(0)).alias("tokens"),
+        pl.when(pl.col("llm_calls").is_not_null()).then(pl.lit(currency)).alias("currency"),
+    )

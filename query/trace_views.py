@@ -1,0 +1,105 @@
+"""Trace views read once and kept: the trace page reads a trace when it loads, and every later request of that
+page (a scroll, a collapse, a span's detail, the flame graph) reads the kept view, never storage.
+
+Kept per (tenant, trace ID), least recently used first out, bounded by the spans held
+(:data:`DEFAULT_MAX_SPANS_HELD`; a view costs some hundred bytes per span) and by a count of views.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from analysis.stage_rules import StageRules, load_stage_rules
+from query.trace_view import TraceView, build_trace_view
+from storage.reader import TraceReader
+
+DEFAULT_MAX_SPANS_HELD = 2_000_000
+"""Spans the kept views may hold together; the view just built is kept even when it alone is larger."""
+DEFAULT_MAX_VIEWS = 32
+"""Views kept at most."""
+
+Key = tuple[str | None, str]
+
+
+class TraceViews:
+    """Builds :class:`~query.trace_view.TraceView` objects from a reader and keeps them (module docstring).
+
+    Thread-safe: concurrent requests for one trace that is not kept wait for one build instead of each reading
+    the trace.
+
+    Args:
+        reader: where spans come from.
+        rules: the stage rules every view is analysed with (the pipeline's, so the trace page and the Stages
+            page agree); default the packaged table, read once here.
+        max_spans_held, max_views: the bounds (module docstring).
+    """
+
+    def __init__(
+        self,
+        reader: TraceReader,
+        rules: StageRules | None = None,
+        *,
+        max_spans_held: int = DEFAULT_MAX_SPANS_HELD,
+        max_views: int = DEFAULT_MAX_VIEWS,
+    ) -> None:
+        self._reader = reader
+        self.rules = rules if rules is not None else load_stage_rules()
+        self._max_spans = max_spans_held
+        self._max_views = max_views
+        self._kept: OrderedDict[Key, TraceView] = OrderedDict()
+        self._building: dict[Key, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self.reads = 0
+        """Trace reads so far (what the "read once per page load" tests count)."""
+
+    def load(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
+        """Read ``trace_id`` (canonical 32 hex) now and keep its view, replacing a kept one (a page load shows
+        the trace as stored now). None when the tenant has no span of it.
+
+        Raises:
+            storage.clickhouse.StorageError: the read failed.
+            ValueError: the stored spans break the span-frame contract.
+        """
+        return self._build((tenant, trace_id), fresh=True)
+
+    def get(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
+        """The kept view of ``trace_id``, read and kept first when it is not (evicted, or another process
+        served the page load). Raises like :meth:`load`."""
+        key = (tenant, trace_id)
+        with self._lock:
+            view = self._kept.get(key)
+            if view is not None:
+                self._kept.move_to_end(key)
+                return view
+        return self._build(key, fresh=False)
+
+    def _build(self, key: Key, *, fresh: bool) -> TraceView | None:
+        with self._lock:
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            if not fresh:
+                with self._lock:
+                    if (view := self._kept.get(key)) is not None:
+                        return view
+            tenant, trace_id = key
+            spans = self._reader.trace(trace_id, tenant=tenant)
+            with self._lock:
+                self.reads += 1
+            view = build_trace_view(trace_id, spans, self.rules) if spans.height else None
+            with self._lock:
+                self._building.pop(key, None)
+                self._kept.pop(key, None)
+                if view is not None:
+                    self._kept[key] = view
+                    self._evict(keep=key)
+            return view
+
+    def _evict(self, keep: Key) -> None:
+        """Drop least recently used views beyond the bounds, never ``keep`` (call under the lock)."""
+        held = sum(view.size for view in self._kept.values())
+        for key in list(self._kept):
+            if held <= self._max_spans and len(self._kept) <= self._max_views:
+                break
+            if key != keep:
+                held -= self._kept.pop(key).size

@@ -1,0 +1,59 @@
+"""``GET /api/v1/traces/{id}/view`` (``api.trace_view``): windows of a trace's visible rows over REST, the same
+kept views the trace page reads."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from analysis.stage_rules import load_stage_rules
+from api import trace_view
+from api.errors import install_error_handlers
+from query.trace_views import TraceViews
+from storage.clickhouse import ClickHouse
+from storage.reader import ClickHouseTraceReader
+from storage.writer import ClickHouseTraceWriter
+from synthetic_traces import agent_trace
+
+TRACE = "5ca1ab1e" * 4
+
+
+@pytest.fixture
+def client(store: ClickHouse, reader: ClickHouseTraceReader) -> TestClient:
+    ClickHouseTraceWriter(store).write(agent_trace(3_000, trace_id=TRACE))
+    app = FastAPI()
+    install_error_handlers(app)
+    app.include_router(trace_view.build_router(TraceViews(reader, load_stage_rules())))
+    return TestClient(app)
+
+
+def test_windows_of_visible_rows(client: TestClient) -> None:
+    answer = client.get(f"/api/v1/traces/{TRACE}/view", params={"limit": 10})
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["span_count"] == 2 + 149 * 20 and body["dominant_stage"] == "llm.decode"
+    assert body["services"] == ["agent", "gateway", "postgres", "vllm"]
+    window = body["window"]
+    assert window["total"] == 3  # repeated siblings aggregated above 2,000 spans
+    assert window["rows"]["count"][2] == 149
+    step = window["rows"]["span"][2]
+    opened = client.get(f"/api/v1/traces/{TRACE}/view", params={"opened": [step], "offset": 2, "limit": 6}).json()
+    assert opened["window"]["offset"] == 2
+    assert opened["window"]["rows"]["name"] == [
+        "agent.step",
+        "chat llama-3-8b",
+        "llm_request",
+        "execute_tool search",
+        "SELECT documents",
+        "parse_output",
+    ]
+    found = client.get(f"/api/v1/traces/{TRACE}/view", params={"search": "llm_request", "aggregate": False}).json()
+    assert found["window"]["matches"]["count"] == 149
+
+
+def test_errors(client: TestClient) -> None:
+    assert client.get(f"/api/v1/traces/{'f' * 32}/view").status_code == 404
+    assert client.get("/api/v1/traces/nothex/view").json()["error"]["code"] == "invalid_trace_id"
+    assert client.get(f"/api/v1/traces/{TRACE}/view", params={"mode": "sideways"}).status_code == 400
+    assert client.get(f"/api/v1/traces/{TRACE}/view", params={"limit": 100_000}).status_code == 400

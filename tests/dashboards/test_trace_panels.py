@@ -1,0 +1,113 @@
+"""The trace page's pure builders (``dashboards.trace_panels``) and colours (``dashboards.colors``) on hand-built
+traces: the timeline's starting data, the header's warnings, the stage panel, a span's and an aggregate's detail
+with units, the flame figure."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+from dash import html
+from dash_support import texts, walk
+from span_frames import spans_frame
+
+from analysis import STAGES
+from analysis.stage_rules import load_stage_rules
+from dashboards.colors import SERVICE_PALETTE, STAGE_COLORS, service_color
+from dashboards.trace_panels import flame_figure, group_detail, header, page_meta, span_detail, stage_panel
+from query.trace_flame import trace_flame
+from query.trace_view import TraceView, build_trace_view
+
+RULES = load_stage_rules()
+MS = 1_000_000
+ENGINE = {
+    "gen_ai.request.model": "llama-3-8b",
+    "gen_ai.usage.prompt_tokens": "1200",
+    "gen_ai.usage.completion_tokens": "80",
+    "gen_ai.latency.time_in_queue": "0.005",
+    "gen_ai.latency.time_in_model_prefill": "0.015",
+    "gen_ai.latency.time_in_model_decode": "0.056",
+    "gen_ai.latency.time_to_first_token": "0.02",
+}
+
+
+def _agent() -> TraceView:
+    """agent [0,100] -> vLLM llm_request [10,90] (queue 5, prefill 15, decode 56 ms); an orphan and a repeat."""
+    frame = spans_frame(
+        [("root", "", 0, 100 * MS), ("eng", "root", 10 * MS, 80 * MS), ("lost", "gone", 95 * MS, MS)],
+        service="agent",
+    )
+    frame = frame.with_columns(
+        pl.Series("name", ["POST /v1/agent", "llm_request", "late"]),
+        pl.Series("service_name", ["agent", "vllm", "agent"]),
+        pl.Series("kind", ["Server", "Server", "Internal"]),
+        pl.Series("attributes", [{"http.route": "/v1/agent"}, ENGINE, {}], dtype=pl.Map(pl.String, pl.String)),
+    )
+    return build_trace_view("ab" * 16, pl.concat([frame, frame.head(1)]), RULES)
+
+
+def test_service_colours_are_stable_and_stages_have_their_own_palette() -> None:
+    assert service_color("checkout") == service_color("checkout")
+    assert service_color("checkout") in SERVICE_PALETTE
+    assert len({service_color(f"svc-{i}") for i in range(64)}) > len(SERVICE_PALETTE) // 2
+    assert not set(STAGE_COLORS.values()) & set(SERVICE_PALETTE)
+    assert list(STAGE_COLORS) == list(STAGES) and len(set(STAGE_COLORS.values())) == len(STAGES)
+
+
+def test_page_meta_is_plain_json_with_every_part_the_widget_draws() -> None:
+    view = _agent()
+    meta = page_meta(view, "load-1")
+    decoded = json.loads(json.dumps(meta))
+    assert decoded["load_id"] == "load-1" and decoded["span_count"] == 3
+    assert [service["name"] for service in decoded["services"]] == ["agent", "vllm"]
+    assert decoded["services"][1]["color"] == service_color("vllm")
+    assert [stage["name"] for stage in decoded["stages"]] == list(STAGES)
+    assert decoded["rows"]["total"] == 3 and not decoded["aggregatable"]
+    assert len(decoded["minimap"]["start"]) == 3
+    assert decoded["lane"]["start"][0] == 0
+
+
+def test_header_names_the_repairs() -> None:
+    shown = " ".join(texts(header(_agent())))
+    assert "POST /v1/agent" in shown and "ab" * 16 in shown
+    assert "1 span(s) shown as extra roots" in shown
+    assert "1 repeated span ID(s)" in shown
+
+
+def test_stage_panel_names_the_dominant_stage_in_words() -> None:
+    panel = stage_panel(_agent())
+    shown = " ".join(texts(panel))
+    assert "Most of this trace's time is" in shown and "LLM decode" in shown
+    dominant = next(node for node in walk(panel) if getattr(node, "id", None) == "trace-dominant-stage")
+    assert dominant.children == "LLM decode"
+
+
+def test_span_detail_shows_the_phases_the_model_call_and_attributes_with_units() -> None:
+    view = _agent()
+    engine = view.span_index("eng")
+    assert engine is not None
+    shown = texts(span_detail(view, engine))
+    assert "split into LLM tokenize, LLM queue, LLM prefill, LLM decode, LLM detokenize (below)" in shown
+    assert "llama-3-8b" in shown and "1,200 tokens" in shown and "80 tokens" in shown
+    assert "56.00 ms (0.056 s)" in shown  # vLLM's seconds as a duration, the stored value beside it
+    root = texts(span_detail(view, view.primary_root))
+    assert "Untraced (own) time" in root and "/v1/agent" in root and "Stage pieces" not in root
+
+
+def test_group_detail_lists_the_slowest_members() -> None:
+    rows = [("p", "", 0, 100)] + [(f"c{i}", "p", i * 10, i + 1) for i in range(6)]
+    view = build_trace_view("ab" * 16, spans_frame(rows, service="api").with_columns(pl.lit("op").alias("name")), RULES)
+    leader = view.span_index("c0")
+    assert leader is not None
+    detail = group_detail(view, leader)
+    buttons = [node for node in walk(detail) if isinstance(node, html.Button)]
+    assert [button.id["span"] for button in buttons] == [view.span_index(f"c{i}") for i in range(5, -1, -1)]
+    assert "api: op ×6" in texts(detail)
+
+
+def test_flame_figure_is_a_valid_icicle() -> None:
+    figure = flame_figure(trace_flame(_agent()))
+    (icicle,) = figure.data
+    ids, parents = list(icicle.ids), list(icicle.parents)
+    assert parents.count("") == 1 and all(parent in ids for parent in parents if parent)
+    assert icicle.customdata[0][0] == -1  # the trace's tile opens no span

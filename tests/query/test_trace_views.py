@@ -1,0 +1,61 @@
+"""Kept trace views (``query.trace_views``): one read per load, reads shared by concurrent requests, the bound on
+spans held, and tenants kept apart."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from analysis.stage_rules import load_stage_rules
+from query.trace_views import TraceViews
+from storage.clickhouse import ClickHouse
+from storage.reader import ClickHouseTraceReader
+from storage.schema import with_tenant
+from storage.writer import ClickHouseTraceWriter
+from synthetic_traces import agent_trace
+
+RULES = load_stage_rules()
+A, B = "a1" * 16, "b2" * 16
+
+
+@pytest.fixture
+def views(store: ClickHouse, reader: ClickHouseTraceReader) -> TraceViews:
+    writer = ClickHouseTraceWriter(store)
+    writer.write(with_tenant(agent_trace(100, trace_id=A), "acme"))
+    writer.write(with_tenant(agent_trace(200, trace_id=B), "acme"))
+    return TraceViews(reader, RULES, max_spans_held=250)
+
+
+def test_a_load_reads_once_and_later_requests_read_the_kept_view(views: TraceViews) -> None:
+    loaded = views.load(A, tenant="acme")
+    assert loaded is not None and views.reads == 1
+    assert all(views.get(A, tenant="acme") is loaded for _ in range(5))
+    assert views.reads == 1
+    again = views.load(A, tenant="acme")  # a new page load reads the trace as stored now
+    assert again is not loaded and views.reads == 2
+
+
+def test_concurrent_requests_for_one_trace_share_one_read(views: TraceViews) -> None:
+    found = []
+    threads = [threading.Thread(target=lambda: found.append(views.get(B, tenant="acme"))) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(found) == 6 and all(view is found[0] for view in found)
+    assert views.reads == 1
+
+
+def test_the_spans_held_are_bounded(views: TraceViews) -> None:
+    first = views.get(A, tenant="acme")
+    assert first is not None
+    views.get(B, tenant="acme")  # 80 + 180 spans exceed 250: A, the least recently used, goes
+    assert views.reads == 2
+    assert views.get(A, tenant="acme") is not first and views.reads == 3
+
+
+def test_tenants_never_see_each_other(views: TraceViews) -> None:
+    assert views.get(A, tenant="globex") is None
+    assert views.get(A, tenant="acme") is not None
+    assert views.get(A, tenant=None) is not None  # an admin reads every tenant
