@@ -41,6 +41,7 @@ Validation happens at load (pydantic), and every problem is reported at once, ea
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
@@ -191,8 +192,9 @@ def parse_stage_rules(document: object, origin: str = "<document>") -> StageRule
     return validate_rules(StageRules, document, origin, StageRulesError)
 
 
+@cache
 def default_stage_rules() -> StageRules:
-    """The packaged table (``analysis/stage_rules.yaml``)."""
+    """The packaged table (``analysis/stage_rules.yaml``), read and validated once per process (it is frozen)."""
     return parse_stage_rules(*read_packaged_rules("analysis", DEFAULT_RULES_RESOURCE))
 
 
