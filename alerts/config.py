@@ -27,9 +27,9 @@ from analysis import STAGES
 from processors.pipeline.trace_metrics import STAGE_BUCKETS_S
 from storage.rollup_sql import SPAN_BUCKETS_MS
 from storage.tenancy import DEFAULT_TENANT, TENANT_NAME
+from units import NS_PER_S
+from units.durations import DurationError, parse_go_duration
 
-_DURATION = re.compile(r"^(\d+)(s|m|h|d|w)$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 SPAN_KINDS = ("Server", "Client", "Producer", "Consumer", "Internal", "Unspecified", "any")
@@ -42,15 +42,21 @@ class AlertsConfigError(ValueError):
 
 
 def duration_s(text: str) -> int:
-    """Seconds of a Prometheus-style duration with one unit (``30s``, ``5m``, ``1h``, ``3d``, ``1w``).
+    """Whole seconds of a positive Prometheus-style duration with one unit (``30s``, ``5m``, ``1h``, ``3d``,
+    ``1w``; parsed by :func:`units.durations.parse_go_duration`).
 
     Raises:
-        ValueError: any other form.
+        ValueError: any other form (several units, a fraction, zero, a sign, under a second).
     """
-    match = _DURATION.match(str(text).strip())
-    if not match or int(match.group(1)) == 0:
+    stripped = str(text).strip()
+    try:
+        nanoseconds = parse_go_duration(stripped, days=True)
+    except DurationError:
+        nanoseconds = 0
+    whole_seconds = nanoseconds % NS_PER_S == 0 and stripped[:1].isdigit()
+    if nanoseconds <= 0 or not whole_seconds or not stripped.rstrip("smhdw").isdigit():
         raise ValueError(f"expected a duration like 30s, 5m, 1h, 3d, got {text!r}")
-    return int(match.group(1)) * _UNIT_S[match.group(2)]
+    return nanoseconds // NS_PER_S
 
 
 Duration = Annotated[str, Field(description="`<n>s|m|h|d|w`, e.g. `5m`.")]

@@ -34,10 +34,10 @@ from alerts.rules import alert_labels, objective_text, subject_text, traces_link
 from analysis.periodic import PeriodicWorker
 from storage.reader import TraceQuery, TraceReader
 from storage.rollup_reader import RedSelection, RollupReader
+from units import NS_PER_S
 
 log = logging.getLogger(__name__)
 
-NS_PER_S = 1_000_000_000
 EXAMPLE_TRACES = 5
 
 

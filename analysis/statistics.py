@@ -17,8 +17,7 @@ import polars as pl
 from analysis.self_time import self_times
 from analysis.trace_analysis import TraceAnalysis, analyze
 from analysis.tree import SpanTree
-
-NS_PER_MS = 1_000_000
+from units import NS_PER_MS
 
 
 def trace_statistics(

@@ -29,9 +29,9 @@ from api.traces import parse_trace_id
 from api.window import StartNs, window
 from processors.pipeline.queries import AnalysisService, StatisticsGroup
 from storage.analysis_store import AnalysisFilter
+from units import NS_PER_S
 
 _T = TypeVar("_T")
-NS_PER_S = 1_000_000_000
 MAX_BUCKETS = 2_000
 """Most time buckets of ``/stages/timeseries``; a longer window needs a larger ``bucket_s``."""
 

@@ -17,9 +17,8 @@ from api.models import ErrorResponse
 from api.tenancy import Tenant
 from api.window import EndNs, StartNs, window
 from storage.rollup_reader import RedQuery, RollupReader
+from units import NS_PER_MS, NS_PER_S
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 MAX_STEPS = 2_000
 """Most series points per group; a longer window needs a larger ``step_s``."""
 SPAN_KINDS = ("Server", "Client", "Producer", "Consumer", "Internal", "Unspecified")

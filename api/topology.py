@@ -18,8 +18,7 @@ from api.tenancy import Tenant
 from api.window import EndNs, StartNs, window
 from processors.pipeline.service_graph import topology_nodes
 from storage.rollup_reader import RollupReader
-
-NS_PER_MS = 1_000_000
+from units import NS_PER_MS
 
 
 class TopologyNode(BaseModel):

@@ -29,8 +29,8 @@ from api.window import MAX_NS, check_order
 from processors.pipeline.queries import AnalysisService
 from storage.ids import IdError, normalize_trace_id
 from storage.reader import TraceQuery, TraceReader
+from units import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 MAX_DURATION_MS = MAX_NS // NS_PER_MS
 """Longest duration bound, ms: the largest span duration a ``DateTime64(9)`` range holds (~292 years); it also
 keeps ``inf`` (and ``1e309``) out of the ns conversion."""

@@ -19,8 +19,9 @@ from analysis import STAGES
 from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color, stage_label
 from dashboards.evidence import evidence_row
 from dashboards.figures import TEMPLATE, empty_figure, service_icicle
-from dashboards.format import NS_PER_MS, format_duration_ns, shorten
+from dashboards.format import format_duration_ns, shorten
 from diagnosis import Finding
+from units import NS_PER_MS
 
 SEVERITY_CLASSES = {"critical": "hs-badge hs-badge-critical", "warning": "hs-badge hs-badge-warning"}
 """Badge class per severity; anything else (``info``) gets the plain badge."""

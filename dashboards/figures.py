@@ -8,7 +8,8 @@ import plotly.graph_objects as go
 import polars as pl
 
 from dashboards.colors import ERROR_COLOR, NEUTRAL_COLOR, SERVICE_PALETTE, service_color
-from dashboards.format import NS_PER_MS, format_duration_ns, format_time_ns, hover_escape, shorten
+from dashboards.format import format_duration_ns, format_time_ns, hover_escape, shorten
+from units import NS_PER_MS
 
 FONT = "Inter, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 

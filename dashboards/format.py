@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from analysis.genai import FIRST_TOKEN_MS_KEYS, FIRST_TOKEN_SECONDS_KEYS, TOKEN_KEYS
+from units import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 SECONDS_ATTRIBUTE_PREFIXES = ("gen_ai.latency.",)
 """Attribute keys under these prefixes hold seconds (vLLM's ``gen_ai.latency.*``)."""
 SECONDS_ATTRIBUTES = frozenset(FIRST_TOKEN_SECONDS_KEYS)

@@ -13,8 +13,7 @@ from urllib.parse import urlencode
 from dashboards.format import shorten
 from query.trace_search import SORTS, TraceSearch
 from storage.reader import TraceQuery
-
-NS_PER_S = 1_000_000_000
+from units import NS_PER_S
 
 LOOKBACKS: dict[str, tuple[str, int | None]] = {
     "15m": ("Last 15 minutes", 15 * 60 * NS_PER_S),

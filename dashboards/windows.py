@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from dashboards.query_form import LOOKBACKS
+from units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 ROLLUP_LOOKBACKS = ("15m", "1h", "6h", "24h", "7d", "30d", "all")
 """Lookback keys offered (see :data:`dashboards.query_form.LOOKBACKS`); "all" spans the stored rollups."""
 DEFAULT_ROLLUP_LOOKBACK = "all"

@@ -45,9 +45,10 @@ from typing import Any, Generic, Literal, TypeVar
 import polars as pl
 from pydantic import BaseModel, Field
 
+from units import NS_PER_US
+
 ValueType = Literal["string", "bool", "int64", "float64", "binary"]
 JS_MAX_SAFE_INTEGER = 2**53 - 1
-NS_PER_US = 1_000
 SAMPLED_FLAGS = 1
 
 _INT = re.compile(r"0|-?[1-9][0-9]{0,18}")

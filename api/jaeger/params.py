@@ -20,13 +20,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from api.jaeger.durations import DurationError, parse_go_duration
 from api.jaeger.errors import JaegerError
 from api.window import MAX_NS
 from storage.reader import TraceQuery
+from units import NS_PER_MS, NS_PER_US
+from units.durations import DurationError, parse_go_duration
 
-NS_PER_US = 1_000
-NS_PER_MS = 1_000_000
 DEFAULT_LIMIT = 100
 """Traces a search returns when the client sets no limit (Jaeger's default)."""
 MAX_LIMIT = 2**31 - 1

@@ -7,28 +7,16 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 
 from collector.formats.payload import SpanError
+from units import NS_PER_S, NS_PER_US
+from units.durations import DurationError, parse_go_duration
 
-_NS_PER_US = 1_000
-_NS_PER_S = 1_000_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _RFC3339 = re.compile(
     r"(?P<base>\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d)(?:\.(?P<frac>\d{1,9})\d*)?(?P<tz>[Zz]|[+-]\d\d:\d\d)"
 )
-_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_GO_UNIT_NS = {
-    "ns": 1,
-    "us": 1_000,
-    "µs": 1_000,  # micro sign U+00B5, as Go writes it
-    "μs": 1_000,  # Greek mu U+03BC, which Go also accepts
-    "ms": 1_000_000,
-    "s": _NS_PER_S,
-    "m": 60 * _NS_PER_S,
-    "h": 3600 * _NS_PER_S,
-}
 
 
 def micros_to_nanos(value: object, field: str) -> int:
@@ -43,7 +31,7 @@ def micros_to_nanos(value: object, field: str) -> int:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise SpanError(f"{field} {value!r} is not a non-negative integer number of microseconds")
-    return value * _NS_PER_US
+    return value * NS_PER_US
 
 
 def rfc3339_to_nanos(value: object, field: str) -> int:
@@ -61,7 +49,7 @@ def rfc3339_to_nanos(value: object, field: str) -> int:
     except ValueError as exc:
         raise SpanError(f"{field} {value!r} is not an RFC 3339 timestamp: {exc}") from None
     seconds = (whole - _EPOCH) // timedelta(seconds=1)
-    return seconds * _NS_PER_S + int((match["frac"] or "0").ljust(9, "0"))
+    return seconds * NS_PER_S + int((match["frac"] or "0").ljust(9, "0"))
 
 
 def go_duration_to_nanos(value: object, field: str) -> int:
@@ -70,10 +58,11 @@ def go_duration_to_nanos(value: object, field: str) -> int:
 
     Raises SpanError naming `field` when `value` is not a non-negative Go duration.
     """
-    text = value.removeprefix("+") if isinstance(value, str) else ""
-    if text == "0":  # the one unitless duration Go accepts
-        return 0
-    parts = _GO_DURATION_PART.findall(text)
-    if not parts or "".join(number + unit for number, unit in parts) != text:
+    text = value if isinstance(value, str) else ""
+    try:
+        nanoseconds = parse_go_duration(text)
+    except DurationError:
+        nanoseconds = -1
+    if nanoseconds < 0 or text.startswith("-"):
         raise SpanError(f"{field} {value!r} is not a duration such as '5000ns' or '1.5ms'")
-    return int(sum(Decimal(number) * _GO_UNIT_NS[unit] for number, unit in parts))
+    return nanoseconds

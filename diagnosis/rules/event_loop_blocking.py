@@ -30,8 +30,8 @@ from diagnosis.context import DiagnosisContext
 from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ms, ratio
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.signals import first_attribute, top_traces
+from units import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 URL_KEYS = ("url.full", "http.url")
 TARGET_PATTERN = r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*)?([^?#]*)"
 """A URL's path (scheme and authority dropped, query and fragment too)."""

@@ -21,8 +21,7 @@ from diagnosis.context import DiagnosisContext
 from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, ms, ratio
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.signals import has_any_attribute, nearest_marked, top_traces
-
-NS_PER_MS = 1_000_000
+from units import NS_PER_MS
 
 
 class OrchestrationCpuHotspotConfig(RuleConfig):

@@ -21,8 +21,8 @@ from analysis.spans import attribute
 from analysis.stage_rules import glob_regex
 from processors.pipeline.hotspot_rules import HotspotRules
 from processors.sdk.attributes import HOTSPOT, HOTSPOT_THRESHOLD_MS
+from units import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 REASONS = ("static", "p95", "sdk")
 """Values of ``HotspotReason`` for a flagged span, in precedence order (``""`` when not flagged)."""
 ROLLING_COLUMNS = {"service_name": pl.String, "name": pl.String, "threshold_ns": pl.Float64}

@@ -36,6 +36,7 @@ from processors.pipeline.config import PipelineConfig
 from processors.pipeline.flame import flame_graph, trace_nodes
 from storage.analysis_store import AnalysisFilter, AnalysisStore, GroupBy
 from storage.reader import TraceReader
+from units import NS_PER_S
 
 StatisticsGroup = Literal["service_operation", "service", "operation"]
 """How :meth:`AnalysisService.trace_statistics` groups spans (Jaeger UI's choices)."""
@@ -44,7 +45,6 @@ STATISTICS_COLUMNS: dict[StatisticsGroup, tuple[str, ...]] = {
     "service": ("service_name",),
     "operation": ("name",),
 }
-NS_PER_S = 1_000_000_000
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from api.jaeger import model, otlp, params
-from api.jaeger.durations import MAX_DURATION_NS, DurationError, parse_go_duration
 from api.jaeger.errors import JaegerError
+from units.durations import MAX_DURATION_NS, DurationError, parse_go_duration
 
 S = 1_000_000_000
 
