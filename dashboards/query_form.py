@@ -3,7 +3,6 @@ say what to fix. Pure functions, so the search page's callbacks only wire compon
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -12,6 +11,7 @@ from urllib.parse import urlencode
 
 from dashboards.format import shorten
 from query.trace_search import SORTS, TraceSearch
+from storage import ids
 from storage.reader import TraceQuery
 from units import NS_PER_S
 
@@ -31,8 +31,6 @@ STATUSES = ("Error", "Ok", "Unset")
 """Span status choices, as the reader spells them; no choice means any status."""
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1_000
-
-_HEX = re.compile(r"^[0-9a-f]+$")
 
 
 class FormError(ValueError):
@@ -196,18 +194,19 @@ def form_from_url(values: Mapping[str, str]) -> SearchForm:
 
 
 def normalize_trace_id(text: str | None) -> str:
-    """A typed or pasted trace ID as stored: 32 lowercase hex characters; a 16-character (64-bit) ID is
-    left-padded with zeros, as DESIGN.md asks.
+    """A typed or pasted trace ID as stored (:func:`storage.ids.normalize_trace_id`, the API's rule too): 32
+    lowercase hex characters; a 16-character (64-bit) ID is left-padded with zeros, as DESIGN.md asks.
 
     Raises:
-        FormError: empty, not hex, or neither 16 nor 32 characters.
+        FormError: empty, or not a trace ID (the message quotes it).
     """
-    trace_id = (text or "").strip().lower()
+    trace_id = (text or "").strip()
     if not trace_id:
         raise FormError("enter a trace ID")
-    if not _HEX.match(trace_id) or len(trace_id) not in (16, 32):
-        raise FormError(f"{shorten(trace_id, 40)!r} is not a trace ID (16 or 32 hex characters)")
-    return trace_id.rjust(32, "0")
+    try:
+        return ids.normalize_trace_id(trace_id)
+    except ids.IdError:
+        raise FormError(f"{shorten(trace_id, 40)!r} is not a trace ID (16 or 32 hex characters)") from None
 
 
 def _ms_to_ns(label: str, value_ms: float | None) -> int | None:

@@ -57,6 +57,18 @@ def check_id_bytes(raw: bytes, size: int, *, allow_short_trace: bool = True) -> 
     return raw
 
 
+def hex_id(text: object, digits: int) -> str:
+    """``text``, 1 to ``digits`` hex digits of any case, as lowercase hex left-padded with zeros to ``digits``
+    (how Jaeger's ``TraceIDFromString``/``SpanIDFromString`` read IDs printed without leading zeros).
+
+    Raises:
+        IdError: ``text`` is not a string of 1 to ``digits`` hex digits.
+    """
+    if not isinstance(text, str) or not _HEX.match(text) or len(text) > digits:
+        raise IdError(f"{text!r} is not an ID of 1 to {digits} hex digits")
+    return text.lower().rjust(digits, "0")
+
+
 def normalize_trace_id(text: str) -> str:
     """Canonical lowercase 32-hex trace ID from user input (hex of 16 or 32 chars, or base64).
 

@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 
 from collector.formats.payload import SpanError
+from storage import ids
 
 TRACE_ID_HEX_DIGITS = 32
 SPAN_ID_HEX_DIGITS = 16
 
-_HEX = re.compile(r"[0-9a-fA-F]+")
-
 
 def hex_id(value: object, digits: int, field: str) -> str:
-    """A hex ID of up to `digits` hex digits, left-padded with zeros to `digits` and lowercased.
+    """A hex ID of up to `digits` hex digits, left-padded with zeros to `digits` and lowercased
+    (:func:`storage.ids.hex_id`).
 
     Raises SpanError naming `field` when `value` is not a string of 1..`digits` hex digits.
     """
-    if not isinstance(value, str) or not _HEX.fullmatch(value) or len(value) > digits:
-        raise SpanError(f"{field} {value!r} is not an ID of 1 to {digits} hex digits")
-    return value.lower().rjust(digits, "0")
+    try:
+        return ids.hex_id(value, digits)
+    except ids.IdError as error:
+        raise SpanError(f"{field} {error}") from None
 
 
 def jaeger_model_id(value: object, digits: int, field: str) -> str:
