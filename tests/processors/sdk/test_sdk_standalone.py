@@ -2,10 +2,9 @@
 into a fresh virtual environment, with nothing of Hotspan's server, its tests pass there.
 
 The environment gets the SDK with its YAML extra (from a copy of its folder, so the build leaves nothing in the
-checkout) and the
-tests' own needs (pytest, hypothesis, httpx for the two-service test, the OTLP/HTTP exporter the README's example
-uses); the SDK's tests run from a copy outside the checkout, so nothing of the repository is importable. The one
-test that starts a Hotspan server is left out.
+checkout) and the tests' own needs (pytest, hypothesis, httpx for the two-service test, the OTLP/HTTP exporter
+the README's example uses); the SDK's tests run from a copy outside the checkout, so nothing of the repository
+is importable. The one test that starts a Hotspan server is left out.
 """
 
 from __future__ import annotations
