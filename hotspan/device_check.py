@@ -2,7 +2,7 @@
 
 One command, on a machine with a CUDA GPU and vLLM installed::
 
-    python -m instrumented_stack.device_check --log-dir "$OUT"
+    python -m hotspan.device_check --log-dir "$OUT"
 
 1. Checks that vLLM is importable and a GPU is visible; if not, prints ``{"ok": false, "verdict": "vllm
    missing", "missing": [...]}`` within a second or two and exits 2 (nothing else is started). Then checks
@@ -243,7 +243,7 @@ async def _send_requests(
     from instrumented_stack.tokenizer import default_tokenizer, tokenizer_file
 
     provider = build_tracer_provider(CLIENT_SERVICE, otlp_span_processor(otlp_http), hotspan_sdk=False)
-    tracer = provider.get_tracer("instrumented_stack.device_check")
+    tracer = provider.get_tracer("hotspan.device_check")
     tokenizer = default_tokenizer()
     config = LlmClientConfig(base_url=base_url, model=MODEL_NAME, max_model_len=MAX_MODEL_LEN, timeout_s=120.0)
     trace_ids: list[str] = []
@@ -387,10 +387,10 @@ def run_device_check(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m instrumented_stack.device_check``: print the verdict line; exit 0 ok, 1 failed, 2 no vLLM,
+    """``python -m hotspan.device_check``: print the verdict line; exit 0 ok, 1 failed, 2 no vLLM,
     3 Hotspan's dependencies missing."""
     parser = argparse.ArgumentParser(
-        prog="python -m instrumented_stack.device_check", description=__doc__.split("\n")[0]
+        prog="python -m hotspan.device_check", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--engine", choices=("vllm", "emulator"), default="vllm")
     parser.add_argument("--requests", type=int, default=4)
