@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import polars as pl
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.errors import ApiError
@@ -25,6 +25,7 @@ from api.models import (
     TraceSummary,
 )
 from api.tenancy import Tenant
+from api.trace_limits import TraceReadLimits, json_off_loop
 from api.window import MAX_NS, check_order
 from storage.ids import IdError, normalize_trace_id
 from storage.reader import TraceQuery, TraceReader
@@ -35,9 +36,11 @@ MAX_DURATION_MS = MAX_NS // NS_PER_MS
 keeps ``inf`` (and ``1e309``) out of the ns conversion."""
 
 
-def build_router(reader: TraceReader) -> APIRouter:
-    """Routes over ``reader``; every query is parameterised by the storage layer."""
+def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> APIRouter:
+    """Routes over ``reader``; every query is parameterised by the storage layer. A trace read returns at most
+    ``limits.max_spans`` spans per page (:mod:`api.trace_limits`)."""
     router = APIRouter(prefix="/api/v1", tags=["traces"])
+    limits = limits or TraceReadLimits()
 
     @router.get("/services", operation_id="list_services", response_model=ServicesResponse)
     async def services(tenant: Tenant) -> ServicesResponse:
@@ -98,13 +101,40 @@ def build_router(reader: TraceReader) -> APIRouter:
         response_model=TraceResponse,
         responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
     )
-    async def get_trace(trace_id: str, tenant: Tenant) -> TraceResponse:
-        """Every span of one trace. IDs: 32 hex (any case), 16 hex (64-bit, zero-padded) or base64."""
+    async def get_trace(
+        trace_id: str,
+        tenant: Tenant,
+        offset: Annotated[int, Query(ge=0, description="First span to return, by position in start order.")] = 0,
+        limit: Annotated[
+            int | None, Query(ge=1, description="Most spans to return; default and cap HOTSPAN_MAX_TRACE_SPANS.")
+        ] = None,
+    ) -> Response:
+        """The spans of one trace, each once, by start time, in pages of at most ``HOTSPAN_MAX_TRACE_SPANS``: a trace
+        that fits is answered whole (``truncated`` false); a larger one page by page, each answer naming the
+        ``next_offset``. IDs: 32 hex (any case), 16 hex (64-bit, zero-padded) or base64."""
         canonical = parse_trace_id(trace_id)
-        frame = await run_in_threadpool(reader.trace, canonical, tenant=tenant)
-        if frame.height == 0:
-            raise ApiError(404, "not_found", f"trace {canonical} not found")
-        return TraceResponse(trace_id=canonical, spans=spans_out(frame))
+        size = min(limit or limits.max_spans, limits.max_spans)
+
+        def page() -> TraceResponse:
+            # One span more than the page tells whether another page follows without counting the trace.
+            frame = reader.trace(canonical, tenant=tenant, offset=offset, limit=size + 1)
+            more = frame.height > size
+            total = reader.trace_size(canonical, tenant=tenant) if more or offset else frame.height
+            if total == 0:
+                raise ApiError(404, "not_found", f"trace {canonical} not found")
+            spans = spans_out(frame.head(size))
+            if more or offset:
+                limits.count_truncated("v1")
+            return TraceResponse(
+                trace_id=canonical,
+                spans=spans,
+                span_count=total,
+                offset=offset,
+                next_offset=offset + size if more else None,
+                truncated=more or offset > 0,
+            )
+
+        return await json_off_loop(page)
 
     return router
 

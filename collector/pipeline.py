@@ -15,10 +15,13 @@ Flow (one process; threads in brackets):
 3. [inserters, ``insert_threads`` of them] each take the oldest segments nobody has taken (up to
    ``batch_max_spans`` spans), convert them (:class:`~collector.native_writer.NativeBatchWriter`: a
    compiled scan of the protobuf bytes into ``Native`` columns, the same rules again; the rare request
-   it does not handle goes through the Python reference) and insert them in one statement with the
-   group's deduplication token,
-   then delete the segments. On failure the segments stay and are retried with back-off; a crash
-   between insert and delete repeats the insert, which ClickHouse then drops as a duplicate.
+   it does not handle goes through the Python reference) and store them, each span once
+   (:class:`storage.writer.OnceWriter`: a copy already stored is not stored again), then delete the
+   segments. On failure the segments stay and are retried with back-off; a crash between insert and
+   delete repeats the insert, which then finds every span stored and stores nothing.
+   Conversions run in parallel; the stores run one at a time, in the order the groups were claimed
+   (:class:`Turnstile`), so that two copies of a span in different groups are checked against each
+   other and the later one is stored as the later version.
 
 Backpressure (OTLP spec, "Failures" and "Throttling"): while ClickHouse keeps up, spans admitted but
 not yet stored are capped at ``queue_max_spans`` and undecoded request bytes in memory at
@@ -33,8 +36,9 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +52,6 @@ from collector.results import ExportResult, log_answer
 from collector.spool import Group, Spool, SpoolFullError
 from collector.wire import read_batch, write_batch
 from storage.clickhouse import ClickHouse
-from storage.faults import FaultPlan
 from storage.tenancy import DEFAULT_TENANT
 
 log = logging.getLogger(__name__)
@@ -128,7 +131,6 @@ class IngestPipeline:
         data_dir: batch files are built in ``data_dir/ingest/work``; the spool is ``data_dir/ingest/spool``.
         config: sizes and timings.
         metrics: where to count.
-        faults: a test hook's plan (crash right after an insert); ``None`` in production.
     """
 
     def __init__(
@@ -137,11 +139,9 @@ class IngestPipeline:
         data_dir: Path,
         config: PipelineConfig,
         metrics: IngestMetrics,
-        faults: FaultPlan | None = None,
     ) -> None:
         self._config = config
         self._metrics = metrics
-        self._faults = faults or FaultPlan()
         self._work = data_dir / "ingest" / "work"
         self._work.mkdir(parents=True, exist_ok=True)
         for leftover in self._work.iterdir():
@@ -155,6 +155,8 @@ class IngestPipeline:
         self._queued_bytes = 0
         self._queued_spans = 0
         self._wake_inserter = threading.Event()
+        self._claiming = threading.Lock()
+        self._turns = Turnstile()
         self._inserting = 0
         self._waiting: dict[int, list[Ticket]] = {}
         self._healthy = True
@@ -199,6 +201,16 @@ class IngestPipeline:
         for handle in self._handles:
             handle.close()
 
+    @property
+    def inserting_ok(self) -> bool:
+        """Whether the last insert into ClickHouse succeeded (True before the first). Non-blocking."""
+        return self._healthy
+
+    @property
+    def spooled_spans(self) -> int:
+        """Spans acknowledged and waiting in the spool. Non-blocking."""
+        return self.spool.spans
+
     # -- admission (any thread) -------------------------------------------------------------------
 
     def admit(self, protocol: str, nbytes: int) -> Ticket:
@@ -213,8 +225,22 @@ class IngestPipeline:
             self._queued_bytes += nbytes
             return Ticket(protocol, nbytes)
 
-    def _check_room(self, nbytes: int, spans: int) -> None:
-        """Raise unless ``nbytes`` and ``spans`` more fit; called with the lock held."""
+    def grow(self, ticket: Ticket, nbytes: int) -> None:
+        """Add ``nbytes`` to a reservation while its body arrives (or inflates), so room is taken for bytes
+        actually held, never for a length a sender merely declared.
+
+        Raises:
+            QueueFullError, StorageUnavailableError: the bytes do not fit now; the reservation is kept (the
+                caller releases it).
+        """
+        with self._lock:
+            self._check_room(nbytes, 0, own=ticket.nbytes)
+            self._queued_bytes += nbytes
+            ticket.nbytes += nbytes
+
+    def _check_room(self, nbytes: int, spans: int, own: int = 0) -> None:
+        """Raise unless ``nbytes`` and ``spans`` more fit, ``own`` of the queued bytes being the asker's own (a
+        queue holding nothing else admits anything); called with the lock held."""
         retry = self._config.retry_after_s
         if self._stopping:
             raise StorageUnavailableError("collector is shutting down", retry)
@@ -223,7 +249,7 @@ class IngestPipeline:
             if not self._healthy:
                 raise StorageUnavailableError("storage unavailable and the spool is full; retry later", retry)
             raise QueueFullError("ingest spool full while storage catches up; retry later", retry)
-        if self._queued_bytes and self._queued_bytes + nbytes > self._config.queue_max_bytes:
+        if self._queued_bytes > own and self._queued_bytes + nbytes > self._config.queue_max_bytes:
             raise QueueFullError(
                 f"ingest queue full ({self._queued_bytes} of {self._config.queue_max_bytes} bytes); retry later", retry
             )
@@ -347,9 +373,11 @@ class IngestPipeline:
             if self.spool.segments and (self._healthy or time.monotonic() >= self._next_try):
                 with self._lock:
                     self._inserting += 1
-                group = self.spool.next_group(self._config.batch_max_spans)
+                with self._claiming:
+                    group = self.spool.next_group(self._config.batch_max_spans)
+                    turn = self._turns.take() if group is not None else -1
                 if group is not None:
-                    self._insert(group, writer)
+                    self._insert(group, writer, turn)
                 with self._lock:
                     self._inserting -= 1
                     done = {s.sequence for s in group.segments} if group is not None else set()
@@ -366,20 +394,26 @@ class IngestPipeline:
         for tickets in waiting:
             self._acknowledge(tickets)
 
-    def _insert(self, group: Group, writer: BatchWriter) -> None:
+    def _insert(self, group: Group, writer: BatchWriter, turn: int) -> None:
         path = self._work / f"group-{group.token}.bin"
-        count = 0
-        with path.open("wb") as out:
-            # One segment in memory at a time: groups are large, segments small.
-            for segment in group.segments:
-                count += write_batch(out, read_batch(segment.path.read_bytes()), first_index=count)
-        pre: list[list] = [[] for _ in range(count)]
-        if not self._healthy:
-            self._metrics.insert_retries.inc()
         started = time.perf_counter()
         try:
+            count = 0
+            with path.open("wb") as out:
+                # One segment in memory at a time: groups are large, segments small.
+                for segment in group.segments:
+                    count += write_batch(out, read_batch(segment.path.read_bytes()), first_index=count)
+            pre: list[list] = [[] for _ in range(count)]
+            if not self._healthy:
+                self._metrics.insert_retries.inc()
             prepared = writer.prepare(path, pre)
-            writer.store(prepared, group.token)
+        except BaseException:
+            self._turns.skip(turn)
+            path.unlink(missing_ok=True)
+            raise
+        try:
+            with self._turns.turn(turn):
+                outcome = writer.store(prepared)
         except ClickHouseError as exc:
             self.spool.release_group(group)
             self._metrics.insert_failures.inc()
@@ -391,15 +425,52 @@ class IngestPipeline:
         finally:
             path.unlink(missing_ok=True)
         self._metrics.insert_seconds.observe(time.perf_counter() - started)
-        self._faults.crash_now()
         self.spool.finish_group(group)
         self._spool_refused = False
         self._metrics.inserted_groups.inc()
-        self._metrics.inserted_spans.inc(prepared.accepted)
+        self._metrics.inserted_spans.inc(outcome.stored)
+        self._metrics.repeated_spans.inc(outcome.repeated)
+        self._metrics.replaced_spans.inc(outcome.replaced)
         self._metrics.truncated_spans.inc(prepared.truncated)
         if not self._healthy:
             log.info("ClickHouse inserts succeed again; %d spool segments left", self.spool.segments)
         self._healthy, self._backoff_s = True, 0.0
+
+
+class Turnstile:
+    """Lets holders of numbered turns through one at a time, in number order (a ticket lock). Thread-safe.
+
+    Every number :meth:`take` hands out must be used once, by :meth:`turn` or :meth:`skip`, or later numbers
+    wait forever.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._next = 0
+        self._serving = 0
+
+    def take(self) -> int:
+        """The next turn number."""
+        with self._changed:
+            self._next += 1
+            return self._next - 1
+
+    @contextmanager
+    def turn(self, number: int) -> Iterator[None]:
+        """Wait until every earlier turn is over, hold this one for the ``with`` block, then end it."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._serving == number)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._serving += 1
+                self._changed.notify_all()
+
+    def skip(self, number: int) -> None:
+        """End turn ``number`` without using it (after waiting for the earlier ones)."""
+        with self.turn(number):
+            pass
 
 
 __all__ = [
@@ -409,4 +480,5 @@ __all__ = [
     "QueueFullError",
     "StorageUnavailableError",
     "Ticket",
+    "Turnstile",
 ]

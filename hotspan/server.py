@@ -15,6 +15,7 @@ from collector.pipeline import IngestPipeline
 from hotspan.app import Storage, create_app, open_slo_evaluator, open_storage, open_trace_pipeline
 from hotspan.auth import check_bind, load_auth
 from hotspan.auth import logs as auth_logs
+from hotspan.health import StorageProbe
 from hotspan.settings import Settings
 from processors.pipeline.pipeline import TracePipeline
 
@@ -33,6 +34,7 @@ class RunningServer:
     http_port: int
     grpc_port: int
     pipeline: IngestPipeline
+    health: StorageProbe
     trace_pipeline: TracePipeline | None = None
     slo_evaluator: SloEvaluator | None = None
 
@@ -51,6 +53,7 @@ class RunningServer:
         if self.trace_pipeline is not None:
             self.trace_pipeline.stop()
         self.pipeline.stop()
+        self.health.stop()
         self.storage.clickhouse.close()
 
 
@@ -77,6 +80,7 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
             settings.host,
             settings.grpc_port,
             settings.max_body_bytes,
+            max_request_spans=settings.max_request_spans,
             interceptors=auth.grpc_interceptors(),
         )
     config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_level="warning", lifespan="off")
@@ -105,6 +109,7 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
         http_port,
         grpc_port,
         app.state.pipeline,
+        app.state.health,
         trace_pipeline,
         slo_evaluator,
     )

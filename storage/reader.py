@@ -18,6 +18,9 @@ from storage.clickhouse import ClickHouse
 from storage.rollup_reader import ClickHouseRollupReader
 from storage.tenancy import tenant_parameters
 
+_ALL = 2**63 - 1
+"""A ``LIMIT`` that keeps every row."""
+
 SEARCH_COLUMNS = (
     "trace_id",
     "root_service",
@@ -80,8 +83,10 @@ class TraceReader(Protocol):
         """Summaries of matching traces, newest first, with :data:`SEARCH_COLUMNS` (times in ns)."""
         ...
 
-    def trace(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame:
-        """Every span of one trace (lowercase 32-hex ID), ordered by start; zero rows when unknown.
+    def trace(self, trace_id: str, *, tenant: str | None, offset: int = 0, limit: int | None = None) -> pl.DataFrame:
+        """Every span of one trace (lowercase 32-hex ID), each once, ordered by start, then span ID; zero rows when
+        unknown. ``offset``/``limit`` page through that order (``limit`` None: to the end); a page costs memory for
+        its own spans only.
 
         Columns: trace_id, span_id, parent_span_id, name, service_name, kind, start_time_unix_nano,
         end_time_unix_nano, duration_ns, status_code (``Unset``/``Ok``/``Error``), status_message,
@@ -89,6 +94,10 @@ class TraceReader(Protocol):
         ``Map(String, String)``: a dict per row, values as stored strings), event_times_unix_nano, event_names,
         event_attributes, link_trace_ids, link_span_ids, link_trace_states, link_attributes.
         """
+        ...
+
+    def trace_size(self, trace_id: str, *, tenant: str | None) -> int:
+        """How many spans :meth:`trace` returns for ``trace_id`` without a limit; 0 when unknown."""
         ...
 
     def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
@@ -128,11 +137,20 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         assert isinstance(frame, pl.DataFrame)
         return frame.select(SEARCH_COLUMNS) if frame.height else _empty_search()
 
-    def trace(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame:
-        parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
+    def trace(self, trace_id: str, *, tenant: str | None, offset: int = 0, limit: int | None = None) -> pl.DataFrame:
+        parameters = {
+            "trace_id": trace_id,
+            "offset": max(0, offset),
+            "limit": _ALL if limit is None else max(0, limit),
+            **tenant_parameters(tenant),
+        }
         frame = pl.from_arrow(self._ch.query_arrow(trace_sql.TRACE_SPANS, parameters))
         assert isinstance(frame, pl.DataFrame)
         return frame
+
+    def trace_size(self, trace_id: str, *, tenant: str | None) -> int:
+        parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
+        return int(self._ch.query_rows(trace_sql.TRACE_SIZE, parameters)[0][0])
 
     def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         sql, parameters = build_search(query, trace_sql.SEARCH_SPANS)
