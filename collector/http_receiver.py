@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request, Response
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from collector.decode import (
@@ -23,8 +23,9 @@ from collector.decode import (
     decompress,
     media_type,
 )
+from collector.decoders import DecoderPool
 from collector.metrics import IngestMetrics
-from collector.pipeline import IngestPipeline, OverloadedError, QueueFullError
+from collector.pipeline import IngestPipeline, OverloadedError, QueueFullError, Ticket
 from collector.results import ExportResult
 from storage.tenancy import tenancy_of
 
@@ -43,6 +44,15 @@ DEFAULT_BODY_READ_TIMEOUT_S = 30.0
 """Longest time to receive one request body (s): OTLP exporters give up on an export after 10 s by default, so
 a body still arriving after this is a stalled or hostile sender."""
 
+DEFAULT_DECODE_WAIT_S = 3.0
+"""Longest time a received body waits for a decoder (s) before the sender is told 429: with the decode itself and
+the spool it keeps answers well inside the OTLP exporters' 10 s default timeout, so overload is refused with a
+retry hint instead of answered too late (which the exporter takes as a failure and sends again)."""
+
+DEFAULT_DECODERS = max(2, os.cpu_count() or 2)
+"""Bodies decoded at once (worker threads): decoding is CPU-bound and mostly holds the GIL, so more at once only
+makes each answer later."""
+
 
 def build_router(
     pipeline: IngestPipeline,
@@ -51,6 +61,8 @@ def build_router(
     *,
     body_read_timeout_s: float = DEFAULT_BODY_READ_TIMEOUT_S,
     max_request_spans: int = DEFAULT_MAX_REQUEST_SPANS,
+    decode_wait_s: float = DEFAULT_DECODE_WAIT_S,
+    decoders: int = DEFAULT_DECODERS,
 ) -> APIRouter:
     """The ``/v1/traces`` route.
 
@@ -58,8 +70,9 @@ def build_router(
     (``partial_success`` filled when spans were rejected), 400 for an unreadable body,
     408 for a body not received within ``body_read_timeout_s``, 413 over ``max_body_bytes`` (sent or
     inflated) or ``max_request_spans``, 415 for another media type or encoding, 429 while the ingest queue
-    is full and 503 while storage fails and the spool is full, both with ``Retry-After`` (seconds)
-    so OTLP exporters back off and retry. Error bodies are a ``google.rpc.Status`` in the request's
+    is full or a received body found no free decoder (``decoders`` of them) within ``decode_wait_s``, and 503
+    while storage fails and the spool is full, both with ``Retry-After`` (seconds) so OTLP exporters back off
+    and retry. Error bodies are a ``google.rpc.Status`` in the request's
     encoding, as the OTLP specification asks (OTLP/HTTP, "Failures", "Throttling").
 
     Queue room is taken for the bytes as they arrive and as they inflate, never for a declared
@@ -67,6 +80,50 @@ def build_router(
     and decoding run on worker threads, off the event loop.
     """
     router = APIRouter(tags=["OTLP"])
+    pool = DecoderPool(decoders, decode_wait_s, pipeline.retry_after_s)
+
+    async def receive(request: Request, media: str, protocol: str) -> tuple[Ticket, CheckedRequest] | Response:
+        """Reserve, read, inflate and check one body: the checked request and its reservation, or the answer that
+        refuses it (the reservation released)."""
+        try:
+            ticket = pipeline.admit(protocol, 0)
+        except OverloadedError as exc:
+            metrics.requests.labels(protocol, _overload_outcome(exc)).inc()
+            return _overloaded_response(exc, media)
+        encoding = request.headers.get("content-encoding")
+
+        def decode(body: bytes) -> CheckedRequest:
+            raw = decompress(body, encoding, max_body_bytes, lambda n: pipeline.grow(ticket, n))
+            del body
+            return check_body(raw, media, max_request_spans)
+
+        try:
+            async with asyncio.timeout(body_read_timeout_s):
+                body = await _read_limited(request, max_body_bytes, lambda n: pipeline.grow(ticket, n))
+            checked = await pool.run(decode, body)
+            del body
+            pipeline.resize(ticket, len(checked.body), checked.spans)
+        except PayloadError as exc:
+            pipeline.release(ticket)
+            metrics.requests.labels(protocol, "invalid").inc()
+            return _status_response(exc.status, str(exc), media)
+        except ClientDisconnect:
+            # The sender went away mid-body: nothing to answer, nothing worth a traceback in the log.
+            pipeline.release(ticket)
+            metrics.requests.labels(protocol, "disconnected").inc()
+            return Response(status_code=400)
+        except TimeoutError:
+            pipeline.release(ticket)
+            metrics.requests.labels(protocol, "invalid").inc()
+            return _status_response(408, f"request body not received within {body_read_timeout_s:g} s", media)
+        except OverloadedError as exc:
+            pipeline.release(ticket)
+            metrics.requests.labels(protocol, _overload_outcome(exc)).inc()
+            return _overloaded_response(exc, media)
+        except BaseException:
+            pipeline.release(ticket)
+            raise
+        return ticket, checked
 
     @router.post(
         "/v1/traces",
@@ -93,43 +150,17 @@ def build_router(
             metrics.requests.labels(protocol, "invalid").inc()
             return _status_response(413, f"body of {declared} bytes exceeds the limit of {max_body_bytes} bytes", media)
         try:
-            ticket = pipeline.admit(protocol, 0)
+            pool.enter()
         except OverloadedError as exc:
             metrics.requests.labels(protocol, _overload_outcome(exc)).inc()
             return _overloaded_response(exc, media)
-        encoding = request.headers.get("content-encoding")
-
-        def decode(body: bytes) -> CheckedRequest:
-            raw = decompress(body, encoding, max_body_bytes, lambda n: pipeline.grow(ticket, n))
-            del body
-            return check_body(raw, media, max_request_spans)
-
         try:
-            async with asyncio.timeout(body_read_timeout_s):
-                body = await _read_limited(request, max_body_bytes, lambda n: pipeline.grow(ticket, n))
-            checked = await run_in_threadpool(decode, body)
-            del body
-            pipeline.resize(ticket, len(checked.body), checked.spans)
-        except PayloadError as exc:
-            pipeline.release(ticket)
-            metrics.requests.labels(protocol, "invalid").inc()
-            return _status_response(exc.status, str(exc), media)
-        except ClientDisconnect:
-            # The sender went away mid-body: nothing to answer, nothing worth a traceback in the log.
-            pipeline.release(ticket)
-            metrics.requests.labels(protocol, "disconnected").inc()
-            return Response(status_code=400)
-        except TimeoutError:
-            pipeline.release(ticket)
-            metrics.requests.labels(protocol, "invalid").inc()
-            return _status_response(408, f"request body not received within {body_read_timeout_s:g} s", media)
-        except OverloadedError as exc:
-            pipeline.release(ticket)
-            metrics.requests.labels(protocol, _overload_outcome(exc)).inc()
-            return _overloaded_response(exc, media)
-        except BaseException:
-            pipeline.release(ticket)
-            raise
+            checked_or_answer = await receive(request, media, protocol)
+        finally:
+            pool.leave()
+        if isinstance(checked_or_answer, Response):
+            return checked_or_answer
+        ticket, checked = checked_or_answer
         tenant = tenancy_of(request.scope).tenant
         try:
             result = await asyncio.wrap_future(pipeline.submit(ticket, checked.body, checked.result, tenant))

@@ -10,8 +10,9 @@ Flow (one process; threads in brackets):
 2. [spooler] appends every waiting request to one spool segment and fsyncs it (group commit: one
    fsync covers all requests waiting at that moment). From then on a request may be acknowledged:
    it is durable. If no inserter is busy and nothing else is spooled, the acknowledgement waits
-   for the insert, so a lone sender reads its own spans right after the answer (as tests and
-   ``hotspan import`` do); otherwise it goes out at once, and senders never wait behind ClickHouse.
+   for the insert (at most ``insert_wait_s``), so a lone sender reads its own spans right after the
+   answer (as tests and ``hotspan import`` do); otherwise it goes out at once, and senders never wait
+   long behind ClickHouse.
 3. [inserters, ``insert_threads`` of them] each take the oldest segments nobody has taken (up to
    ``batch_max_spans`` spans), convert them (:class:`~collector.native_writer.NativeBatchWriter`: a
    compiled scan of the protobuf bytes into ``Native`` columns, the same rules again; the rare request
@@ -97,6 +98,8 @@ class PipelineConfig:
             handle (one statement runs on one core).
         retry_after_s: the retry hint given to senders when shedding, and the first insert back-off, seconds.
         retry_max_s: longest back-off between insert attempts while they fail, seconds.
+        insert_wait_s: longest time an answer waits for its insert when it waits at all (a lone sender, an idle
+            inserter); past it the request is answered from the spool, seconds.
         limits: per-span limits.
     """
 
@@ -107,6 +110,7 @@ class PipelineConfig:
     insert_threads: int = 2
     retry_after_s: float = 1.0
     retry_max_s: float = 5.0
+    insert_wait_s: float = 2.0
     limits: SpanLimits = field(default_factory=SpanLimits)
 
 
@@ -158,7 +162,7 @@ class IngestPipeline:
         self._claiming = threading.Lock()
         self._turns = Turnstile()
         self._inserting = 0
-        self._waiting: dict[int, list[Ticket]] = {}
+        self._waiting: dict[int, tuple[list[Ticket], float]] = {}
         self._healthy = True
         self._spool_refused = False
         self._next_try = 0.0
@@ -200,6 +204,11 @@ class IngestPipeline:
             inserter.join(timeout_s)
         for handle in self._handles:
             handle.close()
+
+    @property
+    def retry_after_s(self) -> float:
+        """The retry hint given to senders when shedding, seconds."""
+        return self._config.retry_after_s
 
     @property
     def inserting_ok(self) -> bool:
@@ -318,13 +327,26 @@ class IngestPipeline:
     def _spool_loop(self) -> None:
         while True:
             with self._lock:
-                while not self._pending and not self._stopping:
-                    self._lock.wait(0.5)
-                if not self._pending:
-                    return
+                overdue: list[list[Ticket]] = []
+                while not self._pending and not self._stopping and not overdue:
+                    self._lock.wait(min(0.5, self._config.insert_wait_s / 4))
+                    overdue = self._take_overdue()
                 tickets = list(self._pending)
                 self._pending.clear()
-            self._spool(tickets)
+            for waited in overdue:
+                self._acknowledge(waited)
+            if tickets:
+                self._spool(tickets)
+            elif not overdue:
+                return
+
+    def _take_overdue(self) -> list[list[Ticket]]:
+        """The requests that have waited ``insert_wait_s`` for their insert, removed from the waiting ones: they are
+        durable in the spool, and a slow ClickHouse must not hold their answer past the sender's timeout. Called
+        with the lock held."""
+        now = time.monotonic()
+        overdue = [seq for seq, (_, since) in self._waiting.items() if now - since >= self._config.insert_wait_s]
+        return [self._waiting.pop(seq)[0] for seq in overdue]
 
     def _spool(self, tickets: list[Ticket]) -> None:
         path = self._work / f"spooling-{time.monotonic_ns()}.bin"
@@ -344,7 +366,7 @@ class IngestPipeline:
         with self._lock:
             wait = self._healthy and not self._inserting and self.spool.segments == 1
             if wait:
-                self._waiting[segment.sequence] = tickets
+                self._waiting[segment.sequence] = (tickets, time.monotonic())
         self._wake_inserter.set()
         if not wait:
             self._acknowledge(tickets)
@@ -381,7 +403,7 @@ class IngestPipeline:
                 with self._lock:
                     self._inserting -= 1
                     done = {s.sequence for s in group.segments} if group is not None else set()
-                    waiting = [self._waiting.pop(seq) for seq in done & self._waiting.keys()]
+                    waiting = [self._waiting.pop(seq)[0] for seq in done & self._waiting.keys()]
                 for tickets in waiting:
                     # Inserted, or kept in the spool after a failure: durable either way.
                     self._acknowledge(tickets)
@@ -389,7 +411,7 @@ class IngestPipeline:
                 self._wake_inserter.wait(0.2)
                 self._wake_inserter.clear()
         with self._lock:
-            waiting = list(self._waiting.values())
+            waiting = [tickets for tickets, _ in self._waiting.values()]
             self._waiting.clear()
         for tickets in waiting:
             self._acknowledge(tickets)

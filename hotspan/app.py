@@ -178,6 +178,7 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
             settings.max_body_bytes,
             body_read_timeout_s=settings.body_read_timeout_s,
             max_request_spans=settings.max_request_spans,
+            decode_wait_s=settings.decode_wait_s,
         )
     )
     app.include_router(metrics_routes.build_router(app.state.metrics_registry))

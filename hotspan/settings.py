@@ -14,6 +14,8 @@ Environment variables (all optional), with defaults and units:
   ``scopeSpans`` entries; beyond, 413 (gRPC INVALID_ARGUMENT) before anything is decoded; count, default 200000.
 - ``HOTSPAN_BODY_READ_TIMEOUT_S``: longest time to receive one OTLP/HTTP body; beyond, 408; seconds,
   default 30.
+- ``HOTSPAN_DECODE_WAIT_S``: longest time a received OTLP/HTTP body waits for a decoder (as many as CPU
+  cores); a request expected to wait longer is refused with 429 before its body is read; seconds, default 3.
 - ``HOTSPAN_MAX_TRACE_SPANS``: most spans one by-ID trace read answers at once: ``/api/v1/traces/{id}`` pages
   beyond it, the Jaeger APIs return the first spans by start with a warning (``api.trace_limits``); count,
   default 100000.
@@ -75,6 +77,7 @@ ENVIRONMENT = {
     "max_request_spans": "HOTSPAN_MAX_REQUEST_SPANS",
     "body_read_timeout_s": "HOTSPAN_BODY_READ_TIMEOUT_S",
     "max_trace_spans": "HOTSPAN_MAX_TRACE_SPANS",
+    "decode_wait_s": "HOTSPAN_DECODE_WAIT_S",
     "ttl_days": "HOTSPAN_TTL_DAYS",
     "queue_max_bytes": "HOTSPAN_QUEUE_MAX_BYTES",
     "queue_max_spans": "HOTSPAN_QUEUE_MAX_SPANS",
@@ -115,6 +118,7 @@ class Settings(BaseModel):
     max_request_spans: int = Field(200_000, ge=1)
     body_read_timeout_s: float = Field(30.0, gt=0)
     max_trace_spans: int = Field(100_000, ge=1)
+    decode_wait_s: float = Field(3.0, gt=0)
     ttl_days: int = Field(0, ge=0)
     queue_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     queue_max_spans: int = Field(200_000, ge=1)

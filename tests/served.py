@@ -70,19 +70,20 @@ class ServedHotspan:
             self.process.wait(60)
 
 
-def serve(data_dir: Path, may_die: bool = False, **env: str) -> ServedHotspan:
+def serve(data_dir: Path, may_die: bool = False, log: Path | None = None, **env: str) -> ServedHotspan:
     """Start ``hotspan serve`` on free ports with ``HOTSPAN_*`` overrides from ``env``; wait until it
-    answers (or, with ``may_die``, until it exits on its own)."""
+    answers (or, with ``may_die``, until it exits on its own). ``log``: a file for the server's output."""
     http_port, grpc_port = free_port(), free_port()
     environment = {**os.environ, **{f"HOTSPAN_{key.upper()}": value for key, value in env.items()}}
     command = [sys.executable, "-m", "hotspan.cli", "serve", "--data-dir", str(data_dir)]
-    process = subprocess.Popen(
-        [*command, "--http-port", str(http_port), "--grpc-port", str(grpc_port)],
-        cwd=REPO,
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with open(log or os.devnull, "w") as output:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [*command, "--http-port", str(http_port), "--grpc-port", str(grpc_port)],
+            cwd=REPO,
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=output,
+        )
     served = ServedHotspan(process, data_dir, http_port, grpc_port)
     deadline = time.monotonic() + 90
     while True:

@@ -10,20 +10,12 @@ a 60 s storage outage, a million fuzzed payloads, a 1M-span trace); ``tests/reli
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import pytest
-
-LONG = os.environ.get("HOTSPAN_RELIABILITY", "ci") == "long"
-"""Whether the long forms run (``HOTSPAN_RELIABILITY=long``)."""
+from scale import LONG
 
 _FIGURES: list[str] = []
-
-
-def sized(ci: int, long: int) -> int:
-    """``ci`` in the CI form, ``long`` in the long one."""
-    return long if LONG else ci
 
 
 @pytest.fixture
