@@ -89,7 +89,7 @@ def build_router(
             ticket = pipeline.admit(protocol, 0)
         except OverloadedError as exc:
             metrics.requests.labels(protocol, _overload_outcome(exc)).inc()
-            return _overloaded_response(exc, media)
+            return _overloaded_response(exc, media, unread=True)
         encoding = request.headers.get("content-encoding")
 
         def decode(body: bytes) -> CheckedRequest:
@@ -153,7 +153,7 @@ def build_router(
             pool.enter()
         except OverloadedError as exc:
             metrics.requests.labels(protocol, _overload_outcome(exc)).inc()
-            return _overloaded_response(exc, media)
+            return _overloaded_response(exc, media, unread=True)
         try:
             checked_or_answer = await receive(request, media, protocol)
         finally:
@@ -177,10 +177,14 @@ def _overload_outcome(exc: OverloadedError) -> str:
     return "throttled" if isinstance(exc, QueueFullError) else "unavailable"
 
 
-def _overloaded_response(exc: OverloadedError, media: str) -> Response:
+def _overloaded_response(exc: OverloadedError, media: str, unread: bool = False) -> Response:
+    """429/503 with ``Retry-After``; with ``unread`` (the body was not read) the connection is closed after the
+    answer, so the server does not spend its time receiving a body it refused."""
     code = code_pb2.RESOURCE_EXHAUSTED if isinstance(exc, QueueFullError) else code_pb2.UNAVAILABLE
     response = _status_response(exc.status, str(exc), media, code)
     response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+    if unread:
+        response.headers["Connection"] = "close"
     return response
 
 

@@ -112,6 +112,7 @@ def trace_pipeline_config(settings: Settings) -> TracePipelineConfig:
         stage_rules_path=settings.stage_rules_path,
         hotspot_rules_path=settings.hotspot_rules_path,
         hotspot_window_s=settings.hotspot_window_s,
+        max_trace_spans=settings.max_trace_spans,
     )
 
 

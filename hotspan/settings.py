@@ -16,9 +16,9 @@ Environment variables (all optional), with defaults and units:
   default 30.
 - ``HOTSPAN_DECODE_WAIT_S``: longest time a received OTLP/HTTP body waits for a decoder (as many as CPU
   cores); a request expected to wait longer is refused with 429 before its body is read; seconds, default 3.
-- ``HOTSPAN_MAX_TRACE_SPANS``: most spans one by-ID trace read answers at once: ``/api/v1/traces/{id}`` pages
-  beyond it, the Jaeger APIs return the first spans by start with a warning (``api.trace_limits``); count,
-  default 100000.
+- ``HOTSPAN_MAX_TRACE_SPANS``: the largest trace read whole: ``/api/v1/traces/{id}`` pages beyond it, the Jaeger
+  APIs return the first spans by start with a warning (``api.trace_limits``), and the trace pipeline does not
+  analyse a larger trace (it would hold every span in memory); count, default 100000.
 - ``HOTSPAN_TTL_DAYS``: drop partitions older than this; days, default 0 (keep forever).
 - ``HOTSPAN_QUEUE_MAX_BYTES``: request bytes (decompressed) held in memory, admitted and not yet in the
   spool; beyond it OTLP/HTTP answers 429 and OTLP/gRPC UNAVAILABLE; bytes, default 64 MiB.

@@ -9,7 +9,7 @@ tenant stored under the same trace ID never join in (``tests/security`` checks e
 
 Every read counts a span once, before and after background merges: a span may have several stored copies
 (rows with the same :data:`IDENTITY`: written by a sender that exported it again, more complete, or by an OTel
-Collector that retried), and readers keep the one with the highest ``Version`` (migration 0005,
+Collector that retried), and readers keep the one with the highest ``Version`` (migration 0031,
 :class:`storage.writer.OnceWriter`). Full-span reads select the latest copies with :data:`LATEST_COPY`;
 aggregates group by :data:`IDENTITY` with ``argMax(..., Version)``.
 """
@@ -63,30 +63,28 @@ identity and Version (an OTel Collector's retries, all Version 0) all pass: full
 INCOMING = "hotspan_incoming"
 """Temporary table (per ClickHouse session) a batch is loaded into before its checked insert."""
 
-FRESH = "hotspan_fresh"
-"""Temporary table holding what the check of :data:`STORE_FRESH` keeps of a batch, with Versions."""
-
 ROW_COLUMNS = ", ".join(f"`{name}`" for name in STORED_SCHEMA.names)
 """The columns a writer fills (:data:`storage.schema.STORED_SCHEMA`), quoted: the ``Nested`` ones have dots."""
 
 STORED_COLUMNS = f"{ROW_COLUMNS}, Version"
 """Every stored column of ``otel_traces`` (ALIAS columns aside)."""
 
-CREATE_STAGING = tuple(
-    f"CREATE TEMPORARY TABLE IF NOT EXISTS {name} AS otel_traces ENGINE = Memory" for name in (INCOMING, FRESH)
-)
-EMPTY_STAGING = tuple(f"TRUNCATE TABLE {name}" for name in (INCOMING, FRESH))
+CREATE_INCOMING = f"CREATE TEMPORARY TABLE IF NOT EXISTS {INCOMING} AS otel_traces ENGINE = Memory"
+EMPTY_INCOMING = f"TRUNCATE TABLE {INCOMING}"
 
-STORE_FRESH = f"""
-INSERT INTO {FRESH} ({STORED_COLUMNS})
-SELECT {ROW_COLUMNS}, if(Known OR Copy > 1, {{version:UInt64}} + Position, 0)
+_POSITIONED = f"(SELECT *, rowNumberInAllBlocks() AS Position FROM {INCOMING})"
+"""The rows of :data:`INCOMING` numbered in arrival order; every statement reading it runs on one thread
+(``max_threads = 1``), which reads the blocks in the order they were inserted, so the numbers agree."""
+
+CHECK_INCOMING = f"""
+SELECT Position, if(Known OR Copy > 1, {{version:UInt64}} + Position, 0) AS Version
 FROM (
-    SELECT *, row_number() OVER (PARTITION BY Identity ORDER BY Position) AS Copy
+    SELECT Position, Known, row_number() OVER (PARTITION BY Identity ORDER BY Position) AS Copy
     FROM (
-        SELECT incoming.*, notEmpty(stored.Contents) AS Known, has(stored.Contents, incoming.Content) AS Repeat
+        SELECT incoming.Position AS Position, Identity, incoming.Content AS Content,
+            notEmpty(stored.Contents) AS Known, has(stored.Contents, incoming.Content) AS Repeat
         FROM (
-            SELECT *, rowNumberInAllBlocks() AS Position, tuple({IDENTITY}) AS Identity, {CONTENT} AS Content
-            FROM {INCOMING}
+            SELECT Position, tuple({IDENTITY}) AS Identity, {CONTENT} AS Content FROM {_POSITIONED}
         ) AS incoming
         LEFT JOIN (
             SELECT tuple({IDENTITY}) AS Identity, groupArray({CONTENT}) AS Contents
@@ -101,16 +99,28 @@ FROM (
         LIMIT 1 BY Identity, Content
     )
 )
+ORDER BY Position
+SETTINGS max_threads = 1
 """
-"""The check of :class:`storage.writer.OnceWriter`: of the rows in :data:`INCOMING` (in arrival order), keep those
-whose copy is neither stored (same identity and content) nor earlier in the batch, and give each its ``Version``:
-0 for a span's first copy (identity neither stored nor earlier in the batch), else ``version`` plus its position.
-Stored rows are looked up by the batch's trace IDs within its span start range (the identity holds the start)."""
+"""The check of :class:`storage.writer.OnceWriter`, reading only identities and content hashes: of the rows in
+:data:`INCOMING` (in arrival order), those whose copy is neither stored (same identity and content) nor earlier in
+the batch, each with its ``Version``: 0 for a span's first copy (identity neither stored nor earlier in the
+batch), else ``version`` plus its position. Stored rows are looked up by the batch's trace IDs within its span
+start range (the identity holds the start)."""
 
-FRESH_COUNTS = f"SELECT count(), countIf(Version > 0) FROM {FRESH}"
+MOVE_ALL = f"""
+INSERT INTO otel_traces ({STORED_COLUMNS}) SELECT {ROW_COLUMNS}, 0 FROM {INCOMING}
+"""
+"""Store every row of :data:`INCOMING` as a first copy (the check kept all, all with Version 0)."""
 
-MOVE_FRESH = f"INSERT INTO otel_traces ({STORED_COLUMNS}) SELECT {STORED_COLUMNS} FROM {FRESH}"
-"""The one statement that stores a checked batch: the materialized views see exactly its rows."""
+MOVE_KEPT = f"""
+INSERT INTO otel_traces ({STORED_COLUMNS})
+SELECT {ROW_COLUMNS}, transform(Position, {{positions:Array(UInt64)}}, {{versions:Array(UInt64)}}, 0)
+FROM {_POSITIONED}
+WHERE Position IN {{positions:Array(UInt64)}}
+SETTINGS max_threads = 1
+"""
+"""Store the rows of :data:`INCOMING` at ``positions`` with ``versions`` (what :data:`CHECK_INCOMING` kept)."""
 
 SERVICES = f"SELECT DISTINCT ServiceName FROM otel_traces WHERE {TENANT_FILTER} ORDER BY ServiceName"
 

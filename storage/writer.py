@@ -3,11 +3,11 @@
 A sender may export a span more than once: an OTLP exporter retries after a timeout while its first
 request was stored after all, a collector replays its queue after a restart, someone imports the same
 file twice, a span is exported again more complete. :class:`OnceWriter` stores every batch through a
-check inside ClickHouse (``storage.trace_sql.STORE_FRESH``), so that
+check inside ClickHouse (``storage.trace_sql.CHECK_INCOMING``), so that
 
 - a copy equal to one stored already, or to an earlier one in the batch (same
   :data:`~storage.trace_sql.IDENTITY`, same :data:`~storage.trace_sql.CONTENT`), is not stored again;
-- the first copy of a span is stored with ``Version`` 0, and the rollups fed at insert (RED, migration 0027)
+- the first copy of a span is stored with ``Version`` 0, and the rollups fed at insert (RED, migration 0032)
   count it;
 - a later copy that differs (more attributes, an end, a status) is stored with a ``Version`` above every earlier
   one: readers take it (``storage.trace_sql.LATEST_COPY``), the rollups do not count it again.
@@ -16,6 +16,13 @@ The check looks only at stored rows of the batch's trace IDs and its span start 
 batch, not the store (``benchmarks/dedup.py`` measures it). Two writers must not store copies of one span at
 once: the ingest pipeline stores its groups one at a time (``collector.pipeline``); rows an OpenTelemetry
 Collector writes into the same table are not checked (they keep Version 0), which readers tolerate.
+
+Why at insert and not ``ReplacingMergeTree``: the rollups that materialized views fill at insert (RED) see every
+inserted row, and no merge takes a count back, so a re-sent span must not be inserted as a first copy at all; the
+exporter's sorting key (service, name, start) does not hold the span ID, so the table would have to be rebuilt
+with another key (an upgrade that copies every row: ``benchmarks/dedup.py`` (d)) and would still leave copies that
+differ in name or start for the reads to select; and reads before merges need ``FINAL`` or the same latest-copy
+selection either way. The table keeps the exporter's engine and key, and gains one column.
 """
 
 from __future__ import annotations
@@ -83,8 +90,9 @@ _CLOCK = _VersionClock()
 class OnceWriter:
     """Stores span rows in ``otel_traces`` so that each span is stored once (see the module docstring).
 
-    Rows are first loaded into a temporary table of the handle's session, then moved by one checked
-    ``INSERT ... SELECT``. Thread-safe (one store at a time per instance); blocking.
+    Rows are first loaded into a temporary table of the handle's session; a check reading only their identities
+    and content hashes says which to keep and with what ``Version``; one ``INSERT ... SELECT`` then moves those.
+    Thread-safe (one store at a time per instance); blocking.
 
     Args:
         ch: a ClickHouse handle of its own (its session holds the temporary tables).
@@ -109,20 +117,22 @@ class OnceWriter:
         if not native and not rows:
             return StoreOutcome(0, 0, 0)
         with self._lock:
-            for sql in (*trace_sql.CREATE_STAGING, *trace_sql.EMPTY_STAGING):
-                self._ch.command(sql)
+            self._ch.command(trace_sql.CREATE_INCOMING)
+            self._ch.command(trace_sql.EMPTY_INCOMING)
             if native:
                 self._ch.insert_raw(trace_sql.INCOMING, native_columns, native, "Native")
             for table in tables:
                 self._ch.insert_arrow(trace_sql.INCOMING, table)
             staged = int(self._ch.query_rows(f"SELECT count() FROM {trace_sql.INCOMING}")[0][0])
-            self._ch.command(trace_sql.STORE_FRESH, {"version": _CLOCK.take(staged)})
-            fresh, replaced = self._ch.query_rows(trace_sql.FRESH_COUNTS)[0]
-            if fresh:
-                self._ch.command(trace_sql.MOVE_FRESH)
-            for sql in trace_sql.EMPTY_STAGING:
-                self._ch.command(sql)
-        return StoreOutcome(int(fresh), staged - int(fresh), int(replaced))
+            kept = self._ch.query_rows(trace_sql.CHECK_INCOMING, {"version": _CLOCK.take(staged)})
+            replaced = sum(1 for _, version in kept if version)
+            if len(kept) == staged and not replaced:
+                self._ch.command(trace_sql.MOVE_ALL)
+            elif kept:
+                positions, versions = zip(*kept, strict=True)
+                self._ch.command(trace_sql.MOVE_KEPT, {"positions": list(positions), "versions": list(versions)})
+            self._ch.command(trace_sql.EMPTY_INCOMING)
+        return StoreOutcome(len(kept), staged - len(kept), replaced)
 
 
 class ClickHouseTraceWriter:

@@ -1,6 +1,6 @@
 """Back-pressure: official OTLP exporters are throttled (429 / UNAVAILABLE with a retry hint), retry, and
 every span ends up stored exactly once. (A server hammered with ten times the traffic it stores:
-``tests/reliability/test_overload.py``.)"""
+``tests/reliability/test_reliability_overload.py``.)"""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import httpx
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from reads import SpanSpec, request
 
 EXPORTER_TIMEOUT_S = 10.0
 """The OTLP exporters' default export timeout (``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s): an answer later than this
@@ -48,22 +49,9 @@ def json_batch(spans: int = 512) -> bytes:
 def batch(spans: int = 512) -> bytes:
     """A request of ``spans`` spans of trace :data:`MARKER` (20 attributes each), as the SDK's batch processor sends
     them."""
-    request = ExportTraceServiceRequest()
-    resource_spans = request.resource_spans.add()
-    kv = resource_spans.resource.attributes.add()
-    kv.key, kv.value.string_value = "service.name", "flood"
-    scope_spans = resource_spans.scope_spans.add()
-    for index in range(spans):
-        span = scope_spans.spans.add()
-        span.trace_id = MARKER
-        span.span_id = (index + 1).to_bytes(8, "big")
-        span.name = "op"
-        span.start_time_unix_nano = 1_700_000_000_000_000_000 + index
-        span.end_time_unix_nano = 1_700_000_000_000_000_000 + index + 10
-        for key in range(20):
-            attribute = span.attributes.add()
-            attribute.key, attribute.value.string_value = f"attribute.{key}", "v" * 40
-    return request.SerializeToString()
+    attributes = {f"attribute.{key}": "v" * 40 for key in range(20)}
+    specs = [SpanSpec(index + 1, start_ns=index, duration_ns=10, attributes=attributes) for index in range(spans)]
+    return request(int.from_bytes(MARKER, "big"), specs, "flood")
 
 
 @dataclass

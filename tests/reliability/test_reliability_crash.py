@@ -16,32 +16,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from reads import SpanSpec, request
 from scale import sized
 from served import serve, stored_by_trace
 
 SPANS_PER_REQUEST = 200
-BASE_NS = 1_700_000_000_000_000_000
 
 
 def body(number: int) -> tuple[str, bytes]:
     """Request ``number``: its own trace ID (hex) and ``SPANS_PER_REQUEST`` spans."""
-    trace_id = (number + 1).to_bytes(16, "big")
-    request = ExportTraceServiceRequest()
-    resource_spans = request.resource_spans.add()
-    kv = resource_spans.resource.attributes.add()
-    kv.key, kv.value.string_value = "service.name", "durable"
-    scope_spans = resource_spans.scope_spans.add()
-    for index in range(SPANS_PER_REQUEST):
-        span = scope_spans.spans.add()
-        span.trace_id = trace_id
-        span.span_id = (index + 1).to_bytes(8, "big")
-        span.name = "op"
-        span.start_time_unix_nano = BASE_NS + index
-        span.end_time_unix_nano = BASE_NS + index + 500
-        attribute = span.attributes.add()
-        attribute.key, attribute.value.string_value = "payload", "x" * 200
-    return trace_id.hex(), request.SerializeToString()
+    payload = {"payload": "x" * 200}
+    specs = [SpanSpec(i + 1, start_ns=i, duration_ns=500, attributes=payload) for i in range(SPANS_PER_REQUEST)]
+    return f"{number + 1:032x}", request(number + 1, specs, "durable")
 
 
 def post(url: str, payload: bytes) -> bool:

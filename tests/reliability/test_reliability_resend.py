@@ -7,7 +7,6 @@ trace and search, Jaeger v3, RED, stages, hotspots, topology, dependencies) and 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,9 +16,8 @@ import pytest
 from reads import NS, SpanSpec, post, request, trace_views
 
 from hotspan.importer import OtlpHttpSink, import_paths
-from hotspan.server import RunningServer, start_server
-from hotspan.settings import load_settings
-from testkit import TRACES
+from hotspan.server import RunningServer
+from testkit import TRACES, serve_in_process
 
 Figure = Callable[[str, object, str], None]
 
@@ -75,15 +73,7 @@ def test_a_span_exported_again_more_complete_replaces_the_first(hotspan_server: 
 @pytest.fixture
 def slow_storage_server(chdb_dsn: str, tmp_path: Path) -> Iterator[RunningServer]:
     """A served Hotspan whose every insert into ClickHouse waits 6 s (the storage fault hook)."""
-    settings = load_settings(
-        data_dir=tmp_path,
-        clickhouse_dsn=chdb_dsn,
-        clickhouse_database=f"r_{uuid.uuid4().hex[:12]}",
-        http_port=0,
-        grpc_port=0,
-        fault_injection="insert_delay_s=6",
-    )
-    server = start_server(settings)
+    server = serve_in_process(chdb_dsn, tmp_path, "r", fault_injection="insert_delay_s=6")
     yield server
     server.stop()
 

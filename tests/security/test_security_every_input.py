@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from injection_corpus import CORPUS
 from security_support import (
     ACME_INGEST,
@@ -24,12 +26,16 @@ from security_support import (
     BETA_TRACE,
     DEFAULT_TRACE,
     SHARED_TRACE,
+    dash_update_body,
     export_body,
     foreign_markers,
+    layout_ids,
     span,
+    write_auth_file,
 )
 
 from hotspan.server import RunningServer
+from testkit import serve_in_process
 
 PAYLOADS = CORPUS[:: max(1, len(CORPUS) // 8)]
 """A spread of the corpus (about 8 payloads) per parameter: every parameter, bounded time."""
@@ -76,33 +82,6 @@ def _callbacks(client: httpx.Client) -> list[dict[str, Any]]:
     return [d for d in client.get("/ui/_dash-dependencies").json() if d.get("clientside_function") is None]
 
 
-def _ids(node: object) -> Iterator[object]:
-    """Every component id in a Dash layout (as ``/_dash-layout`` serves it)."""
-    if isinstance(node, dict):
-        if isinstance(node.get("props"), dict) and "id" in node["props"]:
-            yield node["props"]["id"]
-        for value in node.values():
-            yield from _ids(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _ids(item)
-
-
-def _output(part: str, layout_ids: list[object]) -> object:
-    """The ``outputs`` entry of one ``id.property`` output of a callback; a pattern-matching id
-    (``{"index": ["ALL"], "type": ...}``) stands for every matching component of the layout."""
-    name, prop = part.rsplit(".", 1)
-    if not name.startswith("{"):
-        return {"id": name, "property": prop}
-    pattern = json.loads(name)
-    fixed = {key: value for key, value in pattern.items() if value != ["ALL"]}
-    return [
-        {"id": found, "property": prop}
-        for found in layout_ids
-        if isinstance(found, dict) and all(found.get(key) == value for key, value in fixed.items())
-    ]
-
-
 FOREIGN_INPUTS: dict[str, object] = {
     "trace-id.data": BETA_TRACE,
     "search-service.value": "beta-gateway",
@@ -131,21 +110,10 @@ def test_every_ui_callback_with_another_tenants_identifiers_shows_nothing_of_the
     with httpx.Client(base_url=secured_server.base_url, timeout=60) as client:
         assert client.get("/ui/", params={"token": ACME_QUERY.secret}).status_code == 303
         callbacks = _callbacks(client)
-        layout_ids = list(_ids(client.get("/ui/_dash-layout").json()))
+        ids = list(layout_ids(client.get("/ui/_dash-layout").json()))
         problems, answered = [], 0
         for dependency in callbacks:
-
-            def fill(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-                return [dict(item, value=FOREIGN_INPUTS.get(f"{item['id']}.{item['property']}")) for item in items]
-
-            outputs = [_output(part, layout_ids) for part in dependency["output"].strip(".").split("...")]
-            body = {
-                "output": dependency["output"],
-                "outputs": outputs if dependency["output"].startswith("..") else outputs[0],
-                "inputs": fill(dependency["inputs"]),
-                "state": fill(dependency["state"]),
-                "changedPropIds": [f"{item['id']}.{item['property']}" for item in dependency["inputs"]],
-            }
+            body = dash_update_body(dependency, FOREIGN_INPUTS, ids)
             answer = client.post("/ui/_dash-update-component", json=body)
             answered += answer.status_code == 200
             text = answer.text
@@ -157,20 +125,27 @@ def test_every_ui_callback_with_another_tenants_identifiers_shows_nothing_of_the
     assert not problems, "\n".join(problems)
 
 
-def test_a_body_another_tenant_sent_already_is_stored_for_this_one_too(secured_server: RunningServer) -> None:
+@pytest.fixture
+def writable_secured_server(chdb_dsn: str, tmp_path: Path) -> Iterator[RunningServer]:
+    """A served Hotspan with the security tests' tokens and no data: the shared ``secured_server`` is read-only."""
+    server = serve_in_process(chdb_dsn, tmp_path, "wsec", auth_file=write_auth_file(tmp_path), session_secret="s" * 40)
+    yield server
+    server.stop()
+
+
+def test_a_body_another_tenant_sent_already_is_stored_for_this_one_too(writable_secured_server: RunningServer) -> None:
     """Deduplication of re-sent spans (storage.writer.OnceWriter) keys on the tenant: beta sending the very bytes
     acme sent stores beta's copy, and each tenant reads its own."""
+    server = writable_secured_server
     body = json.dumps(export_body("twin-svc", span(SHARED_TRACE, "eeee000000000001", "", "twin", 7))).encode()
     for token in (ACME_INGEST, BETA_INGEST, ACME_INGEST):
         answer = httpx.post(
-            f"{secured_server.base_url}/v1/traces",
+            f"{server.base_url}/v1/traces",
             content=body,
             headers={**token.header, "content-type": "application/json"},
             timeout=30,
         )
         assert answer.status_code == 200
     for token in (ACME_QUERY, BETA_QUERY):
-        spans = httpx.get(
-            f"{secured_server.base_url}/api/v1/traces/{SHARED_TRACE}", headers=token.header, timeout=30
-        ).json()["spans"]
-        assert [s["span_id"] for s in spans].count("eeee000000000001") == 1, token.tenant
+        spans = httpx.get(f"{server.base_url}/api/v1/traces/{SHARED_TRACE}", headers=token.header, timeout=30).json()
+        assert [s["span_id"] for s in spans["spans"]] == ["eeee000000000001"], token.tenant

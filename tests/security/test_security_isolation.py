@@ -30,6 +30,7 @@ from security_support import (
     MARKERS,
     SHARED_TRACE,
     Token,
+    dash_update_body,
     export_body,
     foreign_markers,
     span,
@@ -177,22 +178,7 @@ def _dash_call(client: httpx.Client, output: str, values: dict[str, object]) -> 
     """Run the UI callback whose output names ``output`` (as the browser does); returns its ``response``."""
     dependencies = client.get("/ui/_dash-dependencies").json()
     (dependency,) = [d for d in dependencies if output in d["output"]]
-
-    def fill(items: list[dict]) -> list[dict]:
-        return [dict(item, value=values.get(f"{item['id']}.{item['property']}")) for item in items]
-
-    outputs = [
-        {"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]}
-        for part in dependency["output"].strip(".").split("...")
-    ]
-    body = {
-        "output": dependency["output"],
-        "outputs": outputs if dependency["output"].startswith("..") else outputs[0],
-        "inputs": fill(dependency["inputs"]),
-        "state": fill(dependency["state"]),
-        "changedPropIds": [f"{item['id']}.{item['property']}" for item in dependency["inputs"]],
-    }
-    answer = client.post("/ui/_dash-update-component", json=body)
+    answer = client.post("/ui/_dash-update-component", json=dash_update_body(dependency, values))
     assert answer.status_code == 200, answer.text[:300]
     return answer.json()["response"]
 

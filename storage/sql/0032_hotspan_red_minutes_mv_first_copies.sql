@@ -1,5 +1,5 @@
 -- The RED rollup counts each span once: only a span's first stored copy (otel_traces.Version = 0, migration
--- 0005), not the later, more complete copies a sender may export again (storage.writer.OnceWriter stores those
+-- 0031), not the later, more complete copies a sender may export again (storage.writer.OnceWriter stores those
 -- with Version > 0 and drops exact repeats). Same expressions as 0022 otherwise. MODIFY QUERY swaps the view's
 -- query in one step, so no insert falls between an old and a new view; running it again changes nothing.
 ALTER TABLE hotspan_red_minutes_mv MODIFY QUERY
