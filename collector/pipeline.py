@@ -95,7 +95,7 @@ class PipelineConfig:
         batch_max_spans: most spans converted and inserted in one statement.
         spool_max_bytes: largest total size of the spool.
         insert_threads: inserters working on different groups at once, each with its own ClickHouse
-            handle (one statement runs on one core).
+            handle: their conversions overlap, their stores take turns (:class:`Turnstile`).
         retry_after_s: the retry hint given to senders when shedding, and the first insert back-off, seconds.
         retry_max_s: longest back-off between insert attempts while they fail, seconds.
         insert_wait_s: longest time an answer waits for its insert when it waits at all (a lone sender, an idle
