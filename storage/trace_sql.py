@@ -90,6 +90,7 @@ FROM (
             SELECT tuple({IDENTITY}) AS Identity, groupArray({CONTENT}) AS Contents
             FROM otel_traces
             WHERE TraceId IN (SELECT TraceId FROM {INCOMING})
+              AND Timestamp IN (SELECT Timestamp FROM {INCOMING})
               AND Timestamp >= (SELECT min(Timestamp) FROM {INCOMING})
               AND Timestamp <= (SELECT max(Timestamp) FROM {INCOMING})
             GROUP BY Identity
