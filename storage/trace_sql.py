@@ -106,8 +106,9 @@ SETTINGS max_threads = 1
 """The check of :class:`storage.writer.OnceWriter`, reading only identities and content hashes: of the rows in
 :data:`INCOMING` (in arrival order), those whose copy is neither stored (same identity and content) nor earlier in
 the batch, each with its ``Version``: 0 for a span's first copy (identity neither stored nor earlier in the
-batch), else ``version`` plus its position. Stored rows are looked up by the batch's trace IDs within its span
-start range (the identity holds the start)."""
+batch), else ``version`` plus its position. Stored rows are looked up by the batch's trace IDs and its spans' exact
+starts (the identity holds the start, and the start is in the sorting key, so the lookup reads only the granules
+holding those instants, however many spans the store holds around them)."""
 
 MOVE_ALL = f"""
 INSERT INTO otel_traces ({STORED_COLUMNS}) SELECT {ROW_COLUMNS}, 0 FROM {INCOMING}

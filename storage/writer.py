@@ -12,7 +12,7 @@ check inside ClickHouse (``storage.trace_sql.CHECK_INCOMING``), so that
 - a later copy that differs (more attributes, an end, a status) is stored with a ``Version`` above every earlier
   one: readers take it (``storage.trace_sql.LATEST_COPY``), the rollups do not count it again.
 
-The check looks only at stored rows of the batch's trace IDs and its span start range, so its cost follows the
+The check looks only at stored rows of the batch's trace IDs and its spans' exact starts, so its cost follows the
 batch, not the store (``benchmarks/dedup.py`` measures it). Two writers must not store copies of one span at
 once: the ingest pipeline stores its groups one at a time (``collector.pipeline``); rows an OpenTelemetry
 Collector writes into the same table are not checked (they keep Version 0), which readers tolerate.
