@@ -25,6 +25,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_for_port(port: int, timeout_s: float = 30) -> None:
+    """Wait until something accepts connections on ``127.0.0.1:port``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on port {port}") from None
+            time.sleep(0.05)
+
+
 @dataclass
 class ServedHotspan:
     process: subprocess.Popen[bytes]

@@ -20,29 +20,30 @@ from pathlib import Path
 import httpx
 from flood import EXPORTER_TIMEOUT_S, batch, flood, json_batch, with_trace
 from scale import sized
-from served import ServedHotspan, serve
+from served import ServedHotspan, free_port, serve, wait_for_port
 
 Figure = Callable[[str, object, str], None]
 
 
 _HEALTH_PROBE = """
 import sys, time, httpx
-url, until = sys.argv[1], time.monotonic() + float(sys.argv[2])
-worst = 0.0
+urls, until = sys.argv[1:3], time.monotonic() + float(sys.argv[3])
+worst = [0.0, 0.0]
 with httpx.Client(timeout=60) as client:
     while time.monotonic() < until:
-        started = time.monotonic()
-        client.get(url)
-        worst = max(worst, time.monotonic() - started)
+        for i, url in enumerate(urls):
+            started = time.monotonic()
+            client.get(url)
+            worst[i] = max(worst[i], time.monotonic() - started)
         time.sleep(0.1)
-print(worst)
+print(worst[0], worst[1])
 """
 
 
-def _probe_health(server: ServedHotspan, seconds: float) -> subprocess.Popen[str]:
-    """Poll ``/healthz`` every 0.1 s for ``seconds`` from a process of its own (so the senders' threads cannot delay
-    the probe's own timing); its output is the slowest answer, seconds."""
-    command = [sys.executable, "-c", _HEALTH_PROBE, f"{server.base_url}/healthz", str(seconds)]
+def _probe_health(server: ServedHotspan, control: str, seconds: float) -> subprocess.Popen[str]:
+    """Poll ``/healthz`` and a ``control`` URL in turn every 0.1 s for ``seconds`` from a process of its own (so the
+    senders' threads cannot delay the probe's own timing); its output is the slowest answer of each, seconds."""
+    command = [sys.executable, "-c", _HEALTH_PROBE, f"{server.base_url}/healthz", control, str(seconds)]
     return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
 
 
@@ -97,13 +98,25 @@ def test_ten_times_the_stored_rate_is_refused_in_time_in_bounded_memory_and_reco
 
 def test_eighty_json_senders_are_answered_in_time_and_the_excess_refused(tmp_path: Path, figure: Figure) -> None:
     server = serve(tmp_path)
+    # The control: Python's own static file server in a process of its own, on the same loaded cores. How slow it
+    # answers is what the machine alone costs an answer; /healthz may take a second more, not the seconds a
+    # server busy with ingest took before.
+    port = free_port()
+    control = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     seconds = sized(10, 60)
     try:
-        prober = _probe_health(server, seconds)
+        wait_for_port(port)
+        prober = _probe_health(server, f"http://127.0.0.1:{port}/", seconds)
         answers = flood(f"{server.base_url}/v1/traces", json_batch(), senders=80, seconds=seconds, backoff=True)
-        health_max_s = float(prober.communicate(timeout=120)[0])
+        health_max_s, control_max_s = map(float, prober.communicate(timeout=120)[0].split())
     finally:
         server.kill()
+        control.kill()
+        control.wait()
     late = sum(1 for seconds in answers.latencies if seconds > EXPORTER_TIMEOUT_S)
 
     figure("answers", dict(answers.statuses), "429s, no late 200s")
@@ -113,8 +126,12 @@ def test_eighty_json_senders_are_answered_in_time_and_the_excess_refused(tmp_pat
         f"max < {EXPORTER_TIMEOUT_S:g}",
     )
     figure("answers after the exporters' 10 s timeout", late, "0")
-    figure("/healthz latency max (s)", f"{health_max_s:.2f}", "< 2 on two shared cores that also run the 80 senders")
+    figure(
+        "/healthz latency max (s); a static file server's on the same cores",
+        f"{health_max_s:.2f}; {control_max_s:.2f}",
+        "at most 1 s more than the static server",
+    )
     assert set(answers.statuses) <= {200, 429} and answers.statuses[429] > 0 and answers.statuses[200] > 0
     assert answers.throttled_without_hint == 0
     assert late == 0
-    assert health_max_s < 2.0
+    assert health_max_s < control_max_s + 1.0

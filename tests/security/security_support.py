@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,46 +137,3 @@ def seed(writer: TraceWriter) -> None:
     default_span = span(DEFAULT_TRACE, "dddd000000000001", "", "GET /", 4, prompt="default-secret-prompt")
     request, _ = request_from_json(export_body("default-svc", default_span))
     writer.write(to_batch(request).table)
-
-
-def layout_ids(node: object) -> Iterator[object]:
-    """Every component id in a Dash layout (as ``/ui/_dash-layout`` serves it)."""
-    if isinstance(node, dict):
-        if isinstance(node.get("props"), dict) and "id" in node["props"]:
-            yield node["props"]["id"]
-        for value in node.values():
-            yield from layout_ids(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from layout_ids(item)
-
-
-def _output(part: str, ids: Sequence[object]) -> object:
-    """The ``outputs`` entry of one ``id.property`` output of a callback; a pattern-matching id
-    (``{"index": ["ALL"], "type": ...}``) stands for every matching component of the layout (``ids``)."""
-    name, prop = part.rsplit(".", 1)
-    if not name.startswith("{"):
-        return {"id": name, "property": prop}
-    fixed = {key: value for key, value in json.loads(name).items() if value != ["ALL"]}
-    return [
-        {"id": found, "property": prop}
-        for found in ids
-        if isinstance(found, dict) and all(found.get(key) == value for key, value in fixed.items())
-    ]
-
-
-def dash_update_body(dependency: dict[str, Any], values: dict[str, object], ids: Sequence[object] = ()) -> dict:
-    """The ``/_dash-update-component`` request a browser sends to run the callback ``dependency`` (an entry of
-    ``/ui/_dash-dependencies``) with ``values`` (``"id.property"`` → value; others None) as inputs and state."""
-
-    def fill(items: list[dict]) -> list[dict]:
-        return [dict(item, value=values.get(f"{item['id']}.{item['property']}")) for item in items]
-
-    outputs = [_output(part, ids) for part in dependency["output"].strip(".").split("...")]
-    return {
-        "output": dependency["output"],
-        "outputs": outputs if dependency["output"].startswith("..") else outputs[0],
-        "inputs": fill(dependency["inputs"]),
-        "state": fill(dependency["state"]),
-        "changedPropIds": [f"{item['id']}.{item['property']}" for item in dependency["inputs"]],
-    }

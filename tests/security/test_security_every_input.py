@@ -26,16 +26,14 @@ from security_support import (
     BETA_TRACE,
     DEFAULT_TRACE,
     SHARED_TRACE,
-    dash_update_body,
     export_body,
     foreign_markers,
-    layout_ids,
     span,
     write_auth_file,
 )
 
 from hotspan.server import RunningServer
-from testkit import serve_in_process
+from testkit import dash_update_body, layout_ids, serve_in_process
 
 PAYLOADS = CORPUS[:: max(1, len(CORPUS) // 8)]
 """A spread of the corpus (about 8 payloads) per parameter: every parameter, bounded time."""

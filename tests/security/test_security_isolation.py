@@ -30,7 +30,6 @@ from security_support import (
     MARKERS,
     SHARED_TRACE,
     Token,
-    dash_update_body,
     export_body,
     foreign_markers,
     span,
@@ -38,6 +37,7 @@ from security_support import (
 
 from collector.otlp_json import request_from_json
 from hotspan.server import RunningServer
+from testkit import dash_update_body
 
 TENANT_TOKENS = {"acme": ACME_QUERY, "beta": BETA_QUERY, "default": DEFAULT_QUERY}
 OWN_TRACES = {"acme": ACME_TRACE, "beta": BETA_TRACE, "default": DEFAULT_TRACE}
