@@ -3,7 +3,7 @@
 A stored trace may hold a million spans; building its answer whole costs minutes and gigabytes (issue 17
 measured 300 s and 5.7 GB for a 1M-span trace). Every by-ID trace read returns at most
 :attr:`TraceReadLimits.max_spans` spans (``HOTSPAN_MAX_TRACE_SPANS``): ``/api/v1/traces/{id}`` in pages
-(``offset``/``limit``, with the trace's ``span_count`` and the ``next_offset``), the Jaeger APIs the first spans
+(``page_token``/``limit``, with the trace's ``span_count`` and the ``next_page_token``), the Jaeger APIs the first spans
 by start with a warning. Each truncated answer is counted in ``hotspan_trace_reads_truncated_total{api}``.
 Grafana Tempo bounds the other end: spans past its ``max_bytes_per_trace`` are refused at ingest and counted in
 ``tempo_discarded_spans_total{reason="trace_too_large"}``; Hotspan stores every span and bounds the reads.

@@ -28,7 +28,7 @@ from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits, json_off_loop
 from api.window import MAX_NS, check_order
 from storage.ids import IdError, normalize_trace_id
-from storage.reader import TraceQuery, TraceReader
+from storage.reader import TraceCursor, TraceQuery, TraceReader
 
 NS_PER_MS = 1_000_000
 MAX_DURATION_MS = MAX_NS // NS_PER_MS
@@ -104,34 +104,38 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
     async def get_trace(
         trace_id: str,
         tenant: Tenant,
-        offset: Annotated[int, Query(ge=0, description="First span to return, by position in start order.")] = 0,
+        page_token: Annotated[
+            str | None, Query(description="`next_page_token` of the previous page; absent for the first.")
+        ] = None,
         limit: Annotated[
             int | None, Query(ge=1, description="Most spans to return; default and cap HOTSPAN_MAX_TRACE_SPANS.")
         ] = None,
     ) -> Response:
         """The spans of one trace, each once, by start time, in pages of at most ``HOTSPAN_MAX_TRACE_SPANS``: a trace
-        that fits is answered whole (``truncated`` false); a larger one page by page, each answer naming the
-        ``next_offset``. IDs: 32 hex (any case), 16 hex (64-bit, zero-padded) or base64."""
+        that fits is answered whole (``truncated`` false); a larger one page by page, each answer giving the
+        ``next_page_token``. Each page costs memory for its own spans only. IDs: 32 hex (any case), 16 hex (64-bit,
+        zero-padded) or base64."""
         canonical = parse_trace_id(trace_id)
         size = min(limit or limits.max_spans, limits.max_spans)
+        try:
+            after = TraceCursor.from_token(page_token) if page_token else None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_parameter", f"page_token: {exc}") from exc
 
         def page() -> TraceResponse:
-            # One span more than the page tells whether another page follows without counting the trace.
-            frame = reader.trace(canonical, tenant=tenant, offset=offset, limit=size + 1)
-            more = frame.height > size
-            total = reader.trace_size(canonical, tenant=tenant) if more or offset else frame.height
+            found = reader.trace_page(canonical, tenant=tenant, after=after, limit=size)
+            partial = found.next is not None or after is not None
+            total = reader.trace_size(canonical, tenant=tenant) if partial else found.spans.height
             if total == 0:
                 raise ApiError(404, "not_found", f"trace {canonical} not found")
-            spans = spans_out(frame.head(size))
-            if more or offset:
+            if partial:
                 limits.count_truncated("v1")
             return TraceResponse(
                 trace_id=canonical,
-                spans=spans,
+                spans=spans_out(found.spans),
                 span_count=total,
-                offset=offset,
-                next_offset=offset + size if more else None,
-                truncated=more or offset > 0,
+                next_page_token=found.next.token() if found.next else None,
+                truncated=partial,
             )
 
         return await json_off_loop(page)

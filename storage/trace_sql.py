@@ -165,26 +165,56 @@ TRACE_WHERE = f"TraceId = {{trace_id:String}} AND {TENANT_FILTER}"
 """The rows of one trace (``trace_id``) of the reader's tenant."""
 
 TRACE_SPANS = f"""
-WITH page AS (
-    SELECT {IDENTITY}, max(Version)
-    FROM otel_traces
-    WHERE {TRACE_WHERE}
-    GROUP BY {IDENTITY}
-    ORDER BY Timestamp, SpanId, SpanKind, SpanName
-    LIMIT {{limit:UInt64}} OFFSET {{offset:UInt64}}
-)
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
-WHERE {TRACE_WHERE} AND ({IDENTITY}, Version) IN page
+WHERE {TRACE_WHERE} AND {LATEST_COPY.format(where=TRACE_WHERE)}
 ORDER BY start_time_unix_nano, span_id, kind, name
 LIMIT 1 BY {IDENTITY}
 """
-"""One page of a trace's spans, one row per span (its latest copy), ordered by start, then span ID: spans
-``offset`` to ``offset + limit - 1`` of that order. Only the page's rows are read whole, so a page costs
-memory for its own spans, whatever the trace's size."""
+"""Every span of one trace, each once (its latest copy), ordered by start, then span ID."""
 
-TRACE_SIZE = f"SELECT uniqExact({IDENTITY}) FROM otel_traces WHERE {TRACE_WHERE}"
-"""How many spans one trace has (each counted once)."""
+_SPAN_ORDER = f"Timestamp, SpanId, SpanKind, SpanName, {TENANT}"
+"""The order of a trace's spans that pages follow (an identity in another order: one row per span, not per copy)."""
+
+AFTER = (
+    f"({{first:Bool}} OR ({_SPAN_ORDER}) > (fromUnixTimestamp64Nano({{after_ns:Int64}}), {{after_span:String}},"
+    " {after_kind:String}, {after_name:String}, {after_owner:String}))"
+)
+"""Rows after a page's last span in :data:`_SPAN_ORDER` (every row for the first page, ``first``)."""
+
+TRACE_PAGE = f"""
+WITH page AS (
+    SELECT {IDENTITY}, max(Version)
+    FROM (
+        SELECT Tenant, TraceId, SpanId, SpanKind, SpanName, Timestamp, Version
+        FROM otel_traces
+        WHERE {TRACE_WHERE} AND {AFTER}
+        ORDER BY {_SPAN_ORDER}, Version DESC
+        LIMIT {{scan:UInt64}}
+    )
+    GROUP BY {IDENTITY}
+    ORDER BY {_SPAN_ORDER}
+    LIMIT {{limit:UInt64}}
+)
+SELECT{SPAN_COLUMNS},
+    SpanKind AS stored_kind,
+    {TENANT} AS owner
+FROM otel_traces
+WHERE {TRACE_WHERE} AND ({IDENTITY}, Version) IN page
+ORDER BY start_time_unix_nano, span_id, stored_kind, name, owner
+LIMIT 1 BY {IDENTITY}
+"""
+"""A page of a trace: its first ``limit`` spans after the cursor (``first`` / ``after_*``, :data:`AFTER`), each once,
+with the columns of :data:`TRACE_SPANS` plus ``stored_kind`` and ``owner`` (what the next cursor needs). Memory
+follows the page, not the trace: the narrow scan keeps its first ``scan`` rows in order (``ORDER BY ... LIMIT``
+keeps a bounded heap), copies of one span sort together with the latest first, and only the page's rows are then
+read whole. A page of many copies may hold fewer than ``limit`` spans; the next one goes on after it."""
+
+TRACE_HAS_MORE = f"SELECT count() > 0 FROM (SELECT 1 FROM otel_traces WHERE {TRACE_WHERE} AND {AFTER} LIMIT 1)"
+"""Whether the trace has a span after the cursor."""
+
+TRACE_SIZE = f"SELECT uniqExact(cityHash64({IDENTITY})) FROM otel_traces WHERE {TRACE_WHERE}"
+"""How many spans one trace has (each counted once; 8 bytes of memory per span)."""
 
 SEARCH_SPAN_FILTERS = {
     "service": "ServiceName = {service:String}",

@@ -199,12 +199,11 @@ def _bounded_trace(
 ) -> JaegerTrace | None:
     """Trace ``trace_id`` in Jaeger's model, at most ``limits.max_spans`` spans (the first by start; the trace's
     ``warnings`` say how many it has), or None when ``tenant`` has no such trace. Blocking."""
-    frame = reader.trace(trace_id, tenant=tenant, limit=limits.max_spans + 1)
-    if frame.height == 0:
+    page = reader.trace_page(trace_id, tenant=tenant, limit=limits.max_spans)
+    if page.spans.height == 0:
         return None
-    if frame.height <= limits.max_spans:
-        return model.traces_from_frame(frame)[0]
-    limits.count_truncated("jaeger_v1")
-    trace = model.traces_from_frame(frame.head(limits.max_spans))[0]
-    trace.warnings = [limits.warning(trace_id, reader.trace_size(trace_id, tenant=tenant))]
+    trace = model.traces_from_frame(page.spans)[0]
+    if page.next is not None:
+        limits.count_truncated("jaeger_v1")
+        trace.warnings = [limits.warning(trace_id, reader.trace_size(trace_id, tenant=tenant))]
     return trace

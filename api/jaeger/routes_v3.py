@@ -183,15 +183,14 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
             canonical = parse_trace_id(trace_id)
         except ApiError as exc:
             raise JaegerError(400, f"malformed parameter {exc.message}") from None
-        frame = await run_in_threadpool(reader.trace, canonical, tenant=tenant, limit=limits.max_spans + 1)
-        if frame.height == 0:
+        page = await run_in_threadpool(reader.trace_page, canonical, tenant=tenant, limit=limits.max_spans)
+        if page.spans.height == 0:
             raise JaegerError(404, NOT_FOUND)
         headers = None
-        if frame.height > limits.max_spans:
+        if page.next is not None:
             limits.count_truncated("jaeger_v3")
             total = await run_in_threadpool(reader.trace_size, canonical, tenant=tenant)
             headers = {"Warning": f'299 hotspan "{limits.warning(canonical, total)}"'}
-            frame = frame.head(limits.max_spans)
-        return await json_off_loop(lambda: V3TracesResponse(result=otlp.traces_data(frame)), headers)
+        return await json_off_loop(lambda: V3TracesResponse(result=otlp.traces_data(page.spans)), headers)
 
     return router

@@ -148,10 +148,10 @@ def test_a_huge_trace_is_read_in_pages_in_bounded_memory(server: ServedHotspan, 
     started = time.monotonic()
     page = httpx.get(base, timeout=300).json()
     first_page_s = time.monotonic() - started
-    read, offset, pages = len(page["spans"]), page["next_offset"], 1
-    while offset is not None:
-        page = httpx.get(base, params={"offset": offset}, timeout=300).json()
-        read, offset, pages = read + len(page["spans"]), page["next_offset"], pages + 1
+    read, token, pages = len(page["spans"]), page["next_page_token"], 1
+    while token is not None:
+        page = httpx.get(base, params={"page_token": token}, timeout=300).json()
+        read, token, pages = read + len(page["spans"]), page["next_page_token"], pages + 1
     all_pages_s = time.monotonic() - started
     jaeger = httpx.get(f"{server.base_url}/api/traces/{trace:032x}", timeout=300).json()["data"][0]
     reading.set()
