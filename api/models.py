@@ -89,7 +89,10 @@ class SpanOut(BaseModel):
 
 class TraceResponse(BaseModel):
     trace_id: str
-    spans: list[SpanOut]
+    spans: list[SpanOut] = Field(description="This page's spans, by start time, then span ID; each span once.")
+    span_count: int = Field(description="Spans of the whole trace.")
+    next_page_token: str | None = Field(description="`page_token` of the next page; null on the last one.")
+    truncated: bool = Field(description="True when this page is not the whole trace.")
 
 
 class Health(BaseModel):

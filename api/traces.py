@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import polars as pl
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.errors import ApiError
@@ -25,10 +25,11 @@ from api.models import (
     TraceSummary,
 )
 from api.tenancy import Tenant
+from api.trace_limits import TraceReadLimits, json_off_loop
 from api.window import MAX_NS, check_order
 from processors.pipeline.queries import AnalysisService
 from storage.ids import IdError, normalize_trace_id
-from storage.reader import TraceQuery, TraceReader
+from storage.reader import TraceCursor, TraceQuery, TraceReader
 from units import NS_PER_MS
 
 MAX_DURATION_MS = MAX_NS // NS_PER_MS
@@ -36,10 +37,12 @@ MAX_DURATION_MS = MAX_NS // NS_PER_MS
 keeps ``inf`` (and ``1e309``) out of the ns conversion."""
 
 
-def build_router(reader: TraceReader, analysis: AnalysisService) -> APIRouter:
+def build_router(reader: TraceReader, analysis: AnalysisService, limits: TraceReadLimits | None = None) -> APIRouter:
     """Routes over ``reader`` (and ``analysis`` for the model usage of search results); every query is
-    parameterised by the storage layer."""
+    parameterised by the storage layer. A trace read returns at most ``limits.max_spans`` spans per page
+    (:mod:`api.trace_limits`)."""
     router = APIRouter(prefix="/api/v1", tags=["traces"])
+    limits = limits or TraceReadLimits()
 
     @router.get("/services", operation_id="list_services", response_model=ServicesResponse)
     async def services(tenant: Tenant) -> ServicesResponse:
@@ -105,13 +108,44 @@ def build_router(reader: TraceReader, analysis: AnalysisService) -> APIRouter:
         response_model=TraceResponse,
         responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
     )
-    async def get_trace(trace_id: str, tenant: Tenant) -> TraceResponse:
-        """Every span of one trace. IDs: 32 hex (any case), 16 hex (64-bit, zero-padded) or base64."""
+    async def get_trace(
+        trace_id: str,
+        tenant: Tenant,
+        page_token: Annotated[
+            str | None, Query(description="`next_page_token` of the previous page; absent for the first.")
+        ] = None,
+        limit: Annotated[
+            int | None, Query(ge=1, description="Most spans to return; default and cap HOTSPAN_MAX_TRACE_SPANS.")
+        ] = None,
+    ) -> Response:
+        """The spans of one trace, each once, by start time, in pages of at most ``HOTSPAN_MAX_TRACE_SPANS``: a trace
+        that fits is answered whole (``truncated`` false); a larger one page by page, each answer giving the
+        ``next_page_token``. Each page costs memory for its own spans only. IDs: 32 hex (any case), 16 hex (64-bit,
+        zero-padded) or base64."""
         canonical = parse_trace_id(trace_id)
-        frame = await run_in_threadpool(reader.trace, canonical, tenant=tenant)
-        if frame.height == 0:
-            raise ApiError(404, "not_found", f"trace {canonical} not found")
-        return TraceResponse(trace_id=canonical, spans=spans_out(frame))
+        size = min(limit or limits.max_spans, limits.max_spans)
+        try:
+            after = TraceCursor.from_token(page_token) if page_token else None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_parameter", f"page_token: {exc}") from exc
+
+        def page() -> TraceResponse:
+            found = reader.trace_page(canonical, tenant=tenant, after=after, limit=size)
+            partial = found.next is not None or after is not None
+            total = reader.trace_size(canonical, tenant=tenant) if partial else found.spans.height
+            if total == 0:
+                raise ApiError(404, "not_found", f"trace {canonical} not found")
+            if partial:
+                limits.count_truncated("v1")
+            return TraceResponse(
+                trace_id=canonical,
+                spans=spans_out(found.spans),
+                span_count=total,
+                next_page_token=found.next.token() if found.next else None,
+                truncated=partial,
+            )
+
+        return await json_off_loop(page)
 
     return router
 

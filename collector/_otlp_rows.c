@@ -1442,6 +1442,46 @@ static PyObject *check(PyObject *self, PyObject *arg) {
     return result;
 }
 
+/* Adds the ResourceSpans (level 0: fields 1 of the request), ScopeSpans (level 1: fields 2 of a
+   ResourceSpans) and Span messages (level 2: fields 2 of a ScopeSpans) under one message to counts[],
+   reading nothing but tags and lengths. -1 for malformed bytes. */
+static int count_shape(Ctx *ctx, const uint8_t *data, size_t len, int level, Py_ssize_t counts[3]) {
+    uint32_t wanted = level == 0 ? 1 : 2;
+    Cursor c = cursor(data, len);
+    Field f;
+    int r;
+    while ((r = next_field(ctx, &c, &f)) > 0) {
+        if (f.number != wanted || f.wire != WIRE_LEN)
+            continue;
+        counts[level]++;
+        if (level < 2)
+            TRY(count_shape(ctx, f.data, f.len, level + 1, counts));
+    }
+    return r;
+}
+
+PyDoc_STRVAR(shape_doc,
+             "shape(body, /)\n--\n\n"
+             "(resource_spans, scope_spans, spans) of a serialized ExportTraceServiceRequest, counted from its\n"
+             "field tags and lengths alone (nothing is decoded or checked), or None when the bytes are malformed.\n"
+             "The receivers bound a request's work with it before any protobuf parse. Never raises for any bytes.");
+
+static PyObject *shape(PyObject *self, PyObject *arg) {
+    Py_buffer body;
+    (void)self;
+    if (PyObject_GetBuffer(arg, &body, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Ctx *ctx = ctx_start(1);
+    Py_ssize_t counts[3] = {0, 0, 0};
+    PyObject *result;
+    if (count_shape(ctx, body.buf, (size_t)body.len, 0, counts) == 0)
+        result = Py_BuildValue("(nnn)", counts[0], counts[1], counts[2]);
+    else
+        result = Py_NewRef(Py_None);
+    PyBuffer_Release(&body);
+    return result;
+}
+
 PyDoc_STRVAR(go_float_doc,
              "go_float(value, /)\n--\n\n"
              "collector.attributes.go_float in C (Go's shortest %g), as the rows store doubles.");
@@ -1466,6 +1506,7 @@ static PyObject *go_float(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"convert", convert, METH_VARARGS, convert_doc},
     {"check", check, METH_O, check_doc},
+    {"shape", shape, METH_O, shape_doc},
     {"go_float", go_float, METH_O, go_float_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -105,11 +105,11 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
     given = list(rejections or [])
     skip = {r.position for r in given if r.position is not None}
     found: list[Rejection] = []
-    warnings: list[str] = []
+    unnamed: list[int] = []
     copies: dict[tuple[bytes, bytes, int, str, int], list[Position]] = {}
     for r_index, resource_spans in enumerate(request.resource_spans):
         if not _service_name(resource_spans.resource):
-            warnings.append(unnamed_service_warning(r_index))
+            unnamed.append(r_index)
         for s_index, scope_spans in enumerate(resource_spans.scope_spans):
             for p_index, span in enumerate(scope_spans.spans):
                 position = (r_index, s_index, p_index)
@@ -128,7 +128,7 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
         kept.add(group[-1])
         found.extend(Rejection.at(position, duplicate_reason(group[-1])) for position in group[:-1])
     rejected = sorted(given + found, key=lambda r: r.position or (-1, -1, -1))
-    return Verdict(frozenset(kept), rejected, warnings)
+    return Verdict(frozenset(kept), rejected, [unnamed_service_warning(unnamed)] if unnamed else [])
 
 
 def to_batch(
@@ -178,9 +178,17 @@ def _service_name(resource: Resource) -> str:
     return ""
 
 
-def unnamed_service_warning(r_index: int) -> str:
-    """The warning for resource ``r_index`` without ``service.name``."""
-    return f"resourceSpans[{r_index}].resource has no 'service.name'; stored as '{UNKNOWN_SERVICE}'"
+WARNED_RESOURCES = 5
+"""Resources a warning names at most: one request may hold millions, and the answer stays small."""
+
+
+def unnamed_service_warning(r_indexes: Sequence[int]) -> str:
+    """The one warning for the resources at ``r_indexes`` (at least one) that have no ``service.name``: each named
+    up to :data:`WARNED_RESOURCES`, then how many more."""
+    named = ", ".join(f"resourceSpans[{i}].resource" for i in r_indexes[:WARNED_RESOURCES])
+    more = len(r_indexes) - WARNED_RESOURCES
+    verb = "has" if len(r_indexes) == 1 else "have"
+    return f"{named}{f' and {more} more' if more > 0 else ''} {verb} no 'service.name'; stored as '{UNKNOWN_SERVICE}'"
 
 
 def check_span(span: Span) -> None:

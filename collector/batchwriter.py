@@ -3,12 +3,12 @@
 A :class:`BatchWriter` works in two steps: :meth:`~BatchWriter.prepare` checks a batch and decides,
 per request, what is stored and what is rejected and why (the same answer the receivers already
 gave with :func:`collector.batch.check_request`; here it decides which rows to insert);
-:meth:`~BatchWriter.store` then writes the accepted spans with the batch's deduplication token.
-The implementation is :class:`~collector.native_writer.NativeBatchWriter`: a compiled scanner writes
-ClickHouse ``Native`` columns straight from the protobuf bytes of clean requests, the rest go through
-:func:`python_request` (:func:`collector.batch.to_batch`, the reference) and an Arrow insert; any
-ClickHouse. ``tests/collector/test_native_rows.py`` holds both to the same answers and rows.
-Blocking; one batch at a time per writer instance.
+:meth:`~BatchWriter.store` then writes the accepted spans, each span once
+(:class:`storage.writer.OnceWriter`). The implementation is :class:`~collector.native_writer.NativeBatchWriter`: a
+compiled scanner writes ClickHouse ``Native`` columns straight from the protobuf bytes of clean requests, the rest
+go through :func:`python_request` (:func:`collector.batch.to_batch`, the reference) as Arrow; any ClickHouse.
+``tests/collector/test_native_rows.py`` holds both to the same answers and rows. Blocking; one batch at a time
+per writer instance.
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ from collector.batch import to_batch
 from collector.limits import SpanLimits
 from collector.rejections import Rejection
 from collector.results import ExportResult, export_result
-from storage.clickhouse import ClickHouse
 from storage.schema import with_tenant
-
-TRACES_TABLE = "otel_traces"
+from storage.writer import StoreOutcome
 
 
 class UnreadableRequestError(ValueError):
@@ -75,20 +73,14 @@ class BatchWriter(Protocol):
         """
         ...
 
-    def store(self, batch: PreparedBatch, dedup_token: str) -> None:
-        """Insert the accepted spans; repeating it with the same token stores nothing twice.
+    def store(self, batch: PreparedBatch) -> StoreOutcome:
+        """Insert the accepted spans, each span once (:class:`storage.writer.OnceWriter`): storing the same batch
+        again, after a crash between the insert and the deletion of its spool segments, stores nothing.
 
         Raises:
-            clickhouse_connect.driver.exceptions.ClickHouseError: the insert failed.
+            clickhouse_connect.driver.exceptions.ClickHouseError: the insert failed; nothing was stored.
         """
         ...
-
-
-def insert_python_rows(ch: ClickHouse, batch: PreparedBatch, dedup_token: str) -> None:
-    """Insert the rows of :attr:`PreparedBatch.python_tables` in one statement, with a token of their own
-    (``<dedup_token>-py``: the same batch's ``Native`` insert uses the plain one)."""
-    if batch.python_tables:
-        ch.insert_arrow(TRACES_TABLE, pa.concat_tables(batch.python_tables), f"{dedup_token}-py")
 
 
 def python_request(

@@ -19,7 +19,7 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
 
-from collector.decode import PROTOBUF, PayloadError, check_body
+from collector.decode import DEFAULT_MAX_REQUEST_SPANS, PROTOBUF, PayloadError, check_body
 from collector.http_receiver import DEFAULT_MAX_BODY_BYTES, export_response_message
 from collector.metrics import IngestMetrics
 from collector.pipeline import IngestPipeline, OverloadedError, QueueFullError
@@ -34,9 +34,12 @@ PROTOCOL = "grpc"
 class TraceService:
     """The Export method over raw bytes; blocking (runs on the gRPC server's worker threads)."""
 
-    def __init__(self, pipeline: IngestPipeline, metrics: IngestMetrics) -> None:
+    def __init__(
+        self, pipeline: IngestPipeline, metrics: IngestMetrics, max_request_spans: int = DEFAULT_MAX_REQUEST_SPANS
+    ) -> None:
         self._pipeline = pipeline
         self._metrics = metrics
+        self._max_request_spans = max_request_spans
 
     def export(self, body: bytes, context: grpc.ServicerContext) -> bytes:
         """Accept one serialized ``ExportTraceServiceRequest``; return the serialized response."""
@@ -45,7 +48,7 @@ class TraceService:
         except OverloadedError as exc:
             self._abort_overloaded(context, exc)
         try:
-            checked = check_body(body, PROTOBUF)
+            checked = check_body(body, PROTOBUF, self._max_request_spans)
             self._pipeline.resize(ticket, len(checked.body), checked.spans)
         except PayloadError as exc:
             self._pipeline.release(ticket)
@@ -76,6 +79,7 @@ def start_grpc_server(
     max_message_bytes: int = DEFAULT_MAX_BODY_BYTES,
     workers: int = 8,
     interceptors: Sequence[grpc.ServerInterceptor] = (),
+    max_request_spans: int = DEFAULT_MAX_REQUEST_SPANS,
 ) -> tuple[grpc.Server, int]:
     """Start a gRPC server with the OTLP trace service; return it and the bound port (``port`` 0 picks one).
 
@@ -90,7 +94,7 @@ def start_grpc_server(
         options=[("grpc.max_receive_message_length", max_message_bytes)],
         interceptors=interceptors,
     )
-    service = TraceService(pipeline, metrics)
+    service = TraceService(pipeline, metrics, max_request_spans)
     # No request deserializer: the handler receives the serialized request bytes.
     handler = grpc.unary_unary_rpc_method_handler(service.export)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))

@@ -60,8 +60,9 @@ class IngestMetrics:
         )
         self.requests = Counter(
             "hotspan_ingest_requests_total",
-            "Export requests by outcome: ok, partial, invalid (400/413/415), throttled (429 or"
-            " UNAVAILABLE for a full queue), unavailable (503: storage down and spool full or failing).",
+            "Export requests by outcome: ok, partial, invalid (400/408/413/415), throttled (429 or"
+            " UNAVAILABLE for a full queue), unavailable (503: storage down and spool full or failing),"
+            " disconnected (the sender left before its body arrived).",
             ["protocol", "outcome"],
             registry=registry,
         )
@@ -110,7 +111,19 @@ class IngestMetrics:
             registry=registry,
         )
         self.inserted_spans = Counter(
-            "hotspan_storage_inserted_spans_total", "Spans stored in ClickHouse from the spool.", registry=registry
+            "hotspan_storage_inserted_spans_total",
+            "Span copies stored in ClickHouse from the spool (first copies and later, different ones).",
+            registry=registry,
+        )
+        self.repeated_spans = Counter(
+            "hotspan_storage_repeated_spans_total",
+            "Spans not stored again because an equal copy was stored already (a sender's retry, a re-import).",
+            registry=registry,
+        )
+        self.replaced_spans = Counter(
+            "hotspan_storage_replaced_spans_total",
+            "Spans stored again as a later, different copy (readers show it instead of the earlier one).",
+            registry=registry,
         )
         self.inserted_groups = Counter(
             "hotspan_storage_inserted_groups_total", "Groups of spool segments stored in ClickHouse.", registry=registry

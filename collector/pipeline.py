@@ -10,15 +10,19 @@ Flow (one process; threads in brackets):
 2. [spooler] appends every waiting request to one spool segment and fsyncs it (group commit: one
    fsync covers all requests waiting at that moment). From then on a request may be acknowledged:
    it is durable. If no inserter is busy and nothing else is spooled, the acknowledgement waits
-   for the insert, so a lone sender reads its own spans right after the answer (as tests and
-   ``hotspan import`` do); otherwise it goes out at once, and senders never wait behind ClickHouse.
+   for the insert (at most ``insert_wait_s``), so a lone sender reads its own spans right after the
+   answer (as tests and ``hotspan import`` do); otherwise it goes out at once, and senders never wait
+   long behind ClickHouse.
 3. [inserters, ``insert_threads`` of them] each take the oldest segments nobody has taken (up to
    ``batch_max_spans`` spans), convert them (:class:`~collector.native_writer.NativeBatchWriter`: a
    compiled scan of the protobuf bytes into ``Native`` columns, the same rules again; the rare request
-   it does not handle goes through the Python reference) and insert them in one statement with the
-   group's deduplication token,
-   then delete the segments. On failure the segments stay and are retried with back-off; a crash
-   between insert and delete repeats the insert, which ClickHouse then drops as a duplicate.
+   it does not handle goes through the Python reference) and store them, each span once
+   (:class:`storage.writer.OnceWriter`: a copy already stored is not stored again), then delete the
+   segments. On failure the segments stay and are retried with back-off; a crash between insert and
+   delete repeats the insert, which then finds every span stored and stores nothing.
+   Conversions run in parallel; the stores run one at a time, in the order the groups were claimed
+   (:class:`Turnstile`), so that two copies of a span in different groups are checked against each
+   other and the later one is stored as the later version.
 
 Backpressure (OTLP spec, "Failures" and "Throttling"): while ClickHouse keeps up, spans admitted but
 not yet stored are capped at ``queue_max_spans`` and undecoded request bytes in memory at
@@ -33,8 +37,9 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +53,6 @@ from collector.results import ExportResult, log_answer
 from collector.spool import Group, Spool, SpoolFullError
 from collector.wire import read_batch, write_batch
 from storage.clickhouse import ClickHouse
-from storage.faults import FaultPlan
 from storage.tenancy import DEFAULT_TENANT
 
 log = logging.getLogger(__name__)
@@ -91,9 +95,11 @@ class PipelineConfig:
         batch_max_spans: most spans converted and inserted in one statement.
         spool_max_bytes: largest total size of the spool.
         insert_threads: inserters working on different groups at once, each with its own ClickHouse
-            handle (one statement runs on one core).
+            handle: their conversions overlap, their stores take turns (:class:`Turnstile`).
         retry_after_s: the retry hint given to senders when shedding, and the first insert back-off, seconds.
         retry_max_s: longest back-off between insert attempts while they fail, seconds.
+        insert_wait_s: longest time an answer waits for its insert when it waits at all (a lone sender, an idle
+            inserter); past it the request is answered from the spool, seconds.
         limits: per-span limits.
     """
 
@@ -104,6 +110,7 @@ class PipelineConfig:
     insert_threads: int = 2
     retry_after_s: float = 1.0
     retry_max_s: float = 5.0
+    insert_wait_s: float = 2.0
     limits: SpanLimits = field(default_factory=SpanLimits)
 
 
@@ -128,7 +135,6 @@ class IngestPipeline:
         data_dir: batch files are built in ``data_dir/ingest/work``; the spool is ``data_dir/ingest/spool``.
         config: sizes and timings.
         metrics: where to count.
-        faults: a test hook's plan (crash right after an insert); ``None`` in production.
     """
 
     def __init__(
@@ -137,11 +143,9 @@ class IngestPipeline:
         data_dir: Path,
         config: PipelineConfig,
         metrics: IngestMetrics,
-        faults: FaultPlan | None = None,
     ) -> None:
         self._config = config
         self._metrics = metrics
-        self._faults = faults or FaultPlan()
         self._work = data_dir / "ingest" / "work"
         self._work.mkdir(parents=True, exist_ok=True)
         for leftover in self._work.iterdir():
@@ -155,8 +159,10 @@ class IngestPipeline:
         self._queued_bytes = 0
         self._queued_spans = 0
         self._wake_inserter = threading.Event()
+        self._claiming = threading.Lock()
+        self._turns = Turnstile()
         self._inserting = 0
-        self._waiting: dict[int, list[Ticket]] = {}
+        self._waiting: dict[int, tuple[list[Ticket], float]] = {}
         self._healthy = True
         self._spool_refused = False
         self._next_try = 0.0
@@ -199,6 +205,21 @@ class IngestPipeline:
         for handle in self._handles:
             handle.close()
 
+    @property
+    def retry_after_s(self) -> float:
+        """The retry hint given to senders when shedding, seconds."""
+        return self._config.retry_after_s
+
+    @property
+    def inserting_ok(self) -> bool:
+        """Whether the last insert into ClickHouse succeeded (True before the first). Non-blocking."""
+        return self._healthy
+
+    @property
+    def spooled_spans(self) -> int:
+        """Spans acknowledged and waiting in the spool. Non-blocking."""
+        return self.spool.spans
+
     # -- admission (any thread) -------------------------------------------------------------------
 
     def admit(self, protocol: str, nbytes: int) -> Ticket:
@@ -213,8 +234,22 @@ class IngestPipeline:
             self._queued_bytes += nbytes
             return Ticket(protocol, nbytes)
 
-    def _check_room(self, nbytes: int, spans: int) -> None:
-        """Raise unless ``nbytes`` and ``spans`` more fit; called with the lock held."""
+    def grow(self, ticket: Ticket, nbytes: int) -> None:
+        """Add ``nbytes`` to a reservation while its body arrives (or inflates), so room is taken for bytes
+        actually held, never for a length a sender merely declared.
+
+        Raises:
+            QueueFullError, StorageUnavailableError: the bytes do not fit now; the reservation is kept (the
+                caller releases it).
+        """
+        with self._lock:
+            self._check_room(nbytes, 0, own=ticket.nbytes)
+            self._queued_bytes += nbytes
+            ticket.nbytes += nbytes
+
+    def _check_room(self, nbytes: int, spans: int, own: int = 0) -> None:
+        """Raise unless ``nbytes`` and ``spans`` more fit, ``own`` of the queued bytes being the asker's own (a
+        queue holding nothing else admits anything); called with the lock held."""
         retry = self._config.retry_after_s
         if self._stopping:
             raise StorageUnavailableError("collector is shutting down", retry)
@@ -223,7 +258,7 @@ class IngestPipeline:
             if not self._healthy:
                 raise StorageUnavailableError("storage unavailable and the spool is full; retry later", retry)
             raise QueueFullError("ingest spool full while storage catches up; retry later", retry)
-        if self._queued_bytes and self._queued_bytes + nbytes > self._config.queue_max_bytes:
+        if self._queued_bytes > own and self._queued_bytes + nbytes > self._config.queue_max_bytes:
             raise QueueFullError(
                 f"ingest queue full ({self._queued_bytes} of {self._config.queue_max_bytes} bytes); retry later", retry
             )
@@ -292,13 +327,26 @@ class IngestPipeline:
     def _spool_loop(self) -> None:
         while True:
             with self._lock:
-                while not self._pending and not self._stopping:
-                    self._lock.wait(0.5)
-                if not self._pending:
-                    return
+                overdue: list[list[Ticket]] = []
+                while not self._pending and not self._stopping and not overdue:
+                    self._lock.wait(min(0.5, self._config.insert_wait_s / 4))
+                    overdue = self._take_overdue()
                 tickets = list(self._pending)
                 self._pending.clear()
-            self._spool(tickets)
+            for waited in overdue:
+                self._acknowledge(waited)
+            if tickets:
+                self._spool(tickets)
+            elif not overdue:
+                return
+
+    def _take_overdue(self) -> list[list[Ticket]]:
+        """The requests that have waited ``insert_wait_s`` for their insert, removed from the waiting ones: they are
+        durable in the spool, and a slow ClickHouse must not hold their answer past the sender's timeout. Called
+        with the lock held."""
+        now = time.monotonic()
+        overdue = [seq for seq, (_, since) in self._waiting.items() if now - since >= self._config.insert_wait_s]
+        return [self._waiting.pop(seq)[0] for seq in overdue]
 
     def _spool(self, tickets: list[Ticket]) -> None:
         path = self._work / f"spooling-{time.monotonic_ns()}.bin"
@@ -318,7 +366,7 @@ class IngestPipeline:
         with self._lock:
             wait = self._healthy and not self._inserting and self.spool.segments == 1
             if wait:
-                self._waiting[segment.sequence] = tickets
+                self._waiting[segment.sequence] = (tickets, time.monotonic())
         self._wake_inserter.set()
         if not wait:
             self._acknowledge(tickets)
@@ -347,13 +395,15 @@ class IngestPipeline:
             if self.spool.segments and (self._healthy or time.monotonic() >= self._next_try):
                 with self._lock:
                     self._inserting += 1
-                group = self.spool.next_group(self._config.batch_max_spans)
+                with self._claiming:
+                    group = self.spool.next_group(self._config.batch_max_spans)
+                    turn = self._turns.take() if group is not None else -1
                 if group is not None:
-                    self._insert(group, writer)
+                    self._insert(group, writer, turn)
                 with self._lock:
                     self._inserting -= 1
                     done = {s.sequence for s in group.segments} if group is not None else set()
-                    waiting = [self._waiting.pop(seq) for seq in done & self._waiting.keys()]
+                    waiting = [self._waiting.pop(seq)[0] for seq in done & self._waiting.keys()]
                 for tickets in waiting:
                     # Inserted, or kept in the spool after a failure: durable either way.
                     self._acknowledge(tickets)
@@ -361,25 +411,31 @@ class IngestPipeline:
                 self._wake_inserter.wait(0.2)
                 self._wake_inserter.clear()
         with self._lock:
-            waiting = list(self._waiting.values())
+            waiting = [tickets for tickets, _ in self._waiting.values()]
             self._waiting.clear()
         for tickets in waiting:
             self._acknowledge(tickets)
 
-    def _insert(self, group: Group, writer: BatchWriter) -> None:
+    def _insert(self, group: Group, writer: BatchWriter, turn: int) -> None:
         path = self._work / f"group-{group.token}.bin"
-        count = 0
-        with path.open("wb") as out:
-            # One segment in memory at a time: groups are large, segments small.
-            for segment in group.segments:
-                count += write_batch(out, read_batch(segment.path.read_bytes()), first_index=count)
-        pre: list[list] = [[] for _ in range(count)]
-        if not self._healthy:
-            self._metrics.insert_retries.inc()
         started = time.perf_counter()
         try:
+            count = 0
+            with path.open("wb") as out:
+                # One segment in memory at a time: groups are large, segments small.
+                for segment in group.segments:
+                    count += write_batch(out, read_batch(segment.path.read_bytes()), first_index=count)
+            pre: list[list] = [[] for _ in range(count)]
+            if not self._healthy:
+                self._metrics.insert_retries.inc()
             prepared = writer.prepare(path, pre)
-            writer.store(prepared, group.token)
+        except BaseException:
+            self._turns.skip(turn)
+            path.unlink(missing_ok=True)
+            raise
+        try:
+            with self._turns.turn(turn):
+                outcome = writer.store(prepared)
         except ClickHouseError as exc:
             self.spool.release_group(group)
             self._metrics.insert_failures.inc()
@@ -391,15 +447,52 @@ class IngestPipeline:
         finally:
             path.unlink(missing_ok=True)
         self._metrics.insert_seconds.observe(time.perf_counter() - started)
-        self._faults.crash_now()
         self.spool.finish_group(group)
         self._spool_refused = False
         self._metrics.inserted_groups.inc()
-        self._metrics.inserted_spans.inc(prepared.accepted)
+        self._metrics.inserted_spans.inc(outcome.stored)
+        self._metrics.repeated_spans.inc(outcome.repeated)
+        self._metrics.replaced_spans.inc(outcome.replaced)
         self._metrics.truncated_spans.inc(prepared.truncated)
         if not self._healthy:
             log.info("ClickHouse inserts succeed again; %d spool segments left", self.spool.segments)
         self._healthy, self._backoff_s = True, 0.0
+
+
+class Turnstile:
+    """Lets holders of numbered turns through one at a time, in number order (a ticket lock). Thread-safe.
+
+    Every number :meth:`take` hands out must be used once, by :meth:`turn` or :meth:`skip`, or later numbers
+    wait forever.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._next = 0
+        self._serving = 0
+
+    def take(self) -> int:
+        """The next turn number."""
+        with self._changed:
+            self._next += 1
+            return self._next - 1
+
+    @contextmanager
+    def turn(self, number: int) -> Iterator[None]:
+        """Wait until every earlier turn is over, hold this one for the ``with`` block, then end it."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._serving == number)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._serving += 1
+                self._changed.notify_all()
+
+    def skip(self, number: int) -> None:
+        """End turn ``number`` without using it (after waiting for the earlier ones)."""
+        with self.turn(number):
+            pass
 
 
 __all__ = [
@@ -409,4 +502,5 @@ __all__ = [
     "QueueFullError",
     "StorageUnavailableError",
     "Ticket",
+    "Turnstile",
 ]

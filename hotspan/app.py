@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from a2wsgi import WSGIMiddleware
+from dash.exceptions import DependencyException
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
@@ -23,6 +24,7 @@ from api.errors import install_error_handlers
 from api.jaeger import routes_v1 as jaeger_v1
 from api.jaeger import routes_v3 as jaeger_v3
 from api.models import Health
+from api.trace_limits import TraceReadLimits
 from collector import http_receiver
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
@@ -32,6 +34,7 @@ from diagnosis import load_diagnosis_settings
 from hotspan import metrics as metrics_routes
 from hotspan.auth import Auth, load_auth, protect_app
 from hotspan.docs import install_docs
+from hotspan.health import StorageProbe
 from hotspan.settings import Settings
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import PipelineConfig as TracePipelineConfig
@@ -95,7 +98,7 @@ def open_pipeline(settings: Settings, metrics: IngestMetrics) -> IngestPipeline:
         retry_after_s=settings.retry_after_s,
         limits=limits,
     )
-    pipeline = IngestPipeline(open_handle, settings.data_dir, config, metrics, plan)
+    pipeline = IngestPipeline(open_handle, settings.data_dir, config, metrics)
     pipeline.start()
     return pipeline
 
@@ -112,6 +115,7 @@ def trace_pipeline_config(settings: Settings) -> TracePipelineConfig:
         hotspot_rules_path=settings.hotspot_rules_path,
         hotspot_window_s=settings.hotspot_window_s,
         prices_path=settings.prices_path,
+        max_trace_spans=settings.max_trace_spans,
     )
 
 
@@ -148,7 +152,8 @@ def open_trace_pipeline(
 
 def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -> FastAPI:
     """The HTTP application: ``/v1/traces``, ``/api/v1/...``, ``/metrics``, ``/healthz``, ``/docs`` and the UI
-    at ``/ui``. Starts the ingest pipeline (``app.state.pipeline``); whoever serves the app stops it.
+    at ``/ui``. Starts the ingest pipeline (``app.state.pipeline``) and the storage probe (``app.state.health``);
+    whoever serves the app stops them.
 
     Every request passes ``hotspan.auth``'s middleware first (``auth``; loaded from ``settings`` when omitted).
 
@@ -171,7 +176,14 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     app.state.trace_metrics = TraceMetrics(app.state.metrics_registry)
     app.state.pipeline = open_pipeline(settings, app.state.ingest_metrics)
     app.include_router(
-        http_receiver.build_router(app.state.pipeline, app.state.ingest_metrics, settings.max_body_bytes)
+        http_receiver.build_router(
+            app.state.pipeline,
+            app.state.ingest_metrics,
+            settings.max_body_bytes,
+            body_read_timeout_s=settings.body_read_timeout_s,
+            max_request_spans=settings.max_request_spans,
+            decode_wait_s=settings.decode_wait_s,
+        )
     )
     app.include_router(metrics_routes.build_router(app.state.metrics_registry))
     app.state.analysis_config = trace_pipeline_config(settings)
@@ -179,12 +191,13 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     app.state.analysis = AnalysisService(
         storage.reader, ClickHouseAnalysisStore(storage.clickhouse, STAGES), app.state.analysis_config
     )
-    app.include_router(traces_api.build_router(storage.reader, app.state.analysis))
+    trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
+    app.include_router(traces_api.build_router(storage.reader, app.state.analysis, trace_reads))
     # One set of kept trace views (read once per page load) for the trace page and its REST route alike.
     app.state.trace_views = TraceViews(storage.reader, app.state.analysis_config.stage_rules)
     app.include_router(trace_view_api.build_router(app.state.trace_views))
-    app.include_router(jaeger_v1.build_router(storage.reader))
-    app.include_router(jaeger_v3.build_router(storage.reader))
+    app.include_router(jaeger_v1.build_router(storage.reader, trace_reads))
+    app.include_router(jaeger_v3.build_router(storage.reader, trace_reads))
     app.include_router(topology_api.build_router(storage.reader))
     app.include_router(red_api.build_router(storage.reader))
     diagnosis_settings = load_diagnosis_settings()
@@ -193,14 +206,17 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     app.state.trace_processors = trace_processors(storage, app.state.trace_metrics)
     app.include_router(analysis_api.build_router(app.state.analysis))
 
+    app.state.health = StorageProbe(lambda: ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database))
+    app.state.health.start()
+
     @app.get("/healthz", operation_id="health", response_model=Health, tags=["service"])
-    def health() -> Health:
-        """Liveness and storage reachability."""
-        try:
-            storage.clickhouse.query_rows("SELECT 1")
-        except Exception as exc:
-            return Health(status="degraded", storage=f"unavailable: {exc}")
-        return Health(status="ok", storage="ok")
+    async def health() -> Health:
+        """Liveness and storage reachability, from the background probe's last answer (``hotspan.health``):
+        answered at once, whatever else the server is doing."""
+        reachable, detail = app.state.health.storage()
+        if reachable and not app.state.pipeline.inserting_ok:
+            reachable, detail = False, f"inserts failing; {app.state.pipeline.spooled_spans} spans wait in the spool"
+        return Health(status="ok" if reachable else "degraded", storage=detail)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
@@ -215,5 +231,7 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
         diagnosis_settings=diagnosis_settings,
         trace_views=app.state.trace_views,
     )
+    # An unknown package or file under /ui/_dash-component-suites/ is a 404, not a 500 with a traceback.
+    dash_app.server.register_error_handler(DependencyException, lambda exc: ("not found", 404))
     app.mount("/ui", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app

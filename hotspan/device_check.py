@@ -389,9 +389,7 @@ def run_device_check(
 def main(argv: list[str] | None = None) -> int:
     """``python -m hotspan.device_check``: print the verdict line; exit 0 ok, 1 failed, 2 no vLLM,
     3 Hotspan's dependencies missing."""
-    parser = argparse.ArgumentParser(
-        prog="python -m hotspan.device_check", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m hotspan.device_check", description=__doc__.split("\n")[0])
     parser.add_argument("--engine", choices=("vllm", "emulator"), default="vllm")
     parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--prompt-tokens", type=int, default=64)

@@ -10,6 +10,15 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_HTTP_PORT``: OTLP/HTTP, REST API and UI; default 4318, 0 picks a free port.
 - ``HOTSPAN_GRPC_PORT``: OTLP/gRPC; default 4317, 0 picks a free port, -1 disables.
 - ``HOTSPAN_MAX_BODY_BYTES``: largest OTLP request body, compressed or inflated; bytes, default 16 MiB.
+- ``HOTSPAN_MAX_REQUEST_SPANS``: most spans one OTLP request may hold, and most ``resourceSpans`` +
+  ``scopeSpans`` entries; beyond, 413 (gRPC INVALID_ARGUMENT) before anything is decoded; count, default 200000.
+- ``HOTSPAN_BODY_READ_TIMEOUT_S``: longest time to receive one OTLP/HTTP body; beyond, 408; seconds,
+  default 30.
+- ``HOTSPAN_DECODE_WAIT_S``: longest time a received OTLP/HTTP body waits for a decoder (as many as CPU
+  cores); a request expected to wait longer is refused with 429 before its body is read; seconds, default 3.
+- ``HOTSPAN_MAX_TRACE_SPANS``: the largest trace read whole: ``/api/v1/traces/{id}`` pages beyond it, the Jaeger
+  APIs return the first spans by start with a warning (``api.trace_limits``), and the trace pipeline does not
+  analyse a larger trace (it would hold every span in memory); count, default 100000.
 - ``HOTSPAN_TTL_DAYS``: drop partitions older than this; days, default 0 (keep forever).
 - ``HOTSPAN_QUEUE_MAX_BYTES``: request bytes (decompressed) held in memory, admitted and not yet in the
   spool; beyond it OTLP/HTTP answers 429 and OTLP/gRPC UNAVAILABLE; bytes, default 64 MiB.
@@ -67,6 +76,10 @@ ENVIRONMENT = {
     "http_port": "HOTSPAN_HTTP_PORT",
     "grpc_port": "HOTSPAN_GRPC_PORT",
     "max_body_bytes": "HOTSPAN_MAX_BODY_BYTES",
+    "max_request_spans": "HOTSPAN_MAX_REQUEST_SPANS",
+    "body_read_timeout_s": "HOTSPAN_BODY_READ_TIMEOUT_S",
+    "max_trace_spans": "HOTSPAN_MAX_TRACE_SPANS",
+    "decode_wait_s": "HOTSPAN_DECODE_WAIT_S",
     "ttl_days": "HOTSPAN_TTL_DAYS",
     "queue_max_bytes": "HOTSPAN_QUEUE_MAX_BYTES",
     "queue_max_spans": "HOTSPAN_QUEUE_MAX_SPANS",
@@ -105,6 +118,10 @@ class Settings(BaseModel):
     http_port: int = Field(4318, ge=0, le=65535)
     grpc_port: int = Field(4317, ge=-1, le=65535)
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+    max_request_spans: int = Field(200_000, ge=1)
+    body_read_timeout_s: float = Field(30.0, gt=0)
+    max_trace_spans: int = Field(100_000, ge=1)
+    decode_wait_s: float = Field(3.0, gt=0)
     ttl_days: int = Field(0, ge=0)
     queue_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     queue_max_spans: int = Field(200_000, ge=1)

@@ -12,7 +12,7 @@ Every read is limited to one owner tenant (``storage.tenancy``) or, for an admin
 
 from __future__ import annotations
 
-from storage.trace_sql import SPAN_COLUMNS, TENANT_FILTER
+from storage.trace_sql import IDENTITY, LATEST_COPY, SPAN_COLUMNS, TENANT, TENANT_FILTER
 
 OWNER_FILTER = "({all_tenants:Bool} OR Tenant = {tenant:String})"
 """The owner-tenant condition of every read of a derived table; parameters from
@@ -59,23 +59,27 @@ WHERE Tenant = {owner:String} AND TraceId IN {trace_ids:Array(String)}
 """
 """Which of ``trace_ids`` (of owner tenant ``owner``) already have a summary, any version."""
 
-TRACES_SPANS = f"""
-SELECT{SPAN_COLUMNS},
-    if(Tenant = '', 'default', Tenant) AS tenant
-FROM otel_traces
-WHERE TraceId IN {{trace_ids:Array(String)}}
+_TRACES_WHERE = f"""TraceId IN {{trace_ids:Array(String)}}
   AND {TENANT_FILTER}
   AND toDateTime(Timestamp) >= (
       SELECT min(Start) FROM otel_traces_trace_id_ts WHERE TraceId IN {{trace_ids:Array(String)}})
   AND toDateTime(Timestamp) <= (
-      SELECT max(End) FROM otel_traces_trace_id_ts WHERE TraceId IN {{trace_ids:Array(String)}})
-ORDER BY trace_id, start_time_unix_nano, span_id
+      SELECT max(End) FROM otel_traces_trace_id_ts WHERE TraceId IN {{trace_ids:Array(String)}})"""
+
+TRACES_SPANS = f"""
+SELECT{SPAN_COLUMNS},
+    {TENANT} AS tenant
+FROM otel_traces
+WHERE {_TRACES_WHERE}
+  AND {LATEST_COPY.format(where=_TRACES_WHERE)}
+ORDER BY trace_id, start_time_unix_nano, span_id, kind, name
+LIMIT 1 BY {IDENTITY}
 """
-"""Every span of many traces, with ``tenant`` (the owner tenant, folded) after the columns of
-``TraceReader.trace``. The trace-ID lookup table bounds the scan to the partitions and key ranges holding those
-traces; its bounds are ``toDateTime(Timestamp)`` (seconds), so the condition compares that very expression of
-the sorting key (comparing ``Timestamp`` itself with a ``DateTime`` subquery result misses rows in ClickHouse's
-key analysis)."""
+"""Every span of many traces, each once (its latest copy: ``storage.trace_sql.LATEST_COPY``), with ``tenant`` (the
+owner tenant, folded) after the columns of ``TraceReader.trace``. The trace-ID lookup table bounds the scan to
+the partitions and key ranges holding those traces; its bounds are ``toDateTime(Timestamp)`` (seconds), so the
+condition compares that very expression of the sorting key (comparing ``Timestamp`` itself with a ``DateTime``
+subquery result misses rows in ClickHouse's key analysis)."""
 
 DURATION_QUANTILES = f"""
 SELECT
@@ -83,17 +87,21 @@ SELECT
     SpanName AS name,
     quantile({{quantile:Float64}})(Duration) AS threshold_ns,
     count() AS samples
-FROM otel_traces
-WHERE ServiceName IN {{services:Array(String)}}
-  AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
-  AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
-  AND {TENANT_FILTER}
+FROM (
+    SELECT ServiceName, SpanName, argMax(Duration, Version) AS Duration
+    FROM otel_traces
+    WHERE ServiceName IN {{services:Array(String)}}
+      AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+      AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
+      AND {TENANT_FILTER}
+    GROUP BY {IDENTITY}, ServiceName
+)
 GROUP BY service_name, name
 HAVING samples >= {{min_samples:UInt64}}
 """
 """The rolling hotspot threshold: per (service, operation) of ``services``, the ``quantile`` of span duration
 (ns; ClickHouse's sampling ``quantile``, exact below 8192 spans) over spans starting in the window, for
-operations with at least ``min_samples`` spans there."""
+operations with at least ``min_samples`` spans there; each span counted once."""
 
 SUMMARY_FILTERS = {
     "start_ns": "Timestamp >= fromUnixTimestamp64Nano({start_ns:Int64})",

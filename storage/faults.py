@@ -15,10 +15,13 @@ Spec (setting ``fault_injection``, env ``HOTSPAN_FAULT_INJECTION``): comma-separ
 - ``insert_delay_s=S``: every insert into ``otel_traces`` waits ``S`` seconds first (a slow or
   overloaded server), outside any window: overload tests use it to make storage the bottleneck.
 - ``start_after_s=S``: the window opens ``S`` seconds after the handle is created (default 0).
-- ``crash_after_insert=1``: the process kills itself (SIGKILL) right after spooled spans are
-  inserted and before their spool segments are deleted: the worst moment for a crash, used to
-  prove that inserting from the spool again after a restart stores nothing twice. Read by
-  :mod:`collector.pipeline`.
+- ``crash_after_insert=1``: the process kills itself (SIGKILL) right after its first insert into
+  ``otel_traces`` succeeds: for the ingest pipeline, after spooled spans are inserted and before their
+  spool segments are deleted, the worst moment for a crash, used to prove that inserting from the
+  spool again after a restart stores nothing twice.
+
+Nothing outside this module calls these hooks: a process gets them only by opening its handles
+through :class:`FaultInjectingClickHouse` (``hotspan.app`` does when the setting is given).
 """
 
 from __future__ import annotations
@@ -38,6 +41,11 @@ from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from storage.clickhouse import ClickHouse
 
 _INSERT_INTO_TRACES = re.compile(r"^\s*INSERT\s+INTO\s+`?otel_traces`?[\s(]", re.IGNORECASE)
+
+
+def _inserts_traces(sql: str | None, table: str | None) -> bool:
+    """Whether a call (a statement, or an insert into ``table``) writes into ``otel_traces``."""
+    return table == "otel_traces" or (sql is not None and _INSERT_INTO_TRACES.match(sql) is not None)
 
 
 class FaultSpecError(ValueError):
@@ -74,9 +82,8 @@ class FaultPlan:
         return cls(**values)
 
     def crash_now(self) -> None:
-        """Kill this process at once if the plan asks for a crash after an insert."""
-        if self.crash_after_insert:
-            os.kill(os.getpid(), signal.SIGKILL)
+        """Kill this process at once (called after an insert when :attr:`crash_after_insert` is set)."""
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class FaultInjectingClickHouse(ClickHouse):
@@ -100,6 +107,10 @@ class FaultInjectingClickHouse(ClickHouse):
         elapsed = time.monotonic() - self._opened - self._plan.start_after_s
         return 0 <= elapsed < length_s
 
+    def _after(self, sql: str | None, table: str | None = None) -> None:
+        if self._plan.crash_after_insert and _inserts_traces(sql, table):
+            self._plan.crash_now()
+
     def _before(self, sql: str | None, table: str | None = None) -> None:
         if self._window(self._plan.unreachable_for_s):
             url = "http://127.0.0.1:8123"
@@ -108,7 +119,7 @@ class FaultInjectingClickHouse(ClickHouse):
                 f" (Caused by NewConnectionError('Failed to establish a new connection: [Errno 111]"
                 f" Connection refused')) executing HTTP request attempt 1 ({url})"
             )
-        inserting = table == "otel_traces" or (sql is not None and _INSERT_INTO_TRACES.match(sql) is not None)
+        inserting = _inserts_traces(sql, table)
         if inserting and self._plan.insert_delay_s:
             time.sleep(self._plan.insert_delay_s)
         if inserting and self._window(self._plan.insert_fail_for_s):
@@ -123,7 +134,9 @@ class FaultInjectingClickHouse(ClickHouse):
 
     def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
         self._before(sql)
-        return self._inner.command(sql, parameters)
+        result = self._inner.command(sql, parameters)
+        self._after(sql)
+        return result
 
     def query_arrow(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pa.Table:
         self._before(sql)
@@ -136,12 +149,14 @@ class FaultInjectingClickHouse(ClickHouse):
     def insert_arrow(self, table: str, data: pa.Table, dedup_token: str | None = None) -> None:
         self._before(None, table)
         self._inner.insert_arrow(table, data, dedup_token)
+        self._after(None, table)
 
     def insert_raw(
         self, table: str, columns: Sequence[str], data: bytes, fmt: str, dedup_token: str | None = None
     ) -> None:
         self._before(None, table)
         self._inner.insert_raw(table, columns, data, fmt, dedup_token)
+        self._after(None, table)
 
     def close(self) -> None:
         self._inner.close()

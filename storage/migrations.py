@@ -36,8 +36,9 @@ def render(sql: str, ttl_days: int) -> str:
     return sql.replace("{ttl}", ttl).replace("{ttl_lookup}", ttl_lookup)
 
 
-def apply_migrations(ch: ClickHouse, ttl_days: int = 0) -> list[int]:
-    """Apply every migration not yet recorded; return the versions applied now.
+def apply_migrations(ch: ClickHouse, ttl_days: int = 0, up_to: int | None = None) -> list[int]:
+    """Apply every migration not yet recorded (those numbered at most ``up_to`` when given: the schema of an
+    earlier release, as upgrade tests start from); return the versions applied now.
 
     Raises:
         clickhouse_connect.driver.exceptions.DatabaseError: a statement failed; earlier
@@ -47,7 +48,7 @@ def apply_migrations(ch: ClickHouse, ttl_days: int = 0) -> list[int]:
     done = {row[0] for row in ch.query_rows("SELECT version FROM hotspan_schema_migrations FINAL")}
     applied = []
     for version, name, sql in migration_files():
-        if version in done:
+        if version in done or (up_to is not None and version > up_to):
             continue
         ch.command(render(sql, ttl_days))
         ch.command(

@@ -7,6 +7,9 @@ forgets it fails loudly instead of crossing tenants.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -29,6 +32,61 @@ SEARCH_COLUMNS = (
     "error_count",
     "hotspot_count",
 )
+
+
+@dataclass(frozen=True)
+class TraceCursor:
+    """Where a page of a trace ends (:meth:`TraceReader.trace_page`): the last span's start (ns since the epoch), span
+    ID, kind as stored, name and owner tenant. :meth:`token` and :meth:`from_token` carry it through an API as an
+    opaque string."""
+
+    start_ns: int
+    span_id: str
+    kind: str
+    name: str
+    owner: str
+
+    def token(self) -> str:
+        """The cursor as URL-safe text."""
+        return base64.urlsafe_b64encode(json.dumps(dataclasses.astuple(self)).encode()).decode().rstrip("=")
+
+    @classmethod
+    def from_token(cls, token: str) -> TraceCursor:
+        """The cursor :meth:`token` wrote.
+
+        Raises:
+            ValueError: ``token`` is not one.
+        """
+        try:
+            start_ns, span_id, kind, name, owner = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        except (ValueError, TypeError) as exc:
+            raise ValueError("not a page token of this trace read") from exc
+        if not (isinstance(start_ns, int) and all(isinstance(v, str) for v in (span_id, kind, name, owner))):
+            raise ValueError("not a page token of this trace read")
+        return cls(start_ns, span_id, kind, name, owner)
+
+
+@dataclass(frozen=True)
+class TracePage:
+    """A page of a trace: ``spans`` (the columns of :meth:`TraceReader.trace`) and the cursor of the next page, None
+    on the last."""
+
+    spans: pl.DataFrame
+    next: TraceCursor | None
+
+
+def _after_parameters(after: TraceCursor | None) -> dict[str, object]:
+    """The bound parameters of :data:`storage.trace_sql.AFTER` for ``after`` (None: from the start)."""
+    if after is None:
+        return {"first": True, "after_ns": 0, "after_span": "", "after_kind": "", "after_name": "", "after_owner": ""}
+    return {
+        "first": False,
+        "after_ns": after.start_ns,
+        "after_span": after.span_id,
+        "after_kind": after.kind,
+        "after_name": after.name,
+        "after_owner": after.owner,
+    }
 
 
 @dataclass(frozen=True)
@@ -81,7 +139,8 @@ class TraceReader(Protocol):
         ...
 
     def trace(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame:
-        """Every span of one trace (lowercase 32-hex ID), ordered by start; zero rows when unknown.
+        """Every span of one trace (lowercase 32-hex ID), each once, ordered by start, then span ID; zero rows when
+        unknown. Reads the whole trace: :meth:`trace_page` for one of any size.
 
         Columns: trace_id, span_id, parent_span_id, name, service_name, kind, start_time_unix_nano,
         end_time_unix_nano, duration_ns, status_code (``Unset``/``Ok``/``Error``), status_message,
@@ -89,6 +148,18 @@ class TraceReader(Protocol):
         ``Map(String, String)``: a dict per row, values as stored strings), event_times_unix_nano, event_names,
         event_attributes, link_trace_ids, link_span_ids, link_trace_states, link_attributes.
         """
+        ...
+
+    def trace_page(
+        self, trace_id: str, *, tenant: str | None, after: TraceCursor | None = None, limit: int
+    ) -> TracePage:
+        """The first ``limit`` spans of :meth:`trace`'s order after ``after`` (from the start when None), with the
+        cursor of the next page. Costs memory for ``limit`` spans, whatever the trace's size; a page of a span
+        stored in many copies may hold fewer than ``limit`` spans."""
+        ...
+
+    def trace_size(self, trace_id: str, *, tenant: str | None) -> int:
+        """How many spans :meth:`trace` returns for ``trace_id``; 0 when unknown."""
         ...
 
     def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
@@ -133,6 +204,27 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         frame = pl.from_arrow(self._ch.query_arrow(trace_sql.TRACE_SPANS, parameters))
         assert isinstance(frame, pl.DataFrame)
         return frame
+
+    def trace_page(
+        self, trace_id: str, *, tenant: str | None, after: TraceCursor | None = None, limit: int
+    ) -> TracePage:
+        limit = max(1, limit)
+        parameters = {"trace_id": trace_id, **tenant_parameters(tenant), **_after_parameters(after)}
+        query = trace_sql.TRACE_PAGE
+        frame = pl.from_arrow(self._ch.query_arrow(query, parameters | {"limit": limit, "scan": 2 * limit}))
+        assert isinstance(frame, pl.DataFrame)
+        if frame.height == 0:
+            return TracePage(frame.drop("stored_kind", "owner"), None)
+        last = frame.row(-1, named=True)
+        cursor = TraceCursor(
+            last["start_time_unix_nano"], last["span_id"], last["stored_kind"], last["name"], last["owner"]
+        )
+        more = self._ch.query_rows(trace_sql.TRACE_HAS_MORE, parameters | _after_parameters(cursor))[0][0]
+        return TracePage(frame.drop("stored_kind", "owner"), cursor if more else None)
+
+    def trace_size(self, trace_id: str, *, tenant: str | None) -> int:
+        parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
+        return int(self._ch.query_rows(trace_sql.TRACE_SIZE, parameters)[0][0])
 
     def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         sql, parameters = build_search(query, trace_sql.SEARCH_SPANS)

@@ -6,10 +6,17 @@ Readers accept both spellings the exporter has written over time: ``Server``/``O
 Every read of ``otel_traces`` carries :data:`TENANT_FILTER`, bound by
 :func:`storage.tenancy.tenant_parameters`: each ``FROM otel_traces`` of a query has its own, so spans another
 tenant stored under the same trace ID never join in (``tests/security`` checks every query here).
+
+Every read counts a span once, before and after background merges: a span may have several stored copies
+(rows with the same :data:`IDENTITY`: written by a sender that exported it again, more complete, or by an OTel
+Collector that retried), and readers keep the one with the highest ``Version`` (migration 0031,
+:class:`storage.writer.OnceWriter`). Full-span reads select the latest copies with :data:`LATEST_COPY`;
+aggregates group by :data:`IDENTITY` with ``argMax(..., Version)``.
 """
 
 from __future__ import annotations
 
+from storage.schema import STORED_SCHEMA
 from storage.tenancy import DEFAULT_TENANT
 
 KIND = "initcap(replaceRegexpOne(SpanKind, '^SPAN_KIND_', ''))"
@@ -26,6 +33,96 @@ TENANT_FILTER = f"({{all_tenants:Bool}} OR {TENANT} = {{tenant:String}})"
 """The tenant condition of every read: the caller's tenant only, or every tenant for an admin
 (``all_tenants``); parameters from :func:`storage.tenancy.tenant_parameters`. Holds bound-parameter braces:
 insert it into ``str.format`` templates as a field value, never as template text."""
+
+IDENTITY = f"{TENANT}, TraceId, SpanId, SpanKind, SpanName, Timestamp"
+"""What makes two rows copies of one span: tenant, trace and span ID, kind, name and start. Kind, name and start
+belong to it because real data reuses span IDs for different spans (Zipkin's shared client/server halves,
+several receives of one message under one ID, renamed spans in Jaeger's fixtures); the per-request rule of
+:func:`collector.batch.check_request` uses the same key. A re-export that renames a span or moves its start is
+therefore a second span."""
+
+CONTENT = (
+    "cityHash64(ParentSpanId, TraceState, ServiceName, ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes,"
+    " Duration, StatusCode, StatusMessage, `Events.Timestamp`, `Events.Name`, `Events.Attributes`, `Links.TraceId`,"
+    " `Links.SpanId`, `Links.TraceState`, `Links.Attributes`)"
+)
+"""A hash of everything a copy of a span holds beyond its :data:`IDENTITY`: two copies with equal identity and
+content are the same export repeated (a retry), stored once."""
+
+LATEST_COPY = f"""({IDENTITY}, Version) IN (
+        SELECT {IDENTITY}, max(Version)
+        FROM otel_traces
+        WHERE {{where}}
+        GROUP BY {IDENTITY}
+    )"""
+"""Condition keeping a span's latest copy (its highest ``Version``) among the rows meeting ``{where}``; a template,
+filled by ``str.format`` with the same condition the outer query has, so both read the same rows. Copies with equal
+identity and Version (an OTel Collector's retries, all Version 0) all pass: full-span reads add
+``LIMIT 1 BY {IDENTITY}`` after it."""
+
+INCOMING = "hotspan_incoming"
+"""Temporary table (per ClickHouse session) a batch is loaded into before its checked insert."""
+
+ROW_COLUMNS = ", ".join(f"`{name}`" for name in STORED_SCHEMA.names)
+"""The columns a writer fills (:data:`storage.schema.STORED_SCHEMA`), quoted: the ``Nested`` ones have dots."""
+
+STORED_COLUMNS = f"{ROW_COLUMNS}, Version"
+"""Every stored column of ``otel_traces`` (ALIAS columns aside)."""
+
+CREATE_INCOMING = f"CREATE TEMPORARY TABLE IF NOT EXISTS {INCOMING} AS otel_traces ENGINE = Memory"
+EMPTY_INCOMING = f"TRUNCATE TABLE {INCOMING}"
+
+_POSITIONED = f"(SELECT *, rowNumberInAllBlocks() AS Position FROM {INCOMING})"
+"""The rows of :data:`INCOMING` numbered in arrival order; every statement reading it runs on one thread
+(``max_threads = 1``), which reads the blocks in the order they were inserted, so the numbers agree."""
+
+CHECK_INCOMING = f"""
+SELECT Position, if(Known OR Copy > 1, {{version:UInt64}} + Position, 0) AS Version
+FROM (
+    SELECT Position, Known, row_number() OVER (PARTITION BY Identity ORDER BY Position) AS Copy
+    FROM (
+        SELECT incoming.Position AS Position, Identity, incoming.Content AS Content,
+            notEmpty(stored.Contents) AS Known, has(stored.Contents, incoming.Content) AS Repeat
+        FROM (
+            SELECT Position, tuple({IDENTITY}) AS Identity, {CONTENT} AS Content FROM {_POSITIONED}
+        ) AS incoming
+        LEFT JOIN (
+            SELECT tuple({IDENTITY}) AS Identity, groupArray({CONTENT}) AS Contents
+            FROM otel_traces
+            WHERE TraceId IN (SELECT TraceId FROM {INCOMING})
+              AND Timestamp IN (SELECT Timestamp FROM {INCOMING})
+              AND Timestamp >= (SELECT min(Timestamp) FROM {INCOMING})
+              AND Timestamp <= (SELECT max(Timestamp) FROM {INCOMING})
+            GROUP BY Identity
+        ) AS stored USING Identity
+        WHERE NOT Repeat
+        ORDER BY Position
+        LIMIT 1 BY Identity, Content
+    )
+)
+ORDER BY Position
+SETTINGS max_threads = 1
+"""
+"""The check of :class:`storage.writer.OnceWriter`, reading only identities and content hashes: of the rows in
+:data:`INCOMING` (in arrival order), those whose copy is neither stored (same identity and content) nor earlier in
+the batch, each with its ``Version``: 0 for a span's first copy (identity neither stored nor earlier in the
+batch), else ``version`` plus its position. Stored rows are looked up by the batch's trace IDs and its spans' exact
+starts (the identity holds the start, and the start is in the sorting key, so the lookup reads only the granules
+holding those instants, however many spans the store holds around them)."""
+
+MOVE_ALL = f"""
+INSERT INTO otel_traces ({STORED_COLUMNS}) SELECT {ROW_COLUMNS}, 0 FROM {INCOMING}
+"""
+"""Store every row of :data:`INCOMING` as a first copy (the check kept all, all with Version 0)."""
+
+MOVE_KEPT = f"""
+INSERT INTO otel_traces ({STORED_COLUMNS})
+SELECT {ROW_COLUMNS}, transform(Position, {{positions:Array(UInt64)}}, {{versions:Array(UInt64)}}, 0)
+FROM {_POSITIONED}
+WHERE Position IN {{positions:Array(UInt64)}}
+SETTINGS max_threads = 1
+"""
+"""Store the rows of :data:`INCOMING` at ``positions`` with ``versions`` (what :data:`CHECK_INCOMING` kept)."""
 
 SERVICES = f"SELECT DISTINCT ServiceName FROM otel_traces WHERE {TENANT_FILTER} ORDER BY ServiceName"
 
@@ -64,12 +161,60 @@ SPAN_COLUMNS = f"""
 """The span columns every full-span read returns (see ``TraceReader.trace``); holds no braces, so the
 queries that embed it can still be ``str.format``-ed."""
 
+TRACE_WHERE = f"TraceId = {{trace_id:String}} AND {TENANT_FILTER}"
+"""The rows of one trace (``trace_id``) of the reader's tenant."""
+
 TRACE_SPANS = f"""
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
-WHERE TraceId = {{trace_id:String}} AND {TENANT_FILTER}
-ORDER BY start_time_unix_nano, span_id
+WHERE {TRACE_WHERE} AND {LATEST_COPY.format(where=TRACE_WHERE)}
+ORDER BY start_time_unix_nano, span_id, kind, name
+LIMIT 1 BY {IDENTITY}
 """
+"""Every span of one trace, each once (its latest copy), ordered by start, then span ID."""
+
+_SPAN_ORDER = f"Timestamp, SpanId, SpanKind, SpanName, {TENANT}"
+"""The order of a trace's spans that pages follow (an identity in another order: one row per span, not per copy)."""
+
+AFTER = (
+    f"({{first:Bool}} OR ({_SPAN_ORDER}) > (fromUnixTimestamp64Nano({{after_ns:Int64}}), {{after_span:String}},"
+    " {after_kind:String}, {after_name:String}, {after_owner:String}))"
+)
+"""Rows after a page's last span in :data:`_SPAN_ORDER` (every row for the first page, ``first``)."""
+
+TRACE_PAGE = f"""
+WITH page AS (
+    SELECT {IDENTITY}, max(Version)
+    FROM (
+        SELECT Tenant, TraceId, SpanId, SpanKind, SpanName, Timestamp, Version
+        FROM otel_traces
+        WHERE {TRACE_WHERE} AND {AFTER}
+        ORDER BY {_SPAN_ORDER}, Version DESC
+        LIMIT {{scan:UInt64}}
+    )
+    GROUP BY {IDENTITY}
+    ORDER BY {_SPAN_ORDER}
+    LIMIT {{limit:UInt64}}
+)
+SELECT{SPAN_COLUMNS},
+    SpanKind AS stored_kind,
+    {TENANT} AS owner
+FROM otel_traces
+WHERE {TRACE_WHERE} AND ({IDENTITY}, Version) IN page
+ORDER BY start_time_unix_nano, span_id, stored_kind, name, owner
+LIMIT 1 BY {IDENTITY}
+"""
+"""A page of a trace: its first ``limit`` spans after the cursor (``first`` / ``after_*``, :data:`AFTER`), each once,
+with the columns of :data:`TRACE_SPANS` plus ``stored_kind`` and ``owner`` (what the next cursor needs). Memory
+follows the page, not the trace: the narrow scan keeps its first ``scan`` rows in order (``ORDER BY ... LIMIT``
+keeps a bounded heap), copies of one span sort together with the latest first, and only the page's rows are then
+read whole. A page of many copies may hold fewer than ``limit`` spans; the next one goes on after it."""
+
+TRACE_HAS_MORE = f"SELECT count() > 0 FROM (SELECT 1 FROM otel_traces WHERE {TRACE_WHERE} AND {AFTER} LIMIT 1)"
+"""Whether the trace has a span after the cursor."""
+
+TRACE_SIZE = f"SELECT uniqExact(cityHash64({IDENTITY})) FROM otel_traces WHERE {TRACE_WHERE}"
+"""How many spans one trace has (each counted once; 8 bytes of memory per span)."""
 
 SEARCH_SPAN_FILTERS = {
     "service": "ServiceName = {service:String}",
@@ -117,13 +262,26 @@ SELECT
     count() AS span_count,
     uniqExact(ServiceName) AS service_count,
     countIf({STATUS} = 'Error') AS error_count,
-    countIf({HOTSPOT}) AS hotspot_count
-FROM otel_traces
-WHERE TraceId IN (SELECT TraceId FROM matched) AND {{tenant}}
+    countIf(Hotspot) AS hotspot_count
+FROM (
+    SELECT
+        TraceId,
+        Timestamp,
+        SpanName,
+        argMax(ParentSpanId, Version) AS ParentSpanId,
+        argMax(ServiceName, Version) AS ServiceName,
+        argMax(Duration, Version) AS Duration,
+        argMax(StatusCode, Version) AS StatusCode,
+        argMax({HOTSPOT}, Version) AS Hotspot
+    FROM otel_traces
+    WHERE TraceId IN (SELECT TraceId FROM matched) AND {{tenant}}
+    GROUP BY {IDENTITY}
+)
 GROUP BY TraceId
 ORDER BY start_time_unix_nano DESC
 """
 )
+"""Summaries of the traces a search finds, each span counted once (its latest copy)."""
 
 SEARCH_SPANS = (
     MATCHED_TRACES
@@ -131,19 +289,22 @@ SEARCH_SPANS = (
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
 WHERE TraceId IN (SELECT TraceId FROM matched) AND {{tenant}}
-ORDER BY trace_id, start_time_unix_nano, span_id
+  AND {LATEST_COPY.format(where="TraceId IN (SELECT TraceId FROM matched) AND {tenant}")}
+ORDER BY trace_id, start_time_unix_nano, span_id, kind, name
+LIMIT 1 BY {IDENTITY}
 """
 )
-"""Every span of the traces a search finds (the Jaeger APIs answer a search with whole traces)."""
+"""Every span of the traces a search finds (the Jaeger APIs answer a search with whole traces), each once."""
 
 DEPENDENCIES = f"""
 WITH children AS (
-    SELECT DISTINCT TraceId, SpanId, ParentSpanId, ServiceName
+    SELECT TraceId, SpanId, argMax(ParentSpanId, Version) AS ParentSpanId, argMax(ServiceName, Version) AS ServiceName
     FROM otel_traces
-    WHERE ParentSpanId != ''
-      AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+    WHERE Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
       AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
       AND {TENANT_FILTER}
+    GROUP BY {IDENTITY}
+    HAVING ParentSpanId != ''
 )
 SELECT p.ServiceName AS parent, c.ServiceName AS child, count() AS call_count
 FROM children AS c
@@ -157,5 +318,5 @@ GROUP BY parent, child
 ORDER BY parent, child
 """
 """Service-to-service calls: parent→child span pairs whose services differ, counted per (parent, child) service,
-for child spans starting inside the window (Jaeger's dependency rule). Rows are made distinct first because an
-exporter that retries may have stored a span twice; the parent may start before the window."""
+for child spans starting inside the window (Jaeger's dependency rule), each child span counted once (its latest
+copy); the parent may start before the window."""

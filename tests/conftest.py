@@ -18,6 +18,7 @@ from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
+from testkit import serve_in_process
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -54,17 +55,7 @@ def ingestor(store: ClickHouse) -> Ingestor:
 @pytest.fixture
 def hotspan_server(chdb_dsn: str, tmp_path: Path) -> Iterator[RunningServer]:
     """A served Hotspan (OTLP/HTTP + REST + UI and OTLP/gRPC) on free loopback ports, own database."""
-    from hotspan.server import start_server
-    from hotspan.settings import load_settings
-
-    settings = load_settings(
-        data_dir=tmp_path,
-        clickhouse_dsn=chdb_dsn,
-        clickhouse_database=f"s_{uuid.uuid4().hex[:12]}",
-        http_port=0,
-        grpc_port=0,
-    )
-    server = start_server(settings)
+    server = serve_in_process(chdb_dsn, tmp_path)
     yield server
     server.stop()
 

@@ -1,4 +1,5 @@
-"""Test helpers shared across the suite: where the shared data lives, loading OTLP-JSON files.
+"""Test helpers shared across the suite: where the shared data lives, loading OTLP-JSON files, serving Hotspan
+in-process, calling Dash callbacks as a browser does.
 
 A plain module (not ``conftest``) so tests can import it by a name no other folder shares.
 """
@@ -7,14 +8,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from collector.ingest import ExportResult, Ingestor
 from collector.otlp_json import request_from_json
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
+
+if TYPE_CHECKING:
+    from hotspan.server import RunningServer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -43,3 +48,65 @@ def migrated_database(dsn: str, prefix: str) -> Iterator[ClickHouse]:
     finally:
         ch.command(f"DROP DATABASE IF EXISTS {ch.database}")
         ch.close()
+
+
+def serve_in_process(chdb_dsn: str, data_dir: Path, prefix: str = "s", **settings: Any) -> RunningServer:
+    """A started in-process Hotspan (OTLP/HTTP + REST + UI and OTLP/gRPC) on free loopback ports, on the session's
+    embedded engine with a database of its own (named ``<prefix>_<random>``), ``settings`` overriding the rest.
+    The caller stops it."""
+    from hotspan.server import start_server
+    from hotspan.settings import load_settings
+
+    return start_server(
+        load_settings(
+            data_dir=data_dir,
+            clickhouse_dsn=chdb_dsn,
+            clickhouse_database=f"{prefix}_{uuid.uuid4().hex[:12]}",
+            http_port=0,
+            grpc_port=0,
+            **settings,
+        )
+    )
+
+
+def layout_ids(node: object) -> Iterator[object]:
+    """Every component id in a Dash layout (as ``/ui/_dash-layout`` serves it)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("props"), dict) and "id" in node["props"]:
+            yield node["props"]["id"]
+        for value in node.values():
+            yield from layout_ids(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from layout_ids(item)
+
+
+def _output(part: str, ids: Sequence[object]) -> object:
+    """The ``outputs`` entry of one ``id.property`` output of a callback; a pattern-matching id
+    (``{"index": ["ALL"], "type": ...}``) stands for every matching component of the layout (``ids``)."""
+    name, prop = part.rsplit(".", 1)
+    if not name.startswith("{"):
+        return {"id": name, "property": prop}
+    fixed = {key: value for key, value in json.loads(name).items() if value != ["ALL"]}
+    return [
+        {"id": found, "property": prop}
+        for found in ids
+        if isinstance(found, dict) and all(found.get(key) == value for key, value in fixed.items())
+    ]
+
+
+def dash_update_body(dependency: dict[str, Any], values: dict[str, object], ids: Sequence[object] = ()) -> dict:
+    """The ``/_dash-update-component`` request a browser sends to run the callback ``dependency`` (an entry of
+    ``/ui/_dash-dependencies``) with ``values`` (``"id.property"`` → value; others None) as inputs and state."""
+
+    def fill(items: list[dict]) -> list[dict]:
+        return [dict(item, value=values.get(f"{item['id']}.{item['property']}")) for item in items]
+
+    outputs = [_output(part, ids) for part in dependency["output"].strip(".").split("...")]
+    return {
+        "output": dependency["output"],
+        "outputs": outputs if dependency["output"].startswith("..") else outputs[0],
+        "inputs": fill(dependency["inputs"]),
+        "state": fill(dependency["state"]),
+        "changedPropIds": [f"{item['id']}.{item['property']}" for item in dependency["inputs"]],
+    }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.jaeger import model, params
@@ -18,6 +18,7 @@ from api.jaeger.errors import JaegerError, JaegerV1Route
 from api.jaeger.model import JaegerDependency, JaegerEnvelope, JaegerOperation, JaegerStructuredError, JaegerTrace
 from api.jaeger.paths import ANY_PATH
 from api.tenancy import Tenant
+from api.trace_limits import TraceReadLimits, json_off_loop
 from api.traces import parse_trace_id
 from storage.reader import TraceReader
 
@@ -29,9 +30,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def build_router(reader: TraceReader) -> APIRouter:
-    """Jaeger API v1 routes over ``reader``."""
+def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> APIRouter:
+    """Jaeger API v1 routes over ``reader``; a trace looked up by ID holds at most ``limits.max_spans`` spans (the
+    first by start, with a trace warning saying so: :mod:`api.trace_limits`)."""
     router = APIRouter(prefix="/api", tags=["jaeger"], route_class=JaegerV1Route)
+    limits = limits or TraceReadLimits()
 
     @router.get(
         "/services",
@@ -95,9 +98,9 @@ def build_router(reader: TraceReader) -> APIRouter:
         max_duration: Annotated[str | None, Query(alias="maxDuration", description="Go duration, `1.5s`.")] = None,
         limit: Annotated[int | None, Query(description="Most traces returned; default 100.")] = None,
         trace_ids: Annotated[list[str] | None, Query(alias="traceID", description="Trace IDs to fetch.")] = None,
-    ) -> JaegerEnvelope[list[JaegerTrace]]:
+    ) -> JaegerEnvelope[list[JaegerTrace]] | Response:
         if trace_ids:
-            return await _by_ids(reader, trace_ids, tenant)
+            return await _by_ids(reader, trace_ids, tenant, limits)
         query = params.v1_search(
             service=service,
             operation=operation,
@@ -129,13 +132,18 @@ def build_router(reader: TraceReader) -> APIRouter:
         start: Annotated[int | None, Query(description="Hint, µs since epoch.")] = None,
         end: Annotated[int | None, Query(description="Hint, µs since epoch.")] = None,
         raw: Annotated[str | None, Query(description="Accepted for compatibility; traces are never adjusted.")] = None,
-    ) -> JaegerEnvelope[list[JaegerTrace]]:
+    ) -> Response:
         if raw:
             params.go_bool(raw, "raw")
-        frame = await run_in_threadpool(reader.trace, parse_trace_id(trace_id), tenant=tenant)
-        if frame.height == 0:
-            raise JaegerError(404, "trace not found")
-        return JaegerEnvelope[list[JaegerTrace]](data=model.traces_from_frame(frame), total=1)
+        canonical = parse_trace_id(trace_id)
+
+        def answer() -> JaegerEnvelope[list[JaegerTrace]]:
+            trace = _bounded_trace(reader, canonical, tenant, limits)
+            if trace is None:
+                raise JaegerError(404, "trace not found")
+            return JaegerEnvelope[list[JaegerTrace]](data=[trace], total=1)
+
+        return await json_off_loop(answer)
 
     @router.get(
         "/dependencies",
@@ -164,18 +172,38 @@ def build_router(reader: TraceReader) -> APIRouter:
     return router
 
 
-async def _by_ids(reader: TraceReader, trace_ids: list[str], tenant: str | None) -> JaegerEnvelope[list[JaegerTrace]]:
-    """Jaeger's ``/api/traces?traceID=...``: every trace of ``tenant`` found, and a 404 entry in ``errors`` per ID
-    that is not (another tenant's trace is not found either)."""
+async def _by_ids(reader: TraceReader, trace_ids: list[str], tenant: str | None, limits: TraceReadLimits) -> Response:
+    """Jaeger's ``/api/traces?traceID=...``: every trace of ``tenant`` found (each bounded as by
+    :func:`_bounded_trace`), and a 404 entry in ``errors`` per ID that is not (another tenant's trace is not found
+    either)."""
     if len(trace_ids) > MAX_TRACE_IDS:
         raise JaegerError(400, f"too many traceID values: {len(trace_ids)} (at most {MAX_TRACE_IDS})")
-    traces: list[JaegerTrace] = []
-    missing: list[JaegerStructuredError] = []
-    for text in dict.fromkeys(trace_ids):
-        trace_id = parse_trace_id(text)
-        frame = await run_in_threadpool(reader.trace, trace_id, tenant=tenant)
-        if frame.height:
-            traces += model.traces_from_frame(frame)
-        else:
-            missing.append(JaegerStructuredError(code=404, msg="trace not found", traceID=trace_id))
-    return JaegerEnvelope[list[JaegerTrace]](data=traces, total=len(traces), errors=missing or None)
+    canonical = [parse_trace_id(text) for text in dict.fromkeys(trace_ids)]
+
+    def answer() -> JaegerEnvelope[list[JaegerTrace]]:
+        traces: list[JaegerTrace] = []
+        missing: list[JaegerStructuredError] = []
+        for trace_id in canonical:
+            trace = _bounded_trace(reader, trace_id, tenant, limits)
+            if trace is not None:
+                traces.append(trace)
+            else:
+                missing.append(JaegerStructuredError(code=404, msg="trace not found", traceID=trace_id))
+        return JaegerEnvelope[list[JaegerTrace]](data=traces, total=len(traces), errors=missing or None)
+
+    return await json_off_loop(answer)
+
+
+def _bounded_trace(
+    reader: TraceReader, trace_id: str, tenant: str | None, limits: TraceReadLimits
+) -> JaegerTrace | None:
+    """Trace ``trace_id`` in Jaeger's model, at most ``limits.max_spans`` spans (the first by start; the trace's
+    ``warnings`` say how many it has), or None when ``tenant`` has no such trace. Blocking."""
+    page = reader.trace_page(trace_id, tenant=tenant, limit=limits.max_spans)
+    if page.spans.height == 0:
+        return None
+    trace = model.traces_from_frame(page.spans)[0]
+    if page.next is not None:
+        limits.count_truncated("jaeger_v1")
+        trace.warnings = [limits.warning(trace_id, reader.trace_size(trace_id, tenant=tenant))]
+    return trace

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -22,6 +22,7 @@ from api.jaeger.errors import JaegerError, JaegerV3Route
 from api.jaeger.params import Named, pick
 from api.jaeger.paths import ANY_PATH
 from api.tenancy import Tenant
+from api.trace_limits import TraceReadLimits, json_off_loop
 from api.traces import parse_trace_id
 from storage.reader import TraceQuery, TraceReader
 
@@ -105,9 +106,11 @@ def find_traces_query(
     )
 
 
-def build_router(reader: TraceReader) -> APIRouter:
-    """Jaeger API v3 routes over ``reader``."""
+def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> APIRouter:
+    """Jaeger API v3 routes over ``reader``; a trace looked up by ID holds at most ``limits.max_spans`` spans (the
+    first by start; a ``Warning`` header says so, OTLP JSON having no place for it: :mod:`api.trace_limits`)."""
     router = APIRouter(prefix="/api/v3", tags=["jaeger"], route_class=JaegerV3Route)
+    limits = limits or TraceReadLimits()
 
     @router.get(
         "/services",
@@ -166,7 +169,7 @@ def build_router(reader: TraceReader) -> APIRouter:
         start_time_old: Annotated[str | None, Query(alias="start_time", include_in_schema=False)] = None,
         end_time_old: Annotated[str | None, Query(alias="end_time", include_in_schema=False)] = None,
         raw_traces_old: Annotated[str | None, Query(alias="raw_traces", include_in_schema=False)] = None,
-    ) -> V3TracesResponse:
+    ) -> Response:
         for hint in (
             pick(Named(start_time, "startTime"), Named(start_time_old, "start_time")),
             pick(Named(end_time, "endTime"), Named(end_time_old, "end_time")),
@@ -180,9 +183,14 @@ def build_router(reader: TraceReader) -> APIRouter:
             canonical = parse_trace_id(trace_id)
         except ApiError as exc:
             raise JaegerError(400, f"malformed parameter {exc.message}") from None
-        frame = await run_in_threadpool(reader.trace, canonical, tenant=tenant)
-        if frame.height == 0:
+        page = await run_in_threadpool(reader.trace_page, canonical, tenant=tenant, limit=limits.max_spans)
+        if page.spans.height == 0:
             raise JaegerError(404, NOT_FOUND)
-        return V3TracesResponse(result=otlp.traces_data(frame))
+        headers = None
+        if page.next is not None:
+            limits.count_truncated("jaeger_v3")
+            total = await run_in_threadpool(reader.trace_size, canonical, tenant=tenant)
+            headers = {"Warning": f'299 hotspan "{limits.warning(canonical, total)}"'}
+        return await json_off_loop(lambda: V3TracesResponse(result=otlp.traces_data(page.spans)), headers)
 
     return router

@@ -29,6 +29,9 @@ class PipelineConfig:
             polls (a few small queries each) never crowd out ingest on an embedded engine.
         batch_traces: most traces analysed together (one read, one analysis, one insert per table).
         batch_spans: most arrived spans per batch (a larger trace still goes alone), bounding memory.
+        max_trace_spans: a trace with more arrived spans is not analysed (logged and counted in
+            ``PollResult.too_large``): its analysis would hold every span in memory, about 4 KB each
+            (``HOTSPAN_MAX_TRACE_SPANS``, as for whole-trace reads).
         visibility_margin_s: how far behind the idle cutoff the worker keeps looking for arrivals: an insert
             is stamped when it starts and becomes visible when it commits, so a slow insert can show up
             stamped in the past; seconds.
@@ -45,6 +48,7 @@ class PipelineConfig:
     poll_interval_s: float | None = None
     batch_traces: int = 500
     batch_spans: int = 200_000
+    max_trace_spans: int = 100_000
     visibility_margin_s: float = 300.0
 
     def __post_init__(self) -> None:
@@ -56,6 +60,7 @@ class PipelineConfig:
                 ("poll_interval_s", "> 0 or None", self.poll_interval_s is None or self.poll_interval_s > 0),
                 ("batch_traces", ">= 1", self.batch_traces >= 1),
                 ("batch_spans", ">= 1", self.batch_spans >= 1),
+                ("max_trace_spans", ">= 1", self.max_trace_spans >= 1),
                 ("visibility_margin_s", ">= 0", self.visibility_margin_s >= 0),
             )
             if not ok
@@ -79,6 +84,7 @@ class PipelineConfig:
         hotspot_rules_path: str | Path | None = None,
         hotspot_window_s: float = 3600.0,
         prices_path: str | Path | None = None,
+        max_trace_spans: int = 100_000,
     ) -> PipelineConfig:
         """The config with the rule tables read from their files (the packaged defaults for None).
 
@@ -94,4 +100,5 @@ class PipelineConfig:
             hotspot_rules=load_hotspot_rules(hotspot_rules_path),
             hotspot_window_s=hotspot_window_s,
             prices=load_price_table(prices_path),
+            max_trace_spans=max_trace_spans,
         )

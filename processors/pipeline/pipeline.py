@@ -60,13 +60,15 @@ class PollResult:
         analysed: traces analysed and recorded (a trace redone after late spans counts again).
         first_seen: of those, traces analysed for the first time.
         batches: batches processed (per owner tenant).
-        skipped: traces given up on (their analysis raised, or their spans could not be read).
+        skipped: traces given up on (their analysis raised, their spans could not be read, or too many).
+        too_large: of those, traces with more arrived spans than ``config.max_trace_spans``.
     """
 
     analysed: int = 0
     first_seen: int = 0
     batches: int = 0
     skipped: int = 0
+    too_large: int = 0
 
 
 class TracePipeline:
@@ -151,6 +153,7 @@ class TracePipeline:
                 # A trace recorded in this run but still listed is receiving spans right now: leave it to
                 # the next poll rather than chase it.
                 pending = [p for p in pending if (p.tenant, p.trace_id, p.arrived_spans) not in done]
+                pending = self._drop_too_large(pending, result)
                 if not pending:
                     if not force:
                         self._since_ms = max(self._since_ms, cutoff_ms - round(self.config.visibility_margin_s * 1000))
@@ -159,6 +162,21 @@ class TracePipeline:
                 self._process(batch, result)
                 done.update((p.tenant, p.trace_id, p.arrived_spans) for p in batch)
             return result
+
+    def _drop_too_large(self, pending: list[PendingTrace], result: PollResult) -> list[PendingTrace]:
+        """``pending`` without the traces over ``config.max_trace_spans``, which are skipped (bounded memory)."""
+        limit = self.config.max_trace_spans
+        large = {p.trace_id for p in pending if p.arrived_spans > limit}
+        if not large:
+            return pending
+        log.warning(
+            "trace pipeline: %d trace(s) have more than %d spans (HOTSPAN_MAX_TRACE_SPANS); not analysed",
+            len(large),
+            limit,
+        )
+        result.too_large += len(large)
+        self._skip(large, result)
+        return [p for p in pending if p.trace_id not in large]
 
     def _take(self, pending: list[PendingTrace]) -> list[PendingTrace]:
         """The longest prefix of ``pending`` within ``batch_spans`` (at least one trace)."""

@@ -28,7 +28,7 @@ from benchmarks.ingest import build_requests
 from collector import _otlp_rows
 from collector.attributes import go_float
 from collector.batch import check_request
-from collector.batchwriter import PreparedBatch, UnreadableRequestError, insert_python_rows, python_request
+from collector.batchwriter import PreparedBatch, UnreadableRequestError, python_request
 from collector.decode import PROTOBUF, check_body
 from collector.limits import SpanLimits
 from collector.native_writer import COLUMNS, NativeBatchWriter, native_check, native_rows
@@ -38,6 +38,7 @@ from collector.wire import encode_varint, read_batch, write_batch
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
 from storage.schema import STORED_SCHEMA
+from storage.writer import OnceWriter
 
 SMALL = SpanLimits(max_attributes=3, max_value_chars=5, max_events=2, max_links=1)
 DEFAULT = SpanLimits()
@@ -587,9 +588,9 @@ def test_stored_rows_equal_the_python_references(store: ClickHouse, second_store
     native = NativeBatchWriter(store, DEFAULT)
     prepared = native.prepare(path, pre)
     assert (native.native_requests, native.python_requests) == (3, 1)
-    native.store(prepared, "token-1")
-    native.store(prepared, "token-1")  # a replay after a crash stores nothing twice
-    insert_python_rows(second_store, _python_prepare(path, pre, DEFAULT), "token-1")
+    native.store(prepared)
+    assert native.store(prepared).stored == 0  # a replay after a crash stores nothing twice
+    OnceWriter(second_store).store(tables=_python_prepare(path, pre, DEFAULT).python_tables)
     got = store.query_arrow(ROWS_SQL).to_pylist()
     want = second_store.query_arrow(ROWS_SQL).to_pylist()
     assert len(got) == 603  # the duplicate is rejected

@@ -70,7 +70,7 @@ def open_pipeline(
         return FaultInjectingClickHouse(ch, plan) if plan else ch
 
     settings = {"retry_after_s": 0.2, "retry_max_s": 0.5, **config}
-    pipeline = IngestPipeline(open_handle, data_dir, PipelineConfig(**settings), IngestMetrics(registry), plan)  # type: ignore[arg-type]
+    pipeline = IngestPipeline(open_handle, data_dir, PipelineConfig(**settings), IngestMetrics(registry))  # type: ignore[arg-type]
     pipeline.start()
     return pipeline, registry
 
@@ -159,8 +159,8 @@ class CrashAfterInsert(FaultPlan):
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_group_inserted_again_after_a_crash_is_stored_once(database: ClickHouse, tmp_path: Path) -> None:
-    """The crash window between an insert and the deletion of its segments: the recorded group and
-    its deduplication token make the second insert a no-op (non_replicated_deduplication_window)."""
+    """The crash window between an insert and the deletion of its segments: the recorded group is inserted again
+    after the restart, and the writer finds every span of it stored (storage.writer.OnceWriter)."""
     pipeline, _ = open_pipeline(database, tmp_path, FaultPlan(insert_fail_for_s=60))
     try:
         for i in range(3):
@@ -172,7 +172,7 @@ def test_a_group_inserted_again_after_a_crash_is_stored_once(database: ClickHous
     assert group is not None
     assert Spool(tmp_path / "ingest" / "spool", 1 << 30).next_group(1) == group
 
-    crashing, _ = open_pipeline(database, tmp_path, CrashAfterInsert(), insert_threads=1)
+    crashing, _ = open_pipeline(database, tmp_path, CrashAfterInsert(crash_after_insert=True), insert_threads=1)
     deadline = time.monotonic() + 30
     while stored(database)[0] < group.spans and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -13,7 +13,7 @@ from dash_support import mounted_ui, serving
 from collector.ingest import Ingestor
 from dashboards.app import PAGES, active_page_path, build_dash_app
 from storage.reader import ClickHouseTraceReader
-from testkit import TRACES, ingest_otlp_json_file
+from testkit import TRACES, dash_update_body, ingest_otlp_json_file
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 LARGEST_DEMO_TRACE = "43e16db8b39d2847d082975ab07acfa6"
@@ -25,21 +25,7 @@ def _callback_body(dependencies: list[dict], output_fragment: str, values: dict[
     inputs and states come from ``/_dash-dependencies``, filled from ``values`` (``"id.prop" → value``,
     missing ones None)."""
     (dependency,) = [d for d in dependencies if output_fragment in d["output"]]
-
-    def fill(items: list[dict]) -> list[dict]:
-        return [dict(item, value=values.get(f"{item['id']}.{item['property']}")) for item in items]
-
-    outputs = [
-        {"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]}
-        for part in dependency["output"].strip(".").split("...")
-    ]
-    return {
-        "output": dependency["output"],
-        "outputs": outputs if dependency["output"].startswith("..") else outputs[0],
-        "inputs": fill(dependency["inputs"]),
-        "state": fill(dependency["state"]),
-        "changedPropIds": [f"{item['id']}.{item['property']}" for item in dependency["inputs"]],
-    }
+    return dash_update_body(dependency, values)
 
 
 def _call(base_url: str, output_fragment: str, values: dict[str, object]) -> dict:

@@ -21,9 +21,9 @@ from opentelemetry.trace import SpanKind
 from tokenizers import Tokenizer as HfTokenizer
 
 from hotspan.cli import main as hotspan_main
+from hotspan.device_check import judge_spans, missing_modules, run_device_check
 from hotspan.server import RunningServer
 from instrumented_stack.capture import InMemorySpans
-from hotspan.device_check import judge_spans, missing_modules, run_device_check
 from instrumented_stack.engine import EngineConfig, SchedulerConfig, StepTimeModel, create_engine_app
 from instrumented_stack.engine.process import EngineLaunch, EngineProcess, EngineStartError, free_loopback_port
 from instrumented_stack.engine.vllm_backend import (

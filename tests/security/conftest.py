@@ -3,30 +3,20 @@ one instance for the whole folder, which only reads it (tests that write use the
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from security_support import seed, write_auth_file
 
-from hotspan.server import RunningServer, start_server
-from hotspan.settings import load_settings
+from hotspan.server import RunningServer
+from testkit import serve_in_process
 
 
 @pytest.fixture(scope="package")
 def secured_server(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """A served Hotspan on loopback with an auth file, holding :func:`security_support.seed`'s data."""
     directory = tmp_path_factory.mktemp("secured")
-    settings = load_settings(
-        data_dir=directory,
-        clickhouse_dsn=chdb_dsn,
-        clickhouse_database=f"sec_{uuid.uuid4().hex[:12]}",
-        http_port=0,
-        grpc_port=0,
-        auth_file=write_auth_file(directory),
-        session_secret="s" * 40,
-    )
-    server = start_server(settings)
+    server = serve_in_process(chdb_dsn, directory, "sec", auth_file=write_auth_file(directory), session_secret="s" * 40)
     seed(server.storage.writer)
     yield server
     server.stop()

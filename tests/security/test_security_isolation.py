@@ -37,6 +37,7 @@ from security_support import (
 
 from collector.otlp_json import request_from_json
 from hotspan.server import RunningServer
+from testkit import dash_update_body
 
 TENANT_TOKENS = {"acme": ACME_QUERY, "beta": BETA_QUERY, "default": DEFAULT_QUERY}
 OWN_TRACES = {"acme": ACME_TRACE, "beta": BETA_TRACE, "default": DEFAULT_TRACE}
@@ -177,22 +178,7 @@ def _dash_call(client: httpx.Client, output: str, values: dict[str, object]) -> 
     """Run the UI callback whose output names ``output`` (as the browser does); returns its ``response``."""
     dependencies = client.get("/ui/_dash-dependencies").json()
     (dependency,) = [d for d in dependencies if output in d["output"]]
-
-    def fill(items: list[dict]) -> list[dict]:
-        return [dict(item, value=values.get(f"{item['id']}.{item['property']}")) for item in items]
-
-    outputs = [
-        {"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]}
-        for part in dependency["output"].strip(".").split("...")
-    ]
-    body = {
-        "output": dependency["output"],
-        "outputs": outputs if dependency["output"].startswith("..") else outputs[0],
-        "inputs": fill(dependency["inputs"]),
-        "state": fill(dependency["state"]),
-        "changedPropIds": [f"{item['id']}.{item['property']}" for item in dependency["inputs"]],
-    }
-    answer = client.post("/ui/_dash-update-component", json=body)
+    answer = client.post("/ui/_dash-update-component", json=dash_update_body(dependency, values))
     assert answer.status_code == 200, answer.text[:300]
     return answer.json()["response"]
 

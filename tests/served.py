@@ -16,13 +16,26 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout_s: float = 30) -> None:
+    """Wait until something accepts connections on ``127.0.0.1:port``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on port {port}") from None
+            time.sleep(0.05)
 
 
 @dataclass
@@ -70,19 +83,20 @@ class ServedHotspan:
             self.process.wait(60)
 
 
-def serve(data_dir: Path, may_die: bool = False, **env: str) -> ServedHotspan:
+def serve(data_dir: Path, may_die: bool = False, log: Path | None = None, **env: str) -> ServedHotspan:
     """Start ``hotspan serve`` on free ports with ``HOTSPAN_*`` overrides from ``env``; wait until it
-    answers (or, with ``may_die``, until it exits on its own)."""
+    answers (or, with ``may_die``, until it exits on its own). ``log``: a file for the server's output."""
     http_port, grpc_port = free_port(), free_port()
     environment = {**os.environ, **{f"HOTSPAN_{key.upper()}": value for key, value in env.items()}}
     command = [sys.executable, "-m", "hotspan.cli", "serve", "--data-dir", str(data_dir)]
-    process = subprocess.Popen(
-        [*command, "--http-port", str(http_port), "--grpc-port", str(grpc_port)],
-        cwd=REPO,
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with open(log or os.devnull, "w") as output:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [*command, "--http-port", str(http_port), "--grpc-port", str(grpc_port)],
+            cwd=REPO,
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=output,
+        )
     served = ServedHotspan(process, data_dir, http_port, grpc_port)
     deadline = time.monotonic() + 90
     while True:

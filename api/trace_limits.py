@@ -1,0 +1,65 @@
+"""How much of one trace a read returns at once, and the answer built off the event loop.
+
+A stored trace may hold a million spans; building its answer whole costs minutes and gigabytes (issue 17
+measured 300 s and 5.7 GB for a 1M-span trace). Every by-ID trace read returns at most
+:attr:`TraceReadLimits.max_spans` spans (``HOTSPAN_MAX_TRACE_SPANS``): ``/api/v1/traces/{id}`` in pages
+(``page_token``/``limit``, with the trace's ``span_count`` and the ``next_page_token``), the Jaeger APIs the first spans
+by start with a warning. Each truncated answer is counted in ``hotspan_trace_reads_truncated_total{api}``.
+Grafana Tempo bounds the other end: spans past its ``max_bytes_per_trace`` are refused at ingest and counted in
+``tempo_discarded_spans_total{reason="trace_too_large"}``; Hotspan stores every span and bounds the reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import Response
+from prometheus_client import CollectorRegistry, Counter
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+DEFAULT_MAX_TRACE_SPANS = 100_000
+"""Default of :attr:`TraceReadLimits.max_spans`: the largest trace Jaeger's UI and Grafana still draw."""
+
+
+class TraceReadLimits:
+    """The span bound of by-ID trace reads and its counter.
+
+    Args:
+        max_spans: most spans one answer holds.
+        registry: where ``hotspan_trace_reads_truncated_total`` is registered; None for no counting (tests
+            mounting a router alone).
+    """
+
+    def __init__(self, max_spans: int = DEFAULT_MAX_TRACE_SPANS, registry: CollectorRegistry | None = None) -> None:
+        self.max_spans = max_spans
+        self._truncated = (
+            Counter(
+                "hotspan_trace_reads_truncated_total",
+                "By-ID trace reads that answered part of a trace larger than HOTSPAN_MAX_TRACE_SPANS (a page of"
+                " /api/v1/traces/{id}, or the first spans by start in the Jaeger APIs).",
+                ["api"],
+                registry=registry,
+            )
+            if registry is not None
+            else None
+        )
+
+    def count_truncated(self, api: str) -> None:
+        """Count one truncated answer of ``api`` (``v1``, ``jaeger_v1``, ``jaeger_v3``)."""
+        if self._truncated is not None:
+            self._truncated.labels(api).inc()
+
+    def warning(self, trace_id: str, total: int) -> str:
+        """What a capped answer says about trace ``trace_id`` of ``total`` spans."""
+        return (
+            f"trace {trace_id} has {total} spans; the first {self.max_spans} by start time are returned"
+            " (HOTSPAN_MAX_TRACE_SPANS; /api/v1/traces/{id} pages through all of them)"
+        )
+
+
+async def json_off_loop(build: Callable[[], BaseModel], headers: dict[str, str] | None = None) -> Response:
+    """The JSON answer of ``build()``, built and serialized on a worker thread: a large answer takes seconds of CPU
+    that the event loop (and ``/healthz`` with it) must not wait for."""
+    body = await run_in_threadpool(lambda: build().model_dump_json())
+    return Response(body, media_type="application/json", headers=headers)
