@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from collector.ingest import Ingestor
+from query.service import QueryService
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
-from testkit import serve_in_process
+from testkit import query_room, serve_in_process
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -45,6 +46,12 @@ def store(chdb_dsn: str) -> Iterator[ClickHouse]:
 @pytest.fixture
 def reader(store: ClickHouse) -> ClickHouseTraceReader:
     return ClickHouseTraceReader(store)
+
+
+@pytest.fixture
+def query(store: ClickHouse) -> QueryService:
+    """The query room over ``store`` with Hotspan's defaults (``testkit.query_room``)."""
+    return query_room(store)
 
 
 @pytest.fixture
