@@ -23,7 +23,7 @@ import polars as pl
 from pydantic import Field, model_validator
 
 from diagnosis.context import DiagnosisContext
-from diagnosis.findings import EXAMPLE_TRACES, Finding, Severity, confidence, ms, ratio
+from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, ms, ratio
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.signals import has_any_attribute, nearest_marked, top_traces
 
@@ -120,7 +120,7 @@ class OrchestrationCpuHotspot(Rule[OrchestrationCpuHotspotConfig]):
         if groups.height == 0:
             return None
         top = groups.row(0, named=True)
-        severity: Severity = "critical" if top["critical_share"] >= config.critical_share_critical else "warning"
+        severity = "critical" if top["critical_share"] >= config.critical_share_critical else "warning"
         # Consistency: a step over the threshold on nearly every call is a property of the code, not of one
         # slow moment.
         base = 0.55 + 0.35 * top["over_share"] + 0.1 * (top["critical_share"] >= config.critical_share_warning)
