@@ -34,8 +34,8 @@ sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _H
 
 from analysis import build_tree, span_attributions, stage_breakdown_wide  # noqa: E402
 from analysis.trace_analysis import TraceAnalysis  # noqa: E402
+from units import NS_PER_MS  # noqa: E402
 
-NS_PER_MS = 1_000_000
 Duration = Callable[[np.random.Generator, int], np.ndarray]
 Attributes = Callable[["Timing", np.random.Generator], dict[str, pl.Series]]
 

@@ -22,6 +22,7 @@ from analysis.model_calls import model_calls
 from analysis.spans import attribute
 from analysis.stage_rules import StageRules
 from analysis.vllm import BOUNDARIES, calls_of_prepared, phase_boundaries
+from diagnosis.contention import NO_CONTENTION, Contention
 from diagnosis.metrics import EngineMetrics
 from diagnosis.signals import IntArray, http_status
 
@@ -39,6 +40,11 @@ class DiagnosisContext:
         metrics: the engine's metrics over the window, or ``None`` (trace-only evidence).
         stage_rules: stage table for the analysis; default the packaged one.
 
+    Attributes:
+        contention: how strongly host CPU contention inflates the window's timings; set by
+            :class:`diagnosis.Diagnoser` from the ``cpu_contention`` rule before the other rules run
+            (:data:`diagnosis.contention.NO_CONTENTION` until then, and when that rule is disabled).
+
     Not thread-safe while views are first computed; read-only afterwards.
 
     Raises:
@@ -55,6 +61,7 @@ class DiagnosisContext:
         self._frame = spans
         self.metrics = metrics
         self._stage_rules = stage_rules
+        self.contention: Contention = NO_CONTENTION
 
     @cached_property
     def analysis(self) -> TraceAnalysis:

@@ -13,6 +13,7 @@ from diagnosis.context import DiagnosisContext
 from diagnosis.findings import Finding, rank_findings
 from diagnosis.metrics import EngineMetrics, MetricsSource, MetricsUnavailableError
 from diagnosis.rules.base import Rule
+from diagnosis.rules.cpu_contention import CpuContention
 from diagnosis.table import RuleTable, default_rule_table
 from storage.reader import TraceQuery, TraceReader
 
@@ -54,11 +55,23 @@ class Diagnoser:
         self.rules: list[Rule[Any]] = (table or default_rule_table()).build()
 
     def diagnose(self, ctx: DiagnosisContext, metrics_status: str = "none") -> DiagnosisReport:
-        """Ranked findings for ``ctx``. A rule that raises is logged and reported in ``errors``; the others
-        still run, so one rule's bug on odd data never hides the rest."""
+        """Ranked findings for ``ctx``. First the ``cpu_contention`` rule (when enabled) judges the host and its
+        judgement goes on ``ctx.contention`` for the others to read. A rule that raises is logged and reported in
+        ``errors``; the others still run, so one rule's bug on odd data never hides the rest."""
         findings: list[Finding] = []
         errors: list[RuleError] = []
+        failed: set[str] = set()
         for rule in self.rules:
+            if isinstance(rule, CpuContention):
+                try:
+                    ctx.contention = rule.judge(ctx)
+                except Exception as error:
+                    log.exception("host contention judgement failed; the rules run without it")
+                    errors.append(RuleError(rule.cause, f"{type(error).__name__}: {error}"))
+                    failed.add(rule.cause)
+        for rule in self.rules:
+            if rule.cause in failed:
+                continue
             try:
                 finding = rule.evaluate(ctx)
             except Exception as error:

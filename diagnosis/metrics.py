@@ -3,7 +3,10 @@
 Rules use them as corroboration (and, for the prefix cache, as the only direct evidence): the scheduler's
 waiting queue (``vllm:num_requests_waiting``), KV cache use (``vllm:kv_cache_usage_perc``), and the prefix
 cache's queried and hit tokens (``vllm:prefix_cache_queries``/``hits``, counters, so ``_total`` in Prometheus).
-Names follow vLLM v1 (``vllm/v1/metrics/loggers.py``); the older names (``vllm:gpu_cache_usage_perc``,
+Beside them, the hosts' CPU pressure (Linux PSI as node_exporter exports it,
+``node_pressure_cpu_waiting_seconds_total``: seconds during which some runnable task waited for a CPU), which
+tells host CPU contention apart from a slow service (``cpu_contention``). Names follow vLLM v1
+(``vllm/v1/metrics/loggers.py``); the older names (``vllm:gpu_cache_usage_perc``,
 ``vllm:gpu_prefix_cache_queries``/``hits``) are read when the new ones are absent.
 
 Only plain series selectors are sent (``query_range`` of ``vllm:num_requests_waiting``); aggregation across
@@ -33,6 +36,7 @@ KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
 PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
 PROMPT_TOKENS = ("vllm:prompt_tokens_total",)
+CPU_WAITING = ("node_pressure_cpu_waiting_seconds_total",)
 """Series names in preference order (vLLM v1 first, then the names older releases exposed)."""
 
 MAX_POINTS = 500
@@ -82,6 +86,10 @@ class EngineMetrics:
         prefix_cache_queries_tokens, prefix_cache_hits_tokens: tokens looked up in and found in the prefix
             cache during the window (counter increases). vLLM records no queries with caching disabled.
         prompt_tokens: prompt tokens the engines processed during the window (counter increase).
+        cpu_waiting_share: share (0..1) of the window during which some task waited for a CPU (Linux PSI
+            ``cpu some``: the increase of ``node_pressure_cpu_waiting_seconds_total`` over the seconds it spans),
+            on the **most** pressured host (series) of the window; ``None`` without the series.
+        cpu_waiting_instance: the ``instance`` label of that host, ``""`` when the series has none.
     """
 
     source: str
@@ -91,6 +99,8 @@ class EngineMetrics:
     prefix_cache_queries_tokens: float | None = None
     prefix_cache_hits_tokens: float | None = None
     prompt_tokens: float | None = None
+    cpu_waiting_share: float | None = None
+    cpu_waiting_instance: str | None = None
 
     @property
     def prefix_cache_hit_share(self) -> float | None:
@@ -153,6 +163,7 @@ class PrometheusMetricsSource:
                         return result
                 return []
 
+            waiting_share, waiting_instance = _busiest(series(CPU_WAITING))
             return EngineMetrics(
                 source=self.url,
                 num_requests_waiting=_gauge(series(WAITING), np.add, since_s),
@@ -161,6 +172,8 @@ class PrometheusMetricsSource:
                 prefix_cache_queries_tokens=_increase(series(PREFIX_QUERIES)),
                 prefix_cache_hits_tokens=_increase(series(PREFIX_HITS)),
                 prompt_tokens=_increase(series(PROMPT_TOKENS)),
+                cpu_waiting_share=waiting_share,
+                cpu_waiting_instance=waiting_instance,
             )
         # requests' errors are OSErrors (connection, timeout) or ValueErrors (a body that is not JSON).
         except (OSError, PrometheusApiClientException, KeyError, ValueError) as error:
@@ -195,11 +208,25 @@ def _increase(result: list[dict[str, Any]]) -> float | None:
     (Prometheus's ``increase`` without extrapolation)."""
     if not result:
         return None
-    total = 0.0
+    return float(sum(_counter_increase(_points(item)[1]) for item in result))
+
+
+def _counter_increase(values: npt.NDArray[np.float64]) -> float:
+    """One counter series' increase: positive steps add, a drop is a restart from 0 (0 with under two samples)."""
+    steps = np.diff(values)
+    return float(np.where(steps >= 0, steps, values[1:]).sum())
+
+
+def _busiest(result: list[dict[str, Any]]) -> tuple[float | None, str | None]:
+    """Of counters of seconds spent in a state (one series per host), the highest share of wall time (0..1):
+    each series' increase over the seconds between its first and last sample; and that series' ``instance``.
+    ``(None, None)`` when no series has two samples."""
+    best: tuple[float | None, str | None] = (None, None)
     for item in result:
-        _, values = _points(item)
-        if values.size < 2:
+        times, values = _points(item)
+        if values.size < 2 or times[-1] <= times[0]:
             continue
-        steps = np.diff(values)
-        total += float(np.where(steps >= 0, steps, values[1:]).sum())
-    return total
+        share = min(1.0, max(0.0, _counter_increase(values) / float(times[-1] - times[0])))
+        if best[0] is None or share > best[0]:
+            best = (share, str(item["metric"].get("instance", "")))
+    return best

@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from storage.schema import SPAN_SCHEMA
+from units import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 T0_NS = 1_735_000_000_000_000_000
 """The trace's start (2024-12-24), ns since the epoch."""
 SPANS_PER_STEP_BESIDE_QUERIES = 5

@@ -7,6 +7,7 @@ from typing import Any
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.rules.connection_setup_per_request import ConnectionSetupPerRequest
 from diagnosis.rules.context_growth import ContextGrowth
+from diagnosis.rules.cpu_contention import CpuContention
 from diagnosis.rules.decode_bound import DecodeBound
 from diagnosis.rules.event_loop_blocking import EventLoopBlocking
 from diagnosis.rules.llm_bound import LlmBound
@@ -34,6 +35,7 @@ RULES: dict[str, type[Rule[Any]]] = {
         RedundantLlmCalls,
         RetrievalTopkBlowup,
         EventLoopBlocking,
+        CpuContention,
         LlmBound,
         SequentialLlmCalls,
         ContextGrowth,

@@ -11,6 +11,11 @@ Generation being the largest part of latency is the normal state of LLM serving,
 ``info`` (the lever is output length). The cause is the conjunction: decode leads *and* TPOT grows with batch,
 i.e. the engine batches more sequences than per-token latency allows: a ``warning``, ``critical`` when decode
 is nearly all of latency.
+
+On a host whose CPUs are contended (``cpu_contention``) every stage slows together, and most in the busiest
+periods, which are also the largest batches: TPOT then "grows with batch" without the batch being the cause.
+There the growth is reported as evidence but adds neither severity (the finding stays ``info``) nor confidence.
+Decode's share of latency is what it is on any host, so the finding that decode leads is kept as it is.
 """
 
 from __future__ import annotations
@@ -99,22 +104,31 @@ class DecodeBound(Rule[DecodeBoundConfig]):
             and correlation is not None
             and correlation >= config.growth_correlation_min
         )
-        severity = _severity(share, grows, config)
+        contention = ctx.contention
+        corroborated = grows and not contention.detected
+        severity = _severity(share, corroborated, config)
         capped = _length_share(calls)
-        base = 0.5 + 0.3 * margin(share, config.decode_share_min, config.decode_share_critical) + 0.2 * grows
+        base = 0.5 + 0.3 * margin(share, config.decode_share_min, config.decode_share_critical) + 0.2 * corroborated
         tpot_ms = ms(float(np.median(tpot)))
         title = f"Decode is {share:.0%} of latency (TPOT {tpot_ms} ms" + (
-            f", {growth:.1f}x slower in large batches)" if grows and growth is not None else ")"
+            f", {growth:.1f}x slower in large batches" if grows and growth is not None else ""
         )
+        title += "; host CPUs contended)" if contention.detected else ")"
         remedy = (
             "Cap max_tokens at what answers need (finish_reason=length shows calls hitting the cap), ask for "
             "shorter outputs and stream them to the user."
         )
-        if grows:
+        if corroborated:
             remedy += (
                 " TPOT grows with the decoding batch: lower vLLM's --max-num-seqs to trade throughput for "
                 "per-token latency, or add replicas / tensor parallelism; speculative decoding helps at small "
                 "batch sizes."
+            )
+        elif grows:
+            remedy += (
+                " TPOT also grows with the decoding batch, but the host's CPUs are contended (cpu_contention), "
+                "which slows the busiest periods of every stage: judge the growth again without the contention "
+                "before lowering vLLM's --max-num-seqs."
             )
         requests = ctx.requests.select("trace_id", pl.col("llm.decode_ns").alias("weight"))
         return Finding(
@@ -134,6 +148,7 @@ class DecodeBound(Rule[DecodeBoundConfig]):
                 "tpot_growth_ratio": ratio(growth),
                 "tpot_vs_batch_correlation": ratio(correlation),
                 "llm_call_count": calls.height,
+                "cpu_contention_level_ratio": ratio(contention.level),
                 "example_trace_ids": top_traces(requests, "weight", EXAMPLE_TRACES),
             },
             remedy=remedy,
@@ -141,8 +156,8 @@ class DecodeBound(Rule[DecodeBoundConfig]):
 
 
 def _severity(share: float, grows: bool, config: DecodeBoundConfig) -> Severity:
-    """``info`` when decode only leads; with TPOT growing with batch a ``warning``, ``critical`` from
-    ``decode_share_critical``."""
+    """``info`` when decode only leads; with TPOT growing with batch (on an uncontended host) a ``warning``,
+    ``critical`` from ``decode_share_critical``."""
     if not grows:
         return "info"
     return "critical" if share >= config.decode_share_critical else "warning"

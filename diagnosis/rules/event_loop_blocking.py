@@ -6,15 +6,24 @@ of that process records anything until it returns: their next steps start late (
 start and its children's starts) and their sibling spans line up behind the call instead of overlapping it.
 
 Per process (service and ``service.instance.id``), for every outgoing I/O span (``io_kinds``) of at least
-``min_call_ms``: the call is *eligible* when, during it, work arrived for another request of the process: a
-response (a span of the process has a child in another process that ended inside the call) or a request (a
-span of the process has a parent in another process that started inside it). The loop then had work to do.
+``min_call_ms``: the call is *eligible* when, during it, work for another request of the process was pending:
+a response (a span of the process has a child in another process that ended) or a request (a span of the process
+has a parent in another process that started) that arrived inside the call, or arrived before it and was still
+unhandled when it began (that trace's next event in the process came after the call's start: the start-gap
+signature). The loop then had work to do.
 The call is *frozen* when, nevertheless, no span of any other trace of the process started or ended strictly
 inside it (``slack_ms`` from its edges): that work waited for the call to return. A process whose other
 requests all wait on slow I/O has nothing to do during a call; such calls are not eligible, so an idle loop is
 not mistaken for a blocked one. Calls are grouped by operation (caller service, span name and target: URL path
 or peer); an operation whose eligible calls are nearly all frozen is called synchronously. The stall is the
-time the arrived work waited for the call to end; its share of end-to-end latency sets the severity.
+time the pending work waited for the call to end; its share of end-to-end latency sets the severity.
+
+Freezing is judged against the same process's baseline: its operations that do not look blocking freeze only by
+chance (a thread starved of CPU, the process busy elsewhere), and when they freeze often too
+(``chance_frozen_share_max``) a frozen call says nothing about its own client. On a host whose CPUs are
+contended (``cpu_contention``) a whole process can stall for tens of milliseconds, so an operation also needs
+``min_eligible_calls_contended`` eligible calls. An operation that passes the plain test but not these is
+reported as ``info`` with a lowered confidence: it may block, the window cannot tell.
 
 CPU-bound spans also hold the loop; they are named by their own causes (``orchestration_cpu_hotspot``,
 ``tokenizer_cold_start``, ``retrieval_topk_blowup``), so only I/O calls count here.
@@ -27,9 +36,9 @@ import polars as pl
 from pydantic import Field
 
 from diagnosis.context import DiagnosisContext
-from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ms, ratio
+from diagnosis.findings import EXAMPLE_TRACES, Finding, Severity, confidence, margin, ms, ratio
 from diagnosis.rules.base import Rule, RuleConfig
-from diagnosis.signals import first_attribute, top_traces
+from diagnosis.signals import first_attribute, in_flight, top_traces
 from units import NS_PER_MS
 
 URL_KEYS = ("url.full", "http.url")
@@ -61,6 +70,19 @@ class EventLoopBlockingConfig(RuleConfig):
         "chance rarely (2 of about 250 eligible calls over the instrumented stack's clean and faulty runs), so two "
         "frozen out of two is already unlikely to be chance.",
     )
+    chance_frozen_share_max: float = Field(
+        ge=0,
+        le=1,
+        description="Share (0..1) of the eligible calls of the process's operations that do not look blocking "
+        "themselves that froze, above which a frozen call is not evidence of its own client: the process stalls "
+        "by itself. Async calls freeze in well under a tenth of cases (1 in 25 to 1 in 10 on the instrumented "
+        "stack, quiet to beside a CPU-burning neighbour).",
+    )
+    min_eligible_calls_contended: int = Field(
+        ge=1,
+        description="Eligible calls of one operation needed on a contended host (cpu_contention), where a whole "
+        "process may wait tens of ms for a CPU and two frozen calls out of two happen by chance. Count.",
+    )
     stall_share_critical: float = Field(
         gt=0,
         le=1,
@@ -86,6 +108,11 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
         if calls.height == 0:
             return None
         judged = self._judge(spans, calls, ctx.parent)
+        contention = ctx.contention
+        needed = config.min_eligible_calls_contended if contention.detected else config.min_eligible_calls
+        # The chance baseline: the process's operations that do not look blocking themselves.
+        others_eligible = pl.when(~pl.col("candidate")).then(pl.col("eligible")).otherwise(0).sum()
+        others_frozen = pl.when(~pl.col("candidate")).then(pl.col("frozen_calls")).otherwise(0).sum()
         operations = (
             judged.filter(pl.col("pending") > 0)
             .group_by("service_name", "operation")
@@ -94,10 +121,26 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
                 pl.col("frozen").sum().alias("frozen_calls"),
                 pl.col("stall_ns").filter("frozen").sum(),
             )
-            .filter(pl.col("eligible") >= config.min_eligible_calls)
             .with_columns((pl.col("frozen_calls") / pl.col("eligible")).alias("frozen_share"))
-            .filter(pl.col("frozen_share") >= config.frozen_share_warning)
-            .sort(["stall_ns", "frozen_share", "operation"], descending=[True, True, False])
+            .with_columns(
+                (
+                    (pl.col("eligible") >= config.min_eligible_calls)
+                    & (pl.col("frozen_share") >= config.frozen_share_warning)
+                ).alias("candidate")
+            )
+            .with_columns(
+                pl.when(others_eligible.over("service_name") > 0)
+                .then(others_frozen.over("service_name") / others_eligible.over("service_name"))
+                .alias("chance_share")
+            )
+            .filter("candidate")
+            .with_columns(
+                (
+                    (pl.col("eligible") >= needed)
+                    & (pl.col("chance_share").fill_null(0.0) <= config.chance_frozen_share_max)
+                ).alias("clear")
+            )
+            .sort(["clear", "stall_ns", "frozen_share", "operation"], descending=[True, True, True, False])
         )
         if operations.height == 0:
             return None
@@ -109,15 +152,21 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
             & (pl.col("pending") > 0)
         )
         stall_share = ctx.critical_share(float(top["stall_ns"]))
-        severity = "critical" if stall_share >= config.stall_share_critical else "warning"
+        severity: Severity = "critical" if stall_share >= config.stall_share_critical else "warning"
         base = 0.65 + 0.25 * margin(top["frozen_share"], config.frozen_share_warning, 1.0)
         base += 0.1 * (top["eligible"] >= 2 * config.min_eligible_calls)
+        verb = "blocks"
+        if not top["clear"]:
+            # Freezing this often is within what the process shows by itself here: worth a look, not a verdict.
+            severity, base, verb = "info", base - 0.3, "may block"
         return Finding(
             cause=self.cause,
-            title=f"'{top['operation']}' in {top['service_name']} blocks the event loop: no other request of the "
+            title=f"'{top['operation']}' in {top['service_name']} {verb} the event loop: no other request of the "
             f"process progressed during {top['frozen_calls']} of {top['eligible']} calls",
             severity=severity,
-            confidence=confidence(base, samples=top["eligible"], full=config.full_confidence_calls),
+            confidence=contention.discount(
+                confidence(base, samples=top["eligible"], full=config.full_confidence_calls)
+            ),
             evidence={
                 "service_name": top["service_name"],
                 "operation_name": top["operation"],
@@ -128,6 +177,8 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
                 "held_arrivals_count_p50": stalls["pending"].median(),
                 "stall_ms_total": ms(float(top["stall_ns"])),
                 "stall_share": ratio(stall_share),
+                "chance_frozen_share": ratio(top["chance_share"]),
+                "cpu_contention_level_ratio": ratio(contention.level),
                 "other_blocking_operation_names": operations["operation"].to_list()[1:5],
                 "example_trace_ids": top_traces(stalls, "duration_ns", EXAMPLE_TRACES),
             },
@@ -187,16 +238,67 @@ def _remote_arrivals(spans: pl.DataFrame, parent: np.ndarray) -> pl.DataFrame:
 
 
 def _judge_process(process: pl.DataFrame, arrivals: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """:meth:`EventLoopBlocking._judge` for the calls of one process."""
+    """:meth:`EventLoopBlocking._judge` for the calls of one process. Work is pending during a call when it
+    arrived inside it, or arrived before it and was still unhandled when it began (its trace's next event in
+    the process came after the call's start): the loop had that work to do while the call ran."""
     events = process.select(pl.concat_list("start_ns", "end_ns").alias("at"), "trace_id").explode("at")
     inside = _others_inside(calls, events).drop("waited_ns")
     pending = _others_inside(calls, arrivals.rename({"arrival_ns": "at"}))
+    waiting = _others_waiting_at_start(calls, _handled(arrivals, events))
     return (
-        calls.select("index", "trace_id", "service_name", "operation", "duration_ns")
+        calls.select("index", "trace_id", "service_name", "operation", "duration_ns", "lo", "hi")
         .join(inside.rename({"count": "inside"}), on="index", how="left")
         .join(pending.rename({"count": "pending", "waited_ns": "stall_ns"}), on="index", how="left")
-        .with_columns(pl.col("inside", "pending", "stall_ns").fill_null(0))
-        .with_columns((pl.col("inside") == 0).alias("frozen"))
+        .join(waiting, on="index", how="left")
+        .with_columns(pl.col("inside", "pending", "stall_ns", "waiting").fill_null(0))
+        .select(
+            "index",
+            "trace_id",
+            "service_name",
+            "operation",
+            "duration_ns",
+            (pl.col("pending") + pl.col("waiting")).alias("pending"),
+            # Work waiting when the call began waited its whole length (less the slack).
+            (pl.col("stall_ns") + pl.col("waiting") * (pl.col("hi") - pl.col("lo"))).alias("stall_ns"),
+            (pl.col("inside") == 0).alias("frozen"),
+        )
+    )
+
+
+def _handled(arrivals: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Arrivals (trace_id, arrival_ns) with handled_ns: the first event (``at``) of their trace in the process at
+    or after the arrival; arrivals never followed by one are left out."""
+    return (
+        arrivals.sort("arrival_ns")
+        .join_asof(
+            events.rename({"at": "handled_ns"}).sort("handled_ns"),
+            left_on="arrival_ns",
+            right_on="handled_ns",
+            by="trace_id",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .drop_nulls("handled_ns")
+    )
+
+
+def _others_waiting_at_start(calls: pl.DataFrame, handled: pl.DataFrame) -> pl.DataFrame:
+    """Per call (index): ``waiting``, the arrivals of *other* traces that came at or before ``lo`` (the call's
+    start plus the slack) and were handled after it. Counted over every trace by binary search, the call's own
+    trace subtracted through a join."""
+    at = calls["lo"].to_numpy()
+    every = in_flight(handled["arrival_ns"].to_numpy(), handled["handled_ns"].to_numpy(), at)
+    own = (
+        calls.select("index", "trace_id", "lo")
+        .join(handled, on="trace_id")
+        .filter((pl.col("arrival_ns") <= pl.col("lo")) & (pl.col("handled_ns") > pl.col("lo")))
+        .group_by("index")
+        .agg(pl.len().cast(pl.Int64).alias("own"))
+    )
+    return (
+        pl.DataFrame({"index": calls["index"], "every": every})
+        .join(own, on="index", how="left")
+        .select("index", (pl.col("every") - pl.col("own").fill_null(0)).alias("waiting"))
     )
 
 

@@ -10,6 +10,11 @@ something traced below them.
 Spans are grouped by (service, name); a group is a hotspot when its median self time per call reaches
 ``self_ms_warning``, or its critical-path time reaches ``critical_share_warning`` of end-to-end latency (many
 cheap calls add up too).
+
+On a host whose CPUs are contended (``cpu_contention``) waiting for a CPU lands in self time and can lift a cheap
+step over both tests. There the step must also cost ``self_ms_warning`` on three calls in four (its p25 self time:
+the calls least delayed, since contention only ever adds time); one that passes only the median or the summed
+test is reported as ``info`` with a discounted confidence (:mod:`diagnosis.contention`).
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ class OrchestrationCpuHotspotConfig(RuleConfig):
     )
     self_ms_warning: float = Field(
         gt=0,
-        description="Median self time per call, ms, that makes a step a hotspot. Routing a request or checking a "
+        description="Median self time per call, ms, that makes a step a hotspot (on a contended host the p25 as "
+        "well). Routing a request or checking a "
         "few tool arguments takes tens of microseconds; 1 ms is 10-100x that, and in an async service it is 1 ms "
         "for which the event loop serves nobody else, capping the process at 1,000 such steps a second.",
     )
@@ -94,6 +100,7 @@ class OrchestrationCpuHotspot(Rule[OrchestrationCpuHotspotConfig]):
             candidates.group_by("service_name", "name")
             .agg(
                 pl.len().alias("calls"),
+                pl.col("self_time_ns").quantile(0.25, "linear").alias("self_p25_ns"),
                 pl.col("self_time_ns").median().alias("self_p50_ns"),
                 pl.col("self_time_ns").quantile(0.95, "linear").alias("self_p95_ns"),
                 (pl.col("self_time_ns") >= threshold_ns).mean().alias("over_share"),
@@ -117,20 +124,27 @@ class OrchestrationCpuHotspot(Rule[OrchestrationCpuHotspotConfig]):
         # slow moment.
         base = 0.55 + 0.35 * top["over_share"] + 0.1 * (top["critical_share"] >= config.critical_share_warning)
         examples = candidates.filter((pl.col("service_name") == top["service_name"]) & (pl.col("name") == top["name"]))
+        found = confidence(base, samples=top["calls"], full=config.full_confidence_calls)
+        contention = ctx.contention
+        if top["self_p25_ns"] < threshold_ns and contention.detected:
+            # Its least delayed calls are cheap: the waits for a CPU may be what lifts it over the line.
+            severity, found = "info", contention.discount(found)
         return Finding(
             cause=self.cause,
             title=f"'{top['name']}' in {top['service_name']} spends {ms(top['self_p50_ns'])} ms of its own time per "
             f"call (p50), {top['critical_share']:.1%} of latency",
             severity=severity,
-            confidence=confidence(base, samples=top["calls"], full=config.full_confidence_calls),
+            confidence=found,
             evidence={
                 "service_name": top["service_name"],
                 "span_name": top["name"],
                 "call_count": top["calls"],
+                "self_ms_p25": ms(top["self_p25_ns"]),
                 "self_ms_p50": ms(top["self_p50_ns"]),
                 "self_ms_p95": ms(top["self_p95_ns"]),
                 "over_threshold_share": ratio(top["over_share"]),
                 "critical_path_share": ratio(top["critical_share"], 4),
+                "cpu_contention_level_ratio": ratio(contention.level),
                 "other_hotspot_names": [
                     f"{row['service_name']}: {row['name']}" for row in groups.iter_rows(named=True)
                 ][1:5],

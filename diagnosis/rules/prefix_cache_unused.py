@@ -12,6 +12,13 @@ cache does not keep them (evicted, or the shared part is not at the start of the
 
 A window without shared keys says nothing either way (nothing to reuse), so the rule stays silent there unless
 the metrics show caching switched off.
+
+Slow prefill alone is not a cache signal: a repeat's prefill per token also stays high when its new suffix is
+most of the prompt, when batching or a contended host stretches it (``cpu_contention``), or when the engine's
+step overhead dominates a short computation. So repeats judged by timing alone, with no cached-token count on
+the spans and no cache metrics agreeing, make an ``info`` finding with a confidence discounted under contention
+(:mod:`diagnosis.contention`); ``warning`` and ``critical`` need a cache signal: caching switched off, cached
+tokens reported near zero, or a hit rate near zero.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import polars as pl
 from pydantic import Field
 
 from diagnosis.context import DiagnosisContext
-from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ratio
+from diagnosis.findings import EXAMPLE_TRACES, Finding, Severity, confidence, margin, ratio
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.signals import top_traces
 
@@ -121,15 +128,22 @@ class PrefixCacheUnused(Rule[PrefixCacheUnusedConfig]):
             )
         else:
             return None
-        severity = "critical" if shared and prefill_share >= config.prefill_share_critical else "warning"
+        cache_signal = (
+            disabled or cached_share is not None or (hit_share is not None and hit_share < config.hit_share_unused)
+        )
+        severity: Severity = "critical" if shared and prefill_share >= config.prefill_share_critical else "warning"
         base += 0.1 * margin(prefill_share, 0.0, config.prefill_share_critical)
         # Without shared keys the confidence rests on the metrics alone, not on a sample of repeats.
         samples = repeats.height if shared else config.full_confidence_repeats
+        found = confidence(base, samples=samples, full=config.full_confidence_repeats)
+        if not cache_signal:
+            severity, found = "info", ctx.contention.discount(found)
+            title += " (prefill timing alone: no cached-token count or cache metric confirms it)"
         return Finding(
             cause=self.cause,
             title=title,
             severity=severity,
-            confidence=confidence(base, samples=samples, full=config.full_confidence_repeats),
+            confidence=found,
             evidence={
                 "llm_call_count": calls,
                 "repeat_call_count": repeats.height,
@@ -142,6 +156,7 @@ class PrefixCacheUnused(Rule[PrefixCacheUnusedConfig]):
                 "prefix_cache_queries_tokens": metrics.prefix_cache_queries_tokens if metrics else None,
                 "prompt_tokens_processed_tokens": metrics.prompt_tokens if metrics else None,
                 "metrics_source": metrics.source if metrics else None,
+                "cpu_contention_level_ratio": ratio(ctx.contention.level),
                 "example_trace_ids": top_traces(repeats, "prefill_ns", EXAMPLE_TRACES),
             },
             remedy=remedy,

@@ -6,9 +6,15 @@ sees reloading as long as a tenth of the calls stay warm. A worker is the servic
 instance plus the first ``worker_attributes`` value on the tokenize span (a worker index, a thread, a pid).
 
 Loading once per worker is normal (the first request a worker serves pays it: an ``info`` finding with the
-cost). The cause is *reloading*: cold calls after a worker's first call, i.e. tokenizers built per request or
-workers recycled after a few requests. Severity follows the share of such calls among those that should have
-been warm, and the loading time's share of end-to-end latency.
+cost), and is only reported when the workers' first calls are slow next to their warm ones (``cold_factor``
+times the warm calls' median): stray slow calls are not a cold start. The cause is *reloading*: cold calls after
+a worker's first call, i.e. tokenizers built per request or workers recycled after a few requests. Severity
+follows the share of such calls among those that should have been warm, and the loading time's share of
+end-to-end latency.
+
+Loading spans are structure, not timing, so they decide on any host. Slow calls standing in for them are timing:
+on a host whose CPUs are contended (``cpu_contention``) calls stretched by waiting for a CPU look cold, so
+reloads judged that way stay ``info`` there, with a discounted confidence (:mod:`diagnosis.contention`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import polars as pl
 from pydantic import Field, model_validator
 
 from diagnosis.context import DiagnosisContext
-from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ms, ratio
+from diagnosis.findings import EXAMPLE_TRACES, Finding, Severity, confidence, margin, ms, ratio
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.signals import first_attribute, name_matches, nearest_marked, top_traces
 
@@ -88,37 +94,53 @@ class TokenizerColdStart(Rule[TokenizerColdStartConfig]):
         reload_share = reloads / later.height if later.height else 0.0
         cost_share = ctx.critical_share(float(cold["cold_critical_ns"].sum()))
         warm = calls.filter(~pl.col("cold"))["duration_ns"]
+        warm_ns = warm.median() if warm.len() else None
+        first_ns = calls.filter("first_of_worker")["duration_ns"].median()
         workers = calls["worker"].n_unique()
+        traced = bool(is_load.any())
+        contention = ctx.contention
         evidence = {
             "tokenize_call_count": calls.height,
             "cold_call_count": cold.height,
             "worker_count": workers,
             "reload_share": ratio(reload_share),
             "cold_tokenize_ms_p50": ms(cold["duration_ns"].median()),
-            "warm_tokenize_ms_p50": ms(warm.median()) if warm.len() else None,
+            "warm_tokenize_ms_p50": ms(warm_ns),
             "load_ms_p50": ms(cold["load_ns"].median()),
             "cold_start_share": ratio(cost_share),
+            "first_tokenize_ms_p50": ms(first_ns),
             "load_span_count": int(is_load.sum()),
+            "cpu_contention_level_ratio": ratio(contention.level),
             "example_trace_ids": top_traces(cold, "load_ns", EXAMPLE_TRACES),
         }
         if reload_share < config.reload_share_warning:
+            # Once per worker is a cold start only if the first calls stand out from the warm ones.
+            if first_ns is None or warm_ns is None or first_ns < config.cold_factor * warm_ns:
+                return None
+            once = confidence(0.5, samples=cold.height, full=config.full_confidence_calls)
             return Finding(
                 cause=self.cause,
                 title=f"Each tokenizer worker loads its tokenizer on first use ({cold.height} cold calls, "
                 f"{ms(cold['load_ns'].median())} ms each)",
                 severity="info",
-                confidence=confidence(0.5, samples=cold.height, full=config.full_confidence_calls),
+                confidence=once if traced else contention.discount(once),
                 evidence=evidence,
                 remedy="Load the tokenizer when a worker starts (warm-up), not on its first request.",
             )
-        severity = "critical" if cost_share >= config.cold_cost_share_critical else "warning"
-        base = 0.6 + 0.3 * margin(reload_share, config.reload_share_warning, 1.0) + 0.1 * bool(is_load.any())
+        severity: Severity = "critical" if cost_share >= config.cold_cost_share_critical else "warning"
+        base = 0.6 + 0.3 * margin(reload_share, config.reload_share_warning, 1.0) + 0.1 * traced
+        found = confidence(base, samples=later.height, full=config.full_confidence_calls)
+        verb = "reload"
+        if not traced:
+            found = contention.discount(found)
+            if contention.detected:
+                severity, verb = "info", "may reload"
         return Finding(
             cause=self.cause,
-            title=f"{reload_share:.0%} of tokenize calls reload the tokenizer "
+            title=f"{reload_share:.0%} of tokenize calls {verb} the tokenizer "
             f"({ms(cold['load_ns'].median())} ms per load)",
             severity=severity,
-            confidence=confidence(base, samples=later.height, full=config.full_confidence_calls),
+            confidence=found,
             evidence=evidence,
             remedy="Load the tokenizer once per process or worker and keep it: build it at start-up (or cache it "
             "module-wide), do not construct it per request, and do not recycle tokenizer workers after a few "

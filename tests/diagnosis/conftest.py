@@ -23,6 +23,7 @@ def all_findings() -> list[Finding]:
         "redundant_llm_calls": (cases.repeated_prompts(same=True), None),
         "retrieval_topk_blowup": (cases.retrieval(200, 40.0), None),
         "event_loop_blocking": (cases.loop_blocking(35.0), None),
+        "cpu_contention": (cases.busy_host(), None),
         "llm_bound": (repeat(3, [Call(ttft_ms=60.0)] * 3), None),
         "sequential_llm_calls": (
             repeat(3, [Call(input_tokens=604), Call(input_tokens=601), Call(input_tokens=900)]),

@@ -142,8 +142,8 @@ def retrieval(top_k: int, deserialize_ms: float, retrieval_ms: float = 1.0) -> l
     )
 
 
-def loop_blocking(response_lag_ms: float) -> list[SpanSpec]:
-    """Eight requests, 60 ms apart, each making a 50 ms tool call and then a 30 ms LLM call. Each LLM call ends
+def loop_blocking(response_lag_ms: float, count: int = 8) -> list[SpanSpec]:
+    """``count`` requests, 60 ms apart, each making a 50 ms tool call and then a 30 ms LLM call. Each LLM call ends
     during the next request's tool call; the agent reacts to its answer ``response_lag_ms`` later. A blocked
     loop reacts only after that tool call returns (35 ms); a free loop at once (0.5 ms)."""
     return build_all(
@@ -162,7 +162,7 @@ def loop_blocking(response_lag_ms: float) -> list[SpanSpec]:
                 ),
             ),
         )
-        for i in range(8)
+        for i in range(count)
     )
 
 
@@ -178,4 +178,39 @@ def idle_loop() -> list[SpanSpec]:
             chats=(Chat(prompt=f"q{i}", decode_ms=400.0),),
         )
         for i in range(8)
+    )
+
+
+def busy_host(stretched: tuple[str, ...] = ("gateway", "agent", "retriever", "tools")) -> list[SpanSpec]:
+    """30 healthy requests, 45 ms apart; in every other one the named services wait for a CPU: the gateway
+    8 ms before calling the agent; the agent 8 ms in tokenizing, in validating tool arguments and before reading
+    the LLM's answer; the retriever 8 ms in its vector search and its decoding; the tools service 25 ms in its
+    lookup. Each wait is well past its span's usual self time (5 ms and 1x the baseline are the packaged line)."""
+    wait_ms = 8.0
+    return build_all(
+        replace(
+            request,
+            gateway_ms=request.gateway_ms + wait_ms * ("gateway" in stretched and waits),
+            validate_ms=request.validate_ms + wait_ms * ("agent" in stretched and waits),
+            retrieval_ms=request.retrieval_ms + wait_ms * ("retriever" in stretched and waits),
+            deserialize_ms=request.deserialize_ms + wait_ms * ("retriever" in stretched and waits),
+            tool_ms=(request.tool_ms or 0.0) + 25.0 * ("tools" in stretched and waits),
+            chats=tuple(
+                replace(
+                    chat,
+                    tokenize_ms=chat.tokenize_ms + wait_ms * ("agent" in stretched and waits),
+                    response_lag_ms=chat.response_lag_ms + wait_ms * ("agent" in stretched and waits),
+                )
+                for chat in request.chats
+            ),
+        )
+        for request in clean_requests(30)
+        for waits in [request.trace % 2 == 0]
+    )
+
+
+def cpu_pressure(waiting_share: float) -> EngineMetrics:
+    """Metrics of a host whose tasks waited for a CPU ``waiting_share`` (0..1) of the window (PSI cpu some)."""
+    return EngineMetrics(
+        source="http://prometheus.test", cpu_waiting_share=waiting_share, cpu_waiting_instance="node-1"
     )

@@ -19,7 +19,9 @@ import re
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
@@ -29,6 +31,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 LOOKBACK_S = 300.0
 SCRAPER = "prometheus-standin-scrape"
+CPU_PRESSURE = Path("/proc/pressure/cpu")
+"""Linux PSI for the CPU (kernel 4.20+); ``some total=`` counts µs during which some runnable task waited."""
+CPU_WAITING = "node_pressure_cpu_waiting_seconds_total"
+"""node_exporter's name for that total, in seconds."""
 SELECTOR = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 
 Labels = tuple[tuple[str, str], ...]
@@ -69,13 +75,36 @@ class PrometheusStandIn:
                 self.add(sample.name, dict(sample.labels), [(now, float(sample.value))])
 
     def scrape_every(self, url: str, interval_s: float) -> None:
-        """Scrape ``url`` every ``interval_s`` seconds until the stand-in closes (errors are skipped, as a
-        failed scrape is)."""
+        """Scrape ``url`` every ``interval_s`` seconds until scraping stops (errors are skipped, as a failed
+        scrape is)."""
+
+        def scrape() -> None:
+            with contextlib.suppress(httpx.HTTPError):
+                self.scrape(url)
+
+        self._every(interval_s, scrape)
+
+    def sample_cpu_pressure_every(self, interval_s: float, path: Path = CPU_PRESSURE) -> bool:
+        """Record this host's CPU pressure every ``interval_s`` seconds until scraping stops, as node_exporter
+        exports it: ``node_pressure_cpu_waiting_seconds_total{instance="localhost"}``, the ``some`` line's
+        ``total`` (µs) of Linux PSI as seconds. Returns False, recording nothing, where the kernel has no PSI."""
+        if not path.exists():
+            return False
+
+        def sample() -> None:
+            some = next(line for line in path.read_text().splitlines() if line.startswith("some "))
+            total_us = float(dict(field.split("=") for field in some.split()[1:])["total"])
+            self.add(CPU_WAITING, {"instance": "localhost"}, [(time.time(), total_us / 1e6)])
+
+        self._every(interval_s, sample)
+        return True
+
+    def _every(self, interval_s: float, action: Callable[[], None]) -> None:
+        """Run ``action`` now and then every ``interval_s`` seconds, in a thread, until scraping stops."""
 
         def loop() -> None:
             while not (self._stop.is_set() or self._stop_scraping.is_set()):
-                with contextlib.suppress(httpx.HTTPError):
-                    self.scrape(url)
+                action()
                 self._stop_scraping.wait(interval_s)
 
         thread = threading.Thread(target=loop, name=SCRAPER, daemon=True)

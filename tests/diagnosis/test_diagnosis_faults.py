@@ -1,25 +1,37 @@
 """End to end with the instrumented stack: each fault switch alone makes its cause the top finding, and a clean
-run shows nothing above ``info``.
+run shows nothing above ``info``, on this host as it is and beside a CPU-burning neighbour.
 
 Each run replays the first 12 Azure conversation rows (catalogue, calculator and policy questions) with six
-closed-loop users through the five services in this process, at engine speed 20 and with 50 ms catalogue
-lookups (as the stack's own fault tests do). Spans go through the collector's decode path into one embedded
+closed-loop users through the five services in this process, at engine speed 20 and with 100 ms catalogue
+lookups (long enough that other requests' work arrives during most of them, which is what
+``event_loop_blocking`` judges a blocking call by). Spans go through the collector's decode path into one embedded
 ClickHouse database, each run under its own tenant, which keeps the diagnoses apart. The engine's ``/metrics``
 page is scraped every 100 ms into the Prometheus stand-in (``prometheus_standin``), which diagnosis reads
-through prometheus-api-client as it would a real Prometheus (``HOTSPAN_PROMETHEUS_URL``). A run takes 2-4 s;
-every run happens once per session.
+through prometheus-api-client as it would a real Prometheus (``HOTSPAN_PROMETHEUS_URL``); beside it the host's
+CPU pressure (Linux PSI, as node_exporter exports it) where the kernel has it. A run takes 2-4 s on a quiet
+host; every run happens once per session.
+
+The matrix runs twice (issue 18): on the host as it is (``quiet``: no load of the test's own; a shared machine
+may still be busy) and with a neighbour (:class:`cpu_neighbour.CpuNeighbour`: two spinning processes per CPU,
+started before and stopped after each run). Beside the neighbour only the clean run and the faults in
+:data:`NEIGHBOUR_FAULTS` run by default, to keep CI's time; ``HOTSPAN_FAULT_MATRIX_NEIGHBOUR=all`` runs every
+fault there too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import pytest
+from cpu_neighbour import CpuNeighbour
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from prometheus_standin import PrometheusStandIn
+from prometheus_standin import CPU_PRESSURE, PrometheusStandIn
 
 from collector.ingest import Ingestor
 from diagnosis import DiagnosisReport, PrometheusMetricsSource, diagnose_window
@@ -40,7 +52,7 @@ from testkit import migrated_database
 ROWS = 12
 USERS = 6
 SPEED = 20.0
-TOOL_LATENCY_S = 0.05
+TOOL_LATENCY_S = 0.1
 SCRAPE_INTERVAL_S = 0.1
 INTENTS = {"catalogue": 2.0, "calculate": 1.0, "policy": 1.0}
 
@@ -61,6 +73,24 @@ INFO_ALLOWED = {"decode_bound"}
 the decoding batch; with six users the batch cannot grow (and the emulator's step overhead at speed 20 hides
 the per-sequence cost), so the fault shows as decode leading latency: an info finding, ranked first because
 nothing else is wrong."""
+HOST_CAUSE = "cpu_contention"
+"""The host's condition, not a fault of the stack: ``info``, and left out when the top cause is compared (beside
+the neighbour it may outrank decode_bound's info finding, rightly)."""
+NEIGHBOUR_FAULTS = ("prefix_cache_off", "decode_bound", "event_loop_blocking")
+"""Faults run beside the neighbour in CI, with the clean run: the ones issue 18 saw misnamed on a busy host, and
+decode_bound, whose info finding ranks by confidence among the host's own findings. The others show in structure
+(connect and loading spans, repeated prompt hashes, top_k attributes) or in a step's cost on its least delayed
+calls; ``HOTSPAN_FAULT_MATRIX_NEIGHBOUR=all`` runs them beside the neighbour too
+(``benchmarks/busy_host_matrix.py`` does)."""
+NEIGHBOUR_RUN_MAX_S = 120.0
+"""Longest a neighbour spins if the test never stops it (killed mid-run): a run takes seconds."""
+
+Host = Literal["quiet", "neighbour"]
+HOSTS: tuple[Host, ...] = ("quiet", "neighbour")
+
+
+def _neighbour_faults() -> tuple[str, ...]:
+    return tuple(EXPECTED_CAUSE) if os.environ.get("HOTSPAN_FAULT_MATRIX_NEIGHBOUR") == "all" else NEIGHBOUR_FAULTS
 
 
 @dataclass(frozen=True)
@@ -75,14 +105,18 @@ def test_every_fault_switch_has_an_expected_cause() -> None:
     assert set(EXPECTED_CAUSE) == set(FAULTS)
 
 
+StackRun = Callable[[tuple[str, ...], Host], FaultRun]
+
+
 @pytest.fixture(scope="session")
-def stack_run() -> Iterator[Callable[[tuple[str, ...]], FaultRun]]:
-    """``stack_run(faults)``: the run with those fault switches on, made once per session."""
-    runs: dict[tuple[str, ...], FaultRun] = {}
+def stack_run() -> Iterator[StackRun]:
+    """``stack_run(faults, host)``: the run with those fault switches on, quiet or beside the CPU neighbour, made
+    once per session."""
+    runs: dict[tuple[tuple[str, ...], Host], FaultRun] = {}
     standins: list[PrometheusStandIn] = []
 
-    def run(faults: tuple[str, ...]) -> FaultRun:
-        if faults not in runs:
+    def run(faults: tuple[str, ...], host: Host) -> FaultRun:
+        if (faults, host) not in runs:
             config = with_speed(
                 apply_faults(StackConfig(tools=ToolsConfig(lookup_latency_s=TOOL_LATENCY_S)), faults), SPEED
             )
@@ -92,13 +126,15 @@ def stack_run() -> Iterator[Callable[[tuple[str, ...]], FaultRun]]:
             spans = InMemorySpans()
             standin = PrometheusStandIn().__enter__()
             standins.append(standin)
-            with Stack(config, spans) as stack:
+            neighbour = CpuNeighbour(max_s=NEIGHBOUR_RUN_MAX_S) if host == "neighbour" else contextlib.nullcontext()
+            with neighbour, Stack(config, spans) as stack:
                 standin.scrape_every(f"{stack.urls.engine}/metrics", SCRAPE_INTERVAL_S)
+                standin.sample_cpu_pressure_every(SCRAPE_INTERVAL_S)
                 outcomes = asyncio.run(replay_closed_loop(stack.gateway_url, prompts, settings, users=USERS))
                 standin.stop_scraping()
             assert all(outcome.ok for outcome in outcomes), [o.error for o in outcomes if not o.ok]
-            runs[faults] = FaultRun(encode_spans(spans.spans()), standin.url)
-        return runs[faults]
+            runs[(faults, host)] = FaultRun(encode_spans(spans.spans()), standin.url)
+        return runs[(faults, host)]
 
     yield run
     for standin in standins:
@@ -125,18 +161,25 @@ def _summary(report: DiagnosisReport) -> list[tuple[str, str, float]]:
     return [(f.cause, f.severity, f.confidence) for f in report.findings]
 
 
-def test_a_clean_run_shows_nothing_above_info(
-    stack_run: Callable[[tuple[str, ...]], FaultRun], fault_store: ClickHouse
-) -> None:
-    report = _diagnose(stack_run(()), fault_store, "clean")
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_clean_run_shows_nothing_above_info(host: Host, stack_run: StackRun, fault_store: ClickHouse) -> None:
+    report = _diagnose(stack_run((), host), fault_store, f"clean-{host}")
     assert [f for f in report.findings if f.severity != "info"] == [], _summary(report)
+    if host == "neighbour" and CPU_PRESSURE.exists():
+        # Two spinning processes per CPU: the measured pressure names the host's condition.
+        assert HOST_CAUSE in {f.cause for f in report.findings}, _summary(report)
 
 
-@pytest.mark.parametrize("fault", list(EXPECTED_CAUSE))
+@pytest.mark.parametrize(
+    ("fault", "host"),
+    [(fault, "quiet") for fault in EXPECTED_CAUSE] + [(fault, "neighbour") for fault in _neighbour_faults()],
+)
 def test_each_fault_alone_is_the_top_finding(
-    fault: str, stack_run: Callable[[tuple[str, ...]], FaultRun], fault_store: ClickHouse
+    fault: str, host: Host, stack_run: StackRun, fault_store: ClickHouse
 ) -> None:
-    report = _diagnose(stack_run((fault,)), fault_store, fault.replace("_", "-"))
-    top = report.findings[0] if report.findings else None
+    report = _diagnose(stack_run((fault,), host), fault_store, f"{fault.replace('_', '-')}-{host}")
+    causes = [f for f in report.findings if f.cause != HOST_CAUSE]
+    top = causes[0] if causes else None
     assert top is not None and top.cause == EXPECTED_CAUSE[fault], _summary(report)
     assert top.severity != "info" or fault in INFO_ALLOWED, _summary(report)
+    assert all(f.severity == "info" for f in report.findings if f.cause == HOST_CAUSE), _summary(report)

@@ -69,6 +69,36 @@ def test_caching_off_shows_as_no_lookups_while_prompts_are_processed() -> None:
     assert metrics.prefix_caching_disabled and metrics.prefix_cache_hit_share is None
 
 
+def test_cpu_pressure_is_read_for_the_busiest_host() -> None:
+    with PrometheusStandIn() as standin:
+        name = "node_pressure_cpu_waiting_seconds_total"
+        standin.add(name, {"instance": "a:9100"}, [(T + i, 0.2 * i) for i in range(5)])
+        # b waited 0.9 s of every second; its exporter restarted (counter back to 0) after the third sample.
+        standin.add(name, {"instance": "b:9100"}, [(T + i, v) for i, v in enumerate([10.0, 10.9, 11.8, 0.9, 1.8])])
+        metrics = _metrics(standin, T, T + 4)
+        quiet = _metrics(standin, T + 10, T + 20)
+    assert metrics.cpu_waiting_share == pytest.approx(0.9) and metrics.cpu_waiting_instance == "b:9100"
+    # Past the lookback of the last samples, every series repeats its last value: nobody waited.
+    assert quiet.cpu_waiting_share == 0.0
+
+
+def test_the_standin_samples_this_hosts_cpu_pressure(tmp_path: Path) -> None:
+    pressure = tmp_path / "cpu"
+    pressure.write_text("some avg10=50.00 avg60=40.00 avg300=30.00 total=2500000\nfull avg10=0 total=0\n")
+    with PrometheusStandIn() as standin:
+        assert standin.sample_cpu_pressure_every(0.05, pressure)
+        name = "node_pressure_cpu_waiting_seconds_total"
+        deadline = time.monotonic() + 10
+        while not standin.query_range(name, time.time(), time.time(), 1.0):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        standin.stop_scraping()
+        assert not standin.sample_cpu_pressure_every(0.05, tmp_path / "absent")
+        (series,) = standin.query_range(name, time.time(), time.time(), 1.0)
+    assert series["metric"] == {"__name__": "node_pressure_cpu_waiting_seconds_total", "instance": "localhost"}
+    assert series["values"][-1][1] == "2.5"
+
+
 def test_older_vllm_metric_names_are_read_when_the_new_ones_are_absent() -> None:
     with PrometheusStandIn() as standin:
         labels = {"model_name": "m"}
