@@ -1,7 +1,7 @@
 """OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export``.
 
 The method is registered without a request deserializer: the request arrives as the serialized
-``ExportTraceServiceRequest``, is checked (:func:`collector.decode.check_body`) and spooled as those
+``ExportTraceServiceRequest``, is checked (:meth:`collector.pipeline.IngestPipeline.receive`) and spooled as those
 same bytes (see :mod:`collector.pipeline`).
 
 Status codes (OTLP specification, OTLP/gRPC "Failures" and "Throttling"): ``INVALID_ARGUMENT`` for a
@@ -19,7 +19,7 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
 
-from collector.decode import DEFAULT_MAX_REQUEST_SPANS, PROTOBUF, PayloadError, check_body
+from collector.decode import DEFAULT_MAX_REQUEST_SPANS, PROTOBUF, PayloadError
 from collector.http_receiver import DEFAULT_MAX_BODY_BYTES, export_response_message
 from collector.metrics import IngestMetrics
 from collector.pipeline import IngestPipeline, OverloadedError, QueueFullError
@@ -48,10 +48,8 @@ class TraceService:
         except OverloadedError as exc:
             self._abort_overloaded(context, exc)
         try:
-            checked = check_body(body, PROTOBUF, self._max_request_spans)
-            self._pipeline.resize(ticket, len(checked.body), checked.spans)
+            checked = self._pipeline.receive(ticket, body, PROTOBUF, self._max_request_spans)
         except PayloadError as exc:
-            self._pipeline.release(ticket)
             self._metrics.requests.labels(PROTOCOL, "invalid").inc()
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except OverloadedError as exc:

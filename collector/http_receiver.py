@@ -19,7 +19,6 @@ from collector.decode import (
     PROTOBUF,
     CheckedRequest,
     PayloadError,
-    check_body,
     decompress,
     media_type,
 )
@@ -95,14 +94,13 @@ def build_router(
         def decode(body: bytes) -> CheckedRequest:
             raw = decompress(body, encoding, max_body_bytes, lambda n: pipeline.grow(ticket, n))
             del body
-            return check_body(raw, media, max_request_spans)
+            return pipeline.receive(ticket, raw, media, max_request_spans)
 
         try:
             async with asyncio.timeout(body_read_timeout_s):
                 body = await _read_limited(request, max_body_bytes, lambda n: pipeline.grow(ticket, n))
             checked = await pool.run(decode, body)
             del body
-            pipeline.resize(ticket, len(checked.body), checked.spans)
         except PayloadError as exc:
             pipeline.release(ticket)
             metrics.requests.labels(protocol, "invalid").inc()

@@ -3,9 +3,9 @@
 Flow (one process; threads in brackets):
 
 1. A receiver (event loop + worker thread, or gRPC worker) reserves queue room with
-   :meth:`IngestPipeline.admit` before it reads a body, decodes and checks the body
-   (:func:`collector.decode.check_body`: one protobuf parse and the per-span rules, no attribute
-   work), sizes the reservation (:meth:`IngestPipeline.resize`) and submits it
+   :meth:`IngestPipeline.admit` before it reads a body, then :meth:`IngestPipeline.receive` checks the
+   uncompressed body (:func:`collector.decode.check_body`: one protobuf parse and the per-span rules, no
+   attribute work) and sizes the reservation, and the receiver submits it
    (:meth:`IngestPipeline.submit`), getting a future.
 2. [spooler] appends every waiting request to one spool segment and fsyncs it (group commit: one
    fsync covers all requests waiting at that moment). From then on a request may be acknowledged:
@@ -46,6 +46,7 @@ from pathlib import Path
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from collector.batchwriter import BatchWriter
+from collector.decode import CheckedRequest, check_body
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
 from collector.native_writer import NativeBatchWriter
@@ -86,7 +87,7 @@ class StorageUnavailableError(OverloadedError):
 
 
 @dataclass(frozen=True)
-class PipelineConfig:
+class IngestConfig:
     """Sizes and timings of the pipeline.
 
     Attributes:
@@ -141,7 +142,7 @@ class IngestPipeline:
         self,
         open_handle: Callable[[], ClickHouse],
         data_dir: Path,
-        config: PipelineConfig,
+        config: IngestConfig,
         metrics: IngestMetrics,
     ) -> None:
         self._config = config
@@ -284,6 +285,23 @@ class IngestPipeline:
             self._queued_bytes += nbytes
             self._queued_spans += spans
             ticket.nbytes, ticket.spans = nbytes, spans
+
+    def receive(self, ticket: Ticket, raw: bytes, media: str, max_request_spans: int) -> CheckedRequest:
+        """Check an admitted request's uncompressed body (:func:`collector.decode.check_body`) and size its
+        reservation (:meth:`resize`): the one receive step of every protocol. Blocking, CPU-bound.
+
+        Raises:
+            PayloadError: the body is not a valid request (400) or holds too many spans (413).
+            QueueFullError, StorageUnavailableError: the request does not fit now.
+            Whatever the error, the reservation is released.
+        """
+        try:
+            checked = check_body(raw, media, max_request_spans)
+            self.resize(ticket, len(checked.body), checked.spans)
+        except BaseException:
+            self.release(ticket)
+            raise
+        return checked
 
     def release(self, ticket: Ticket) -> None:
         """Give back a reservation that will not be submitted."""
@@ -496,9 +514,9 @@ class Turnstile:
 
 
 __all__ = [
+    "IngestConfig",
     "IngestPipeline",
     "OverloadedError",
-    "PipelineConfig",
     "QueueFullError",
     "StorageUnavailableError",
     "Ticket",

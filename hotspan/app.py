@@ -29,7 +29,7 @@ from api.trace_limits import TraceReadLimits
 from collector import http_receiver
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
-from collector.pipeline import IngestPipeline, PipelineConfig
+from collector.pipeline import IngestConfig, IngestPipeline
 from dashboards.app import build_dash_app
 from diagnosis import DiagnosisSettings, load_diagnosis_settings
 from hotspan import metrics as metrics_routes
@@ -38,7 +38,7 @@ from hotspan.docs import install_docs
 from hotspan.health import StorageProbe
 from hotspan.settings import Settings
 from processors.pipeline.base import TraceProcessor
-from processors.pipeline.config import PipelineConfig as TracePipelineConfig
+from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.pipeline import TracePipeline
 from processors.pipeline.service_graph import ServiceGraphProcessor
 from processors.pipeline.trace_metrics import TraceMetrics, TraceMetricsProcessor
@@ -90,7 +90,7 @@ def open_pipeline(settings: Settings, metrics: IngestMetrics) -> IngestPipeline:
     limits = SpanLimits(
         settings.max_attributes, settings.max_attribute_value_chars, settings.max_events, settings.max_links
     )
-    config = PipelineConfig(
+    config = IngestConfig(
         queue_max_bytes=settings.queue_max_bytes,
         queue_max_spans=settings.queue_max_spans,
         batch_max_spans=settings.batch_max_spans,

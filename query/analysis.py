@@ -32,7 +32,7 @@ from analysis import (
     trace_statistics,
     wall_clock_breakdown,
 )
-from processors.pipeline.config import PipelineConfig
+from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.flame import flame_graph, trace_nodes
 from storage.analysis_store import AnalysisFilter, AnalysisStore, GroupBy
 from storage.reader import TraceReader
@@ -103,7 +103,7 @@ class AnalysisService:
             :attr:`config`, the configuration the trace pipeline runs with too.
     """
 
-    def __init__(self, reader: TraceReader, store: AnalysisStore, config: PipelineConfig) -> None:
+    def __init__(self, reader: TraceReader, store: AnalysisStore, config: TracePipelineConfig) -> None:
         self._reader = reader
         self._store = store
         self.config = config

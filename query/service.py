@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from diagnosis import DiagnosisSettings
-from processors.pipeline.config import PipelineConfig
+from processors.pipeline.config import TracePipelineConfig
 from query.analysis import AnalysisService
 from query.diagnosis import DiagnosisService
 from query.topology import Topology, window_topology
@@ -48,7 +48,7 @@ class QueryService:
         cls,
         store: Store,
         analysis_store: AnalysisStore,
-        config: PipelineConfig,
+        config: TracePipelineConfig,
         diagnosis: DiagnosisSettings,
         engine_metrics: EngineMetricsReader | None = None,
     ) -> QueryService:

@@ -12,9 +12,10 @@ Every read is limited to one owner tenant (``storage.tenancy``) or, for an admin
 
 from __future__ import annotations
 
+from storage.tenancy import tenant_condition
 from storage.trace_sql import IDENTITY, LATEST_COPY, SPAN_COLUMNS, TENANT, TENANT_FILTER
 
-OWNER_FILTER = "({all_tenants:Bool} OR Tenant = {tenant:String})"
+OWNER_FILTER = tenant_condition()
 """The owner-tenant condition of every read of a derived table; parameters from
 :func:`storage.tenancy.tenant_parameters`."""
 
@@ -367,7 +368,7 @@ SELECT
 FROM hotspan_trace_summary AS summary FINAL
 LEFT JOIN ({MODEL_USAGE.format(owner=OWNER_FILTER, traces="TraceId IN {trace_ids:Array(String)}")}) AS usage
     ON usage.trace_id = summary.TraceId
-WHERE ({{all_tenants:Bool}} OR summary.Tenant = {{tenant:String}}) AND summary.TraceId IN {{trace_ids:Array(String)}}
+WHERE {tenant_condition("summary.Tenant")} AND summary.TraceId IN {{trace_ids:Array(String)}}
 ORDER BY trace_id, model
 """
 """Per analysed trace among ``trace_ids``: its model calls, token totals and dominant stage (the stage with the

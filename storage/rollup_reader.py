@@ -14,9 +14,9 @@ import polars as pl
 
 from storage import rollup_sql
 from storage.clickhouse import ClickHouse
-from storage.tenancy import tenant_parameters
+from storage.tenancy import tenant_condition, tenant_parameters
 
-TENANT_CONDITION = "({all_tenants:Bool} OR Tenant = {tenant:String})"
+TENANT_CONDITION = tenant_condition()
 """Tenant condition of every rollup read; rollups store the folded tenant name, never ``''``."""
 
 GroupBy = Literal["service", "operation"]

@@ -86,10 +86,19 @@ def check_tenant_name(name: str) -> str:
     return name
 
 
+def tenant_condition(column: str = "Tenant") -> str:
+    """The one tenant condition of every read: ``column`` (an SQL expression holding a row's tenant) is the
+    caller's tenant, or every tenant passes for an admin. Bound by :func:`tenant_parameters`.
+
+    The result holds bound-parameter braces: insert it into ``str.format`` templates as a field value, never as
+    template text.
+    """
+    return f"({{all_tenants:Bool}} OR {column} = {{tenant:String}})"
+
+
 def tenant_parameters(tenant: str | None) -> dict[str, object]:
-    """The bound parameters of :data:`storage.trace_sql.TENANT_FILTER` (and every derived table's tenant
-    condition): ``{"tenant": name, "all_tenants": False}``, or ``{"tenant": "", "all_tenants": True}`` for
-    ``None``.
+    """The bound parameters of :func:`tenant_condition`: ``{"tenant": name, "all_tenants": False}``, or
+    ``{"tenant": "", "all_tenants": True}`` for ``None``.
 
     Raises:
         ValueError: ``tenant`` is not a valid name (a bug upstream: names come from the auth file).

@@ -17,7 +17,7 @@ aggregates group by :data:`IDENTITY` with ``argMax(..., Version)``.
 from __future__ import annotations
 
 from storage.schema import STORED_SCHEMA
-from storage.tenancy import DEFAULT_TENANT
+from storage.tenancy import DEFAULT_TENANT, tenant_condition
 
 KIND = "initcap(replaceRegexpOne(SpanKind, '^SPAN_KIND_', ''))"
 STATUS = "initcap(replaceRegexpOne(StatusCode, '^STATUS_CODE_', ''))"
@@ -29,7 +29,7 @@ TENANT = f"if(Tenant = '', '{DEFAULT_TENANT}', Tenant)"
 """A span's tenant: ``Tenant``, with ``''`` (rows written before migration 0030 or by an OTel Collector) read as
 the default tenant."""
 
-TENANT_FILTER = f"({{all_tenants:Bool}} OR {TENANT} = {{tenant:String}})"
+TENANT_FILTER = tenant_condition(TENANT)
 """The tenant condition of every read: the caller's tenant only, or every tenant for an admin
 (``all_tenants``); parameters from :func:`storage.tenancy.tenant_parameters`. Holds bound-parameter braces:
 insert it into ``str.format`` templates as a field value, never as template text."""

@@ -118,11 +118,11 @@ def query_room(ch: ClickHouse) -> QueryService:
     tables; no engine metrics), as ``hotspan.app.open_query`` builds it from default settings."""
     from analysis import STAGES
     from diagnosis import load_diagnosis_settings
-    from processors.pipeline.config import PipelineConfig
+    from processors.pipeline.config import TracePipelineConfig
     from query.service import QueryService
     from storage.analysis_store import ClickHouseAnalysisStore
     from storage.reader import ClickHouseTraceReader
 
     return QueryService.build(
-        ClickHouseTraceReader(ch), ClickHouseAnalysisStore(ch, STAGES), PipelineConfig(), load_diagnosis_settings()
+        ClickHouseTraceReader(ch), ClickHouseAnalysisStore(ch, STAGES), TracePipelineConfig(), load_diagnosis_settings()
     )

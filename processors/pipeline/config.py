@@ -1,7 +1,7 @@
 """Configuration of the trace pipeline and of the analysis it serves: one validated object.
 
 Built by Hotspan from its settings (``hotspan.settings``: ``trace_idle_s``, ``stage_rules_path``,
-``hotspot_rules_path``, ``hotspot_window_s``) with :meth:`PipelineConfig.load`, or directly in tests.
+``hotspot_rules_path``, ``hotspot_window_s``) with :meth:`TracePipelineConfig.load`, or directly in tests.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from processors.pipeline.hotspot_rules import HotspotRules, load_hotspot_rules
 
 
 @dataclass(frozen=True)
-class PipelineConfig:
+class TracePipelineConfig:
     """What the pipeline and the per-trace analysis run with.
 
     Attributes:
@@ -85,7 +85,7 @@ class PipelineConfig:
         hotspot_window_s: float = 3600.0,
         prices_path: str | Path | None = None,
         max_trace_spans: int = 100_000,
-    ) -> PipelineConfig:
+    ) -> TracePipelineConfig:
         """The config with the rule tables read from their files (the packaged defaults for None).
 
         Raises:

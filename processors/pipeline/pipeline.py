@@ -39,7 +39,7 @@ import polars as pl
 from analysis import TraceAnalysis, analyze
 from analysis.periodic import PeriodicWorker
 from processors.pipeline.base import TraceProcessor
-from processors.pipeline.config import PipelineConfig
+from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.derive import DerivedRows, derive_rows
 from processors.pipeline.hotspots import hotspot_flags
 from storage.analysis_store import AnalysisStore, PendingTrace
@@ -89,7 +89,7 @@ class TracePipeline:
         self,
         store: AnalysisStore,
         reader: TraceReader,
-        config: PipelineConfig,
+        config: TracePipelineConfig,
         processors: Sequence[TraceProcessor] = (),
         *,
         clock: Callable[[], float] | None = None,

@@ -35,7 +35,8 @@ def throttling_server(chdb_dsn: str, tmp_path: Path) -> Iterator[RunningServer]:
         http_port=0,
         grpc_port=0,
         queue_max_spans=600,
-        retry_after_s=0.3,
+        # gRPC exporters retry 6 times at the hinted delay: 1 s outlasts a backlog drain on a busy 2-core host.
+        retry_after_s=1.0,
     )
     server = start_server(settings)
     yield server

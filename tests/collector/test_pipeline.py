@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.decode import PROTOBUF, check_body
 from collector.metrics import IngestMetrics
-from collector.pipeline import IngestPipeline, PipelineConfig, QueueFullError, StorageUnavailableError
+from collector.pipeline import IngestConfig, IngestPipeline, QueueFullError, StorageUnavailableError
 from collector.results import ExportResult
 from collector.spool import Spool
 from storage.clickhouse import ClickHouse
@@ -70,7 +70,7 @@ def open_pipeline(
         return FaultInjectingClickHouse(ch, plan) if plan else ch
 
     settings = {"retry_after_s": 0.2, "retry_max_s": 0.5, **config}
-    pipeline = IngestPipeline(open_handle, data_dir, PipelineConfig(**settings), IngestMetrics(registry))  # type: ignore[arg-type]
+    pipeline = IngestPipeline(open_handle, data_dir, IngestConfig(**settings), IngestMetrics(registry))  # type: ignore[arg-type]
     pipeline.start()
     return pipeline, registry
 

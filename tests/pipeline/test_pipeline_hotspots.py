@@ -10,7 +10,7 @@ from pipeline_support import MS, T0, Span, otlp_request, store_requests, store_s
 
 from analysis import STAGES
 from collector.ingest import Ingestor
-from processors.pipeline.config import PipelineConfig
+from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.hotspot_rules import HotspotRulesError, load_hotspot_rules
 from processors.pipeline.pipeline import TracePipeline
 from query.analysis import AnalysisService
@@ -33,7 +33,7 @@ def _trace_id(number: int) -> str:
 def _service(store: ClickHouse, tmp_path: Path) -> tuple[TracePipeline, AnalysisService]:
     rules = tmp_path / "hotspots.yaml"
     rules.write_text(RULES)
-    config = PipelineConfig.load(hotspot_rules_path=rules)
+    config = TracePipelineConfig.load(hotspot_rules_path=rules)
     analysis_store = ClickHouseAnalysisStore(store, STAGES)
     reader = ClickHouseTraceReader(store)
     return TracePipeline(analysis_store, reader, config), AnalysisService(reader, analysis_store, config)

@@ -15,7 +15,7 @@ from collector.ingest import Ingestor
 from hotspan.cli import main
 from hotspan.importer import StoreSink, import_paths
 from processors.pipeline.base import TraceProcessor
-from processors.pipeline.config import PipelineConfig
+from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.pipeline import TracePipeline
 from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
@@ -37,7 +37,7 @@ def _pipeline(
     return TracePipeline(
         ClickHouseAnalysisStore(store, STAGES),
         ClickHouseTraceReader(store),
-        PipelineConfig(trace_idle_s=trace_idle_s),
+        TracePipelineConfig(trace_idle_s=trace_idle_s),
         processors,
         clock=clock,
     )

@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from collector.batch import to_batch
 from collector.otlp_json import request_from_json
 from hotspan.app import Storage, open_trace_pipeline, trace_processors
-from processors.pipeline.config import PipelineConfig
+from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.trace_metrics import TraceMetrics
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
@@ -82,7 +82,7 @@ def storage_of(ch: ClickHouse) -> Storage:
 
 def run_pipeline(storage: Storage, metrics: TraceMetrics | None = None) -> int:
     """Analyse every stored trace now with Hotspan's processors; returns traces analysed for the first time."""
-    pipeline = open_trace_pipeline(storage, PipelineConfig(trace_idle_s=0), trace_processors(storage, metrics))
+    pipeline = open_trace_pipeline(storage, TracePipelineConfig(trace_idle_s=0), trace_processors(storage, metrics))
     return pipeline.run_once(force=True).first_seen
 
 
