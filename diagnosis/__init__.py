@@ -17,7 +17,6 @@ from diagnosis.metrics import (
     EngineMetrics,
     GaugeSamples,
     MetricsSource,
-    MetricsUnavailableError,
     PrometheusMetricsSource,
 )
 from diagnosis.rules import CLIENT_SIDE_CAUSES, RULES
@@ -36,7 +35,6 @@ __all__ = [
     "Finding",
     "GaugeSamples",
     "MetricsSource",
-    "MetricsUnavailableError",
     "PrometheusMetricsSource",
     "RuleError",
     "RuleTable",

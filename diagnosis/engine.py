@@ -11,10 +11,11 @@ import polars as pl
 from analysis.stage_rules import StageRules
 from diagnosis.context import DiagnosisContext
 from diagnosis.findings import Finding, rank_findings
-from diagnosis.metrics import EngineMetrics, MetricsSource, MetricsUnavailableError
+from diagnosis.metrics import EngineMetrics, MetricsSource
 from diagnosis.rules.base import Rule
 from diagnosis.rules.cpu_contention import CpuContention
 from diagnosis.table import RuleTable, default_rule_table
+from storage.prometheus import PrometheusError
 from storage.reader import TraceQuery, TraceReader
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ def diagnose_window(
         window_end = end_ns if end_ns is not None else int(spans["end_time_unix_nano"].max())
         try:
             metrics, status = metrics_source.engine_metrics(window_start, window_end), "prometheus"
-        except MetricsUnavailableError as error:
+        except PrometheusError as error:
             log.warning("engine metrics unavailable, diagnosing from traces only: %s", error)
             status = f"unavailable: {error}"
     ctx = DiagnosisContext(spans, metrics, stage_rules=stage_rules)

@@ -1,18 +1,14 @@
-"""vLLM's engine metrics over a window, read from Prometheus with ``prometheus-api-client``.
+"""vLLM's engine metrics over a window, as diagnosis rules read them (through :mod:`storage.prometheus`).
 
 Rules use them as corroboration (and, for the prefix cache, as the only direct evidence): the scheduler's
-waiting queue (``vllm:num_requests_waiting``), KV cache use (``vllm:kv_cache_usage_perc``), and the prefix
-cache's queried and hit tokens (``vllm:prefix_cache_queries``/``hits``, counters, so ``_total`` in Prometheus).
-Beside them, the hosts' CPU pressure (Linux PSI as node_exporter exports it,
-``node_pressure_cpu_waiting_seconds_total``: seconds during which some runnable task waited for a CPU), which
-tells host CPU contention apart from a slow service (``cpu_contention``). Names follow vLLM v1
-(``vllm/v1/metrics/loggers.py``); the older names (``vllm:gpu_cache_usage_perc``,
-``vllm:gpu_prefix_cache_queries``/``hits``) are read when the new ones are absent.
+waiting queue, KV cache use, and the prefix cache's queried and hit tokens. Beside them, the hosts' CPU pressure
+(Linux PSI, ``node_pressure_cpu_waiting_seconds_total``: seconds during which some runnable task waited for a
+CPU), which tells host CPU contention apart from a slow service (``cpu_contention``). Metric names, with the
+older vLLM names read when the new ones are absent, are :data:`storage.prometheus.METRICS`.
 
-Only plain series selectors are sent (``query_range`` of ``vllm:num_requests_waiting``); aggregation across
-engines and label sets and counter increases are computed here. That keeps the queries valid on any
-Prometheus-compatible store (Prometheus, Thanos, Mimir, VictoriaMetrics) and lets tests answer them with a
-small stand-in.
+Only plain series selectors are sent; aggregation across engines and label sets and counter increases are
+computed here. That keeps the queries valid on any Prometheus-compatible store (Prometheus, Thanos, Mimir,
+VictoriaMetrics) and lets tests answer them with a small stand-in.
 """
 
 from __future__ import annotations
@@ -20,31 +16,17 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
-from urllib3.util.retry import Retry
+
+from storage.prometheus import PrometheusReader
 
 log = logging.getLogger(__name__)
 
-WAITING = ("vllm:num_requests_waiting",)
-RUNNING = ("vllm:num_requests_running",)
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
-PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
-PROMPT_TOKENS = ("vllm:prompt_tokens_total",)
-CPU_WAITING = ("node_pressure_cpu_waiting_seconds_total",)
-"""Series names in preference order (vLLM v1 first, then the names older releases exposed)."""
-
 MAX_POINTS = 500
 """Most points asked per series: the step grows with the window so long windows stay cheap."""
-
-
-class MetricsUnavailableError(RuntimeError):
-    """The metrics store could not be queried (unreachable, timed out, or answered with an error)."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +106,7 @@ class MetricsSource(Protocol):
         """Metrics over ``[start_ns, end_ns]`` (ns since the Unix epoch).
 
         Raises:
-            MetricsUnavailableError: the store could not be queried.
+            PrometheusError: the store could not be queried.
         """
         ...
 
@@ -141,45 +123,32 @@ class PrometheusMetricsSource:
 
     def __init__(self, url: str, *, timeout_s: float = 5.0, min_step_s: float = 1.0) -> None:
         self.url = url.rstrip("/")
-        self._timeout_s = timeout_s
+        # No retries (the reader's rule): diagnosis falls back to trace-only evidence rather than wait.
+        self._reader = PrometheusReader(self.url, timeout_s)
         self._min_step_s = min_step_s
 
     def engine_metrics(self, start_ns: int, end_ns: int) -> EngineMetrics:
         window_s = max((end_ns - start_ns) / 1e9, 0.0)
         step_s = max(self._min_step_s, window_s / MAX_POINTS)
-        # One step before the window gives counters their baseline; the client sends whole seconds, so round
-        # outward to keep every sample of a sub-second window.
-        start = datetime.fromtimestamp(math.floor(start_ns / 1e9 - step_s), UTC)
-        end = datetime.fromtimestamp(math.ceil(end_ns / 1e9), UTC)
+        # One step before the window gives counters their baseline.
+        start_s, end_s = start_ns / 1e9 - step_s, end_ns / 1e9
         since_s = math.floor(start_ns / 1e9)
-        # No retries: diagnosis falls back to trace-only evidence rather than wait on a sick store.
-        client = PrometheusConnect(url=self.url, timeout=self._timeout_s, retry=Retry(total=0, raise_on_status=False))
-        try:
 
-            def series(names: tuple[str, ...]) -> list[dict[str, Any]]:
-                for name in names:
-                    result = client.custom_query_range(name, start_time=start, end_time=end, step=f"{step_s:g}s")
-                    if result:
-                        return result
-                return []
+        def series(metric: str) -> list[dict[str, Any]]:
+            return self._reader.first_series(metric, start_s, end_s, step_s)
 
-            waiting_share, waiting_instance = _busiest(series(CPU_WAITING))
-            return EngineMetrics(
-                source=self.url,
-                num_requests_waiting=_gauge(series(WAITING), np.add, since_s),
-                num_requests_running=_gauge(series(RUNNING), np.add, since_s),
-                kv_cache_usage=_gauge(series(KV_USAGE), np.maximum, since_s),
-                prefix_cache_queries_tokens=_increase(series(PREFIX_QUERIES)),
-                prefix_cache_hits_tokens=_increase(series(PREFIX_HITS)),
-                prompt_tokens=_increase(series(PROMPT_TOKENS)),
-                cpu_waiting_share=waiting_share,
-                cpu_waiting_instance=waiting_instance,
-            )
-        # requests' errors are OSErrors (connection, timeout) or ValueErrors (a body that is not JSON).
-        except (OSError, PrometheusApiClientException, KeyError, ValueError) as error:
-            raise MetricsUnavailableError(f"Prometheus at {self.url}: {error}") from error
-        finally:
-            client.close()
+        waiting_share, waiting_instance = _busiest(series("cpu_waiting"))
+        return EngineMetrics(
+            source=self.url,
+            num_requests_waiting=_gauge(series("waiting"), np.add, since_s),
+            num_requests_running=_gauge(series("running"), np.add, since_s),
+            kv_cache_usage=_gauge(series("kv_cache_usage"), np.maximum, since_s),
+            prefix_cache_queries_tokens=_increase(series("prefix_cache_queries")),
+            prefix_cache_hits_tokens=_increase(series("prefix_cache_hits")),
+            prompt_tokens=_increase(series("prompt_tokens")),
+            cpu_waiting_share=waiting_share,
+            cpu_waiting_instance=waiting_instance,
+        )
 
 
 def _points(series: dict[str, Any]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:

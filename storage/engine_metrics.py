@@ -2,21 +2,22 @@
 
 Hotspan stores traces, not engine metrics; with ``HOTSPAN_PROMETHEUS_URL`` set, the Services page plots these
 beside the trace-derived latency so a latency change can be matched with queueing or cache pressure. Read
-through prometheus-api-client's range queries (``/api/v1/query_range``).
+through :class:`storage.prometheus.PrometheusReader`, with its metric names (older vLLM names included: each
+query takes the first name a target exposes, :func:`storage.prometheus.preferred`).
 
-Series (PromQL over vLLM v1 metric names; every engine summed, or averaged for the usage gauge):
+Series (PromQL aggregates over every engine; ``w`` is the rate window,
+:attr:`PrometheusEngineMetrics.rate_window_s`, at least twice the step):
 
-=====================  ==============================================================================  ========
-series                 PromQL                                                                          unit
-=====================  ==============================================================================  ========
-``waiting``            ``sum(vllm:num_requests_waiting)``                                              requests
-``kv_cache_usage``     ``avg(vllm:kv_cache_usage_perc)``                                               0..1
-``prefix_cache_hit``   ``sum(rate(vllm:prefix_cache_hits_total[w])) / sum(rate(..._queries_total[w]))`` 0..1
-``ttft_p50_s``         ``histogram_quantile(0.5, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[w])))``  s
-``ttft_p95_s``         same with 0.95                                                                  s
-=====================  ==============================================================================  ========
+=====================  ==================================================================  ========
+series                 PromQL                                                              unit
+=====================  ==================================================================  ========
+``waiting``            ``sum(vllm:num_requests_waiting)``                                  requests
+``kv_cache_usage``     ``avg(vllm:kv_cache_usage_perc)``                                   0..1
+``prefix_cache_hit``   ``sum(rate(..._hits_total[w])) / sum(rate(..._queries_total[w]))``   0..1
+``ttft_p50_s``         ``histogram_quantile(0.5, sum by (le) (rate(..._bucket[w])))``        s
+``ttft_p95_s``         same with 0.95                                                      s
+=====================  ==================================================================  ========
 
-``w`` is the rate window: :attr:`PrometheusEngineMetrics.rate_window_s`, at least twice the step.
 Engine metrics are infrastructure-wide: they are not split by Hotspan tenant.
 """
 
@@ -24,30 +25,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
 
 import polars as pl
-import requests
-from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
-from urllib3.util.retry import Retry
 
-ENGINE_SERIES: dict[str, str] = {
-    "waiting": "sum(vllm:num_requests_waiting)",
-    "kv_cache_usage": "avg(vllm:kv_cache_usage_perc)",
-    "prefix_cache_hit": (
-        "sum(rate(vllm:prefix_cache_hits_total[{window}])) / sum(rate(vllm:prefix_cache_queries_total[{window}]))"
-    ),
-    "ttft_p50_s": "histogram_quantile(0.5, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[{window}])))",
-    "ttft_p95_s": "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[{window}])))",
-}
-"""Series name → PromQL (``{window}`` is the rate window, e.g. ``120s``)."""
+from storage.prometheus import PrometheusReader, preferred
+
+ENGINE_SERIES: tuple[str, ...] = ("waiting", "kv_cache_usage", "prefix_cache_hit", "ttft_p50_s", "ttft_p95_s")
+"""The Services page's series, in drawing order."""
+
+
+def engine_queries(rate_window: str) -> dict[str, str]:
+    """Series name (:data:`ENGINE_SERIES`) → PromQL, ``rate_window`` the ``rate()`` window (e.g. ``"120s"``)."""
+
+    def ttft(quantile: float) -> str:
+        return f"histogram_quantile({quantile}, sum by (le) ({preferred('ttft_bucket', rate_window)}))"
+
+    hits, queries = preferred("prefix_cache_hits", rate_window), preferred("prefix_cache_queries", rate_window)
+    return {
+        "waiting": f"sum({preferred('waiting')})",
+        "kv_cache_usage": f"avg({preferred('kv_cache_usage')})",
+        "prefix_cache_hit": f"sum({hits}) / sum({queries})",
+        "ttft_p50_s": ttft(0.5),
+        "ttft_p95_s": ttft(0.95),
+    }
+
 
 ENGINE_COLUMNS = {"series": pl.String, "time_ns": pl.Int64, "value": pl.Float64}
-
-
-class EngineMetricsError(RuntimeError):
-    """Prometheus could not be reached or refused a query."""
 
 
 class EngineMetricsReader(Protocol):
@@ -58,7 +62,7 @@ class EngineMetricsReader(Protocol):
         since the epoch), ``value`` (Float64, unit per series; NaN samples dropped). Sorted by series, time.
 
         Raises:
-            EngineMetricsError: Prometheus failed.
+            PrometheusError: Prometheus failed.
         """
         ...
 
@@ -79,27 +83,14 @@ class PrometheusEngineMetrics:
     timeout_s: float = 10.0
 
     def engine_series(self, start_ns: int, end_ns: int, step_s: int) -> pl.DataFrame:
-        # No retries: a page waits on this, and a sick Prometheus should show as a message, not a hang.
-        client = PrometheusConnect(
-            url=self.url, disable_ssl=True, timeout=self.timeout_s, retry=Retry(total=0, raise_on_status=False)
-        )
         window = f"{max(self.rate_window_s, 2 * step_s)}s"
-        start = datetime.fromtimestamp(start_ns / 1e9, tz=UTC)
-        end = datetime.fromtimestamp(end_ns / 1e9, tz=UTC)
-        rows: list[tuple[str, int, float]] = []
-        try:
-            for name, template in ENGINE_SERIES.items():
-                try:
-                    result = client.custom_query_range(
-                        template.format(window=window), start_time=start, end_time=end, step=f"{max(1, step_s)}s"
-                    )
-                except (requests.RequestException, PrometheusApiClientException, ValueError) as exc:
-                    raise EngineMetricsError(f"Prometheus at {self.url}: {name}: {exc}") from exc
-                for series in result:
-                    for timestamp, text in series.get("values", []):
-                        value = float(text)
-                        if math.isfinite(value):  # NaN: a ratio or quantile over no data
-                            rows.append((name, round(float(timestamp) * 1e9), value))
-        finally:
-            client.close()
+        reader = PrometheusReader(self.url, self.timeout_s)
+        results = reader.range_queries(engine_queries(window), start_ns / 1e9, end_ns / 1e9, max(1, step_s))
+        rows = [
+            (name, round(float(timestamp) * 1e9), float(text))
+            for name, result in results.items()
+            for series in result
+            for timestamp, text in series.get("values", [])
+            if math.isfinite(float(text))  # NaN: a ratio or quantile over no data
+        ]
         return pl.DataFrame(rows, schema=ENGINE_COLUMNS, orient="row").sort("series", "time_ns")

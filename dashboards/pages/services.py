@@ -26,7 +26,8 @@ from dashboards.services_figures import engine_metrics_figure, red_latency_figur
 from dashboards.tenancy import read_tenant
 from query.service import QueryService
 from storage.clickhouse import StorageError
-from storage.engine_metrics import EngineMetricsError, EngineMetricsReader
+from storage.engine_metrics import EngineMetricsReader
+from storage.prometheus import PrometheusError
 from storage.rollup_reader import RedQuery
 
 KIND_OPTIONS = [{"label": "Server spans", "value": "Server"}, {"label": "Consumer spans", "value": "Consumer"}]
@@ -130,7 +131,7 @@ def _engine_panel(engine: EngineMetricsReader | None, start_ns: int, end_ns: int
         )
     try:
         frame = engine.engine_series(start_ns, end_ns, step_s)
-    except EngineMetricsError as exc:
+    except PrometheusError as exc:
         return html.P(str(exc), className="hs-message")
     return dcc.Graph(
         id="services-engine-graph", figure=engine_metrics_figure(frame, (start_ns, end_ns)), config=_GRAPH_CONFIG

@@ -19,7 +19,8 @@ from diagnosis_support import build_all, clean_requests, otlp_request
 from prometheus_standin import PrometheusStandIn
 
 from collector.ingest import Ingestor
-from diagnosis import EngineMetrics, MetricsUnavailableError, PrometheusMetricsSource, diagnose_window
+from diagnosis import EngineMetrics, PrometheusMetricsSource, diagnose_window
+from storage.prometheus import PrometheusError
 from storage.reader import ClickHouseTraceReader
 
 T = 1_800_000_000.0
@@ -121,9 +122,9 @@ def test_failures_are_reported_as_unavailable() -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         refused = f"http://127.0.0.1:{closed.getsockname()[1]}"
-    with pytest.raises(MetricsUnavailableError, match="Prometheus at"):
+    with pytest.raises(PrometheusError, match="Prometheus at"):
         PrometheusMetricsSource(refused, timeout_s=2).engine_metrics(int(T * NS), int((T + 60) * NS))
-    with PrometheusStandIn() as standin, pytest.raises(MetricsUnavailableError, match="404"):
+    with PrometheusStandIn() as standin, pytest.raises(PrometheusError, match="404"):
         PrometheusMetricsSource(f"{standin.url}/nowhere").engine_metrics(int(T * NS), int((T + 60) * NS))
 
 
