@@ -20,6 +20,7 @@ from hotspan.auth import logs as auth_logs
 from hotspan.health import StorageProbe
 from hotspan.settings import Settings
 from processors.pipeline.pipeline import TracePipeline
+from query.service import QueryService
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ class RunningServer:
     health: StorageProbe
     trace_pipeline: TracePipeline | None = None
     slo_evaluator: SloEvaluator | None = None
+    query: QueryService | None = None
+    """The query room every read of this server goes through (REST API, UI, alerts)."""
 
     @property
     def base_url(self) -> str:
@@ -123,4 +126,5 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
         app.state.health,
         trace_pipeline,
         slo_evaluator,
+        app.state.query,
     )
