@@ -35,7 +35,6 @@ Span and trace `warnings` and `flags` are not carried over.
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -241,7 +240,8 @@ def _tag_value(tag: dict, where: str) -> dict:
         case "BINARY":
             try:
                 raw = base64.b64decode(str(value), validate=True)
-            except binascii.Error:
+            # binascii.Error for bad base64; a plain ValueError for text that is not ASCII at all.
+            except ValueError:
                 raise SpanError(f"{where} ({key}) binary value {value!r} is not base64") from None
             return {"bytesValue": base64.b64encode(raw).decode("ascii")}
         case _:

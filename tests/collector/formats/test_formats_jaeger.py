@@ -279,3 +279,18 @@ def test_jaeger_api_v3_envelope_is_unwrapped(tmp_path: Path) -> None:
 
     assert detect_format(path) == "otlp-json"
     assert list(read_payloads(path)) == [Payload("application/json", request, str(path))]
+
+
+def test_a_binary_tag_that_is_not_ascii_rejects_its_span_only(tmp_path: Path) -> None:
+    # Found by the damaged-files property test: "\x80" is not base64 and not even ASCII.
+    document = json.loads((JAEGER / "jaeger__domain_01.json").read_text())
+    spans = document["spans"] if "spans" in document else document["data"][0]["spans"]
+    spans[0]["tags"] = [{"key": "blob", "vType": "BINARY", "vBinary": "\x80"}]
+    path = tmp_path / "binary.json"
+    path.write_text(json.dumps(document))
+
+    items = list(read_payloads(path))
+
+    rejected = [item for item in items if isinstance(item, Rejected)]
+    assert len(rejected) == 1 and "is not base64" in rejected[0].reason
+    assert sum(1 for item in items if isinstance(item, Payload)) >= 1
