@@ -15,16 +15,19 @@ Flow of one poll (:meth:`TracePipeline.run_once`):
    the first time is kept or dropped by the policies, from its spans and its analysis.
 4. **Writes**, in this order: span rows (``hotspan_span_analysis``) of kept traces, then each
    :class:`TraceProcessor` (on every trace, dropped ones included: the service graph and span metrics count
-   them), then the summaries (``hotspan_trace_summary``, with the decision in ``Sampled``), then the deletion of
-   dropped traces' raw spans. The summary is the commit record: if anything before it fails, the batch stays
+   them), then the summaries (``hotspan_trace_summary``, with the decision in ``Sampled``). Dropped traces' raw
+   spans are deleted at the end of the poll, all batches together (a lightweight ``DELETE`` is a mutation that
+   rewrites a mask of every part it touches, so fewer and larger ones cost less; at most
+   :data:`DROP_CHUNK` traces each). The summary is the commit record: if anything before it fails, the batch stays
    due and is redone at the next poll. Rows carry a version (ns clock), and both tables are ReplacingMergeTree,
    so redoing a trace (after a failure or late spans) replaces its rows: idempotent. A deletion that fails
    after the summary leaves the trace's spans stored (sampling fails open: nothing is lost).
 
 **Late spans of a dropped trace** (its stored summary says ``Sampled = false``, or the sampler's decision cache
-does) are deleted on arrival without analysing the fragment, and the summary's arrived count is brought up to
-date; late spans of a kept trace have the whole trace analysed again, as without sampling. Stored decisions are
-followed whether or not a sampler is configured, so turning sampling off never resurrects half a trace.
+does) are deleted by the poll that finds them, without analysing the fragment, and the summary's arrived count is
+brought up to date; late spans of a kept trace have the whole trace analysed again, as without sampling. Stored
+decisions are followed whether or not a sampler is configured, so turning sampling off never resurrects half a
+trace.
 
 Time: "quiet" is judged on the ClickHouse clock that stamps arrivals (no skew between hosts), unless a
 ``clock`` is given (tests). The worker remembers how far it has looked (a watermark, ``visibility_margin_s``
@@ -63,6 +66,8 @@ log = logging.getLogger(__name__)
 _NEVER_MS = 2**62
 """Cutoff of a forced run: every trace counts as quiet."""
 _MAX_SKIPPED = 10_000
+DROP_CHUNK = 5_000
+"""Most traces one ``DELETE`` names: their IDs travel as one query parameter (in the URL, to a ClickHouse server)."""
 
 
 @dataclass
@@ -123,6 +128,8 @@ class TracePipeline:
         self.config = config
         self._processors = list(processors)
         self._sampler = sampler
+        # Per owner tenant: the trace IDs to delete at the end of the poll and the bounds of their span starts (ns).
+        self._drops: dict[str, tuple[set[str], int, int]] = {}
         self._clock = clock
         self._shard, self._shards = shard, shards
         self._since_ms = 0
@@ -162,26 +169,32 @@ class TracePipeline:
             cutoff_ms = _NEVER_MS if force else now_ms - round(self.config.trace_idle_s * 1000)
             since_ms = 0 if force else self._since_ms
             done: set[tuple[str, str, int]] = set()
-            while not self._worker.stopping or force:
-                pending = self._store.pending_traces(
-                    cutoff_ms=cutoff_ms,
-                    since_ms=since_ms,
-                    limit=self.config.batch_traces,
-                    skipped=list(self._skipped),
-                    shard=self._shard,
-                    shards=self._shards,
-                )
-                # A trace recorded in this run but still listed is receiving spans right now: leave it to
-                # the next poll rather than chase it.
-                pending = [p for p in pending if (p.tenant, p.trace_id, p.arrived_spans) not in done]
-                pending = self._drop_too_large(pending, result)
-                if not pending:
-                    if not force:
-                        self._since_ms = max(self._since_ms, cutoff_ms - round(self.config.visibility_margin_s * 1000))
-                    break
-                batch = self._take(pending)
-                self._process(batch, result)
-                done.update((p.tenant, p.trace_id, p.arrived_spans) for p in batch)
+            try:
+                while not self._worker.stopping or force:
+                    pending = self._store.pending_traces(
+                        cutoff_ms=cutoff_ms,
+                        since_ms=since_ms,
+                        limit=self.config.batch_traces,
+                        skipped=list(self._skipped),
+                        shard=self._shard,
+                        shards=self._shards,
+                    )
+                    # A trace recorded in this run but still listed is receiving spans right now: leave it to
+                    # the next poll rather than chase it.
+                    pending = [p for p in pending if (p.tenant, p.trace_id, p.arrived_spans) not in done]
+                    pending = self._drop_too_large(pending, result)
+                    if not pending:
+                        if not force:
+                            margin_ms = round(self.config.visibility_margin_s * 1000)
+                            self._since_ms = max(self._since_ms, cutoff_ms - margin_ms)
+                        break
+                    batch = self._take(pending)
+                    self._process(batch, result)
+                    done.update((p.tenant, p.trace_id, p.arrived_spans) for p in batch)
+            finally:
+                # Batches recorded before a failure still lose their dropped traces' spans.
+                for owner in list(self._drops):
+                    self._flush_drops(owner)
             return result
 
     def _drop_too_large(self, pending: list[PendingTrace], result: PollResult) -> list[PendingTrace]:
@@ -229,7 +242,8 @@ class TracePipeline:
             if not spans.height:
                 continue
             rolling = self._rolling_thresholds(spans, owner)
-            analysed = self._analyse(spans, owner, arrived, version, rolling, result)
+            analysable = {trace_id: count for trace_id, count in arrived.items() if trace_id not in late}
+            analysed = self._analyse(spans, owner, analysable, version, rolling, result)
             if analysed is None:
                 continue
             spans, analysis, rows = analysed
@@ -280,12 +294,20 @@ class TracePipeline:
         return spans.filter(~pl.col("trace_id").is_in(late))
 
     def _drop(self, owner: str, spans: pl.DataFrame) -> None:
-        """Delete the stored spans of the traces in ``spans``, bounded by their start times (so the delete only
-        touches the partitions and granules holding them)."""
-        if spans.height:
-            starts = spans["start_time_unix_nano"]
-            trace_ids = spans["trace_id"].unique().to_list()
-            self._store.drop_traces(owner, trace_ids, int(starts.min()), int(starts.max()))
+        """Have the stored spans of the traces in ``spans`` deleted at the end of the poll (or now, once
+        :data:`DROP_CHUNK` traces wait), bounded by their start times so the delete skips what cannot hold them."""
+        if not spans.height:
+            return
+        trace_ids, start_ns, end_ns = self._drops.get(owner, (set(), 2**63 - 1, -(2**63)))
+        trace_ids.update(spans["trace_id"].unique().to_list())
+        starts = spans["start_time_unix_nano"]
+        self._drops[owner] = (trace_ids, min(start_ns, int(starts.min())), max(end_ns, int(starts.max())))
+        if len(trace_ids) >= DROP_CHUNK:
+            self._flush_drops(owner)
+
+    def _flush_drops(self, owner: str) -> None:
+        trace_ids, start_ns, end_ns = self._drops.pop(owner)
+        self._store.drop_traces(owner, sorted(trace_ids), start_ns, end_ns)
 
     def _decide(self, owner: str, spans: pl.DataFrame, rows: DerivedRows, first_seen: set[str]) -> dict[str, bool]:
         """The sampler's decisions on the traces seen for the first time (every one kept without a sampler)."""

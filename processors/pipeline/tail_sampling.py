@@ -112,10 +112,6 @@ class DecisionCache:
             while len(entries) > self._sizes[keep]:
                 entries.popitem(last=False)
 
-    def __len__(self) -> int:
-        with self._lock:
-            return sum(len(entries) for entries in self._maps.values())
-
 
 class _Batch:
     """What the policies read about one batch's traces, in ``trace_ids`` order."""

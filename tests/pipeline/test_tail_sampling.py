@@ -20,7 +20,7 @@ from hotspan.importer import StoreSink, import_paths
 from processors.pipeline.config import PipelineConfig
 from processors.pipeline.pipeline import TracePipeline
 from processors.pipeline.service_graph import ServiceGraphProcessor, service_graph
-from processors.pipeline.tail_sampling import TailSampler, TailSamplingMetrics
+from processors.pipeline.tail_sampling import DecisionCache, TailSampler, TailSamplingMetrics
 from processors.pipeline.tail_sampling_policies import (
     TailSamplingConfig,
     TailSamplingError,
@@ -332,3 +332,17 @@ def test_the_server_samples_by_its_setting_counts_on_metrics_and_keeps_red_exact
         }
     finally:
         server.stop()
+
+
+def test_the_decision_cache_is_bounded_per_kind_and_forgets_the_least_recently_used() -> None:
+    cache = DecisionCache(sampled_size=2, non_sampled_size=1)
+    for trace in ("a", "b"):
+        cache.put("default", trace, True)
+    assert cache.get("default", "a") is True  # now "b" is the least recently used kept trace
+    cache.put("default", "c", True)
+    cache.put("default", "x", False)
+    cache.put("default", "y", False)
+    assert [cache.get("default", trace) for trace in ("a", "b", "c", "x", "y")] == [True, None, True, None, False]
+    assert cache.get("other-tenant", "a") is None
+    cache.put("default", "a", False)  # a decision moves between kinds, never held twice
+    assert (cache.get("default", "a"), cache.get("default", "y")) == (False, None)
