@@ -41,6 +41,7 @@ from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.pipeline import TracePipeline
 from processors.pipeline.service_graph import ServiceGraphProcessor
+from processors.pipeline.tail_sampling import TailSampler, TailSamplingMetrics
 from processors.pipeline.trace_metrics import TraceMetrics, TraceMetricsProcessor
 from query.service import QueryService
 from storage.analysis_store import ClickHouseAnalysisStore
@@ -107,7 +108,8 @@ def trace_pipeline_config(settings: Settings) -> TracePipelineConfig:
     """The trace pipeline's and the analysis API's configuration from ``settings`` (rule files read).
 
     Raises:
-        analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError: a rule file is invalid.
+        analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError,
+            processors.pipeline.tail_sampling_policies.TailSamplingError: a rule or policy file is invalid.
     """
     return TracePipelineConfig.load(
         trace_idle_s=settings.trace_idle_s,
@@ -116,6 +118,7 @@ def trace_pipeline_config(settings: Settings) -> TracePipelineConfig:
         hotspot_window_s=settings.hotspot_window_s,
         prices_path=settings.prices_path,
         max_trace_spans=settings.max_trace_spans,
+        tail_sampling_path=settings.tail_sampling_path,
     )
 
 
@@ -170,10 +173,17 @@ def open_slo_evaluator(config: AlertsConfig, query: QueryService) -> SloEvaluato
 
 
 def open_trace_pipeline(
-    storage: Storage, config: TracePipelineConfig, processors: Sequence[TraceProcessor] = ()
+    storage: Storage,
+    config: TracePipelineConfig,
+    processors: Sequence[TraceProcessor] = (),
+    sampling_metrics: TailSamplingMetrics | None = None,
 ) -> TracePipeline:
-    """The trace pipeline (``processors.pipeline``) over ``storage``, running ``processors``; not started."""
-    return TracePipeline(ClickHouseAnalysisStore(storage.clickhouse, STAGES), storage.reader, config, processors)
+    """The trace pipeline (``processors.pipeline``) over ``storage``, running ``processors`` and, when ``config``
+    has policies, tail sampling (its decisions counted in ``sampling_metrics``); not started."""
+    sampler = TailSampler(config.tail_sampling, sampling_metrics) if config.tail_sampling is not None else None
+    return TracePipeline(
+        ClickHouseAnalysisStore(storage.clickhouse, STAGES), storage.reader, config, processors, sampler=sampler
+    )
 
 
 def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -> FastAPI:
@@ -200,6 +210,7 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     app.state.metrics_registry = metrics_routes.new_registry()
     app.state.ingest_metrics = IngestMetrics(app.state.metrics_registry)
     app.state.trace_metrics = TraceMetrics(app.state.metrics_registry)
+    app.state.tail_sampling_metrics = TailSamplingMetrics(app.state.metrics_registry)
     app.state.pipeline = open_pipeline(settings, app.state.ingest_metrics)
     app.include_router(
         http_receiver.build_router(

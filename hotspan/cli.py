@@ -152,7 +152,8 @@ def _import_files(args: argparse.Namespace) -> int:
         summary = import_paths(args.paths, sink, progress=not args.no_progress)
         analysed = analyse_stored(storage, settings)
         storage.clickhouse.close()
-        print(f"analysed: {analysed.analysed} traces", flush=True)
+        dropped = f" ({analysed.dropped} dropped by tail sampling)" if settings.tail_sampling_path else ""
+        print(f"analysed: {analysed.analysed} traces{dropped}", flush=True)
     print(summary.render())
     return 0 if summary.spans or not summary.problems else 1
 

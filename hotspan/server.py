@@ -110,7 +110,9 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
     else:
         raise RuntimeError("HTTP server did not start within 30 s")
     http_port = server.servers[0].sockets[0].getsockname()[1]
-    trace_pipeline = open_trace_pipeline(storage, app.state.query.analysis.config, app.state.trace_processors)
+    trace_pipeline = open_trace_pipeline(
+        storage, app.state.query.analysis.config, app.state.trace_processors, app.state.tail_sampling_metrics
+    )
     trace_pipeline.start()
     if slo_evaluator is not None:
         slo_evaluator.start()

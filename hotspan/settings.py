@@ -51,6 +51,9 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_HOTSPOT_WINDOW_S``: window of the rolling hotspot quantile; seconds, default 3600.
 - ``HOTSPAN_PRICES``: YAML model price table for the cost of model calls (``analysis.pricing``); path, default the
   packaged one (``analysis/prices.yaml``).
+- ``HOTSPAN_TAIL_SAMPLING``: YAML tail-sampling policies (``processors.pipeline.tail_sampling_policies``): once a
+  trace is quiet and analysed, it is kept when a policy keeps it, else its raw spans are deleted (RED, service
+  graph and request summaries still count it); path, default none (keep every trace).
 - ``HOTSPAN_PROMETHEUS_URL``: Prometheus base URL holding vLLM's metrics (``http(s)://...``); the Services page
   plots them under the trace-derived latency and diagnosis reads them as evidence; default none (neither).
 - ``HOTSPAN_PROMETHEUS_TIMEOUT_S``: per-query timeout of those reads; seconds, default 5.
@@ -99,6 +102,7 @@ ENVIRONMENT = {
     "hotspot_rules_path": "HOTSPAN_HOTSPOT_RULES",
     "hotspot_window_s": "HOTSPAN_HOTSPOT_WINDOW_S",
     "prices_path": "HOTSPAN_PRICES",
+    "tail_sampling_path": "HOTSPAN_TAIL_SAMPLING",
     "auth_file": "HOTSPAN_AUTH_FILE",
     "session_secret": "HOTSPAN_SESSION_SECRET",
     "prometheus_url": "HOTSPAN_PROMETHEUS_URL",
@@ -145,6 +149,7 @@ class Settings(BaseModel):
     hotspot_rules_path: Path | None = None
     hotspot_window_s: float = Field(3600.0, gt=0)
     prices_path: Path | None = None
+    tail_sampling_path: Path | None = None
     prometheus_url: str | None = Field(None, pattern=r"^https?://")
     prometheus_timeout_s: float = Field(5.0, gt=0)
     diagnosis_rules_path: Path | None = None

@@ -25,8 +25,9 @@ def stage_examples(
     analysis: AnalysisService, where: AnalysisFilter, *, tenant: str | None, examples: int = EXAMPLES
 ) -> dict[str, list[str]]:
     """Per stage of :data:`analysis.STAGES`, the trace IDs of the requests of the window where it took longest
-    (critical-path ns), longest first, at most ``examples``; stages no request spent time in are absent."""
-    summaries = analysis.trace_summaries(where, POOL, tenant=tenant)
+    (critical-path ns), longest first, at most ``examples``; stages no request spent time in are absent. Only
+    traces whose spans are kept are examples (tail sampling may have dropped the others')."""
+    summaries = analysis.trace_summaries(where, POOL, tenant=tenant).filter(pl.col("sampled"))
     found: dict[str, list[str]] = {}
     for stage in STAGES:
         column = f"{stage}_ns"

@@ -54,11 +54,46 @@ summary covers (never analysed, or late spans since). Oldest first. ``shard``/``
 pipeline instances by trace ID (``0``/``1``: one instance does all); ``skipped`` trace IDs are left out."""
 
 SUMMARISED = """
-SELECT DISTINCT TraceId
+SELECT TraceId, argMax(Sampled, Version)
 FROM hotspan_trace_summary
 WHERE Tenant = {owner:String} AND TraceId IN {trace_ids:Array(String)}
+GROUP BY TraceId
 """
-"""Which of ``trace_ids`` (of owner tenant ``owner``) already have a summary, any version."""
+"""Which of ``trace_ids`` (of owner tenant ``owner``) already have a summary, and its latest version's tail-sampling
+decision (``Sampled``, migration 0050)."""
+
+DELETE_TRACE_SPANS = f"""
+DELETE FROM otel_traces
+WHERE {TENANT} = {{owner:String}}
+  AND TraceId IN {{trace_ids:Array(String)}}
+  AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+  AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
+"""
+"""Remove the raw spans of ``trace_ids`` of owner tenant ``owner`` starting in ``[start_ns, end_ns]`` (a lightweight
+delete: rows are masked at once and purged by later merges; the time bounds let ClickHouse skip the partitions and
+granules that cannot hold them, the trace-ID bloom filter the rest). Rollups fed at insert keep what they counted."""
+
+DELETE_TRACE_INDEX = """
+DELETE FROM otel_traces_trace_id_ts
+WHERE TraceId IN {trace_ids:Array(String)}
+  AND TraceId NOT IN (SELECT TraceId FROM otel_traces WHERE TraceId IN {trace_ids:Array(String)})
+"""
+"""Remove the trace-ID lookup rows of ``trace_ids`` no tenant has spans of any more (the lookup table has no
+tenant column, so a trace ID another tenant still uses keeps its row)."""
+
+REFRESH_SUMMARIES = """
+INSERT INTO hotspan_trace_summary
+SELECT * REPLACE (
+    {arrived:Array(UInt64)}[indexOf({trace_ids:Array(String)}, TraceId)] AS AnalysedSpans,
+    {version:UInt64} AS Version,
+    now64(3) AS AnalysedAt
+)
+FROM hotspan_trace_summary FINAL
+WHERE Tenant = {owner:String} AND TraceId IN {trace_ids:Array(String)}
+"""
+"""Rewrite the stored summaries of ``trace_ids`` (owner ``owner``) unchanged but for ``AnalysedSpans`` (the arrived
+count at the same position of ``arrived``) and ``Version``: records that late spans were handled without analysing
+the trace again (they followed a drop decision)."""
 
 _TRACES_WHERE = f"""TraceId IN {{trace_ids:Array(String)}}
   AND {TENANT_FILTER}
@@ -284,7 +319,8 @@ SELECT
     InputTokens AS input_tokens,
     OutputTokens AS output_tokens,
     CachedInputTokens AS cached_input_tokens,
-    ReasoningTokens AS reasoning_tokens
+    ReasoningTokens AS reasoning_tokens,
+    Sampled AS sampled
 FROM hotspan_trace_summary FINAL
 WHERE {conditions}
 ORDER BY start_time_unix_nano DESC, trace_id

@@ -16,7 +16,7 @@ rows only, ``None`` every tenant (admin only). It has no default on purpose, as 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Literal, Protocol
 
@@ -113,13 +113,15 @@ TRACE_SUMMARY_SCHEMA = pa.schema(
         ("OutputTokens", pa.uint64()),
         ("CachedInputTokens", pa.uint64()),
         ("ReasoningTokens", pa.uint64()),
+        ("Sampled", pa.bool_()),
     ]
 )
 """Arrow layout of ``hotspan_trace_summary`` rows. Timestamp: the root span's start; DurationNs: the root's
 duration (the request's end-to-end latency); StageNs: critical-path ns per stage with time, summing to
 DurationNs; TtftNs (null when no LLM call reports one), TpotNs (ns per output token, null when unknown);
 AnalysedSpans: the arrived span count the analysis covered (``hotspan_trace_arrivals.Spans``); InputTokens ..
-ReasoningTokens: the request's token usage (``analysis.request_summary``; migration 0040)."""
+ReasoningTokens: the request's token usage (``analysis.request_summary``; migration 0040); Sampled: the tail-sampling
+decision, false when the trace's spans were dropped from ``otel_traces`` (migration 0050)."""
 
 
 @dataclass(frozen=True)
@@ -183,8 +185,21 @@ class AnalysisStore(Protocol):
         traces between pipeline instances by a hash of the trace ID."""
         ...
 
-    def summarised(self, owner: str, trace_ids: Sequence[str]) -> set[str]:
-        """The IDs among ``trace_ids`` of owner tenant ``owner`` that already have a summary."""
+    def summarised(self, owner: str, trace_ids: Sequence[str]) -> dict[str, bool]:
+        """Of ``trace_ids`` of owner tenant ``owner``, those that already have a summary, each with its stored
+        tail-sampling decision (True: kept; ``Sampled``)."""
+        ...
+
+    def drop_traces(self, owner: str, trace_ids: Sequence[str], start_ns: int, end_ns: int) -> None:
+        """Delete the raw spans of ``trace_ids`` of owner tenant ``owner`` starting in ``[start_ns, end_ns]`` (ns since
+        the epoch; the caller's bound on where they lie) from ``otel_traces``, and their lookup rows: what tail
+        sampling does to a dropped trace. Derived tables keep what they counted. Durable on return; deleting again
+        is a no-op."""
+        ...
+
+    def refresh_summaries(self, owner: str, arrived: Mapping[str, int], version: int) -> None:
+        """Rewrite the stored summaries of the traces in ``arrived`` (trace ID → arrived span count) with that count
+        as ``AnalysedSpans`` and ``version``, nothing else changed; traces without a summary are left alone."""
         ...
 
     def duration_quantiles(
@@ -242,7 +257,8 @@ class AnalysisStore(Protocol):
 
     def trace_summaries(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
         """Request summaries, newest first: the columns of ``analysis.request_summary`` (tenant = the request
-        tenant; token counts included) plus hotspot_count, analysed_spans, version and one ``<stage>_ns``
+        tenant; token counts included) plus hotspot_count, analysed_spans, version, sampled (Boolean: False when
+        tail sampling dropped the trace's spans, so it cannot be opened) and one ``<stage>_ns``
         column per stage of ``analysis.STAGES`` (UInt64 ns, 0 where absent), like ``analysis.stage_breakdown_wide``."""
         ...
 
@@ -303,9 +319,22 @@ class ClickHouseAnalysisStore:
         rows = self._ch.query_rows(analysis_sql.PENDING_TRACES, parameters)
         return [PendingTrace(row[0], row[1], int(row[2]), int(row[3])) for row in rows]
 
-    def summarised(self, owner: str, trace_ids: Sequence[str]) -> set[str]:
+    def summarised(self, owner: str, trace_ids: Sequence[str]) -> dict[str, bool]:
         rows = self._ch.query_rows(analysis_sql.SUMMARISED, {"owner": owner, "trace_ids": list(trace_ids)})
-        return {row[0] for row in rows}
+        return {row[0]: bool(row[1]) for row in rows}
+
+    def drop_traces(self, owner: str, trace_ids: Sequence[str], start_ns: int, end_ns: int) -> None:
+        if not trace_ids:
+            return
+        parameters = {"owner": owner, "trace_ids": list(trace_ids), "start_ns": start_ns, "end_ns": end_ns}
+        self._ch.command(analysis_sql.DELETE_TRACE_SPANS, parameters)
+        self._ch.command(analysis_sql.DELETE_TRACE_INDEX, {"trace_ids": list(trace_ids)})
+
+    def refresh_summaries(self, owner: str, arrived: Mapping[str, int], version: int) -> None:
+        if not arrived:
+            return
+        parameters = {"owner": owner, "trace_ids": list(arrived), "arrived": list(arrived.values()), "version": version}
+        self._ch.command(analysis_sql.REFRESH_SUMMARIES, parameters)
 
     def duration_quantiles(
         self, services: Sequence[str], start_ns: int, end_ns: int, quantile: float, min_samples: int, *, tenant: str
@@ -465,6 +494,7 @@ class ClickHouseAnalysisStore:
             "output_tokens": pl.UInt64,
             "cached_input_tokens": pl.UInt64,
             "reasoning_tokens": pl.UInt64,
+            "sampled": pl.Boolean,
         } | dict.fromkeys(stage_columns, pl.UInt64)
         if not frame.height:
             return pl.DataFrame(schema=schema)

@@ -138,11 +138,13 @@ WHERE Client = {{client:String}}
   AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
   AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
   AND {conditions}
+  AND (Tenant, TraceId) NOT IN (SELECT Tenant, TraceId FROM hotspan_trace_summary WHERE NOT Sampled)
 ORDER BY failed DESC, greatest(ClientDuration, ServerDuration) DESC, trace_id
 LIMIT 1 BY trace_id
 LIMIT {{limit:UInt32}}
 """
-"""Traces with a call on one edge in a window: failed calls first, then the slowest; one row per trace."""
+"""Traces with a call on one edge in a window: failed calls first, then the slowest; one row per trace. Traces tail
+sampling dropped (their summary says ``Sampled = false``, migration 0050) are no examples: their spans are gone."""
 
 RED_TIME_RANGE = """
 SELECT

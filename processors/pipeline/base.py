@@ -3,8 +3,9 @@
 The pipeline (:class:`processors.pipeline.pipeline.TracePipeline`) picks up traces once they have been quiet for
 ``trace_idle_s``, reads their spans in batches, analyses each batch once (:func:`analysis.analyze`) and hands
 the same spans and analysis to every processor in its list, in order, before it records the batch as done.
-A processor derives whatever it needs from whole traces (service-graph edges, RED rollups, tail-sampling
-decisions, ...) and stores it.
+A processor derives whatever it needs from whole traces (service-graph edges, span metrics, ...) and stores it.
+Processors see every trace of the batch, those tail sampling is about to drop included (the pipeline deletes
+their spans only after every processor has run), so what they count covers all traffic.
 
 Contract of :meth:`TraceProcessor.process`:
 

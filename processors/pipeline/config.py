@@ -1,7 +1,8 @@
 """Configuration of the trace pipeline and of the analysis it serves: one validated object.
 
 Built by Hotspan from its settings (``hotspan.settings``: ``trace_idle_s``, ``stage_rules_path``,
-``hotspot_rules_path``, ``hotspot_window_s``) with :meth:`TracePipelineConfig.load`, or directly in tests.
+``hotspot_rules_path``, ``hotspot_window_s``, ``tail_sampling_path``) with :meth:`TracePipelineConfig.load`, or
+directly in tests.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from analysis import StageRules, load_stage_rules
 from analysis.pricing import PriceTable, load_price_table
 from processors.pipeline.hotspot_rules import HotspotRules, load_hotspot_rules
+from processors.pipeline.tail_sampling_policies import TailSamplingConfig, load_tail_sampling
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class TracePipelineConfig:
         visibility_margin_s: how far behind the idle cutoff the worker keeps looking for arrivals: an insert
             is stamped when it starts and becomes visible when it commits, so a slow insert can show up
             stamped in the past; seconds.
+        tail_sampling: the tail-sampling policies (``tail_sampling_policies``); None keeps every trace.
 
     Raises:
         ValueError: on construction, listing every out-of-range field.
@@ -50,6 +53,7 @@ class TracePipelineConfig:
     batch_spans: int = 200_000
     max_trace_spans: int = 100_000
     visibility_margin_s: float = 300.0
+    tail_sampling: TailSamplingConfig | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -85,13 +89,14 @@ class TracePipelineConfig:
         hotspot_window_s: float = 3600.0,
         prices_path: str | Path | None = None,
         max_trace_spans: int = 100_000,
+        tail_sampling_path: str | Path | None = None,
     ) -> TracePipelineConfig:
         """The config with the rule tables read from their files (the packaged defaults for None).
 
         Raises:
             analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError,
-                analysis.pricing.PriceTableError: a rule or price file is unreadable or invalid (every problem
-                listed).
+                analysis.pricing.PriceTableError, processors.pipeline.tail_sampling_policies.TailSamplingError: a
+                rule, price or policy file is unreadable or invalid (every problem listed).
             ValueError: a number is out of range.
         """
         return cls(
@@ -101,4 +106,5 @@ class TracePipelineConfig:
             hotspot_window_s=hotspot_window_s,
             prices=load_price_table(prices_path),
             max_trace_spans=max_trace_spans,
+            tail_sampling=load_tail_sampling(tail_sampling_path),
         )

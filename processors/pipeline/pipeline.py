@@ -11,10 +11,23 @@ Flow of one poll (:meth:`TracePipeline.run_once`):
    tenant (a trace ID reused by another tenant is another trace). Per batch and tenant: one read of every
    span (:meth:`storage.reader.TraceReader.traces`), one :func:`analysis.analyze`, one rolling-threshold query,
    columnar row building, one insert per table; nothing runs per span in Python.
-3. **Writes**, in this order: span rows (``hotspan_span_analysis``), then each :class:`TraceProcessor`, then
-   the summaries (``hotspan_trace_summary``). The summary is the commit record: if anything before it fails,
-   the batch stays due and is redone at the next poll. Rows carry a version (ns clock), and both tables are
-   ReplacingMergeTree, so redoing a trace (after a failure or late spans) replaces its rows: idempotent.
+3. **Tail sampling** (with a :class:`~processors.pipeline.tail_sampling.TailSampler`): each trace analysed for
+   the first time is kept or dropped by the policies, from its spans and its analysis.
+4. **Writes**, in this order: span rows (``hotspan_span_analysis``) of kept traces, then each
+   :class:`TraceProcessor` (on every trace, dropped ones included: the service graph and span metrics count
+   them), then the summaries (``hotspan_trace_summary``, with the decision in ``Sampled``). Dropped traces' raw
+   spans are deleted at the end of the poll, all batches together (a lightweight ``DELETE`` is a mutation that
+   rewrites a mask of every part it touches, so fewer and larger ones cost less; at most
+   :data:`DROP_CHUNK` traces each). The summary is the commit record: if anything before it fails, the batch stays
+   due and is redone at the next poll. Rows carry a version (ns clock), and both tables are ReplacingMergeTree,
+   so redoing a trace (after a failure or late spans) replaces its rows: idempotent. A deletion that fails
+   after the summary leaves the trace's spans stored (sampling fails open: nothing is lost).
+
+**Late spans of a dropped trace** (its stored summary says ``Sampled = false``, or the sampler's decision cache
+does) are deleted by the poll that finds them, without analysing the fragment, and the summary's arrived count is
+brought up to date; late spans of a kept trace have the whole trace analysed again, as without sampling. Stored
+decisions are followed whether or not a sampler is configured, so turning sampling off never resurrects half a
+trace.
 
 Time: "quiet" is judged on the ClickHouse clock that stamps arrivals (no skew between hosts), unless a
 ``clock`` is given (tests). The worker remembers how far it has looked (a watermark, ``visibility_margin_s``
@@ -35,6 +48,8 @@ from dataclasses import dataclass
 from itertools import groupby
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from analysis import TraceAnalysis, analyze
 from analysis.periodic import PeriodicWorker
@@ -42,6 +57,7 @@ from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.derive import DerivedRows, derive_rows
 from processors.pipeline.hotspots import hotspot_flags
+from processors.pipeline.tail_sampling import TailSampler
 from storage.analysis_store import AnalysisStore, PendingTrace
 from storage.reader import TraceReader
 
@@ -50,6 +66,8 @@ log = logging.getLogger(__name__)
 _NEVER_MS = 2**62
 """Cutoff of a forced run: every trace counts as quiet."""
 _MAX_SKIPPED = 10_000
+DROP_CHUNK = 5_000
+"""Most traces one ``DELETE`` names: their IDs travel as one query parameter (in the URL, to a ClickHouse server)."""
 
 
 @dataclass
@@ -62,6 +80,8 @@ class PollResult:
         batches: batches processed (per owner tenant).
         skipped: traces given up on (their analysis raised, their spans could not be read, or too many).
         too_large: of those, traces with more arrived spans than ``config.max_trace_spans``.
+        dropped: traces tail sampling dropped (their raw spans deleted) in this run.
+        late_dropped: late spans deleted because their trace had been dropped before.
     """
 
     analysed: int = 0
@@ -69,6 +89,8 @@ class PollResult:
     batches: int = 0
     skipped: int = 0
     too_large: int = 0
+    dropped: int = 0
+    late_dropped: int = 0
 
 
 class TracePipeline:
@@ -79,6 +101,8 @@ class TracePipeline:
         reader: where spans are read from.
         config: idle time, rule tables, batch sizes.
         processors: extensions run on every batch after the built-in analysis (:mod:`.base`), in order.
+        sampler: tail sampling of newly analysed traces; None keeps every trace (still following decisions
+            stored earlier for late spans).
         clock: seconds since the epoch; None judges idleness on the ClickHouse clock.
         shard, shards: this instance's share of the traces (``0 <= shard < shards``).
 
@@ -92,6 +116,7 @@ class TracePipeline:
         config: TracePipelineConfig,
         processors: Sequence[TraceProcessor] = (),
         *,
+        sampler: TailSampler | None = None,
         clock: Callable[[], float] | None = None,
         shard: int = 0,
         shards: int = 1,
@@ -102,6 +127,9 @@ class TracePipeline:
         self._reader = reader
         self.config = config
         self._processors = list(processors)
+        self._sampler = sampler
+        # Per owner tenant: the trace IDs to delete at the end of the poll and the bounds of their span starts (ns).
+        self._drops: dict[str, tuple[set[str], int, int]] = {}
         self._clock = clock
         self._shard, self._shards = shard, shards
         self._since_ms = 0
@@ -141,26 +169,32 @@ class TracePipeline:
             cutoff_ms = _NEVER_MS if force else now_ms - round(self.config.trace_idle_s * 1000)
             since_ms = 0 if force else self._since_ms
             done: set[tuple[str, str, int]] = set()
-            while not self._worker.stopping or force:
-                pending = self._store.pending_traces(
-                    cutoff_ms=cutoff_ms,
-                    since_ms=since_ms,
-                    limit=self.config.batch_traces,
-                    skipped=list(self._skipped),
-                    shard=self._shard,
-                    shards=self._shards,
-                )
-                # A trace recorded in this run but still listed is receiving spans right now: leave it to
-                # the next poll rather than chase it.
-                pending = [p for p in pending if (p.tenant, p.trace_id, p.arrived_spans) not in done]
-                pending = self._drop_too_large(pending, result)
-                if not pending:
-                    if not force:
-                        self._since_ms = max(self._since_ms, cutoff_ms - round(self.config.visibility_margin_s * 1000))
-                    break
-                batch = self._take(pending)
-                self._process(batch, result)
-                done.update((p.tenant, p.trace_id, p.arrived_spans) for p in batch)
+            try:
+                while not self._worker.stopping or force:
+                    pending = self._store.pending_traces(
+                        cutoff_ms=cutoff_ms,
+                        since_ms=since_ms,
+                        limit=self.config.batch_traces,
+                        skipped=list(self._skipped),
+                        shard=self._shard,
+                        shards=self._shards,
+                    )
+                    # A trace recorded in this run but still listed is receiving spans right now: leave it to
+                    # the next poll rather than chase it.
+                    pending = [p for p in pending if (p.tenant, p.trace_id, p.arrived_spans) not in done]
+                    pending = self._drop_too_large(pending, result)
+                    if not pending:
+                        if not force:
+                            margin_ms = round(self.config.visibility_margin_s * 1000)
+                            self._since_ms = max(self._since_ms, cutoff_ms - margin_ms)
+                        break
+                    batch = self._take(pending)
+                    self._process(batch, result)
+                    done.update((p.tenant, p.trace_id, p.arrived_spans) for p in batch)
+            finally:
+                # Batches recorded before a failure still lose their dropped traces' spans.
+                for owner in list(self._drops):
+                    self._flush_drops(owner)
             return result
 
     def _drop_too_large(self, pending: list[PendingTrace], result: PollResult) -> list[PendingTrace]:
@@ -196,27 +230,100 @@ class TracePipeline:
             traces = list(group)
             arrived = {p.trace_id: p.arrived_spans for p in traces}
             spans = self._reader.traces(list(arrived), tenant=owner)
-            unread = set(arrived) - set(spans["trace_id"].unique().to_list())
+            decided = self._decided(owner, list(arrived))
+            first_seen = set(arrived) - set(decided)
+            late = [trace_id for trace_id, keep in decided.items() if not keep]
+            spans = self._drop_late(owner, spans, late, arrived, version, result)
+            unread = set(arrived) - set(late) - set(spans["trace_id"].unique().to_list())
             if unread:
                 # Arrived but gone (TTL) or unreadable: retrying every poll would never succeed.
                 log.warning("trace pipeline: no spans readable for %d trace(s), skipping them", len(unread))
                 self._skip(unread, result)
             if not spans.height:
                 continue
-            first_seen = set(arrived) - self._store.summarised(owner, list(arrived))
             rolling = self._rolling_thresholds(spans, owner)
-            analysed = self._analyse(spans, owner, arrived, version, rolling, result)
+            analysable = {trace_id: count for trace_id, count in arrived.items() if trace_id not in late}
+            analysed = self._analyse(spans, owner, analysable, version, rolling, result)
             if analysed is None:
                 continue
             spans, analysis, rows = analysed
-            self._store.write_span_analysis(rows.spans)
             kept = set(spans["trace_id"].unique().to_list())
+            decisions = self._decide(owner, spans, rows, first_seen & kept)
+            dropped = [trace_id for trace_id, keep in decisions.items() if not keep]
+            self._store.write_span_analysis(_without(rows.spans, dropped))
             for processor in self._processors:
                 processor.process(spans, analysis, first_seen & kept)
-            self._store.write_trace_summaries(rows.summaries)
+            self._store.write_trace_summaries(_marked_dropped(rows.summaries, dropped))
+            self._drop(owner, spans.filter(pl.col("trace_id").is_in(dropped)))
+            if self._sampler is not None:
+                self._sampler.remember(owner, decisions)
             result.batches += 1
             result.analysed += rows.summaries.num_rows
             result.first_seen += len(first_seen & kept)
+            result.dropped += len(dropped)
+
+    def _decided(self, owner: str, trace_ids: list[str]) -> dict[str, bool]:
+        """Per trace of ``trace_ids`` decided before (summarised), True when kept: from the sampler's cache, else
+        from the stored summaries (cached then). Absent: never analysed."""
+        cached = self._sampler.remembered(owner, trace_ids) if self._sampler is not None else {}
+        missing = [trace_id for trace_id in trace_ids if trace_id not in cached]
+        stored = self._store.summarised(owner, missing) if missing else {}
+        if self._sampler is not None:
+            self._sampler.remember(owner, stored)
+        return cached | stored
+
+    def _drop_late(
+        self,
+        owner: str,
+        spans: pl.DataFrame,
+        late: list[str],
+        arrived: dict[str, int],
+        version: int,
+        result: PollResult,
+    ) -> pl.DataFrame:
+        """Delete the (late) spans of ``late``, traces dropped before, and record their arrived counts (also when
+        none is readable: they were deleted with their trace while arriving); returns the other traces' spans."""
+        if not late:
+            return spans
+        fragments = spans.filter(pl.col("trace_id").is_in(late))
+        self._drop(owner, fragments)
+        self._store.refresh_summaries(owner, {trace_id: arrived[trace_id] for trace_id in late}, version)
+        result.late_dropped += fragments.height
+        if self._sampler is not None:
+            self._sampler.count_late_dropped(fragments.height)
+        return spans.filter(~pl.col("trace_id").is_in(late))
+
+    def _drop(self, owner: str, spans: pl.DataFrame) -> None:
+        """Have the stored spans of the traces in ``spans`` deleted at the end of the poll (or now, once
+        :data:`DROP_CHUNK` traces wait), bounded by their start times so the delete skips what cannot hold them."""
+        if not spans.height:
+            return
+        trace_ids, start_ns, end_ns = self._drops.get(owner, (set(), 2**63 - 1, -(2**63)))
+        trace_ids.update(spans["trace_id"].unique().to_list())
+        starts = spans["start_time_unix_nano"]
+        self._drops[owner] = (trace_ids, min(start_ns, int(starts.min())), max(end_ns, int(starts.max())))
+        if len(trace_ids) >= DROP_CHUNK:
+            self._flush_drops(owner)
+
+    def _flush_drops(self, owner: str) -> None:
+        trace_ids, start_ns, end_ns = self._drops.pop(owner)
+        self._store.drop_traces(owner, sorted(trace_ids), start_ns, end_ns)
+
+    def _decide(self, owner: str, spans: pl.DataFrame, rows: DerivedRows, first_seen: set[str]) -> dict[str, bool]:
+        """The sampler's decisions on the traces seen for the first time (every one kept without a sampler)."""
+        if self._sampler is None or not first_seen:
+            return {}
+        summaries = pl.from_arrow(rows.summaries.select(["TraceId", "SpanCount", "HotspotCount", "RequestTenant"]))
+        assert isinstance(summaries, pl.DataFrame)
+        summaries = summaries.rename(
+            {
+                "TraceId": "trace_id",
+                "SpanCount": "span_count",
+                "HotspotCount": "hotspot_count",
+                "RequestTenant": "request_tenant",
+            }
+        ).filter(pl.col("trace_id").is_in(list(first_seen)))
+        return self._sampler.decide(owner, spans.filter(pl.col("trace_id").is_in(list(first_seen))), summaries)
 
     def _analyse(
         self,
@@ -283,3 +390,18 @@ class TracePipeline:
         # Bounded, so the skip list stays a small query parameter; the oldest entries are retried.
         while len(self._skipped) > _MAX_SKIPPED:
             del self._skipped[next(iter(self._skipped))]
+
+
+def _without(rows: pa.Table, trace_ids: list[str]) -> pa.Table:
+    """``rows`` (a table with ``TraceId``) less those of ``trace_ids``."""
+    if not trace_ids:
+        return rows
+    return rows.filter(pc.invert(pc.is_in(rows.column("TraceId"), pa.array(trace_ids, pa.string()))))
+
+
+def _marked_dropped(summaries: pa.Table, trace_ids: list[str]) -> pa.Table:
+    """``summaries`` with ``Sampled`` false for ``trace_ids``."""
+    if not trace_ids:
+        return summaries
+    sampled = pc.invert(pc.is_in(summaries.column("TraceId"), pa.array(trace_ids, pa.string())))
+    return summaries.set_column(summaries.schema.get_field_index("Sampled"), "Sampled", sampled)
