@@ -1,0 +1,249 @@
+"""``admission_tier_starvation``: a lower priority tier's traffic rises and a higher tier's requests get slower or
+dropped: the low tier takes the capacity the high tier should have had first.
+
+Trace signal. A request's *tier* is the value of the first of ``tier_keys`` on the shallowest span of its trace
+that carries one (the entry span: Hotspan's stack writes ``gateway.priority_tier`` on the gateway's SERVER
+span; others use ``hotspan.tier``, ``priority``, ``request.priority``, vLLM's ``priority`` request field as
+``gen_ai.request.priority``). Tiers rank by ``tier_order`` (named tiers, most urgent first), else by the number in
+the value (``P0`` before ``P1``; vLLM: a lower priority value is served first); an unrankable value is left out.
+The request's latency is that span's duration; it is *dropped* when the span's status is ``Error``, its HTTP
+status is one of ``drop_statuses`` (429 rejected, 503 shed), or it carries an event named in
+``rejected_event_names`` (the stack's ``admission.rejected``).
+
+The window is split in two halves at the midpoint of the requests' starts. A higher tier *starves* when, from
+the first half to the second, a lower tier's request count grows by ``volume_growth_ratio`` (counts + 1, so a
+tier that appears counts) while the higher tier's p95 latency grows by ``latency_growth_ratio`` or its drop share
+rises by ``drop_share_rise``. Of several such pairs the one whose higher tier suffered most is reported.
+:func:`tier_stats` gives the per-tier latency and drops the finding quotes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+from pydantic import Field
+
+from diagnosis.context import DiagnosisContext
+from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ratio
+from diagnosis.rules.base import Rule, RuleConfig
+from diagnosis.signals import first_attribute, http_status, top_traces
+
+
+class AdmissionTierStarvationConfig(RuleConfig):
+    tier_keys: list[str] = Field(min_length=1, description="Span attributes naming a request's tier, first found wins.")
+    tier_order: list[str] = Field(
+        description="Named tiers, most urgent first (case-insensitive); other values rank by their number."
+    )
+    drop_statuses: list[int] = Field(description="HTTP statuses of a dropped request: 429 rejected, 503 shed.")
+    rejected_event_names: list[str] = Field(description="Span events that mark a request refused at admission.")
+    volume_growth_ratio: float = Field(
+        gt=1,
+        description="Growth of a lower tier's request count, second half over first (counts + 1), that makes it "
+        "a rising load (ratio).",
+    )
+    latency_growth_ratio: float = Field(
+        gt=1, description="Growth of a higher tier's p95 latency, second half over first, that worsens it (ratio)."
+    )
+    latency_growth_critical: float = Field(
+        gt=1, description="Growth of the higher tier's p95 latency that makes it critical (ratio)."
+    )
+    drop_share_rise: float = Field(
+        gt=0,
+        le=1,
+        description="Rise of a higher tier's dropped share (0..1), second half minus first, that worsens it.",
+    )
+    drop_share_critical: float = Field(
+        gt=0, le=1, description="Rise of the higher tier's dropped share that makes it critical (0..1)."
+    )
+    min_requests_per_half: int = Field(
+        ge=1, description="Requests of the higher tier needed in each half to compare them. Count."
+    )
+    min_lower_requests: int = Field(ge=1, description="Requests of the lower tier in the second half needed. Count.")
+    full_confidence_requests: int = Field(
+        ge=2, description="Higher-tier requests at which the sample no longer limits confidence. Count."
+    )
+
+
+def tiered_requests(
+    ctx: DiagnosisContext,
+    tier_keys: Sequence[str],
+    tier_order: Sequence[str],
+    drop_statuses: Sequence[int],
+    rejected_event_names: Sequence[str],
+) -> pl.DataFrame:
+    """One row per trace with a tier (module docstring). Columns: trace_id, index (Int64, the entry span in
+    ``ctx.spans``), operation (``"<service> <span name>"``), tier (String), rank (Int64, 0 most urgent),
+    start_ns, duration_ns (Int64 ns), dropped (Boolean)."""
+    spans = ctx.spans.with_columns(
+        pl.Series("depth", ctx.analysis.tree.depth.astype(np.int64)),
+        first_attribute(tier_keys).str.strip_chars().alias("tier"),
+    )
+    frame = ctx.analysis.tree.spans
+    if "event_names" in frame.columns and rejected_event_names:
+        rejected = frame["event_names"].list.eval(pl.element().is_in(list(rejected_event_names))).list.any()
+    else:
+        rejected = pl.Series([False] * frame.height)
+    spans = spans.with_columns(rejected.fill_null(False).alias("rejected"))
+    named = {name.lower(): rank for rank, name in enumerate(tier_order)}
+    rank = pl.coalesce(
+        pl.col("tier").str.to_lowercase().replace_strict(named, default=None, return_dtype=pl.Int64),
+        pl.col("tier").str.extract(r"(\d+)").cast(pl.Int64, strict=False),
+    )
+    dropped = (
+        (pl.col("status_code") == "Error")
+        | http_status().is_in(list(drop_statuses)).fill_null(False)
+        | pl.col("rejected")
+    )
+    return (
+        spans.filter(pl.col("tier").is_not_null() & (pl.col("tier") != ""))
+        .sort("trace_id", "depth", "start_ns")
+        .unique("trace_id", keep="first", maintain_order=True)
+        .select(
+            "trace_id",
+            "index",
+            pl.concat_str("service_name", pl.lit(" "), "name").alias("operation"),
+            "tier",
+            rank.alias("rank"),
+            "start_ns",
+            "duration_ns",
+            dropped.alias("dropped"),
+        )
+        .drop_nulls("rank")
+    )
+
+
+def tier_stats(requests: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
+    """Per tier (and ``by`` columns) of :func:`tiered_requests` rows: tier, rank, request_count, dropped_count,
+    dropped_share (0..1), latency_ms_p50, latency_ms_p95 (ms, over every request of the tier), sorted by ``by``
+    then rank."""
+    latency_ms = pl.col("duration_ns") / 1e6
+    return (
+        requests.group_by(*by, "tier", "rank")
+        .agg(
+            pl.len().alias("request_count"),
+            pl.col("dropped").sum().cast(pl.Int64).alias("dropped_count"),
+            pl.col("dropped").mean().alias("dropped_share"),
+            latency_ms.quantile(0.5, "linear").alias("latency_ms_p50"),
+            latency_ms.quantile(0.95, "linear").alias("latency_ms_p95"),
+        )
+        .sort(*by, "rank", "tier")
+    )
+
+
+class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
+    """See the module docstring."""
+
+    cause = "admission_tier_starvation"
+    config_model = AdmissionTierStarvationConfig
+
+    def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
+        config = self.config
+        requests = tiered_requests(
+            ctx, config.tier_keys, config.tier_order, config.drop_statuses, config.rejected_event_names
+        )
+        if requests["rank"].n_unique() < 2:
+            return None
+        lo, hi = int(requests["start_ns"].min()), int(requests["start_ns"].max())  # type: ignore[arg-type]
+        halves = requests.with_columns(
+            pl.when(pl.col("start_ns") * 2 <= lo + hi).then(pl.lit("first")).otherwise(pl.lit("second")).alias("half")
+        )
+        pair = self._worst_pair(_by_half(halves))
+        if pair is None:
+            return None
+        high, low = pair
+        growth = high["latency_ms_p95_second"] / high["latency_ms_p95_first"]
+        drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
+        critical = growth >= config.latency_growth_critical or drop_rise >= config.drop_share_critical
+        volume_growth = (low["request_count_second"] + 1) / (low["request_count_first"] + 1)
+        samples = int(high["request_count_first"] + high["request_count_second"])
+        base = 0.6 + 0.4 * max(
+            margin(growth, 1.0, config.latency_growth_critical), margin(drop_rise, 0.0, config.drop_share_critical)
+        )
+        overall = tier_stats(requests)
+        higher = requests.filter((pl.col("tier") == high["tier"]) & (pl.col("start_ns") * 2 > lo + hi))
+        return Finding(
+            cause=self.cause,
+            title=f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s p95 latency went "
+            f"{high['latency_ms_p95_first']:.0f} -> {high['latency_ms_p95_second']:.0f} ms and its drops "
+            f"{high['dropped_share_first']:.0%} -> {high['dropped_share_second']:.0%}",
+            severity="critical" if critical else "warning",
+            confidence=confidence(base, samples=samples, full=config.full_confidence_requests),
+            evidence={
+                "higher_tier_name": high["tier"],
+                "lower_tier_name": low["tier"],
+                "tier_names": overall["tier"].to_list(),
+                "lower_first_half_count": low["request_count_first"],
+                "lower_second_half_count": low["request_count_second"],
+                "lower_volume_growth_ratio": ratio(volume_growth),
+                "higher_request_count": samples,
+                "higher_first_half_ms_p95": ratio(high["latency_ms_p95_first"]),
+                "higher_second_half_ms_p95": ratio(high["latency_ms_p95_second"]),
+                "higher_latency_growth_ratio": ratio(growth),
+                "higher_first_half_dropped_share": ratio(high["dropped_share_first"]),
+                "higher_second_half_dropped_share": ratio(high["dropped_share_second"]),
+                **{key: _per_tier(overall, column) for key, column in _PER_TIER_EVIDENCE.items()},
+                "operation_names": sorted(requests["operation"].unique().to_list()),
+                "example_trace_ids": top_traces(higher, "duration_ns", EXAMPLE_TRACES),
+            },
+            remedy=f"Keep tier {high['tier']}'s capacity from being taken by tier {low['tier']}: reserve slots (or a "
+            "share of the engine's batch) per tier instead of one shared limit, cap the lower tier's share and rate "
+            "(token bucket per tenant), preempt or shed lower-tier work when a higher tier queues (vLLM: "
+            "--scheduling-policy priority with the request's priority), or route the lower tier to its own "
+            "replicas.",
+        )
+
+    def _worst_pair(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """``(higher tier row, lower tier row)`` of :func:`_by_half` rows: the starving pair whose higher tier
+        suffered most, ``None`` when no pair starves."""
+        config = self.config
+        best: tuple[float, dict[str, Any], dict[str, Any]] | None = None
+        for i, high in enumerate(rows):
+            if min(high["request_count_first"], high["request_count_second"]) < config.min_requests_per_half:
+                continue
+            growth = high["latency_ms_p95_second"] / max(high["latency_ms_p95_first"], 1e-6)
+            drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
+            if growth < config.latency_growth_ratio and drop_rise < config.drop_share_rise:
+                continue
+            for low in rows[i + 1 :]:
+                if low["rank"] == high["rank"] or low["request_count_second"] < config.min_lower_requests:
+                    continue
+                volume = (low["request_count_second"] + 1) / (low["request_count_first"] + 1)
+                score = max(growth, 1.0 + drop_rise)
+                if volume >= config.volume_growth_ratio and (best is None or score > best[0]):
+                    best = (score, high, low)
+        return None if best is None else (best[1], best[2])
+
+
+_HALVES = ("first", "second")
+_PER_TIER_EVIDENCE = {
+    "tier_latency_ms_p50": "latency_ms_p50",
+    "tier_latency_ms_p95": "latency_ms_p95",
+    "tier_dropped_count": "dropped_count",
+}
+"""Evidence listing a :func:`tier_stats` column per tier (``"P0: 812.5"``), by the column."""
+
+
+def _per_tier(stats: pl.DataFrame, column: str) -> list[str]:
+    return [f"{tier}: {round(value, 1)}" for tier, value in stats.select("tier", column).iter_rows()]
+
+
+def _by_half(halves: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per tier (by rank), :func:`tier_stats` of each half side by side: ``<stat>_first`` and ``<stat>_second``
+    (a tier absent from a half has count 0 and null latency there)."""
+    stats = tier_stats(halves, ("half",))
+    rows: dict[str, dict[str, Any]] = {}
+    for tier, rank in stats.select("tier", "rank").unique(maintain_order=True).iter_rows():
+        rows[tier] = {"tier": tier, "rank": rank}
+        for half in _HALVES:
+            rows[tier] |= {f"request_count_{half}": 0, f"dropped_share_{half}": 0.0, f"latency_ms_p95_{half}": None}
+    for row in stats.iter_rows(named=True):
+        half = row["half"]
+        rows[row["tier"]] |= {
+            f"request_count_{half}": row["request_count"],
+            f"dropped_share_{half}": row["dropped_share"],
+            f"latency_ms_p95_{half}": row["latency_ms_p95"],
+        }
+    return sorted(rows.values(), key=lambda row: (row["rank"], row["tier"]))
