@@ -10,15 +10,18 @@ The request's latency is that span's duration; it is *dropped* when the span's s
 status is one of ``drop_statuses`` (429 rejected, 503 shed), or it carries an event named in
 ``rejected_event_names`` (the stack's ``admission.rejected``).
 
-The window is split in two halves at the midpoint of the requests' starts. A higher tier *starves* when, from
-the first half to the second, a lower tier's request count grows by ``volume_growth_ratio`` (counts + 1, so a
-tier that appears counts) while the higher tier's p95 latency grows by ``latency_growth_ratio`` or its drop share
-rises by ``drop_share_rise``. Of several such pairs the one whose higher tier suffered most is reported.
+For each tier, the time its requests started over is split in two halves at the midpoint. A higher tier
+*starves* when, from the first half to the second, a lower tier's load in the same halves grows by
+``volume_growth_ratio`` (its arrivals, counts + 1 so a tier that appears counts, or its time-averaged requests in
+flight, so a backlog building up counts) while the higher tier's p95 latency grows by
+``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. Of several such pairs the one whose
+higher tier suffered most is reported.
 :func:`tier_stats` gives the per-tier latency and drops the finding quotes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +32,7 @@ from pydantic import Field
 from diagnosis.context import DiagnosisContext
 from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ratio
 from diagnosis.rules.base import Rule, RuleConfig
-from diagnosis.signals import first_attribute, http_status, top_traces
+from diagnosis.signals import first_attribute, http_status, mean_concurrency, top_traces
 
 
 class AdmissionTierStarvationConfig(RuleConfig):
@@ -41,8 +44,8 @@ class AdmissionTierStarvationConfig(RuleConfig):
     rejected_event_names: list[str] = Field(description="Span events that mark a request refused at admission.")
     volume_growth_ratio: float = Field(
         gt=1,
-        description="Growth of a lower tier's request count, second half over first (counts + 1), that makes it "
-        "a rising load (ratio).",
+        description="Growth of a lower tier's arrivals (counts + 1) or mean requests in flight, second half over "
+        "first, that makes it a rising load (ratio).",
     )
     latency_growth_ratio: float = Field(
         gt=1, description="Growth of a higher tier's p95 latency, second half over first, that worsens it (ratio)."
@@ -146,24 +149,19 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         )
         if requests["rank"].n_unique() < 2:
             return None
-        lo, hi = int(requests["start_ns"].min()), int(requests["start_ns"].max())  # type: ignore[arg-type]
-        halves = requests.with_columns(
-            pl.when(pl.col("start_ns") * 2 <= lo + hi).then(pl.lit("first")).otherwise(pl.lit("second")).alias("half")
-        )
-        pair = self._worst_pair(_by_half(halves))
-        if pair is None:
+        found = self._worst_pair(requests)
+        if found is None:
             return None
-        high, low = pair
+        high, low, higher = found
         growth = high["latency_ms_p95_second"] / high["latency_ms_p95_first"]
         drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
         critical = growth >= config.latency_growth_critical or drop_rise >= config.drop_share_critical
-        volume_growth = (low["request_count_second"] + 1) / (low["request_count_first"] + 1)
+        volume_growth = _volume_growth(low)
         samples = int(high["request_count_first"] + high["request_count_second"])
         base = 0.6 + 0.4 * max(
             margin(growth, 1.0, config.latency_growth_critical), margin(drop_rise, 0.0, config.drop_share_critical)
         )
         overall = tier_stats(requests)
-        higher = requests.filter((pl.col("tier") == high["tier"]) & (pl.col("start_ns") * 2 > lo + hi))
         return Finding(
             cause=self.cause,
             title=f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s p95 latency went "
@@ -177,6 +175,8 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 "tier_names": overall["tier"].to_list(),
                 "lower_first_half_count": low["request_count_first"],
                 "lower_second_half_count": low["request_count_second"],
+                "lower_first_half_in_flight_count_mean": ratio(low["in_flight_first"]),
+                "lower_second_half_in_flight_count_mean": ratio(low["in_flight_second"]),
                 "lower_volume_growth_ratio": ratio(volume_growth),
                 "higher_request_count": samples,
                 "higher_first_half_ms_p95": ratio(high["latency_ms_p95_first"]),
@@ -186,7 +186,9 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 "higher_second_half_dropped_share": ratio(high["dropped_share_second"]),
                 **{key: _per_tier(overall, column) for key, column in _PER_TIER_EVIDENCE.items()},
                 "operation_names": sorted(requests["operation"].unique().to_list()),
-                "example_trace_ids": top_traces(higher, "duration_ns", EXAMPLE_TRACES),
+                "example_trace_ids": top_traces(
+                    higher.filter(pl.col("half") == "second"), "duration_ns", EXAMPLE_TRACES
+                ),
             },
             remedy=f"Keep tier {high['tier']}'s capacity from being taken by tier {low['tier']}: reserve slots (or a "
             "share of the engine's batch) per tier instead of one shared limit, cap the lower tier's share and rate "
@@ -195,29 +197,33 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
             "replicas.",
         )
 
-    def _worst_pair(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """``(higher tier row, lower tier row)`` of :func:`_by_half` rows: the starving pair whose higher tier
-        suffered most, ``None`` when no pair starves."""
+    def _worst_pair(self, requests: pl.DataFrame) -> tuple[dict[str, Any], dict[str, Any], pl.DataFrame] | None:
+        """The starving pair whose higher tier suffered most, ``None`` when no pair starves: the higher tier's
+        :func:`_halves` row, the lower tier's row (its request counts in the same two halves) and the higher
+        tier's requests (with ``half``)."""
         config = self.config
-        best: tuple[float, dict[str, Any], dict[str, Any]] | None = None
-        for i, high in enumerate(rows):
+        best: tuple[float, dict[str, Any], dict[str, Any], pl.DataFrame] | None = None
+        for rank in requests["rank"].unique().sort().to_list():
+            higher = requests.filter(pl.col("rank") == rank)
+            lo, hi = int(higher["start_ns"].min()), int(higher["start_ns"].max())  # type: ignore[arg-type]
+            halves = _halves(requests.filter(pl.col("start_ns").is_between(lo, hi)), lo + hi)
+            rows = {row["rank"]: row for row in halves}
+            high = rows[rank]
             if min(high["request_count_first"], high["request_count_second"]) < config.min_requests_per_half:
                 continue
             growth = high["latency_ms_p95_second"] / max(high["latency_ms_p95_first"], 1e-6)
             drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
             if growth < config.latency_growth_ratio and drop_rise < config.drop_share_rise:
                 continue
-            for low in rows[i + 1 :]:
-                if low["rank"] == high["rank"] or low["request_count_second"] < config.min_lower_requests:
-                    continue
-                volume = (low["request_count_second"] + 1) / (low["request_count_first"] + 1)
-                score = max(growth, 1.0 + drop_rise)
-                if volume >= config.volume_growth_ratio and (best is None or score > best[0]):
-                    best = (score, high, low)
-        return None if best is None else (best[1], best[2])
+            score = max(growth, 1.0 + drop_rise)
+            for low in (row for row in halves if row["rank"] > rank):
+                low |= _in_flight(requests.filter(pl.col("rank") == low["rank"]), lo, hi)
+                enough = low["request_count_second"] >= config.min_lower_requests
+                if enough and _volume_growth(low) >= config.volume_growth_ratio and (best is None or score > best[0]):
+                    best = (score, high, low, _with_half(higher, lo + hi))
+        return None if best is None else best[1:]
 
 
-_HALVES = ("first", "second")
 _PER_TIER_EVIDENCE = {
     "tier_latency_ms_p50": "latency_ms_p50",
     "tier_latency_ms_p95": "latency_ms_p95",
@@ -230,14 +236,45 @@ def _per_tier(stats: pl.DataFrame, column: str) -> list[str]:
     return [f"{tier}: {round(value, 1)}" for tier, value in stats.select("tier", column).iter_rows()]
 
 
-def _by_half(halves: pl.DataFrame) -> list[dict[str, Any]]:
-    """Per tier (by rank), :func:`tier_stats` of each half side by side: ``<stat>_first`` and ``<stat>_second``
-    (a tier absent from a half has count 0 and null latency there)."""
-    stats = tier_stats(halves, ("half",))
+def _in_flight(requests: pl.DataFrame, lo: int, hi: int) -> dict[str, float]:
+    """``in_flight_first`` and ``in_flight_second``: how many of ``requests`` were in flight on average (time
+    weighted) over ``[lo, middle)`` and ``[middle, hi)``, ns since the epoch."""
+    starts = requests["start_ns"].to_numpy()
+    mean = mean_concurrency(
+        starts,
+        starts + requests["duration_ns"].to_numpy(),
+        np.array([lo, (lo + hi) // 2]),
+        np.array([(lo + hi) // 2, hi]),
+    )
+    return {"in_flight_first": float(mean[0]), "in_flight_second": float(mean[1])}
+
+
+def _volume_growth(low: dict[str, Any]) -> float:
+    """How much a lower tier's load grew from the first half to the second: the larger of its arrivals' growth
+    (counts + 1) and its mean in-flight requests' growth (a backlog that builds up while arrivals hold steady
+    is a rising load too; infinite from none)."""
+    arrivals = (low["request_count_second"] + 1) / (low["request_count_first"] + 1)
+    first, second = low["in_flight_first"], low["in_flight_second"]
+    in_flight = second / first if first > 0 else (math.inf if second > 0 else 0.0)
+    return max(arrivals, in_flight)
+
+
+def _with_half(requests: pl.DataFrame, twice_middle: int) -> pl.DataFrame:
+    """``requests`` with ``half``: ``first`` for a start at or before the middle (``twice_middle / 2`` ns),
+    else ``second``."""
+    first = pl.col("start_ns") * 2 <= twice_middle
+    return requests.with_columns(pl.when(first).then(pl.lit("first")).otherwise(pl.lit("second")).alias("half"))
+
+
+def _halves(requests: pl.DataFrame, twice_middle: int) -> list[dict[str, Any]]:
+    """Per tier (by rank), :func:`tier_stats` of each half of ``requests`` (split by :func:`_with_half`) side
+    by side: ``<stat>_first`` and ``<stat>_second`` (a tier absent from a half has count 0 and null latency
+    there)."""
+    stats = tier_stats(_with_half(requests, twice_middle), ("half",))
     rows: dict[str, dict[str, Any]] = {}
     for tier, rank in stats.select("tier", "rank").unique(maintain_order=True).iter_rows():
         rows[tier] = {"tier": tier, "rank": rank}
-        for half in _HALVES:
+        for half in ("first", "second"):
             rows[tier] |= {f"request_count_{half}": 0, f"dropped_share_{half}": 0.0, f"latency_ms_p95_{half}": None}
     for row in stats.iter_rows(named=True):
         half = row["half"]

@@ -33,6 +33,8 @@ from diagnosis.signals import first_attribute, subtree_critical_ns, top_traces
 
 DIRECTIONS = ("request", "response")
 SENT, RECEIVED = "SENT", "RECEIVED"
+URL_KEYS = ("url.path", "http.target", "url.full", "http.url")
+"""Where an HTTP span records its URL or path (OTel semconv HTTP, current and older names)."""
 
 
 class OversizedPayloadConfig(RuleConfig):
@@ -137,7 +139,8 @@ class OversizedPayload(Rule[OversizedPayloadConfig]):
     def payloads(self, ctx: DiagnosisContext) -> pl.DataFrame:
         """Every body a span reports, one row per span and direction. Columns: index (Int64, into
         ``ctx.spans``), trace_id, operation (``"<service> <span name>"``), direction (``request`` or
-        ``response``), payload_bytes (Int64), compressed (Boolean)."""
+        ``response``), payload_bytes (Int64), compressed (Boolean). The operation of a span named by its
+        method alone (an HTTP client's ``POST``) adds its URL's path."""
         config = self.config
         spans = ctx.spans
         frames = []
@@ -163,7 +166,13 @@ class OversizedPayload(Rule[OversizedPayloadConfig]):
         messages = self._messages(ctx).join(
             attributed.select("index", "direction"), on=["index", "direction"], how="anti"
         )
-        operations = spans.select("index", pl.concat_str("service_name", pl.lit(" "), "name").alias("operation"))
+        # A client span is often named by its method alone ("POST"): its URL's path tells the operation.
+        path = first_attribute(URL_KEYS).str.replace(r"^[a-zA-Z]+://[^/]*", "").str.replace(r"\?.*$", "")
+        named = pl.concat_str("service_name", pl.lit(" "), "name")
+        operation = pl.when(path.is_not_null() & ~pl.col("name").str.contains("/")).then(
+            pl.concat_str(named, pl.lit(" "), path)
+        )
+        operations = spans.select("index", operation.otherwise(named).alias("operation"))
         return (
             pl.concat([attributed, messages])
             .join(operations, on="index", how="left")

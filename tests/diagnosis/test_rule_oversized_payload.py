@@ -17,7 +17,9 @@ def test_uncompressed_http_responses_are_named_with_their_cost() -> None:
     finding = by_cause(diagnose(tool_calls_with({"http.response.body.size": str(BODY)})))["oversized_payload"]
     evidence = finding.evidence
     assert evidence["oversized_payload_count"] == 6 and evidence["payload_bytes_max"] == BODY
-    assert evidence["direction_names"] == ["response"] and evidence["operation_names"] == ["agent POST"]
+    assert evidence["direction_names"] == ["response"] and evidence["operation_names"] == [
+        "agent POST /v1/tools/catalogue_lookup"
+    ]
     # The tool call is ~21.8 of each request's ~53 ms: it is where the bodies' cost hides.
     assert 0.35 < evidence["carrying_share"] < 0.45 and finding.severity == "critical"
     assert len(evidence["example_trace_ids"]) == 3
