@@ -1,28 +1,23 @@
 """``admission_tier_starvation``: a lower priority tier's traffic rises and a higher tier's requests get slower or
 dropped: the low tier takes the capacity the high tier should have had first.
 
-Trace signal. A request's *tier* is the value of the first of ``tier_keys`` on the shallowest span of its trace
-that carries one (the entry span: Hotspan's stack writes ``gateway.priority_tier`` on the gateway's SERVER
-span; others use ``hotspan.tier``, ``priority``, ``request.priority``, vLLM's ``priority`` request field as
-``gen_ai.request.priority``). Tiers rank by ``tier_order`` (named tiers, most urgent first), else by the number in
-the value (``P0`` before ``P1``; vLLM: a lower priority value is served first); an unrankable value is left out.
-The request's latency is that span's duration; it is *dropped* when the span's status is ``Error``, its HTTP
-status is one of ``drop_statuses`` (429 rejected, 503 shed), or it carries an event named in
-``rejected_event_names`` (the stack's ``admission.rejected``).
+Trace signal: each request's tier, latency and whether it was dropped (:mod:`diagnosis.tiers`, with this rule's
+``tier_keys``, ``tier_order``, ``drop_statuses`` and ``rejected_event_names``; the entry span's attribute, such as
+``gateway.priority_tier`` on the stack's gateway SERVER span, ``hotspan.tier``, ``priority``, or vLLM's request
+priority as ``gen_ai.request.priority``).
 
 For each tier, the time its requests started over is split in two halves at the midpoint. A higher tier
 *starves* when, from the first half to the second, a lower tier's load in the same halves grows by
 ``volume_growth_ratio`` (its arrivals, counts + 1 so a tier that appears counts, or its time-averaged requests in
 flight, so a backlog building up counts) while the higher tier's p95 latency grows by
 ``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. Of several such pairs the one whose
-higher tier suffered most is reported.
-:func:`tier_stats` gives the per-tier latency and drops the finding quotes.
+higher tier suffered most is reported, with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`,
+what the Services page shows).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +27,8 @@ from pydantic import Field
 from diagnosis.context import DiagnosisContext
 from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ratio
 from diagnosis.rules.base import Rule, RuleConfig
-from diagnosis.signals import first_attribute, http_status, mean_concurrency, top_traces
+from diagnosis.signals import mean_concurrency, top_traces
+from diagnosis.tiers import TierSettings, tier_stats, tiered_requests
 
 
 class AdmissionTierStarvationConfig(RuleConfig):
@@ -70,69 +66,13 @@ class AdmissionTierStarvationConfig(RuleConfig):
     )
 
 
-def tiered_requests(
-    ctx: DiagnosisContext,
-    tier_keys: Sequence[str],
-    tier_order: Sequence[str],
-    drop_statuses: Sequence[int],
-    rejected_event_names: Sequence[str],
-) -> pl.DataFrame:
-    """One row per trace with a tier (module docstring). Columns: trace_id, index (Int64, the entry span in
-    ``ctx.spans``), operation (``"<service> <span name>"``), tier (String), rank (Int64, 0 most urgent),
-    start_ns, duration_ns (Int64 ns), dropped (Boolean)."""
-    spans = ctx.spans.with_columns(
-        pl.Series("depth", ctx.analysis.tree.depth.astype(np.int64)),
-        first_attribute(tier_keys).str.strip_chars().alias("tier"),
-    )
-    frame = ctx.analysis.tree.spans
-    if "event_names" in frame.columns and rejected_event_names:
-        rejected = frame["event_names"].list.eval(pl.element().is_in(list(rejected_event_names))).list.any()
-    else:
-        rejected = pl.Series([False] * frame.height)
-    spans = spans.with_columns(rejected.fill_null(False).alias("rejected"))
-    named = {name.lower(): rank for rank, name in enumerate(tier_order)}
-    rank = pl.coalesce(
-        pl.col("tier").str.to_lowercase().replace_strict(named, default=None, return_dtype=pl.Int64),
-        pl.col("tier").str.extract(r"(\d+)").cast(pl.Int64, strict=False),
-    )
-    dropped = (
-        (pl.col("status_code") == "Error")
-        | http_status().is_in(list(drop_statuses)).fill_null(False)
-        | pl.col("rejected")
-    )
-    return (
-        spans.filter(pl.col("tier").is_not_null() & (pl.col("tier") != ""))
-        .sort("trace_id", "depth", "start_ns")
-        .unique("trace_id", keep="first", maintain_order=True)
-        .select(
-            "trace_id",
-            "index",
-            pl.concat_str("service_name", pl.lit(" "), "name").alias("operation"),
-            "tier",
-            rank.alias("rank"),
-            "start_ns",
-            "duration_ns",
-            dropped.alias("dropped"),
-        )
-        .drop_nulls("rank")
-    )
-
-
-def tier_stats(requests: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
-    """Per tier (and ``by`` columns) of :func:`tiered_requests` rows: tier, rank, request_count, dropped_count,
-    dropped_share (0..1), latency_ms_p50, latency_ms_p95 (ms, over every request of the tier), sorted by ``by``
-    then rank."""
-    latency_ms = pl.col("duration_ns") / 1e6
-    return (
-        requests.group_by(*by, "tier", "rank")
-        .agg(
-            pl.len().alias("request_count"),
-            pl.col("dropped").sum().cast(pl.Int64).alias("dropped_count"),
-            pl.col("dropped").mean().alias("dropped_share"),
-            latency_ms.quantile(0.5, "linear").alias("latency_ms_p50"),
-            latency_ms.quantile(0.95, "linear").alias("latency_ms_p95"),
-        )
-        .sort(*by, "rank", "tier")
+def tier_settings(config: AdmissionTierStarvationConfig) -> TierSettings:
+    """How ``config`` tells requests' tiers and drops."""
+    return TierSettings(
+        tuple(config.tier_keys),
+        tuple(config.tier_order),
+        tuple(config.drop_statuses),
+        tuple(config.rejected_event_names),
     )
 
 
@@ -144,9 +84,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config
-        requests = tiered_requests(
-            ctx, config.tier_keys, config.tier_order, config.drop_statuses, config.rejected_event_names
-        )
+        requests = tiered_requests(ctx.analysis.tree, tier_settings(config))
         if requests["rank"].n_unique() < 2:
             return None
         found = self._worst_pair(requests)

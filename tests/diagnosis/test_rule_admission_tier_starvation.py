@@ -5,8 +5,8 @@ from __future__ import annotations
 from diagnosis_cases import tier_window
 from diagnosis_support import by_cause, diagnose, frame
 
-from diagnosis import DiagnosisContext
-from diagnosis.rules.admission_tier_starvation import tier_stats, tiered_requests
+from analysis.tree import build_tree
+from diagnosis.tiers import TierSettings, tier_stats, tiered_requests
 
 
 def test_a_rising_low_tier_starving_the_high_tier() -> None:
@@ -37,7 +37,7 @@ def test_steady_low_tier_or_unaffected_high_tier_is_fine() -> None:
 
 
 def test_per_tier_latency_and_drops() -> None:
-    ctx = DiagnosisContext(frame(tier_window(2, 4, p0_queue_second_ms=1.0, p0_drops_second=2)))
-    stats = tier_stats(tiered_requests(ctx, ["gateway.priority_tier"], [], [429], []))
+    tree = build_tree(frame(tier_window(2, 4, p0_queue_second_ms=1.0, p0_drops_second=2)))
+    stats = tier_stats(tiered_requests(tree, TierSettings(("gateway.priority_tier",), (), (429,), ())))
     assert stats["tier"].to_list() == ["P0", "P2"] and stats["request_count"].to_list() == [16, 6]
     assert stats["dropped_count"].to_list() == [2, 0] and stats["latency_ms_p95"][0] >= stats["latency_ms_p50"][0]
