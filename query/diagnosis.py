@@ -64,23 +64,15 @@ class DiagnosisService:
             stage_rules=self.stage_rules,
         )
 
-    def tiers(
-        self,
-        *,
-        tenant: str | None,
-        start_ns: int | None = None,
-        end_ns: int | None = None,
-        service: str | None = None,
-        limit: int = DEFAULT_TRACE_LIMIT,
-    ) -> pl.DataFrame:
-        """Latency and drops per admission tier of the window's requests (traces chosen as :meth:`diagnose`
-        chooses them), told apart as ``admission_tier_starvation`` tells them (:mod:`diagnosis.tiers`).
+    def tiers(self, window: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
+        """Latency and drops per admission tier of the requests ``window`` finds (as :meth:`diagnose` reads a
+        window: ``service``, ``start_ns``/``end_ns`` on span start, the ``limit`` most recently active traces),
+        told apart as ``admission_tier_starvation`` tells them (:mod:`diagnosis.tiers`).
 
         Columns (:func:`diagnosis.tiers.tier_stats` by entry service): service_name, tier, rank, request_count,
         dropped_count, dropped_share (0..1), latency_ms_p50, latency_ms_p95 (ms); no rows when no request has a
         tier. Blocking (storage I/O)."""
-        query = TraceQuery(service=service, start_ns=start_ns, end_ns=end_ns, limit=limit)
-        spans = self.reader.search_spans(query, tenant=tenant)
+        spans = self.reader.search_spans(window, tenant=tenant)
         return tier_stats(tiered_requests(build_tree(spans), self._tiers), ("service_name",))
 
 

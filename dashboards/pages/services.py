@@ -27,11 +27,14 @@ from dashboards.tenancy import read_tenant
 from query.service import QueryService
 from storage.clickhouse import StorageError
 from storage.engine_metrics import EngineMetricsError, EngineMetricsReader
+from storage.reader import TraceQuery
 from storage.rollup_reader import RedQuery
 
 KIND_OPTIONS = [{"label": "Server spans", "value": "Server"}, {"label": "Consumer spans", "value": "Consumer"}]
 KIND_OPTIONS += [{"label": "Client spans", "value": "Client"}, {"label": "All spans", "value": "all"}]
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+TIER_TRACES = 2_000
+"""Traces the admission-tier table reads, the most recently active first (as a window diagnosis does)."""
 
 
 SCOPE = ("service", "operation")
@@ -110,7 +113,8 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
                 span_kind=None if kind in (None, "all") else kind,
             )
             result = query.store.red(selection, tenant=tenant)
-            tiers = query.diagnosis.tiers(tenant=tenant, start_ns=start, end_ns=end, service=selection.service)
+            window = TraceQuery(service=selection.service, start_ns=start, end_ns=end, limit=TIER_TRACES)
+            tiers = query.diagnosis.tiers(window, tenant=tenant)
         except (StorageError, ValueError) as exc:
             return html.Div(), empty_figure("No data"), html.Div(), html.Div(), str(exc), url
         engine = query.engine_metrics
