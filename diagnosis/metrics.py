@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -135,38 +136,67 @@ class PrometheusMetricsSource:
         self._min_step_s = min_step_s
 
     def engine_metrics(self, start_ns: int, end_ns: int) -> EngineMetrics:
+        groups = (WAITING, RUNNING, KV_USAGE, PREFIX_QUERIES, PREFIX_HITS, PROMPT_TOKENS)
+        waiting, running, kv, queries, hits, prompts = self.labelled_series(groups, start_ns, end_ns)
+        since_s = math.floor(start_ns / 1e9)
+        return EngineMetrics(
+            source=self.url,
+            num_requests_waiting=combined_gauge(waiting, np.add, since_s),
+            num_requests_running=combined_gauge(running, np.add, since_s),
+            kv_cache_usage=combined_gauge(kv, np.maximum, since_s),
+            prefix_cache_queries_tokens=counter_increase(queries),
+            prefix_cache_hits_tokens=counter_increase(hits),
+            prompt_tokens=counter_increase(prompts),
+        )
+
+    def labelled_series(
+        self, groups: Sequence[tuple[str, ...]], start_ns: int, end_ns: int
+    ) -> list[list[LabelledSeries]]:
+        """Per group of series names (preference order, as :data:`KV_USAGE`), every label set of the first name
+        the store holds over ``[start_ns, end_ns]`` (ns since the Unix epoch), with one step before the window
+        (a counter's baseline); an empty list where it holds none of them.
+
+        Raises:
+            MetricsUnavailableError: the store could not be queried.
+        """
         window_s = max((end_ns - start_ns) / 1e9, 0.0)
         step_s = max(self._min_step_s, window_s / MAX_POINTS)
         # One step before the window gives counters their baseline; the client sends whole seconds, so round
         # outward to keep every sample of a sub-second window.
         start = datetime.fromtimestamp(math.floor(start_ns / 1e9 - step_s), UTC)
         end = datetime.fromtimestamp(math.ceil(end_ns / 1e9), UTC)
-        since_s = math.floor(start_ns / 1e9)
         # No retries: diagnosis falls back to trace-only evidence rather than wait on a sick store.
         client = PrometheusConnect(url=self.url, timeout=self._timeout_s, retry=Retry(total=0, raise_on_status=False))
         try:
 
-            def series(names: tuple[str, ...]) -> list[dict[str, Any]]:
+            def series(names: tuple[str, ...]) -> list[LabelledSeries]:
                 for name in names:
                     result = client.custom_query_range(name, start_time=start, end_time=end, step=f"{step_s:g}s")
                     if result:
-                        return result
+                        return [LabelledSeries(dict(item.get("metric", {})), *_points(item)) for item in result]
                 return []
 
-            return EngineMetrics(
-                source=self.url,
-                num_requests_waiting=_gauge(series(WAITING), np.add, since_s),
-                num_requests_running=_gauge(series(RUNNING), np.add, since_s),
-                kv_cache_usage=_gauge(series(KV_USAGE), np.maximum, since_s),
-                prefix_cache_queries_tokens=_increase(series(PREFIX_QUERIES)),
-                prefix_cache_hits_tokens=_increase(series(PREFIX_HITS)),
-                prompt_tokens=_increase(series(PROMPT_TOKENS)),
-            )
+            return [series(names) for names in groups]
         # requests' errors are OSErrors (connection, timeout) or ValueErrors (a body that is not JSON).
         except (OSError, PrometheusApiClientException, KeyError, ValueError) as error:
             raise MetricsUnavailableError(f"Prometheus at {self.url}: {error}") from error
         finally:
             client.close()
+
+
+@dataclass(frozen=True)
+class LabelledSeries:
+    """One series (label set) of a metric over a window.
+
+    Attributes:
+        labels: its labels (``__name__`` included), e.g. ``{"instance": "10.0.0.7:8000", "engine": "0"}``.
+        times_s: sample times, seconds since the Unix epoch (finite samples only).
+        values: the samples.
+    """
+
+    labels: dict[str, str]
+    times_s: npt.NDArray[np.float64]
+    values: npt.NDArray[np.float64]
 
 
 def _points(series: dict[str, Any]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -175,12 +205,13 @@ def _points(series: dict[str, Any]) -> tuple[npt.NDArray[np.float64], npt.NDArra
     return values[finite, 0], values[finite, 1]
 
 
-def _gauge(result: list[dict[str, Any]], combine: Any, since_s: float) -> GaugeSamples | None:
-    """Series combined per timestamp (``np.add`` sums engines, ``np.maximum`` keeps the largest), from
-    ``since_s`` on (the step before the window is there for the counters' baseline only)."""
+def combined_gauge(series: Sequence[LabelledSeries], combine: Any, since_s: float) -> GaugeSamples | None:
+    """Label sets of a gauge combined per timestamp (``np.add`` sums engines, ``np.maximum`` keeps the largest),
+    from ``since_s`` (Unix seconds) on (the step before the window is there for the counters' baseline only);
+    ``None`` without samples."""
     combined: dict[float, float] = {}
-    for item in result:
-        for t, v in zip(*_points(item), strict=True):
+    for item in series:
+        for t, v in zip(item.times_s, item.values, strict=True):
             if t < since_s:
                 continue
             combined[t] = float(combine(combined[t], v)) if t in combined else float(v)
@@ -190,14 +221,15 @@ def _gauge(result: list[dict[str, Any]], combine: Any, since_s: float) -> GaugeS
     return GaugeSamples(times, np.asarray([combined[t] for t in times], dtype=np.float64))
 
 
-def _increase(result: list[dict[str, Any]]) -> float | None:
-    """Summed counter increase over the window: positive steps add, a drop is a restart that began at 0
-    (Prometheus's ``increase`` without extrapolation)."""
-    if not result:
+def counter_increase(series: Sequence[LabelledSeries]) -> float | None:
+    """A counter's increase over the window, summed over its label sets (from the step before the window, the
+    baseline :meth:`PrometheusMetricsSource.labelled_series` includes): positive steps add, a drop is a restart
+    that began at 0 (Prometheus's ``increase`` without extrapolation). ``None`` without any label set."""
+    if not series:
         return None
     total = 0.0
-    for item in result:
-        _, values = _points(item)
+    for item in series:
+        values = item.values
         if values.size < 2:
             continue
         steps = np.diff(values)
