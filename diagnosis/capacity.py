@@ -228,4 +228,4 @@ def _histogram_quantile(quantile: float, buckets: Sequence[LabelledSeries]) -> f
     lower = bounds[index - 1] if index > 0 else 0.0
     below = counts[index - 1] if index > 0 else 0.0
     inside = counts[index] - below
-    return lower + (bounds[index] - lower) * ((rank - below) / inside if inside > 0 else 1.0)
+    return float(lower + (bounds[index] - lower) * ((rank - below) / inside if inside > 0 else 1.0))

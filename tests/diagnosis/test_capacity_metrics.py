@@ -6,6 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 from capacity_support import WINDOW_S, T, add_engine
 from prometheus_client import CollectorRegistry, generate_latest
@@ -14,6 +15,7 @@ from prometheus_standin import PrometheusStandIn
 
 from hotspan.app import capacity_collector
 from hotspan.settings import load_settings
+from testkit import serve_in_process
 
 RULES = Path(__file__).resolve().parents[2] / "alerts" / "capacity.rules.yml"
 
@@ -61,3 +63,13 @@ def test_an_unreachable_prometheus_reads_as_down(tmp_path: Path) -> None:
 def test_the_example_alert_rules_are_valid() -> None:
     checked = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, check=False)
     assert checked.returncode == 0 and "SUCCESS: 3 rules found" in checked.stdout, checked.stdout + checked.stderr
+
+
+def test_a_served_hotspan_exports_it_when_prometheus_is_configured(chdb_dsn: str, tmp_path: Path) -> None:
+    with PrometheusStandIn() as standin:
+        server = serve_in_process(chdb_dsn, tmp_path, prometheus_url=standin.url)
+        try:
+            text = httpx.get(f"{server.base_url}/metrics", timeout=30).text
+        finally:
+            server.stop()
+    assert "hotspan_capacity_up 1.0" in text  # no engine in the stand-in: read fine, nothing to score
