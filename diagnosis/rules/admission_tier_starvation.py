@@ -7,9 +7,10 @@ Trace signal: each request's tier, latency and whether it was dropped (:mod:`dia
 priority as ``gen_ai.request.priority``).
 
 For each tier, the time its requests started over is split in two halves at the midpoint. A higher tier
-*starves* when, from the first half to the second, a lower tier's load in the same halves grows by
-``volume_growth_ratio`` (its arrivals, counts + 1 so a tier that appears counts, or its time-averaged requests in
-flight, so a backlog building up counts) while the higher tier's p95 latency grows by
+*starves* when, from the first half to the second, a lower tier's load grows by ``volume_growth_ratio`` (its
+arrivals in the same halves, counts + 1 so a tier that appears counts, or the number of its requests in flight
+during the higher tier's requests, so a backlog building up counts; at least ``min_lower_requests`` of them
+alongside the second half's) while the higher tier's p95 latency grows by
 ``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. Of several such pairs the one whose
 higher tier suffered most is reported, with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`,
 what the Services page shows).
@@ -20,7 +21,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import polars as pl
 from pydantic import Field
 
@@ -60,7 +60,9 @@ class AdmissionTierStarvationConfig(RuleConfig):
     min_requests_per_half: int = Field(
         ge=1, description="Requests of the higher tier needed in each half to compare them. Count."
     )
-    min_lower_requests: int = Field(ge=1, description="Requests of the lower tier in the second half needed. Count.")
+    min_lower_requests: int = Field(
+        ge=1, description="Requests of the lower tier in flight beside the higher tier's second half needed. Count."
+    )
     full_confidence_requests: int = Field(
         ge=2, description="Higher-tier requests at which the sample no longer limits confidence. Count."
     )
@@ -113,6 +115,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 "tier_names": overall["tier"].to_list(),
                 "lower_first_half_count": low["request_count_first"],
                 "lower_second_half_count": low["request_count_second"],
+                "lower_alongside_second_half_count": low["alongside_second"],
                 "lower_first_half_in_flight_count_mean": ratio(low["in_flight_first"]),
                 "lower_second_half_in_flight_count_mean": ratio(low["in_flight_second"]),
                 "lower_volume_growth_ratio": ratio(volume_growth),
@@ -154,11 +157,12 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
             if growth < config.latency_growth_ratio and drop_rise < config.drop_share_rise:
                 continue
             score = max(growth, 1.0 + drop_rise)
+            split = _with_half(higher, lo + hi)
             for low in (row for row in halves if row["rank"] > rank):
-                low |= _in_flight(requests.filter(pl.col("rank") == low["rank"]), lo, hi)
-                enough = low["request_count_second"] >= config.min_lower_requests
+                low |= _alongside(requests.filter(pl.col("rank") == low["rank"]), split)
+                enough = low["alongside_second"] >= config.min_lower_requests
                 if enough and _volume_growth(low) >= config.volume_growth_ratio and (best is None or score > best[0]):
-                    best = (score, high, low, _with_half(higher, lo + hi))
+                    best = (score, high, low, split)
         return None if best is None else best[1:]
 
 
@@ -174,23 +178,32 @@ def _per_tier(stats: pl.DataFrame, column: str) -> list[str]:
     return [f"{tier}: {round(value, 1)}" for tier, value in stats.select("tier", column).iter_rows()]
 
 
-def _in_flight(requests: pl.DataFrame, lo: int, hi: int) -> dict[str, float]:
-    """``in_flight_first`` and ``in_flight_second``: how many of ``requests`` were in flight on average (time
-    weighted) over ``[lo, middle)`` and ``[middle, hi)``, ns since the epoch."""
-    starts = requests["start_ns"].to_numpy()
-    mean = mean_concurrency(
-        starts,
-        starts + requests["duration_ns"].to_numpy(),
-        np.array([lo, (lo + hi) // 2]),
-        np.array([(lo + hi) // 2, hi]),
-    )
-    return {"in_flight_first": float(mean[0]), "in_flight_second": float(mean[1])}
+def _alongside(lower: pl.DataFrame, higher: pl.DataFrame) -> dict[str, float]:
+    """What the higher tier's requests (``higher``, with ``half``) ran alongside of the ``lower`` tier's:
+    ``in_flight_first`` / ``in_flight_second``, the lower tier's requests in flight during each higher-tier
+    request (time-weighted), averaged over the half's requests; ``alongside_second``, how many lower-tier
+    requests overlapped a second-half one."""
+    starts = lower["start_ns"].to_numpy()
+    ends = starts + lower["duration_ns"].to_numpy()
+    high_starts = higher["start_ns"].to_numpy()
+    high_ends = high_starts + higher["duration_ns"].to_numpy()
+    seen = higher.with_columns(pl.Series("in_flight", mean_concurrency(starts, ends, high_starts, high_ends)))
+    means = dict(seen.group_by("half").agg(pl.col("in_flight").mean()).iter_rows())
+    second = higher.filter(pl.col("half") == "second")
+    second_start = int(second["start_ns"].min())  # type: ignore[arg-type]
+    second_end = int((second["start_ns"] + second["duration_ns"]).max())  # type: ignore[arg-type]
+    overlapping = int(((starts < second_end) & (ends > second_start)).sum())
+    return {
+        "in_flight_first": float(means.get("first", 0.0)),
+        "in_flight_second": float(means.get("second", 0.0)),
+        "alongside_second": overlapping,
+    }
 
 
 def _volume_growth(low: dict[str, Any]) -> float:
     """How much a lower tier's load grew from the first half to the second: the larger of its arrivals' growth
-    (counts + 1) and its mean in-flight requests' growth (a backlog that builds up while arrivals hold steady
-    is a rising load too; infinite from none)."""
+    (counts + 1) and the growth of its requests in flight alongside the higher tier's (a backlog that builds up
+    while arrivals hold steady or stop is a rising load too; infinite from none)."""
     arrivals = (low["request_count_second"] + 1) / (low["request_count_first"] + 1)
     first, second = low["in_flight_first"], low["in_flight_second"]
     in_flight = second / first if first > 0 else (math.inf if second > 0 else 0.0)
