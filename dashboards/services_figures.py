@@ -5,6 +5,8 @@
   hundred graphs.
 - :func:`red_latency_figure`: p95 latency per group over time, from the RED series
   (:class:`storage.rollup_reader.RedResult`).
+- :func:`tier_table`: latency and drops per admission tier (P0, P1 ...) of each entry service
+  (``query.diagnosis.DiagnosisService.tiers``).
 - :func:`engine_metrics_figure`: vLLM's queue, KV-cache usage, prefix-cache hit rate and TTFT over the same
   window (:mod:`storage.engine_metrics`), on the same time axis so the two can be read one above the other.
 
@@ -25,6 +27,7 @@ from plotly.subplots import make_subplots
 
 from dashboards.colors import ERROR_COLOR, SERVICE_PALETTE, service_color
 from dashboards.figures import TEMPLATE, empty_figure
+from dashboards.format import format_share
 
 MAX_LINES = 8
 """Groups drawn in the latency figure (the busiest ones); the table lists all."""
@@ -248,3 +251,32 @@ def _window_text(seconds: float) -> str:
 
 def _ms(ns: float | None) -> str:
     return "–" if ns is None else f"{ns / 1e6:.1f}"
+
+
+def tier_table(tiers: pl.DataFrame) -> Component:
+    """An HTML table of ``DiagnosisService.tiers(...)``: per entry service and tier (most urgent first), requests,
+    dropped (count and share) and p50/p95 latency in ms; a hint when no request carries a tier."""
+    if tiers.height == 0:
+        return html.P(
+            "No request in this window carries an admission tier (hotspan.tier, gateway.priority_tier, priority ...).",
+            className="hs-hint",
+        )
+    header = html.Tr(
+        [html.Th("Service"), html.Th("Tier")]
+        + [html.Th(name, style=_NUMBER) for name in ("Requests", "Dropped", "Dropped %", "p50 (ms)", "p95 (ms)")]
+    )
+    body = [
+        html.Tr(
+            [
+                html.Td(row["service_name"]),
+                html.Td(row["tier"]),
+                html.Td(f"{row['request_count']:,}", style=_NUMBER),
+                html.Td(f"{row['dropped_count']:,}", style=_NUMBER),
+                html.Td(format_share(row["dropped_share"]), style=_NUMBER),
+                html.Td(f"{row['latency_ms_p50']:,.1f}", style=_NUMBER),
+                html.Td(f"{row['latency_ms_p95']:,.1f}", style=_NUMBER),
+            ]
+        )
+        for row in tiers.iter_rows(named=True)
+    ]
+    return html.Table(className="hs-kv hs-tier-table", children=[html.Thead(header), html.Tbody(body)])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -128,27 +129,57 @@ class PrometheusMetricsSource:
         self._min_step_s = min_step_s
 
     def engine_metrics(self, start_ns: int, end_ns: int) -> EngineMetrics:
-        window_s = max((end_ns - start_ns) / 1e9, 0.0)
-        step_s = max(self._min_step_s, window_s / MAX_POINTS)
-        # One step before the window gives counters their baseline.
-        start_s, end_s = start_ns / 1e9 - step_s, end_ns / 1e9
+        metrics = ("waiting", "running", "kv_cache_usage", "prefix_cache_queries", "prefix_cache_hits")
+        waiting, running, kv, queries, hits, prompts, cpu = self.labelled_series(
+            (*metrics, "prompt_tokens", "cpu_waiting"), start_ns, end_ns
+        )
         since_s = math.floor(start_ns / 1e9)
-
-        def series(metric: str) -> list[dict[str, Any]]:
-            return self._reader.first_series(metric, start_s, end_s, step_s)
-
-        waiting_share, waiting_instance = _busiest(series("cpu_waiting"))
+        waiting_share, waiting_instance = _busiest(cpu)
         return EngineMetrics(
             source=self.url,
-            num_requests_waiting=_gauge(series("waiting"), np.add, since_s),
-            num_requests_running=_gauge(series("running"), np.add, since_s),
-            kv_cache_usage=_gauge(series("kv_cache_usage"), np.maximum, since_s),
-            prefix_cache_queries_tokens=_increase(series("prefix_cache_queries")),
-            prefix_cache_hits_tokens=_increase(series("prefix_cache_hits")),
-            prompt_tokens=_increase(series("prompt_tokens")),
+            num_requests_waiting=combined_gauge(waiting, np.add, since_s),
+            num_requests_running=combined_gauge(running, np.add, since_s),
+            kv_cache_usage=combined_gauge(kv, np.maximum, since_s),
+            prefix_cache_queries_tokens=counter_increase(queries),
+            prefix_cache_hits_tokens=counter_increase(hits),
+            prompt_tokens=counter_increase(prompts),
             cpu_waiting_share=waiting_share,
             cpu_waiting_instance=waiting_instance,
         )
+
+    def labelled_series(self, metrics: Sequence[str], start_ns: int, end_ns: int) -> list[list[LabelledSeries]]:
+        """Per metric (a key of :data:`storage.prometheus.METRICS`), every label set of the first of its names the
+        store holds over ``[start_ns, end_ns]`` (ns since the Unix epoch), with one step before the window (a
+        counter's baseline); an empty list where it holds none of them.
+
+        Raises:
+            PrometheusError: the store could not be queried.
+        """
+        window_s = max((end_ns - start_ns) / 1e9, 0.0)
+        step_s = max(self._min_step_s, window_s / MAX_POINTS)
+        start_s, end_s = start_ns / 1e9 - step_s, end_ns / 1e9
+        return [
+            [
+                LabelledSeries(dict(item.get("metric", {})), *_points(item))
+                for item in self._reader.first_series(metric, start_s, end_s, step_s)
+            ]
+            for metric in metrics
+        ]
+
+
+@dataclass(frozen=True)
+class LabelledSeries:
+    """One series (label set) of a metric over a window.
+
+    Attributes:
+        labels: its labels (``__name__`` included), e.g. ``{"instance": "10.0.0.7:8000", "engine": "0"}``.
+        times_s: sample times, seconds since the Unix epoch (finite samples only).
+        values: the samples.
+    """
+
+    labels: dict[str, str]
+    times_s: npt.NDArray[np.float64]
+    values: npt.NDArray[np.float64]
 
 
 def _points(series: dict[str, Any]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -157,12 +188,13 @@ def _points(series: dict[str, Any]) -> tuple[npt.NDArray[np.float64], npt.NDArra
     return values[finite, 0], values[finite, 1]
 
 
-def _gauge(result: list[dict[str, Any]], combine: Any, since_s: float) -> GaugeSamples | None:
-    """Series combined per timestamp (``np.add`` sums engines, ``np.maximum`` keeps the largest), from
-    ``since_s`` on (the step before the window is there for the counters' baseline only)."""
+def combined_gauge(series: Sequence[LabelledSeries], combine: Any, since_s: float) -> GaugeSamples | None:
+    """Label sets of a gauge combined per timestamp (``np.add`` sums engines, ``np.maximum`` keeps the largest),
+    from ``since_s`` (Unix seconds) on (the step before the window is there for the counters' baseline only);
+    ``None`` without samples."""
     combined: dict[float, float] = {}
-    for item in result:
-        for t, v in zip(*_points(item), strict=True):
+    for item in series:
+        for t, v in zip(item.times_s, item.values, strict=True):
             if t < since_s:
                 continue
             combined[t] = float(combine(combined[t], v)) if t in combined else float(v)
@@ -172,30 +204,31 @@ def _gauge(result: list[dict[str, Any]], combine: Any, since_s: float) -> GaugeS
     return GaugeSamples(times, np.asarray([combined[t] for t in times], dtype=np.float64))
 
 
-def _increase(result: list[dict[str, Any]]) -> float | None:
-    """Summed counter increase over the window: positive steps add, a drop is a restart that began at 0
-    (Prometheus's ``increase`` without extrapolation)."""
-    if not result:
+def counter_increase(series: Sequence[LabelledSeries]) -> float | None:
+    """A counter's increase over the window, summed over its label sets (from the step before the window, the
+    baseline :meth:`PrometheusMetricsSource.labelled_series` includes): positive steps add, a drop is a restart
+    that began at 0 (Prometheus's ``increase`` without extrapolation). ``None`` without any label set."""
+    if not series:
         return None
-    return float(sum(_counter_increase(_points(item)[1]) for item in result))
+    return float(sum(_increase(item.values) for item in series))
 
 
-def _counter_increase(values: npt.NDArray[np.float64]) -> float:
+def _increase(values: npt.NDArray[np.float64]) -> float:
     """One counter series' increase: positive steps add, a drop is a restart from 0 (0 with under two samples)."""
     steps = np.diff(values)
     return float(np.where(steps >= 0, steps, values[1:]).sum())
 
 
-def _busiest(result: list[dict[str, Any]]) -> tuple[float | None, str | None]:
+def _busiest(series: Sequence[LabelledSeries]) -> tuple[float | None, str | None]:
     """Of counters of seconds spent in a state (one series per host), the highest share of wall time (0..1):
     each series' increase over the seconds between its first and last sample; and that series' ``instance``.
     ``(None, None)`` when no series has two samples."""
     best: tuple[float | None, str | None] = (None, None)
-    for item in result:
-        times, values = _points(item)
+    for item in series:
+        times, values = item.times_s, item.values
         if values.size < 2 or times[-1] <= times[0]:
             continue
-        share = min(1.0, max(0.0, _counter_increase(values) / float(times[-1] - times[0])))
+        share = min(1.0, max(0.0, _increase(values) / float(times[-1] - times[0])))
         if best[0] is None or share > best[0]:
-            best = (share, str(item["metric"].get("instance", "")))
+            best = (share, str(item.labels.get("instance", "")))
     return best

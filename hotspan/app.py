@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -31,9 +32,11 @@ from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
 from collector.pipeline import IngestConfig, IngestPipeline
 from dashboards.app import build_dash_app
-from diagnosis import DiagnosisSettings, load_diagnosis_settings
+from diagnosis import DiagnosisSettings, PrometheusMetricsSource, load_diagnosis_settings
+from diagnosis.capacity import CapacitySettings
 from hotspan import metrics as metrics_routes
 from hotspan.auth import Auth, load_auth, protect_app
+from hotspan.capacity_metrics import CapacityCollector
 from hotspan.docs import install_docs
 from hotspan.health import StorageProbe
 from hotspan.settings import Settings
@@ -166,6 +169,19 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
     )
 
 
+def capacity_collector(settings: Settings, clock: Callable[[], float] = time.time) -> CapacityCollector:
+    """The capacity score's ``/metrics`` collector over ``settings.prometheus_url`` (which must be set) with the
+    configured TTFT SLO, sized rate and window; ``clock`` (Unix seconds) ends the window."""
+    assert settings.prometheus_url is not None
+    source = PrometheusMetricsSource(settings.prometheus_url, timeout_s=settings.prometheus_timeout_s)
+    capacity = CapacitySettings(
+        ttft_slo_s=settings.capacity_ttft_slo_s,
+        max_rate_per_s=settings.capacity_max_rate_per_s,
+        window_s=settings.capacity_window_s,
+    )
+    return CapacityCollector(source, capacity, clock=clock)
+
+
 def open_slo_evaluator(config: AlertsConfig, query: QueryService) -> SloEvaluator:
     """The built-in SLO evaluator for ``config`` (not started), reading through ``query``: its alerts name the
     cause the query room's diagnosis names."""
@@ -223,6 +239,8 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
         )
     )
     app.include_router(metrics_routes.build_router(app.state.metrics_registry))
+    if settings.prometheus_url:
+        app.state.metrics_registry.register(capacity_collector(settings))
     # The query room: every read of the REST API and the UI goes through it (and the SLO evaluator's, server.py).
     app.state.query = open_query(settings, storage)
     query = app.state.query

@@ -57,6 +57,12 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_PROMETHEUS_URL``: Prometheus base URL holding vLLM's metrics (``http(s)://...``); the Services page
   plots them under the trace-derived latency and diagnosis reads them as evidence; default none (neither).
 - ``HOTSPAN_PROMETHEUS_TIMEOUT_S``: per-query timeout of those reads; seconds, default 5.
+- ``HOTSPAN_CAPACITY_TTFT_SLO_S``: the p95 time-to-first-token objective the capacity score
+  (``diagnosis.capacity``, on ``/metrics`` when ``HOTSPAN_PROMETHEUS_URL`` is set) measures headroom against;
+  seconds, default 2.
+- ``HOTSPAN_CAPACITY_MAX_RATE_PER_S``: requests per second one engine is sized for (a load test's figure); the
+  capacity score's rate part; default none (the rate is exported, not scored).
+- ``HOTSPAN_CAPACITY_WINDOW_S``: how far back the capacity score reads the engines' metrics; seconds, default 300.
 - ``HOTSPAN_DIAGNOSIS_RULES``: YAML diagnosis rule table merged over the packaged one (``diagnosis.table``); path,
   default the packaged one.
 - ``HOTSPAN_ALERTS``: SLO file (YAML, ``alerts.config``); when set, ``hotspan serve`` runs the built-in SLO
@@ -107,6 +113,9 @@ ENVIRONMENT = {
     "session_secret": "HOTSPAN_SESSION_SECRET",
     "prometheus_url": "HOTSPAN_PROMETHEUS_URL",
     "prometheus_timeout_s": "HOTSPAN_PROMETHEUS_TIMEOUT_S",
+    "capacity_ttft_slo_s": "HOTSPAN_CAPACITY_TTFT_SLO_S",
+    "capacity_max_rate_per_s": "HOTSPAN_CAPACITY_MAX_RATE_PER_S",
+    "capacity_window_s": "HOTSPAN_CAPACITY_WINDOW_S",
     "diagnosis_rules_path": "HOTSPAN_DIAGNOSIS_RULES",
     "alerts_path": "HOTSPAN_ALERTS",
 }
@@ -152,6 +161,9 @@ class Settings(BaseModel):
     tail_sampling_path: Path | None = None
     prometheus_url: str | None = Field(None, pattern=r"^https?://")
     prometheus_timeout_s: float = Field(5.0, gt=0)
+    capacity_ttft_slo_s: float = Field(2.0, gt=0)
+    capacity_max_rate_per_s: float | None = Field(None, gt=0)
+    capacity_window_s: float = Field(300.0, gt=0)
     diagnosis_rules_path: Path | None = None
     alerts_path: Path | None = None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from instrumented_stack.batch_load import BatchLoadConfig
 from instrumented_stack.stack import StackConfig
 
 Patch = Callable[[StackConfig], StackConfig]
@@ -34,6 +35,22 @@ def _retrieval_blowup(config: StackConfig) -> StackConfig:
 
 def _connection_per_request(config: StackConfig) -> StackConfig:
     return _agent(config, llm_connection="per_request").model_copy(update={"engine_tls": True})
+
+
+def _tier_flood(config: StackConfig) -> StackConfig:
+    update = {"max_in_flight": TIER_FLOOD_SLOTS, "admission_order": "fifo"}
+    gateway = config.gateway.model_copy(update=update)
+    return config.model_copy(update={"gateway": gateway, "batch_load": TIER_FLOOD})
+
+
+TIER_FLOOD_SLOTS = 8
+"""Gateway slots under the tier flood: more than the six users of the fault runs, so they alone never wait."""
+TIER_FLOOD = BatchLoadConfig(
+    start_after_s=0.02, rate_per_s_per_s=200.0, max_rate_per_s=300.0, max_requests=60, max_tokens=256
+)
+"""The flood: 60 long requests (256 tokens) from 20 ms after the stack opens (after the users' first requests),
+the rate rising by 200 requests/s every second, so all are sent by 0.8 s; in arrival order they hold the slots
+and queue ahead of the users' later requests for the seconds the fault runs last at speed 20."""
 
 
 def _decode_bound(config: StackConfig) -> StackConfig:
@@ -108,6 +125,22 @@ FAULTS: dict[str, Fault] = {
             "agent calls the tool service with a synchronous HTTP client inside its async handler",
             "agent",
             lambda c: _agent(c, tool_calls="blocking"),
+        ),
+        Fault(
+            "oversized_responses",
+            "catalogue lookups return the product's 1.8 MB of base64 attachments beside the result, uncompressed",
+            "tool",
+            lambda c: c.model_copy(update={"tools": c.tools.model_copy(update={"lookup_attachment_bytes": 1_800_000})}),
+        ),
+        Fault(
+            "tier_flood",
+            f"a P2 batch tenant sends {TIER_FLOOD.max_requests} requests of {TIER_FLOOD.max_tokens} tokens from "
+            f"{TIER_FLOOD.start_after_s} s, the rate rising by {TIER_FLOOD.rate_per_s_per_s:.0f} requests/s every "
+            f"second (up to {TIER_FLOOD.max_rate_per_s:.0f}/s), "
+            f"while the gateway admits {TIER_FLOOD_SLOTS} requests at once (64 before) in arrival order, whatever "
+            "their tier: P0 requests queue behind the batch backlog (up to P2's SLA, 5 s of it)",
+            "gateway",
+            _tier_flood,
         ),
     )
 }

@@ -9,7 +9,8 @@
    ``gateway.priority_tier``, ``gateway.estimated_wait_s``, ``gateway.sla_s``, ``gateway.queue_wait_s``):
    when the tier's estimated queue wait exceeds its SLA the request is answered 429 with ``Retry-After`` and
    the SERVER span gets an ``admission.rejected`` event whose attributes say why (tier, estimated wait, SLA,
-   queue depth); otherwise it waits for a slot, urgent tiers first.
+   queue depth); otherwise it waits for a slot, urgent tiers first (or in arrival order with
+   ``admission_order="fifo"``).
 3. **Forward** to the agent with an instrumented HTTP client (CLIENT span) that injects ``traceparent`` and
    ``baggage``: the tenant and sampling policy (``x-sample-policy``) travel as W3C baggage ``tenant_id`` and
    ``sample_policy`` and are set on the gateway's span.
@@ -34,7 +35,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace import SpanKind, Tracer
 from pydantic import BaseModel, ConfigDict, Field
 
-from instrumented_stack.admission import Admission, AdmissionController, AdmissionRejected, Tier
+from instrumented_stack.admission import Admission, AdmissionController, AdmissionOrder, AdmissionRejected, Tier
 from instrumented_stack.semconv import (
     GATEWAY_ESTIMATED_WAIT_S,
     GATEWAY_QUEUE_DEPTH,
@@ -79,6 +80,9 @@ class GatewayConfig(BaseModel):
         description="longest queue wait per tier, seconds",
     )
     initial_service_s: float = Field(default=1.0, ge=0, description="assumed agent time before any is seen, s")
+    admission_order: AdmissionOrder = Field(
+        default="priority", description="priority: urgent tiers first; fifo: arrival order, tiers differ by SLA only"
+    )
 
 
 class UserRequest(BaseModel):
@@ -180,7 +184,7 @@ def create_gateway_app(config: GatewayConfig, span_processor: SpanProcessor) -> 
                 instrument_httpx_client(http, provider)
                 app.state.agent_http = http
                 app.state.admission = AdmissionController(
-                    config.max_in_flight, dict(config.sla_s), config.initial_service_s
+                    config.max_in_flight, dict(config.sla_s), config.initial_service_s, order=config.admission_order
                 )
                 yield
         finally:

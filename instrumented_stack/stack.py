@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from instrumented_stack.agent import UNSET_URL, AgentConfig, create_agent_app
+from instrumented_stack.batch_load import BatchLoad, BatchLoadConfig
 from instrumented_stack.engine import EngineConfig, create_engine_app
 from instrumented_stack.engine.vllm_backend import EngineBackend, VllmSettings
 from instrumented_stack.gateway import GatewayConfig, TenantKey, create_gateway_app
@@ -58,6 +59,9 @@ class StackConfig(BaseModel):
     )
     vllm: VllmSettings = Field(default_factory=VllmSettings, description="how vllm runs when engine_backend=vllm")
     gateway_port: int = Field(default=0, ge=0, le=65535, description="0: a free port")
+    batch_load: BatchLoadConfig | None = Field(
+        default=None, description="a low-priority batch client sending to the gateway while the stack is open"
+    )
 
     @model_validator(mode="after")
     def _agent_asks_the_served_model(self) -> Self:
@@ -110,6 +114,17 @@ def build_app(service: str, config: StackConfig, span_processors: SpanProcessorF
     raise ValueError(f"unknown service {service!r}; expected one of {SERVICES}")
 
 
+def start_batch_load(config: StackConfig, gateway_url: str) -> BatchLoad | None:
+    """The batch client of ``config.batch_load``, started against ``gateway_url``; ``None`` without one. Raises
+    ``ValueError`` when its tenant has no API key while keys are configured."""
+    if config.batch_load is None:
+        return None
+    (credentials,) = config.credentials((config.batch_load.tenant,))
+    batch = BatchLoad(config.batch_load, gateway_url, credentials)
+    batch.start()
+    return batch
+
+
 @dataclass(frozen=True, slots=True)
 class StackUrls:
     """Root URLs of a running stack."""
@@ -136,6 +151,7 @@ class Stack:
         self._servers: list[ThreadedServer] = []
         self._urls: StackUrls | None = None
         self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
+        self._batch: BatchLoad | None = None
 
     @property
     def urls(self) -> StackUrls:
@@ -186,11 +202,16 @@ class Stack:
                 sock.close()
             raise
         self._urls = StackUrls(gateway=urls["gateway"], engine=urls["engine"], services=urls)
+        self._batch = start_batch_load(config, urls["gateway"])
         return self
 
     def close(self) -> None:
-        """Stop every started service, front to back, and remove the certificate. Idempotent."""
+        """Stop the batch client (waiting for its requests), then every started service, front to back, and
+        remove the certificate. Idempotent."""
         self._urls = None
+        if self._batch is not None:
+            self._batch.stop()
+            self._batch = None
         while self._servers:
             self._servers.pop().stop()
         if self._tls_dir is not None:

@@ -25,11 +25,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from instrumented_stack.batch_load import BatchLoad
 from instrumented_stack.engine.process import EngineProcess
 from instrumented_stack.engine.vllm_backend import vllm_engine_process
 from instrumented_stack.env import stack_cache_dir
 from instrumented_stack.service_main import READY_PREFIX, service_command
-from instrumented_stack.stack import SERVICES, StackConfig, StackUrls, wire
+from instrumented_stack.stack import SERVICES, StackConfig, StackUrls, start_batch_load, wire
 from instrumented_stack.telemetry import OtlpProtocol
 from instrumented_stack.tls import CertificateFiles, generate_self_signed
 
@@ -65,6 +66,7 @@ class ProcessStack:
         self._stop_timeout_s = stop_timeout_s
         self._processes: list[subprocess.Popen[str]] = []
         self._urls: StackUrls | None = None
+        self._batch: BatchLoad | None = None
         self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
         self._engine: EngineProcess | None = None
         self._model_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -100,6 +102,7 @@ class ProcessStack:
             self.close()
             raise
         self._urls = StackUrls(gateway=urls["gateway"], engine=urls["engine"], services=urls)
+        self._batch = start_batch_load(self._config, urls["gateway"])
         return self
 
     def _start_vllm(self, config: StackConfig, tls: CertificateFiles | None) -> str:
@@ -143,8 +146,12 @@ class ProcessStack:
         raise ServiceStartError(f"{service}: not ready within {self._start_timeout_s} s")
 
     def close(self) -> None:
-        """Stop every process front to back (SIGTERM, then kill after the timeout). Idempotent."""
+        """Stop the batch client (waiting for its requests), then every process front to back (SIGTERM, then
+        kill after the timeout). Idempotent."""
         self._urls = None
+        if self._batch is not None:
+            self._batch.stop()
+            self._batch = None
         while self._processes:
             process = self._processes.pop()
             if process.poll() is None:

@@ -20,11 +20,12 @@ from fastapi import FastAPI
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
-from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor, RequestInfo, ResponseInfo
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import Span
 
 from processors.sdk import BaggageSampler, BaggageSpanProcessor, HotspotSpanProcessor
 
@@ -152,5 +153,34 @@ def instrument_fastapi_app(app: FastAPI, provider: TracerProvider) -> None:
 
 
 def instrument_httpx_client(client: httpx.AsyncClient | httpx.Client, provider: TracerProvider) -> None:
-    """Trace ``client``'s calls as CLIENT spans of ``provider`` and inject W3C context and baggage."""
-    HTTPXClientInstrumentor.instrument_client(client, tracer_provider=provider, meter_provider=NoOpMeterProvider())
+    """Trace ``client``'s calls as CLIENT spans of ``provider`` and inject W3C context and baggage.
+
+    Each span also records the bodies' sizes as OTel semconv HTTP names them, from the ``Content-Length``
+    headers (:func:`record_body_sizes`), which the instrumentation leaves out.
+    """
+    hook = _async_body_sizes if isinstance(client, httpx.AsyncClient) else record_body_sizes
+    HTTPXClientInstrumentor.instrument_client(
+        client, tracer_provider=provider, meter_provider=NoOpMeterProvider(), response_hook=hook
+    )
+
+
+HTTP_REQUEST_BODY_SIZE = "http.request.body.size"
+HTTP_RESPONSE_BODY_SIZE = "http.response.body.size"
+HTTP_RESPONSE_CONTENT_ENCODING = "http.response.header.content-encoding"
+
+
+def record_body_sizes(span: Span, request: RequestInfo, response: ResponseInfo) -> None:
+    """Set ``http.request.body.size`` and ``http.response.body.size`` (bytes, OTel semconv HTTP) from the
+    messages' ``Content-Length``, and ``http.response.header.content-encoding`` (a list, as semconv records
+    captured headers) when the response was encoded. A message without the header (chunked) records nothing."""
+    for key, headers in ((HTTP_REQUEST_BODY_SIZE, request.headers), (HTTP_RESPONSE_BODY_SIZE, response.headers)):
+        length = (headers or {}).get("content-length")
+        if length is not None and length.isdigit():
+            span.set_attribute(key, int(length))
+    encoding = (response.headers or {}).get("content-encoding")
+    if encoding:
+        span.set_attribute(HTTP_RESPONSE_CONTENT_ENCODING, [encoding])
+
+
+async def _async_body_sizes(span: Span, request: RequestInfo, response: ResponseInfo) -> None:
+    record_body_sizes(span, request, response)

@@ -8,7 +8,10 @@ Routes:
 - ``POST /v1/tools/{name}`` with the arguments object -> ``{"result": ...}``.
 
 Inside the FastAPI SERVER span each call records ``tool {name}`` (INTERNAL, ``gen_ai.tool.name``). The
-catalogue lookup waits ``lookup_latency_s`` (**seconds**), standing in for its database round trip.
+catalogue lookup waits ``lookup_latency_s`` (**seconds**), standing in for its database round trip; with
+``lookup_attachment_bytes`` it also returns the product's attachments (``attachments``, that many bytes of base64
+image data beside ``result``, which the agent never reads), uncompressed: the whole record a lookup that
+selects every column sends.
 
 Errors: 404 unknown tool, 422 arguments that do not match the tool (``{"error": {...}}``).
 """
@@ -17,7 +20,9 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import base64
 import operator
+import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -126,10 +131,22 @@ class ToolsConfig(BaseModel):
 
     service_name: str = Field(default="tools", description="OTel service.name")
     lookup_latency_s: float = Field(default=0.002, ge=0, description="catalogue lookup latency in seconds")
+    lookup_attachment_bytes: int = Field(
+        default=0, ge=0, description="bytes of base64 attachments each catalogue lookup returns; 0: none"
+    )
 
 
 class ToolResult(BaseModel):
     result: Any
+    attachments: str | None = None
+
+
+def attachment_blob(size: int) -> str | None:
+    """``size`` bytes of base64 text standing in for a product's images (incompressible, like JPEG data);
+    ``None`` for 0."""
+    if size == 0:
+        return None
+    return base64.b64encode(random.Random(size).randbytes(size * 3 // 4 + 3)).decode()[:size]
 
 
 def create_tools_app(config: ToolsConfig, span_processor: SpanProcessor) -> FastAPI:
@@ -137,6 +154,7 @@ def create_tools_app(config: ToolsConfig, span_processor: SpanProcessor) -> Fast
     provider = build_tracer_provider(config.service_name, span_processor)
     tracer = provider.get_tracer(__name__)
     products = {product.sku: product for product in load_catalogue()}
+    attachments = attachment_blob(config.lookup_attachment_bytes)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -161,6 +179,7 @@ def create_tools_app(config: ToolsConfig, span_processor: SpanProcessor) -> Fast
         operation_id="call_tool",
         description="Run one tool with a JSON object of arguments. 404 unknown tool; 422 bad arguments.",
         responses={404: {"description": "unknown tool"}, 422: {"description": "arguments do not fit the tool"}},
+        response_model_exclude_none=True,
     )
     async def call_tool(name: str, arguments: dict[str, Any]) -> ToolResult:
         with tracer.start_as_current_span(f"tool {name}", attributes={GEN_AI_TOOL_NAME: name}):
@@ -172,7 +191,8 @@ def create_tools_app(config: ToolsConfig, span_processor: SpanProcessor) -> Fast
                 if product is None:
                     raise ToolError(422, f"unknown sku {arguments.get('sku')!r}")
                 fields = arguments.get("fields") or ["name", "price_eur", "stock"]
-                return ToolResult(result={"sku": product.sku, **{f: getattr(product, f) for f in fields}})
+                record = {"sku": product.sku, **{f: getattr(product, f) for f in fields}}
+                return ToolResult(result=record, attachments=attachments)
             raise ToolError(404, f"unknown tool {name!r}")
 
     return app

@@ -3,10 +3,20 @@ the same rule table, the same stage rules as the pipeline and the Stages views, 
 
 from __future__ import annotations
 
+import polars as pl
+
+from analysis import build_tree
 from analysis.stage_rules import StageRules
 from diagnosis import Diagnoser, DiagnosisReport, DiagnosisSettings, diagnose_window
 from diagnosis.engine import DEFAULT_TRACE_LIMIT
-from storage.reader import TraceReader
+from diagnosis.rules.admission_tier_starvation import (
+    AdmissionTierStarvation,
+    AdmissionTierStarvationConfig,
+    tier_settings,
+)
+from diagnosis.table import default_rule_table
+from diagnosis.tiers import TierSettings, tier_stats, tiered_requests
+from storage.reader import TraceQuery, TraceReader
 
 
 class DiagnosisService:
@@ -23,6 +33,7 @@ class DiagnosisService:
         self.settings = settings
         self.stage_rules = stage_rules
         self._diagnoser = Diagnoser(settings.rules)
+        self._tiers = _tier_settings(settings)
 
     @property
     def metrics_configured(self) -> bool:
@@ -52,3 +63,23 @@ class DiagnosisService:
             metrics_source=self.settings.metrics,
             stage_rules=self.stage_rules,
         )
+
+    def tiers(self, window: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
+        """Latency and drops per admission tier of the requests ``window`` finds (as :meth:`diagnose` reads a
+        window: ``service``, ``start_ns``/``end_ns`` on span start, the ``limit`` most recently active traces),
+        told apart as ``admission_tier_starvation`` tells them (:mod:`diagnosis.tiers`).
+
+        Columns (:func:`diagnosis.tiers.tier_stats` by entry service): service_name, tier, rank, request_count,
+        dropped_count, dropped_share (0..1), latency_ms_p50, latency_ms_p95 (ms); no rows when no request has a
+        tier. Blocking (storage I/O)."""
+        spans = self.reader.search_spans(window, tenant=tenant)
+        return tier_stats(tiered_requests(build_tree(spans), self._tiers), ("service_name",))
+
+
+def _tier_settings(settings: DiagnosisSettings) -> TierSettings:
+    """The configured rule's tier settings; the packaged ones when the table holds no such rule."""
+    cause = AdmissionTierStarvation.cause
+    tables = (settings.rules, default_rule_table())
+    config = next(table.config(cause) for table in tables if cause in {s.cause for s in table.settings})
+    assert isinstance(config, AdmissionTierStarvationConfig)
+    return tier_settings(config)

@@ -27,12 +27,14 @@ METRICS: dict[str, tuple[str, ...]] = {
     "prefix_cache_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
     "prefix_cache_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
     "prompt_tokens": ("vllm:prompt_tokens_total",),
+    "request_success": ("vllm:request_success_total",),
     "ttft_bucket": ("vllm:time_to_first_token_seconds_bucket",),
     "cpu_waiting": ("node_pressure_cpu_waiting_seconds_total",),
 }
 """Metric → its series names in preference order (vLLM v1 first, then older releases' names). Units: requests
-(``waiting``, ``running``), fraction 0..1 (``kv_cache_usage``), tokens (``prefix_cache_*``, ``prompt_tokens``,
-counters), seconds (``ttft_bucket`` histogram buckets, ``cpu_waiting`` counter of seconds waited)."""
+(``waiting``, ``running``; ``request_success`` counts them), fraction 0..1 (``kv_cache_usage``), tokens
+(``prefix_cache_*``, ``prompt_tokens``: counters), seconds (``ttft_bucket`` histogram buckets, ``cpu_waiting``
+a counter of seconds waited)."""
 
 
 def preferred(metric: str, rate_window: str | None = None) -> str:

@@ -1,6 +1,6 @@
 """Services page (``/ui/services``): RED per service or operation from the per-minute rollup, a table with
-sparklines, p95 latency over time, and, when a Prometheus URL is configured, vLLM's engine metrics for the
-same window underneath."""
+sparklines, p95 latency over time, latency and drops per admission tier (P0, P1 ...) of the window's requests, and,
+when a Prometheus URL is configured, vLLM's engine metrics for the same window underneath."""
 
 from __future__ import annotations
 
@@ -22,17 +22,20 @@ from dashboards.controls import (
 from dashboards.figures import empty_figure
 from dashboards.links import drilldown, search_href
 from dashboards.pages import Page
-from dashboards.services_figures import engine_metrics_figure, red_latency_figure, red_table
+from dashboards.services_figures import engine_metrics_figure, red_latency_figure, red_table, tier_table
 from dashboards.tenancy import read_tenant
 from query.service import QueryService
 from storage.clickhouse import StorageError
 from storage.engine_metrics import EngineMetricsReader
 from storage.prometheus import PrometheusError
+from storage.reader import TraceQuery
 from storage.rollup_reader import RedQuery
 
 KIND_OPTIONS = [{"label": "Server spans", "value": "Server"}, {"label": "Consumer spans", "value": "Consumer"}]
 KIND_OPTIONS += [{"label": "Client spans", "value": "Client"}, {"label": "All spans", "value": "all"}]
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+TIER_TRACES = 2_000
+"""Traces the admission-tier table reads, the most recently active first (as a window diagnosis does)."""
 
 
 SCOPE = ("service", "operation")
@@ -61,6 +64,12 @@ def layout(**query: str) -> Component:
             dcc.Graph(id="services-latency", figure=empty_figure("Loading…"), config=_GRAPH_CONFIG),
         ),
         section(
+            "Admission tiers",
+            "per entry service and tier, from the window's traces: requests, drops (errors, 429/503, rejections), "
+            "latency",
+            dcc.Loading(html.Div(id="services-tiers"), type="dot"),
+        ),
+        section(
             "vLLM engine",
             "from Prometheus (HOTSPAN_PROMETHEUS_URL), same window",
             html.Div(id="services-engine"),
@@ -72,11 +81,12 @@ def layout(**query: str) -> Component:
 
 
 def register_callbacks(app: Dash, query: QueryService) -> None:
-    """Wire the controls to the query room's RED rollups and engine metrics."""
+    """Wire the controls to the query room's RED rollups, admission tiers and engine metrics."""
 
     @app.callback(
         Output("services-table", "children"),
         Output("services-latency", "figure"),
+        Output("services-tiers", "children"),
         Output("services-engine", "children"),
         Output("services-message", "children"),
         url_output("services"),
@@ -89,7 +99,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         span_service: str | None,
         operation: str | None,
         _clicks: int | None,
-    ) -> tuple[Component, go.Figure, Component, str, str]:
+    ) -> tuple[Component, go.Figure, Component, Component, str, str]:
         url = page_url(lookback, service=span_service, operation=operation)
         tenant = read_tenant()
         try:
@@ -104,8 +114,10 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
                 span_kind=None if kind in (None, "all") else kind,
             )
             result = query.store.red(selection, tenant=tenant)
+            window = TraceQuery(service=selection.service, start_ns=start, end_ns=end, limit=TIER_TRACES)
+            tiers = query.diagnosis.tiers(window, tenant=tenant)
         except (StorageError, ValueError) as exc:
-            return html.Div(), empty_figure("No data"), html.Div(), str(exc), url
+            return html.Div(), empty_figure("No data"), html.Div(), html.Div(), str(exc), url
         engine = query.engine_metrics
         prefix = app.get_relative_path("/").rstrip("/")
 
@@ -116,6 +128,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         return (
             red_table(result.totals, result.series, (end - start) / 1e9, drill),
             red_latency_figure(result.totals, result.series, (start, end), step),
+            tier_table(tiers),
             _engine_panel(engine, start, end, step),
             "",
             url,

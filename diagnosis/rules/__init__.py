@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from diagnosis.rules.admission_tier_starvation import AdmissionTierStarvation
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.rules.connection_setup_per_request import ConnectionSetupPerRequest
 from diagnosis.rules.context_growth import ContextGrowth
@@ -12,6 +13,7 @@ from diagnosis.rules.decode_bound import DecodeBound
 from diagnosis.rules.event_loop_blocking import EventLoopBlocking
 from diagnosis.rules.llm_bound import LlmBound
 from diagnosis.rules.orchestration_cpu_hotspot import OrchestrationCpuHotspot
+from diagnosis.rules.oversized_payload import OversizedPayload
 from diagnosis.rules.prefix_cache_unused import PrefixCacheUnused
 from diagnosis.rules.prompt_cache_unused import PromptCacheUnused
 from diagnosis.rules.provider_throttling import ProviderThrottling
@@ -43,6 +45,8 @@ RULES: dict[str, type[Rule[Any]]] = {
         RepeatedToolCalls,
         SlowFirstToken,
         ProviderThrottling,
+        OversizedPayload,
+        AdmissionTierStarvation,
     )
 }
 """Every rule class by its cause name."""

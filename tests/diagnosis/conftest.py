@@ -40,6 +40,8 @@ def all_findings() -> list[Finding]:
         "repeated_tool_calls": (repeat(3, [Call(), Tool(), Tool(), Call(input_tokens=700)]), None),
         "slow_first_token": (repeat(3, [Call(duration_ms=1700.0, ttft_ms=1500.0)] * 2), None),
         "provider_throttling": (repeat(3, [Together((Call(attempts=(429, 200)), Call(input_tokens=610)))]), None),
+        "oversized_payload": (cases.tool_calls_with({"http.response.body.size": "1800000"}), None),
+        "admission_tier_starvation": (cases.tier_window(1, 12, p0_queue_second_ms=60.0), None),
     }
     found = []
     for cause, (spans, metrics) in triggers.items():

@@ -4,9 +4,10 @@ packaged thresholds (``diagnosis/rules.yaml``); the tests state the margins."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
-from diagnosis_support import Chat, Request, SpanSpec, build_all, clean_requests
+from diagnosis_support import Chat, Request, SpanSpec, build, build_all, clean_requests
 
 from diagnosis import EngineMetrics
 
@@ -214,3 +215,48 @@ def cpu_pressure(waiting_share: float) -> EngineMetrics:
     return EngineMetrics(
         source="http://prometheus.test", cpu_waiting_share=waiting_share, cpu_waiting_instance="node-1"
     )
+
+
+def tool_calls_with(attributes: Mapping[str, str], count: int = 6, tool_ms: float = 20.0) -> list[SpanSpec]:
+    """``count`` requests 200 ms apart whose tool CLIENT span (the agent's POST to the tool service) carries
+    ``attributes`` (body sizes, encodings)."""
+    spans = build_all(Request(trace=i, start_ms=i * 200.0, tool_ms=tool_ms) for i in range(count))
+    return [
+        replace(span, attributes={**span.attributes, **attributes}) if is_tool_client(span) else span for span in spans
+    ]
+
+
+def is_tool_client(span: SpanSpec) -> bool:
+    """Whether ``span`` is the agent's HTTP CLIENT span calling the tool service."""
+    return span.kind == "Client" and "/v1/tools/" in span.attributes.get("http.url", "")
+
+
+TIER_HALF_MS = 1_000.0
+
+
+def tiered_request(
+    number: int, start_ms: float, tier: str, queue_ms: float, extra: Mapping[str, str]
+) -> list[SpanSpec]:
+    """One request whose gateway SERVER span carries ``gateway.priority_tier`` (and ``extra``)."""
+    spans = build(Request(trace=number, start_ms=start_ms, chats=(Chat(queue_ms=queue_ms, prompt=f"q{number}"),)))
+    tagged = {"gateway.priority_tier": tier, **extra}
+    return [replace(span, attributes={**span.attributes, **tagged}) if not span.parent else span for span in spans]
+
+
+def tier_window(p2_first: int, p2_second: int, p0_queue_second_ms: float, p0_drops_second: int = 0) -> list[SpanSpec]:
+    """Two 1 s halves: eight P0 requests in each (the second half's waiting ``p0_queue_second_ms`` in the
+    engine queue, 1 ms before; the last ``p0_drops_second`` of them refused with 429) and ``p2_first`` /
+    ``p2_second`` P2 requests spread over the halves."""
+    spans: list[SpanSpec] = []
+    number = 0
+    for half, p2 in ((0, p2_first), (1, p2_second)):
+        for i in range(8):
+            dropped = half == 1 and i >= 8 - p0_drops_second
+            extra = {"http.response.status_code": "429"} if dropped else {}
+            queue = p0_queue_second_ms if half else 1.0
+            spans += tiered_request(number, half * TIER_HALF_MS + i * 120.0, "P0", queue, extra)
+            number += 1
+        for i in range(p2):
+            spans += tiered_request(number, half * TIER_HALF_MS + i * TIER_HALF_MS / p2 + 7.0, "P2", 1.0, {})
+            number += 1
+    return spans

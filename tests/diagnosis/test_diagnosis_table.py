@@ -21,9 +21,9 @@ from diagnosis.table import parse_rule_table
 from hotspan.app import diagnosis_settings
 from hotspan.settings import load_settings
 
-UNIT_MARKS = ("(0..1", "(-1..1)", " ms", "Seconds.", "Count.", "(ratio", "(documents)")
+UNIT_MARKS = ("(0..1", "(-1..1)", " ms", "Seconds.", "Count.", "(ratio", "(documents)", "Bytes.")
 """How a numeric threshold's description states its unit: a share, a correlation, milliseconds, seconds, a count,
-a ratio."""
+a ratio, bytes."""
 
 
 def test_the_packaged_table_holds_every_rule_enabled() -> None:

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
-from instrumented_stack.admission import AdmissionController, AdmissionRejected
+from instrumented_stack.admission import AdmissionController, AdmissionOrder, AdmissionRejected
 from instrumented_stack.capture import InMemorySpans
 from instrumented_stack.gateway import REJECTED_EVENT, GatewayConfig, TenantKey, create_gateway_app
 
@@ -112,9 +112,12 @@ def test_a_tier_whose_wait_would_break_its_sla_gets_429_and_an_event(
     assert max(s.attributes["gateway.queue_wait_s"] for s in admitted) >= 0.15, "the second P0 waited for the slot"
 
 
-def test_urgent_tiers_are_served_first() -> None:
+@pytest.mark.parametrize(
+    ("queueing", "served"), [("priority", ["P0", "P1", "P2"]), ("fifo", ["P2", "P1", "P0"])], ids=["priority", "fifo"]
+)
+def test_urgent_tiers_are_served_first_unless_fifo(queueing: AdmissionOrder, served: list[str]) -> None:
     async def scenario() -> list[str]:
-        controller = AdmissionController(1, {"P0": 60, "P1": 60, "P2": 60})
+        controller = AdmissionController(1, {"P0": 60, "P1": 60, "P2": 60}, order=queueing)
         order: list[str] = []
         await controller.admit("P1")
 
@@ -129,7 +132,7 @@ def test_urgent_tiers_are_served_first() -> None:
         await asyncio.gather(*waiting)
         return order
 
-    assert asyncio.run(scenario()) == ["P0", "P1", "P2"]
+    assert asyncio.run(scenario()) == served
 
 
 def test_rejection_explains_itself() -> None:

@@ -1,0 +1,237 @@
+"""``admission_tier_starvation``: a lower priority tier's traffic rises and a higher tier's requests get slower or
+dropped: the low tier takes the capacity the high tier should have had first.
+
+Trace signal: each request's tier, latency and whether it was dropped (:mod:`diagnosis.tiers`, with this rule's
+``tier_keys``, ``tier_order``, ``drop_statuses`` and ``rejected_event_names``; the entry span's attribute, such as
+``gateway.priority_tier`` on the stack's gateway SERVER span, ``hotspan.tier``, ``priority``, or vLLM's request
+priority as ``gen_ai.request.priority``).
+
+For each tier, the time its requests started over is split in two halves at the midpoint. A higher tier
+*starves* when, from the first half to the second, a lower tier's load grows by ``volume_growth_ratio`` (its
+arrivals in the same halves, counts + 1 so a tier that appears counts, or the number of its requests in flight
+during the higher tier's requests, so a backlog building up counts; at least ``min_lower_requests`` of them
+alongside the second half's) while the higher tier's p95 latency grows by
+``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. Of several such pairs the one whose
+higher tier suffered most is reported, with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`,
+what the Services page shows).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import polars as pl
+from pydantic import Field
+
+from diagnosis.context import DiagnosisContext
+from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ratio
+from diagnosis.rules.base import Rule, RuleConfig
+from diagnosis.signals import mean_concurrency, top_traces
+from diagnosis.tiers import TierSettings, tier_stats, tiered_requests
+
+
+class AdmissionTierStarvationConfig(RuleConfig):
+    tier_keys: list[str] = Field(min_length=1, description="Span attributes naming a request's tier, first found wins.")
+    tier_order: list[str] = Field(
+        description="Named tiers, most urgent first (case-insensitive); other values rank by their number."
+    )
+    drop_statuses: list[int] = Field(description="HTTP statuses of a dropped request: 429 rejected, 503 shed.")
+    rejected_event_names: list[str] = Field(description="Span events that mark a request refused at admission.")
+    volume_growth_ratio: float = Field(
+        gt=1,
+        description="Growth of a lower tier's arrivals (counts + 1) or mean requests in flight, second half over "
+        "first, that makes it a rising load (ratio).",
+    )
+    latency_growth_ratio: float = Field(
+        gt=1, description="Growth of a higher tier's p95 latency, second half over first, that worsens it (ratio)."
+    )
+    latency_growth_critical: float = Field(
+        gt=1, description="Growth of the higher tier's p95 latency that makes it critical (ratio)."
+    )
+    drop_share_rise: float = Field(
+        gt=0,
+        le=1,
+        description="Rise of a higher tier's dropped share (0..1), second half minus first, that worsens it.",
+    )
+    drop_share_critical: float = Field(
+        gt=0, le=1, description="Rise of the higher tier's dropped share that makes it critical (0..1)."
+    )
+    min_requests_per_half: int = Field(
+        ge=1, description="Requests of the higher tier needed in each half to compare them. Count."
+    )
+    min_lower_requests: int = Field(
+        ge=1, description="Requests of the lower tier in flight beside the higher tier's second half needed. Count."
+    )
+    full_confidence_requests: int = Field(
+        ge=2, description="Higher-tier requests at which the sample no longer limits confidence. Count."
+    )
+
+
+def tier_settings(config: AdmissionTierStarvationConfig) -> TierSettings:
+    """How ``config`` tells requests' tiers and drops."""
+    return TierSettings(
+        tuple(config.tier_keys),
+        tuple(config.tier_order),
+        tuple(config.drop_statuses),
+        tuple(config.rejected_event_names),
+    )
+
+
+class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
+    """See the module docstring."""
+
+    cause = "admission_tier_starvation"
+    config_model = AdmissionTierStarvationConfig
+
+    def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
+        config = self.config
+        requests = tiered_requests(ctx.analysis.tree, tier_settings(config))
+        if requests["rank"].n_unique() < 2:
+            return None
+        found = self._worst_pair(requests)
+        if found is None:
+            return None
+        high, low, higher = found
+        growth = high["latency_ms_p95_second"] / high["latency_ms_p95_first"]
+        drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
+        critical = growth >= config.latency_growth_critical or drop_rise >= config.drop_share_critical
+        volume_growth = _volume_growth(low)
+        samples = int(high["request_count_first"] + high["request_count_second"])
+        base = 0.6 + 0.4 * max(
+            margin(growth, 1.0, config.latency_growth_critical), margin(drop_rise, 0.0, config.drop_share_critical)
+        )
+        overall = tier_stats(requests)
+        return Finding(
+            cause=self.cause,
+            title=f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s p95 latency went "
+            f"{high['latency_ms_p95_first']:.0f} -> {high['latency_ms_p95_second']:.0f} ms and its drops "
+            f"{high['dropped_share_first']:.0%} -> {high['dropped_share_second']:.0%}",
+            severity="critical" if critical else "warning",
+            confidence=confidence(base, samples=samples, full=config.full_confidence_requests),
+            evidence={
+                "higher_tier_name": high["tier"],
+                "lower_tier_name": low["tier"],
+                "tier_names": overall["tier"].to_list(),
+                "lower_first_half_count": low["request_count_first"],
+                "lower_second_half_count": low["request_count_second"],
+                "lower_alongside_second_half_count": low["alongside_second"],
+                "lower_first_half_in_flight_count_mean": ratio(low["in_flight_first"]),
+                "lower_second_half_in_flight_count_mean": ratio(low["in_flight_second"]),
+                "lower_volume_growth_ratio": ratio(volume_growth),
+                "higher_request_count": samples,
+                "higher_first_half_ms_p95": ratio(high["latency_ms_p95_first"]),
+                "higher_second_half_ms_p95": ratio(high["latency_ms_p95_second"]),
+                "higher_latency_growth_ratio": ratio(growth),
+                "higher_first_half_dropped_share": ratio(high["dropped_share_first"]),
+                "higher_second_half_dropped_share": ratio(high["dropped_share_second"]),
+                **{key: _per_tier(overall, column) for key, column in _PER_TIER_EVIDENCE.items()},
+                "operation_names": sorted(requests["operation"].unique().to_list()),
+                "example_trace_ids": top_traces(
+                    higher.filter(pl.col("half") == "second"), "duration_ns", EXAMPLE_TRACES
+                ),
+            },
+            remedy=f"Keep tier {high['tier']}'s capacity from being taken by tier {low['tier']}: reserve slots (or a "
+            "share of the engine's batch) per tier instead of one shared limit, cap the lower tier's share and rate "
+            "(token bucket per tenant), preempt or shed lower-tier work when a higher tier queues (vLLM: "
+            "--scheduling-policy priority with the request's priority), or route the lower tier to its own "
+            "replicas.",
+        )
+
+    def _worst_pair(self, requests: pl.DataFrame) -> tuple[dict[str, Any], dict[str, Any], pl.DataFrame] | None:
+        """The starving pair whose higher tier suffered most, ``None`` when no pair starves: the higher tier's
+        :func:`_halves` row, the lower tier's row (its request counts in the same two halves) and the higher
+        tier's requests (with ``half``)."""
+        config = self.config
+        best: tuple[float, dict[str, Any], dict[str, Any], pl.DataFrame] | None = None
+        for rank in requests["rank"].unique().sort().to_list():
+            higher = requests.filter(pl.col("rank") == rank)
+            lo, hi = int(higher["start_ns"].min()), int(higher["start_ns"].max())  # type: ignore[arg-type]
+            halves = _halves(requests.filter(pl.col("start_ns").is_between(lo, hi)), lo + hi)
+            rows = {row["rank"]: row for row in halves}
+            high = rows[rank]
+            if min(high["request_count_first"], high["request_count_second"]) < config.min_requests_per_half:
+                continue
+            growth = high["latency_ms_p95_second"] / max(high["latency_ms_p95_first"], 1e-6)
+            drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
+            if growth < config.latency_growth_ratio and drop_rise < config.drop_share_rise:
+                continue
+            score = max(growth, 1.0 + drop_rise)
+            split = _with_half(higher, lo + hi)
+            for low in (row for row in halves if row["rank"] > rank):
+                low |= _alongside(requests.filter(pl.col("rank") == low["rank"]), split)
+                enough = low["alongside_second"] >= config.min_lower_requests
+                if enough and _volume_growth(low) >= config.volume_growth_ratio and (best is None or score > best[0]):
+                    best = (score, high, low, split)
+        return None if best is None else best[1:]
+
+
+_PER_TIER_EVIDENCE = {
+    "tier_latency_ms_p50": "latency_ms_p50",
+    "tier_latency_ms_p95": "latency_ms_p95",
+    "tier_dropped_count": "dropped_count",
+}
+"""Evidence listing a :func:`tier_stats` column per tier (``"P0: 812.5"``), by the column."""
+
+
+def _per_tier(stats: pl.DataFrame, column: str) -> list[str]:
+    return [f"{tier}: {round(value, 1)}" for tier, value in stats.select("tier", column).iter_rows()]
+
+
+def _alongside(lower: pl.DataFrame, higher: pl.DataFrame) -> dict[str, float]:
+    """What the higher tier's requests (``higher``, with ``half``) ran alongside of the ``lower`` tier's:
+    ``in_flight_first`` / ``in_flight_second``, the lower tier's requests in flight during each higher-tier
+    request (time-weighted), averaged over the half's requests; ``alongside_second``, how many lower-tier
+    requests overlapped a second-half one."""
+    starts = lower["start_ns"].to_numpy()
+    ends = starts + lower["duration_ns"].to_numpy()
+    high_starts = higher["start_ns"].to_numpy()
+    high_ends = high_starts + higher["duration_ns"].to_numpy()
+    seen = higher.with_columns(pl.Series("in_flight", mean_concurrency(starts, ends, high_starts, high_ends)))
+    means = dict(seen.group_by("half").agg(pl.col("in_flight").mean()).iter_rows())
+    second = higher.filter(pl.col("half") == "second")
+    second_start = int(second["start_ns"].min())  # type: ignore[arg-type]
+    second_end = int((second["start_ns"] + second["duration_ns"]).max())  # type: ignore[arg-type]
+    overlapping = int(((starts < second_end) & (ends > second_start)).sum())
+    return {
+        "in_flight_first": float(means.get("first", 0.0)),
+        "in_flight_second": float(means.get("second", 0.0)),
+        "alongside_second": overlapping,
+    }
+
+
+def _volume_growth(low: dict[str, Any]) -> float:
+    """How much a lower tier's load grew from the first half to the second: the larger of its arrivals' growth
+    (counts + 1) and the growth of its requests in flight alongside the higher tier's (a backlog that builds up
+    while arrivals hold steady or stop is a rising load too; infinite from none)."""
+    arrivals = (low["request_count_second"] + 1) / (low["request_count_first"] + 1)
+    first, second = low["in_flight_first"], low["in_flight_second"]
+    in_flight = second / first if first > 0 else (math.inf if second > 0 else 0.0)
+    return max(arrivals, in_flight)
+
+
+def _with_half(requests: pl.DataFrame, twice_middle: int) -> pl.DataFrame:
+    """``requests`` with ``half``: ``first`` for a start at or before the middle (``twice_middle / 2`` ns),
+    else ``second``."""
+    first = pl.col("start_ns") * 2 <= twice_middle
+    return requests.with_columns(pl.when(first).then(pl.lit("first")).otherwise(pl.lit("second")).alias("half"))
+
+
+def _halves(requests: pl.DataFrame, twice_middle: int) -> list[dict[str, Any]]:
+    """Per tier (by rank), :func:`tier_stats` of each half of ``requests`` (split by :func:`_with_half`) side
+    by side: ``<stat>_first`` and ``<stat>_second`` (a tier absent from a half has count 0 and null latency
+    there)."""
+    stats = tier_stats(_with_half(requests, twice_middle), ("half",))
+    rows: dict[str, dict[str, Any]] = {}
+    for tier, rank in stats.select("tier", "rank").unique(maintain_order=True).iter_rows():
+        rows[tier] = {"tier": tier, "rank": rank}
+        for half in ("first", "second"):
+            rows[tier] |= {f"request_count_{half}": 0, f"dropped_share_{half}": 0.0, f"latency_ms_p95_{half}": None}
+    for row in stats.iter_rows(named=True):
+        half = row["half"]
+        rows[row["tier"]] |= {
+            f"request_count_{half}": row["request_count"],
+            f"dropped_share_{half}": row["dropped_share"],
+            f"latency_ms_p95_{half}": row["latency_ms_p95"],
+        }
+    return sorted(rows.values(), key=lambda row: (row["rank"], row["tier"]))

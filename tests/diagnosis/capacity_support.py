@@ -1,0 +1,34 @@
+"""Hand-written vLLM engine metrics for the capacity score tests, served by the Prometheus stand-in."""
+
+from __future__ import annotations
+
+from prometheus_standin import PrometheusStandIn
+
+T = 1_800_000_000.0
+"""Window start, Unix seconds; the window is the minute after it."""
+WINDOW_S = 60.0
+BOUNDS = ("0.25", "0.5", "1.0", "2.5", "+Inf")
+
+
+def add_engine(
+    standin: PrometheusStandIn,
+    labels: dict[str, str],
+    *,
+    kv: float,
+    waiting: float,
+    running: float,
+    requests: float,
+    ttft_counts: tuple[float, ...],
+) -> None:
+    """Constant gauges, and counters rising linearly from 0 at ``T`` to their window total at ``T + 60``."""
+    times = [T - 30 + 5 * i for i in range(19)]
+
+    def ramp(total: float) -> list[tuple[float, float]]:
+        return [(t, total * min(1.0, max(0.0, (t - T) / WINDOW_S))) for t in times]
+
+    standin.add("vllm:kv_cache_usage_perc", labels, [(t, kv) for t in times])
+    standin.add("vllm:num_requests_waiting", labels, [(t, waiting) for t in times])
+    standin.add("vllm:num_requests_running", labels, [(t, running) for t in times])
+    standin.add("vllm:request_success_total", {**labels, "finished_reason": "stop"}, ramp(requests))
+    for bound, count in zip(BOUNDS, ttft_counts, strict=True):
+        standin.add("vllm:time_to_first_token_seconds_bucket", {**labels, "le": bound}, ramp(count))

@@ -1,0 +1,43 @@
+"""admission_tier_starvation: a lower tier's traffic rises while a higher tier gets slower or dropped."""
+
+from __future__ import annotations
+
+from diagnosis_cases import tier_window
+from diagnosis_support import by_cause, diagnose, frame
+
+from analysis.tree import build_tree
+from diagnosis.tiers import TierSettings, tier_stats, tiered_requests
+
+
+def test_a_rising_low_tier_starving_the_high_tier() -> None:
+    finding = by_cause(diagnose(tier_window(p2_first=1, p2_second=12, p0_queue_second_ms=60.0)))[
+        "admission_tier_starvation"
+    ]
+    evidence = finding.evidence
+    assert (evidence["higher_tier_name"], evidence["lower_tier_name"]) == ("P0", "P2")
+    # Counted while P0 requests started (0-1840 ms): 1 P2 request in the first half, 10 of 12 in the second.
+    assert (evidence["lower_first_half_count"], evidence["lower_second_half_count"]) == (1, 10)
+    assert evidence["higher_latency_growth_ratio"] > 2.0 and finding.severity == "critical"
+    assert evidence["tier_names"] == ["P0", "P2"] and evidence["operation_names"] == ["gateway POST /v1/agent"]
+    assert len(evidence["example_trace_ids"]) == 3
+
+
+def test_drops_of_the_high_tier_count_as_starving() -> None:
+    finding = by_cause(diagnose(tier_window(p2_first=0, p2_second=10, p0_queue_second_ms=1.0, p0_drops_second=3)))[
+        "admission_tier_starvation"
+    ]
+    assert finding.evidence["higher_second_half_dropped_share"] == 0.375 and finding.severity == "critical"
+
+
+def test_steady_low_tier_or_unaffected_high_tier_is_fine() -> None:
+    # The low tier steady while the high tier slows: something else slowed it.
+    assert "admission_tier_starvation" not in by_cause(diagnose(tier_window(6, 6, p0_queue_second_ms=60.0)))
+    # The low tier rises and the high tier does not suffer: priority admission working.
+    assert "admission_tier_starvation" not in by_cause(diagnose(tier_window(1, 12, p0_queue_second_ms=1.0)))
+
+
+def test_per_tier_latency_and_drops() -> None:
+    tree = build_tree(frame(tier_window(2, 4, p0_queue_second_ms=1.0, p0_drops_second=2)))
+    stats = tier_stats(tiered_requests(tree, TierSettings(("gateway.priority_tier",), (), (429,), ())))
+    assert stats["tier"].to_list() == ["P0", "P2"] and stats["request_count"].to_list() == [16, 6]
+    assert stats["dropped_count"].to_list() == [2, 0] and stats["latency_ms_p95"][0] >= stats["latency_ms_p50"][0]
