@@ -43,8 +43,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# Two files at a time (each with its own embedded engine), then the timing tests alone; both always run.
 test: $(STAMP) system-deps lint
-	$(BIN)/pytest
+	@$(BIN)/pytest -n 2 --dist loadfile -m "not alone"; shared=$$?; \
+	$(BIN)/pytest -m alone; alone=$$?; \
+	[ $$shared -eq 0 ] && [ $$alone -eq 0 ]
 
 clean:
 	rm -rf $(VENV) .hotspan test-artifacts

@@ -27,6 +27,23 @@ if TYPE_CHECKING:
     from hotspan.server import RunningServer
 
 
+ALONE = (
+    "tests/reliability/",
+    "tests/collector/test_overload.py",
+    "tests/diagnosis/test_diagnosis_faults.py",
+    "tests/diagnosis/test_cpu_neighbour.py",
+    "tests/instrumented_stack/test_stack_faults.py",
+)
+"""Tests whose goals are timings, or that load the whole host (a CPU-burning neighbour): marked ``alone``, which
+``make test`` runs by themselves after the rest has run two files at a time (pytest-xdist)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(config.rootpath).as_posix().startswith(ALONE):
+            item.add_marker(pytest.mark.alone)
+
+
 @pytest.fixture(scope="session")
 def chdb_dsn(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The one embedded-engine DSN of this test process."""

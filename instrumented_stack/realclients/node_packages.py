@@ -6,6 +6,7 @@ registry) and replaces ``node_modules`` whole; a stamp holding the lock file's s
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import subprocess
@@ -33,6 +34,13 @@ def ensure_installed(timeout_s: float = 300.0) -> None:
     """
     if not node_available():
         raise NodeUnavailable("node and npm are needed for the Node drivers (Debian: apt-get install nodejs npm)")
+    # Test processes running side by side (pytest-xdist) must not run two `npm ci` in one directory.
+    with (NODE_DIR / ".npm-ci.lock").open("w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        _install(timeout_s)
+
+
+def _install(timeout_s: float) -> None:
     lock = hashlib.sha256((NODE_DIR / "package-lock.json").read_bytes()).hexdigest()
     stamp = NODE_DIR / "node_modules" / STAMP_NAME
     if stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == lock:
