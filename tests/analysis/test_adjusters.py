@@ -10,8 +10,7 @@ from analysis_support import T0, S, by_span, frame
 from analysis import stage_breakdown, wall_clock_breakdown
 from analysis.stages import stage_pieces
 from analysis.trace_analysis import analyze
-
-MS = 1_000_000
+from units import NS_PER_MS as MS
 
 
 def breakdown(spans: list[S]) -> dict[str, int]:

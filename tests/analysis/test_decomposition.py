@@ -22,8 +22,7 @@ from analysis.decomposition import (
 )
 from analysis.stage_rules import STAGES, parse_stage_rules
 from analysis.trace_analysis import analyze
-
-MS = 1_000_000
+from units import NS_PER_MS as MS
 
 
 def ms(start: float, end: float) -> tuple[int, int]:

@@ -6,8 +6,7 @@ import pytest
 from analysis_support import T0, S, frame
 
 from analysis.genai import first_token_ns
-
-MS = 1_000_000
+from units import NS_PER_MS as MS
 
 
 @pytest.mark.parametrize(

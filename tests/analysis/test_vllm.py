@@ -7,8 +7,7 @@ from analysis_support import T0, S, frame
 
 from analysis.stages import stage_pieces
 from analysis.vllm import llm_calls
-
-MS = 1_000_000
+from units import NS_PER_MS as MS
 
 
 def engine_span(span_id: str, start: int, end: int, **seconds: str) -> S:

@@ -27,8 +27,7 @@ from dashboards.evidence import evidence_row
 from dashboards.links import drilldown, search_href
 from dashboards.windows import analysis_window
 from diagnosis import Finding
-
-MS = 1_000_000
+from units import NS_PER_MS as MS
 
 
 def _rows(table: Component, class_name: str) -> list[Component]:

@@ -17,9 +17,9 @@ from dashboards.colors import SERVICE_PALETTE, STAGE_COLORS, service_color
 from dashboards.trace_panels import flame_figure, group_detail, header, page_meta, span_detail, stage_panel
 from query.trace_flame import trace_flame
 from query.trace_view import TraceView, build_trace_view
+from units import NS_PER_MS as MS
 
 RULES = load_stage_rules()
-MS = 1_000_000
 ENGINE = {
     "gen_ai.request.model": "llama-3-8b",
     "gen_ai.usage.prompt_tokens": "1200",

@@ -21,10 +21,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from analysis.spans import ATTRIBUTES
 from diagnosis import DiagnosisReport, EngineMetrics, Finding, diagnose_spans
+from units import NS_PER_MS as MS
 
 T0 = 1_790_000_000_000_000_000
 """Origin of every hand-built time: realistic epoch nanoseconds."""
-MS = 1_000_000
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 KINDS = {"Internal": 1, "Server": 2, "Client": 3, "Producer": 4, "Consumer": 5}
 

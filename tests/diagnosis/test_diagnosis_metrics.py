@@ -22,10 +22,10 @@ from collector.ingest import Ingestor
 from diagnosis import EngineMetrics, PrometheusMetricsSource, diagnose_window
 from storage.prometheus import PrometheusError
 from storage.reader import ClickHouseTraceReader
+from units import NS_PER_S as NS
 
 T = 1_800_000_000.0
 """A whole second, Unix time, where the stand-in's hand-written samples start."""
-NS = 1_000_000_000
 
 
 def _metrics(standin: PrometheusStandIn, start_s: float, end_s: float) -> EngineMetrics:

@@ -16,8 +16,8 @@ from analysis.spans import ATTRIBUTES
 from collector.ingest import Ingestor
 from collector.otlp_json import request_from_json
 from storage.tenancy import DEFAULT_TENANT
+from units import NS_PER_MS as MS
 
-MS = 1_000_000
 T0 = 1_750_000_000_000_000_000
 """2025-06-15T15:06:40Z: origin of the hand-built traces, far from the shared captures (2024)."""
 

@@ -21,8 +21,8 @@ from storage.tenancy import ALL_TENANTS
 from storage.writer import ClickHouseTraceWriter
 from synthetic_traces import agent_trace
 from testkit import TRACES
+from units import NS_PER_MS as MS
 
-MS = 1_000_000
 RULES = load_stage_rules()
 """Read once: reading the packaged rule table costs more than analysing a small trace."""
 BIG_TRACE = "5ca1ab1e" * 4

@@ -13,8 +13,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from hotspan.server import RunningServer
+from units import NS_PER_S as NS
 
-NS = 1_000_000_000
 BASE_NS = (int(time.time()) - 1800) * NS
 """Span starts half an hour ago: inside every default window, old enough to be quiet."""
 

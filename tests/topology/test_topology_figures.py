@@ -29,8 +29,8 @@ from dashboards.topology_figures import (
 )
 from dashboards.windows import rollup_window
 from query.topology import topology_nodes
+from units import NS_PER_S as NS
 
-NS = 1_000_000_000
 T0 = 1_730_000_000 * NS
 
 

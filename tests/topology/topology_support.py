@@ -25,10 +25,10 @@ from processors.pipeline.trace_metrics import TraceMetrics
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
+from units import NS_PER_MS as MS
 
 T0 = 1_730_000_000_000_000_000
 """A span start (ns since the epoch, 2024-10-27)."""
-MS = 1_000_000
 
 SPAN_SCHEMA = {
     "trace_id": pl.String,
