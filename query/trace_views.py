@@ -7,6 +7,7 @@ Kept per (tenant, trace ID), least recently used first out, bounded by the spans
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 
@@ -20,6 +21,9 @@ DEFAULT_MAX_VIEWS = 32
 """Views kept at most."""
 
 Key = tuple[str | None, str]
+
+SHORT_ID = re.compile(r"[0-9a-f]{8,31}")
+"""A trace ID prefix worth looking up: 8 hex characters (Hotspan's example links) up to one short of whole."""
 
 
 class TraceViews:
@@ -62,6 +66,18 @@ class TraceViews:
             ValueError: the stored spans break the span-frame contract.
         """
         return self._build((tenant, trace_id), fresh=True)
+
+    def ids_starting(self, text: str, *, tenant: str | None, limit: int = 10) -> list[str]:
+        """The tenant's trace IDs that start with ``text`` when it is 8 to 31 hex characters (a short ID a page
+        showed, such as the 16-character prefix in Jaeger's and Hotspan's lists); ``[]`` for anything else.
+
+        Raises:
+            storage.clickhouse.StorageError: the read failed.
+        """
+        prefix = text.strip().lower()
+        if not SHORT_ID.fullmatch(prefix):
+            return []
+        return self._reader.trace_ids_with_prefix(prefix, tenant=tenant, limit=limit)
 
     def get(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
         """The kept view of ``trace_id``, read and kept first when it is not (evicted, or another process

@@ -162,6 +162,11 @@ class TraceReader(Protocol):
         """How many spans :meth:`trace` returns for ``trace_id``; 0 when unknown."""
         ...
 
+    def trace_ids_with_prefix(self, prefix: str, *, tenant: str | None, limit: int = 10) -> list[str]:
+        """Up to ``limit`` stored trace IDs of the tenant that start with ``prefix`` (lowercase hex), sorted: how
+        a short ID a page showed (its first 8 or 16 characters) is found again."""
+        ...
+
     def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         """Every span of the traces :meth:`search` finds for ``query`` (same traces, same limit), with the
         columns of :meth:`trace`, ordered by trace ID, then span start; zero rows when nothing matches."""
@@ -225,6 +230,15 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
     def trace_size(self, trace_id: str, *, tenant: str | None) -> int:
         parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
         return int(self._ch.query_rows(trace_sql.TRACE_SIZE, parameters)[0][0])
+
+    def trace_ids_with_prefix(self, prefix: str, *, tenant: str | None, limit: int = 10) -> list[str]:
+        # Another tenant's IDs with the prefix can crowd the candidates out; four times the limit keeps that rare.
+        parameters = {"prefix": prefix, "scan": 4 * limit}
+        candidates = [row[0] for row in self._ch.query_rows(trace_sql.TRACE_ID_PREFIX_CANDIDATES, parameters)]
+        if not candidates:
+            return []
+        owned = self._ch.query_rows(trace_sql.OWNED_TRACE_IDS, {"trace_ids": candidates, **tenant_parameters(tenant)})
+        return [row[0] for row in owned][:limit]
 
     def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         sql, parameters = build_search(query, trace_sql.SEARCH_SPANS)

@@ -213,6 +213,22 @@ read whole. A page of many copies may hold fewer than ``limit`` spans; the next 
 TRACE_HAS_MORE = f"SELECT count() > 0 FROM (SELECT 1 FROM otel_traces WHERE {TRACE_WHERE} AND {AFTER} LIMIT 1)"
 """Whether the trace has a span after the cursor."""
 
+TRACE_ID_PREFIX_CANDIDATES = """
+SELECT DISTINCT TraceId FROM otel_traces_trace_id_ts
+WHERE startsWith(TraceId, {prefix:String})
+ORDER BY TraceId
+LIMIT {scan:UInt32}
+"""
+"""Stored trace IDs that start with ``prefix`` (lowercase hex), every tenant's: a range read of the lookup
+table's primary key. :data:`OWNED_TRACE_IDS` then keeps the reader's own."""
+
+OWNED_TRACE_IDS = f"""
+SELECT DISTINCT TraceId FROM otel_traces
+WHERE TraceId IN {{trace_ids:Array(String)}} AND {TENANT_FILTER}
+ORDER BY TraceId
+"""
+"""Which of ``trace_ids`` the reader's tenant has spans of."""
+
 TRACE_SIZE = f"SELECT uniqExact(cityHash64({IDENTITY})) FROM otel_traces WHERE {TRACE_WHERE}"
 """How many spans one trace has (each counted once; 8 bytes of memory per span)."""
 

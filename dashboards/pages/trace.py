@@ -208,12 +208,23 @@ def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict |
     notice saying why there is none."""
     if not raw_trace_id:
         return _notice("No trace selected", "Open one from Search, or paste its ID in the lookup box."), None, None
+    views, tenant = query_room().views, read_tenant()
     try:
-        trace_id = normalize_trace_id(raw_trace_id)
-        view = query_room().views.load(trace_id, tenant=read_tenant())
-    except (FormError, StorageError, ValueError) as exc:
+        # A short ID (a prefix a page showed) names the one stored trace it starts, when it is not itself an ID.
+        found = views.ids_starting(raw_trace_id, tenant=tenant, limit=10)
+        trace_id = normalize_trace_id(raw_trace_id) if len(found) != 1 else found[0]
+        view = views.load(trace_id, tenant=tenant)
+        if view is None and len(found) == 1 and trace_id != found[0]:
+            view = views.load(found[0], tenant=tenant)
+    except FormError as exc:
+        if found:
+            return _ambiguous(raw_trace_id, found), None, None
+        return _notice("Cannot show this trace", str(exc)), None, None
+    except (StorageError, ValueError) as exc:
         return _notice("Cannot show this trace", str(exc)), None, None
     if view is None:
+        if len(found) > 1:
+            return _ambiguous(raw_trace_id, found), None, None
         return _notice(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired."), None, None
     compare = dcc.Link(
         "Compare with another trace →",
@@ -232,6 +243,15 @@ def _kept(data: dict | None) -> TraceView | None:
         return query_room().views.get(str(data["trace_id"]), tenant=read_tenant())
     except (StorageError, ValueError):
         return None
+
+
+def _ambiguous(prefix: str, trace_ids: list[str]) -> Component:
+    """The traces a short ID could mean, each a link (at most ten; a longer prefix narrows them)."""
+    links = [html.Li(dcc.Link(tid, href=get_relative_path(f"/trace/{tid}"), className="hs-mono")) for tid in trace_ids]
+    return html.Div(
+        className="hs-card hs-notice",
+        children=[html.H3(f"{prefix} starts several traces"), html.Ul(links, id="trace-candidates")],
+    )
 
 
 def _notice(headline: str, detail: str) -> Component:

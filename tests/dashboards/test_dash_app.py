@@ -11,6 +11,7 @@ import pytest
 from dash_support import mounted_ui, serving
 
 from collector.ingest import Ingestor
+from collector.otlp_json import request_from_json
 from dashboards.app import PAGES, active_page_path, build_dash_app
 from query.service import QueryService
 from testkit import TRACES, dash_update_body, ingest_otlp_json_file
@@ -143,6 +144,11 @@ def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, query: QueryService) ->
         missing = _page(url, f"/ui/trace/{'f' * 32}")
         assert "not found" in json.dumps(_component(missing, "trace-header"))
 
+        # A short ID (the first 8 or 16 characters other pages show) opens the one trace it starts.
+        for short in (LARGEST_DEMO_TRACE[:16], LARGEST_DEMO_TRACE[:8].upper()):
+            meta = _component(_page(url, f"/ui/trace/{short}"), "trace-meta")["data"]
+            assert meta["trace_id"] == LARGEST_DEMO_TRACE and meta["span_count"] == 18
+
 
 @pytest.mark.parametrize("raw", ["not-a-trace-id", "ABC"])
 def test_malformed_trace_ids_get_a_message(query: QueryService, raw: str) -> None:
@@ -155,3 +161,39 @@ def test_malformed_trace_ids_get_a_message(query: QueryService, raw: str) -> Non
     page = response.get_json()["response"]["_pages_content"]["children"]
     assert "is not a trace ID" in json.dumps(_component(page, "trace-header"))
     assert _component(page, "trace-meta")["data"] is None
+
+
+def test_a_short_id_several_traces_start_lists_them(ingestor: Ingestor, query: QueryService) -> None:
+    ids = ["abcdef01" + "1" * 24, "abcdef01" + "2" * 24, "abcdef02" + "3" * 24]
+    spans = [
+        {
+            "traceId": tid,
+            "spanId": "00000000000000a1",
+            "name": "op",
+            "kind": 2,
+            "startTimeUnixNano": "1700000000000000000",
+            "endTimeUnixNano": "1700000000001000000",
+        }
+        for tid in ids
+    ]
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "s"}}]},
+                "scopeSpans": [{"spans": spans}],
+            }
+        ]
+    }
+    ingestor.export(request_from_json(body)[0])
+    app = build_dash_app(query)
+    client = app.server.test_client()
+    dependencies = json.loads(client.get("/_dash-dependencies").data)
+
+    def page(path: str) -> dict:
+        body = _callback_body(dependencies, "_pages_content.children", {"_pages_location.pathname": path})
+        return client.post("/_dash-update-component", json=body).get_json()["response"]["_pages_content"]["children"]
+
+    several = json.dumps(_component(page("/ui/trace/abcdef01"), "trace-header"))
+    assert "starts several traces" in several and ids[0] in several and ids[1] in several and ids[2] not in several
+    assert _component(page("/ui/trace/abcdef02"), "trace-meta")["data"]["trace_id"] == ids[2]
+    assert "is not a trace ID" in json.dumps(_component(page("/ui/trace/abcdef03"), "trace-header"))
