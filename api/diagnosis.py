@@ -60,6 +60,9 @@ def build_router(service_: DiagnosisService) -> APIRouter:
         service: Annotated[
             str | None, Query(description="Only traces with a span of this service (whole traces are analysed).")
         ] = None,
+        operation: Annotated[
+            str | None, Query(description="Only traces with a span of this name (of `service` when both are given).")
+        ] = None,
         limit: Annotated[
             int, Query(ge=1, le=MAX_TRACES, description="Most traces analysed, the most recently active first.")
         ] = DEFAULT_TRACE_LIMIT,
@@ -69,7 +72,13 @@ def build_router(service_: DiagnosisService) -> APIRouter:
         retrieval top-K blow-up and event-loop blocking. Evidence keys carry their units."""
         check_order(start_ns, end_ns)
         report = await run_in_threadpool(
-            service_.diagnose, tenant=tenant, start_ns=start_ns, end_ns=end_ns, service=service or None, limit=limit
+            service_.diagnose,
+            tenant=tenant,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            service=service or None,
+            operation=operation or None,
+            limit=limit,
         )
         return DiagnosisResponse(
             findings=report.findings,

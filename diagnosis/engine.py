@@ -104,6 +104,7 @@ def diagnose_window(
     start_ns: int | None = None,
     end_ns: int | None = None,
     service: str | None = None,
+    operation: str | None = None,
     limit: int = DEFAULT_TRACE_LIMIT,
     diagnoser: Diagnoser | None = None,
     metrics_source: MetricsSource | None = None,
@@ -117,6 +118,7 @@ def diagnose_window(
             metrics are infrastructure-wide and not split by tenant.
         start_ns, end_ns: window on span start, ns since the Unix epoch; ``None`` leaves a side open.
         service: only traces with a span of this service (the whole trace is analysed).
+        operation: only traces with a span of this name (of ``service`` when both are given).
         limit: most traces read, the most recently active first.
         diagnoser: the rules; default the packaged table.
         metrics_source: engine metrics for the window; ``None``: trace evidence only. When it fails, the
@@ -124,7 +126,7 @@ def diagnose_window(
         stage_rules: the stage table the spans are analysed with (the one the pipeline and the Stages views
             use); default the packaged one.
     """
-    query = TraceQuery(service=service, start_ns=start_ns, end_ns=end_ns, limit=limit)
+    query = TraceQuery(service=service, operation=operation, start_ns=start_ns, end_ns=end_ns, limit=limit)
     spans = reader.search_spans(query, tenant=tenant)
     metrics, status = None, "none"
     if metrics_source is not None and spans.height:

@@ -47,17 +47,19 @@ class DiagnosisService:
         start_ns: int | None = None,
         end_ns: int | None = None,
         service: str | None = None,
+        operation: str | None = None,
         limit: int = DEFAULT_TRACE_LIMIT,
     ) -> DiagnosisReport:
         """The findings over the window (``diagnosis.diagnose_window``: traces with a span starting in
-        ``[start_ns, end_ns]``, ns since the epoch, open where None; of ``service`` when given; the ``limit`` most
-        recently active). Blocking (storage and metrics I/O)."""
+        ``[start_ns, end_ns]``, ns since the epoch, open where None; with a span of ``service`` and of
+        ``operation`` when given; the ``limit`` most recently active). Blocking (storage and metrics I/O)."""
         return diagnose_window(
             self.reader,
             tenant=tenant,
             start_ns=start_ns,
             end_ns=end_ns,
             service=service,
+            operation=operation,
             limit=limit,
             diagnoser=self._diagnoser,
             metrics_source=self.settings.metrics,

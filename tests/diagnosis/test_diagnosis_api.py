@@ -76,5 +76,5 @@ def test_the_route_is_documented(hotspan_server: RunningServer) -> None:
     spec = httpx.get(f"{hotspan_server.base_url}/openapi.json").json()
     operation = spec["paths"]["/api/v1/diagnosis"]["get"]
     assert operation["operationId"] == "diagnose"
-    assert {p["name"] for p in operation["parameters"]} == {"start_ns", "end_ns", "service", "limit"}
+    assert {p["name"] for p in operation["parameters"]} == {"start_ns", "end_ns", "service", "operation", "limit"}
     assert "400" in operation["responses"]

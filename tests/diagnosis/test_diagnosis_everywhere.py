@@ -42,10 +42,11 @@ def _api_causes(server: RunningServer) -> list[str]:
         time.sleep(0.2)
 
 
-def _ui_causes(server: RunningServer) -> list[str]:
+def _ui_causes(server: RunningServer, **scope: str) -> list[str]:
     dependencies = httpx.get(f"{server.base_url}/ui/_dash-dependencies", timeout=30).json()
     (dependency,) = [d for d in dependencies if "diagnosis-findings.children" in d["output"]]
-    body = dash_update_body(dependency, {"diagnosis-lookback.value": "all"})
+    values = {"diagnosis-lookback.value": "all"} | {f"diagnosis-{key}.value": value for key, value in scope.items()}
+    body = dash_update_body(dependency, values)
     answer = httpx.post(f"{server.base_url}/ui/_dash-update-component", json=body, timeout=60)
     assert answer.status_code == 200, answer.text
     cards = answer.json()["response"]["diagnosis-findings"]["children"]
@@ -77,6 +78,10 @@ def test_api_ui_and_alert_name_the_same_cause_with_custom_rules(custom_rules_ser
     api = _api_causes(server)
     assert "queue_saturation" not in api and api[0] == "orchestration_cpu_hotspot", api
     assert _ui_causes(server) == api
+    # The page's scope reaches the diagnosis: an operation no trace has leaves nothing to diagnose.
+    assert _ui_causes(server, service="gateway", operation="no such operation") == []
+    scoped = httpx.get(f"{server.base_url}/api/v1/diagnosis", params={"operation": "no such operation"}).json()
+    assert scoped["trace_count"] == 0
     starts = [span.start for span in spans]
     assert server.query is not None
     alert = diagnosis_annotations(
