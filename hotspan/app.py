@@ -72,7 +72,7 @@ def open_storage(settings: Settings) -> Storage:
     """
     if settings.clickhouse_dsn.startswith("chdb:"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-    ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database)
+    ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
     applied = apply_migrations(ch, settings.ttl_days)
     if applied:
         log.info("applied migrations %s", applied)
@@ -84,7 +84,7 @@ def open_pipeline(settings: Settings, metrics: IngestMetrics) -> IngestPipeline:
     plan = FaultPlan.parse(settings.fault_injection) if settings.fault_injection else None
 
     def open_handle() -> ClickHouse:
-        ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database)
+        ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
         return FaultInjectingClickHouse(ch, plan) if plan else ch
 
     limits = SpanLimits(
@@ -206,7 +206,9 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     app.state.trace_processors = trace_processors(storage, app.state.trace_metrics)
     app.include_router(analysis_api.build_router(app.state.analysis))
 
-    app.state.health = StorageProbe(lambda: ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database))
+    app.state.health = StorageProbe(
+        lambda: ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
+    )
     app.state.health.start()
 
     @app.get("/healthz", operation_id="health", response_model=Health, tags=["service"])

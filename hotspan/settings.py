@@ -6,6 +6,12 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_CLICKHOUSE_DSN``: ``chdb:///path`` (embedded) or ``http(s)://user:pass@host:8123``;
   default ``chdb://<data dir>/clickhouse``.
 - ``HOTSPAN_CLICKHOUSE_DATABASE``: database holding ``otel_traces``; default ``otel`` (the exporter's).
+- ``HOTSPAN_CLICKHOUSE_CLUSTER``: name of a ClickHouse cluster (the servers' ``remote_servers``) to lay the tables
+  out on: ``ON CLUSTER`` DDL, ``Replicated*`` local tables and ``Distributed`` tables sharded by trace ID
+  (``storage.layout``); default empty: one node.
+- ``HOTSPAN_CLICKHOUSE_REPLICATED``: with a cluster, whether it has ClickHouse Keeper for ``ON CLUSTER`` DDL and
+  replicated tables; ``false`` for shards of one replica without Keeper, each node then migrated on its own
+  (``hotspan migrate`` against each); default ``true``.
 - ``HOTSPAN_HOST``: bind address; default ``127.0.0.1``.
 - ``HOTSPAN_HTTP_PORT``: OTLP/HTTP, REST API and UI; default 4318, 0 picks a free port.
 - ``HOTSPAN_GRPC_PORT``: OTLP/gRPC; default 4317, 0 picks a free port, -1 disables.
@@ -67,11 +73,14 @@ from typing import Any
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from storage.faults import FaultPlan
+from storage.layout import Layout
 
 ENVIRONMENT = {
     "data_dir": "HOTSPAN_DATA_DIR",
     "clickhouse_dsn": "HOTSPAN_CLICKHOUSE_DSN",
     "clickhouse_database": "HOTSPAN_CLICKHOUSE_DATABASE",
+    "clickhouse_cluster": "HOTSPAN_CLICKHOUSE_CLUSTER",
+    "clickhouse_replicated": "HOTSPAN_CLICKHOUSE_REPLICATED",
     "host": "HOTSPAN_HOST",
     "http_port": "HOTSPAN_HTTP_PORT",
     "grpc_port": "HOTSPAN_GRPC_PORT",
@@ -114,6 +123,8 @@ class Settings(BaseModel):
     data_dir: Path = Path(".hotspan")
     clickhouse_dsn: str = ""
     clickhouse_database: str = Field("otel", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    clickhouse_cluster: str = Field("", pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$")
+    clickhouse_replicated: bool = True
     host: str = "127.0.0.1"
     http_port: int = Field(4318, ge=0, le=65535)
     grpc_port: int = Field(4317, ge=-1, le=65535)
@@ -156,6 +167,11 @@ class Settings(BaseModel):
         elif not self.clickhouse_dsn.startswith(("chdb:", "http://", "https://")):
             raise ValueError("clickhouse_dsn must start with chdb:, http:// or https://")
         return self
+
+    @property
+    def layout(self) -> Layout:
+        """Where the tables live (``storage.layout``): one node, or the cluster ``clickhouse_cluster``."""
+        return Layout(self.clickhouse_cluster or None, self.clickhouse_replicated)
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -6,16 +6,15 @@ database name instead.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from cluster_kit import LAYOUTS, layout_database, open_engine
 
 from collector.ingest import Ingestor
 from storage.clickhouse import ClickHouse
-from storage.migrations import apply_migrations
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
 from testkit import serve_in_process
@@ -28,18 +27,29 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def chdb_dsn(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The one embedded-engine DSN of this test process."""
-    return f"chdb://{tmp_path_factory.mktemp('chdb')}"
+    """The one embedded-engine DSN of this test process, opened with the two-shard cluster of
+    ``tests/cluster_kit.py`` (which changes nothing for the stores of one node)."""
+    return open_engine(tmp_path_factory.mktemp("chdb"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``both_layouts`` run once per table layout (``layout``: one node, and the two-shard cluster
+    of ``tests/cluster_kit.py``), module-scoped so a module's shared server or store is built once per layout."""
+    if metafunc.definition.get_closest_marker("both_layouts") and "layout" in metafunc.fixturenames:
+        metafunc.parametrize("layout", LAYOUTS, scope="module")
+
+
+@pytest.fixture(scope="module")
+def layout() -> str:
+    """The table layout of the test's stores: one node, unless the test is marked ``both_layouts``."""
+    return "one_node"
 
 
 @pytest.fixture
-def store(chdb_dsn: str) -> Iterator[ClickHouse]:
-    """A migrated, empty database of its own on the session's embedded engine."""
-    ch = ClickHouse(chdb_dsn, f"t_{uuid.uuid4().hex[:12]}")
-    apply_migrations(ch)
-    yield ch
-    ch.command(f"DROP DATABASE IF EXISTS {ch.database}")
-    ch.close()
+def store(chdb_dsn: str, layout: str) -> Iterator[ClickHouse]:
+    """A migrated, empty database of its own on the session's embedded engine, of the test's ``layout``."""
+    with layout_database(chdb_dsn, layout) as ch:
+        yield ch
 
 
 @pytest.fixture

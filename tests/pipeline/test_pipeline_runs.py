@@ -26,6 +26,8 @@ from testkit import TRACES
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 TRACE = "5b8efff798038103d269b633813fc60c"
 
+pytestmark = pytest.mark.both_layouts
+
 
 def _pipeline(
     store: ClickHouse,
@@ -172,6 +174,9 @@ def test_hotspan_import_analyses_at_once(
     store: ClickHouse, chdb_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("HOTSPAN_CLICKHOUSE_DATABASE", store.database)
+    if store.layout.clustered:
+        monkeypatch.setenv("HOTSPAN_CLICKHOUSE_CLUSTER", str(store.layout.cluster))
+        monkeypatch.setenv("HOTSPAN_CLICKHOUSE_REPLICATED", "false")
     monkeypatch.setenv("HOTSPAN_TRACE_IDLE_S", "3600")
 
     assert main(["import", str(DEMO), "--clickhouse-dsn", chdb_dsn, "--no-progress"]) == 0

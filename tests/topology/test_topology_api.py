@@ -3,10 +3,10 @@ OpenTelemetry demo capture, its rollups filled at ingest (RED) and by the trace 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
+from cluster_kit import layout_database
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from topology_support import demo_batch, run_pipeline, storage_of
@@ -15,7 +15,7 @@ from api import red as red_api
 from api import topology as topology_api
 from api.errors import install_error_handlers
 from storage.clickhouse import ClickHouse
-from storage.migrations import apply_migrations, migration_files, render
+from storage.migrations import migration_files, render
 from storage.rollup_reader import RedQuery
 from storage.schema import SPAN_SCHEMA, with_tenant
 from testkit import TRACES
@@ -25,17 +25,17 @@ ALL_TIME = {"start_ns": 0, "end_ns": 4_000_000_000_000_000_000}
 MONTH_S = 30 * 86_400
 
 
+pytestmark = pytest.mark.both_layouts
+
+
 @pytest.fixture(scope="module")
-def demo_store(chdb_dsn: str) -> Iterator[ClickHouse]:
+def demo_store(chdb_dsn: str, layout: str) -> Iterator[ClickHouse]:
     """One migrated database holding the demo capture, analysed; shared by the read-only tests here."""
-    ch = ClickHouse(chdb_dsn, f"t_{uuid.uuid4().hex[:12]}")
-    apply_migrations(ch)
-    storage = storage_of(ch)
-    storage.writer.write(demo_batch(DEMO))
-    run_pipeline(storage)
-    yield ch
-    ch.command(f"DROP DATABASE IF EXISTS {ch.database}")
-    ch.close()
+    with layout_database(chdb_dsn, layout) as ch:
+        storage = storage_of(ch)
+        storage.writer.write(demo_batch(DEMO))
+        run_pipeline(storage)
+        yield ch
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_red_backfill_runs_once(store: ClickHouse) -> None:
     empty, so a repeat (a crash between apply and record) adds nothing."""
     storage_of(store).writer.write(demo_batch(DEMO))
     backfill = next(sql for version, _name, sql in migration_files() if version == 23)
-    store.command("TRUNCATE TABLE hotspan_red_minutes")
+    store.command(f"TRUNCATE TABLE {store.layout.table('hotspan_red_minutes')}")
     store.command(render(backfill, 0))
     store.command(render(backfill, 0))
     assert store.query_rows("SELECT sum(Calls) FROM hotspan_red_minutes")[0][0] == 547

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from collector.ingest import Ingestor
 from collector.otlp_json import request_from_json
 from storage import trace_sql
@@ -14,6 +16,8 @@ from storage.tenancy import ALL_TENANTS
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 OTHER = "1af7651916cd43dd8448eb211c80319c"
 T0 = 1_700_000_000_000_000_000
+
+pytestmark = pytest.mark.both_layouts
 
 
 def _span(trace: str, span: str, parent: str, name: str, kind: int, start_ms: int, **extra: Any) -> dict[str, Any]:
