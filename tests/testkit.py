@@ -52,21 +52,13 @@ def migrated_database(dsn: str, prefix: str) -> Iterator[ClickHouse]:
 
 def serve_in_process(chdb_dsn: str, data_dir: Path, prefix: str = "s", **settings: Any) -> RunningServer:
     """A started in-process Hotspan (OTLP/HTTP + REST + UI and OTLP/gRPC) on free loopback ports, on the session's
-    embedded engine with a database of its own (named ``<prefix>_<random>``), ``settings`` overriding the rest.
-    The caller stops it."""
+    embedded engine with a database of its own (named ``<prefix>_<random>`` unless ``settings`` name one),
+    ``settings`` overriding the rest. The caller stops it."""
     from hotspan.server import start_server
     from hotspan.settings import load_settings
 
-    return start_server(
-        load_settings(
-            data_dir=data_dir,
-            clickhouse_dsn=chdb_dsn,
-            clickhouse_database=f"{prefix}_{uuid.uuid4().hex[:12]}",
-            http_port=0,
-            grpc_port=0,
-            **settings,
-        )
-    )
+    defaults = {"clickhouse_database": f"{prefix}_{uuid.uuid4().hex[:12]}", "http_port": 0, "grpc_port": 0}
+    return start_server(load_settings(data_dir=data_dir, clickhouse_dsn=chdb_dsn, **(defaults | settings)))
 
 
 def layout_ids(node: object) -> Iterator[object]:

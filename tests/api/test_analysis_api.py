@@ -37,9 +37,6 @@ HOUR_NS = 3_600 * 1_000_000_000
 WINDOW = {"start_ns": T0, "end_ns": T0 + HOUR_NS}
 
 
-pytestmark = pytest.mark.both_layouts
-
-
 @pytest.fixture(scope="module")
 def server(chdb_dsn: str, layout: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """One served Hotspan for the module (a server costs seconds) on each layout; its pipeline analyses traces
@@ -104,6 +101,7 @@ def _ok(server: RunningServer, path: str, **params: object) -> dict:
 # --- per trace ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.both_layouts
 def test_trace_stages_of_a_vllm_agent_request(server: RunningServer) -> None:
     body = _ok(server, f"/api/v1/traces/{A.upper()}/stages")
     expected = dict.fromkeys(STAGES, 0) | {
@@ -188,6 +186,7 @@ def test_per_trace_endpoints_on_every_real_trace_sum_to_the_root(server: Running
 # --- over a window -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.both_layouts
 def test_stage_percentiles_by_model_hand_checked(server: RunningServer) -> None:
     body = _ok(server, "/api/v1/stages", group_by="model", **WINDOW)
     assert [g["group"] for g in body["groups"]] == ["llama-3-8b"]
@@ -251,6 +250,7 @@ def test_stage_shares_over_time(server: RunningServer) -> None:
     assert too_many.status_code == 400 and too_many.json()["error"]["code"] == "invalid_parameter"
 
 
+@pytest.mark.both_layouts
 def test_hotspot_ranking_on_real_traces_matches_an_independent_count(server: RunningServer) -> None:
     start, end = _demo_window()
     body = _ok(server, "/api/v1/hotspots", start_ns=start, end_ns=end, limit=1000)

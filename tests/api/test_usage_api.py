@@ -31,9 +31,6 @@ models:
 """
 
 
-pytestmark = pytest.mark.both_layouts
-
-
 @pytest.fixture(scope="module")
 def server(chdb_dsn: str, layout: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     directory = tmp_path_factory.mktemp("usage_api")
@@ -107,6 +104,7 @@ def test_search_results_carry_tokens_and_cost(server: RunningServer) -> None:
         assert row["dominant_stage"] == "llm.call"
 
 
+@pytest.mark.both_layouts
 def test_usage_per_model_and_in_all(server: RunningServer) -> None:
     searched(server)
     expected = truth()

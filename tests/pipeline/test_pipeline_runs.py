@@ -26,8 +26,6 @@ from testkit import TRACES
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 TRACE = "5b8efff798038103d269b633813fc60c"
 
-pytestmark = pytest.mark.both_layouts
-
 
 def _pipeline(
     store: ClickHouse,
@@ -83,6 +81,7 @@ def test_import_summarises_every_trace_once_with_stages_summing_to_the_root(stor
     assert _rows(store, "SELECT count() FROM hotspan_trace_summary") == [(141,)]
 
 
+@pytest.mark.both_layouts
 def test_a_trace_is_analysed_once_quiet_and_again_after_late_spans(store: ClickHouse, ingestor: Ingestor) -> None:
     now = [time.time()]
     recorder = Recorder()

@@ -25,9 +25,6 @@ ALL_TIME = {"start_ns": 0, "end_ns": 4_000_000_000_000_000_000}
 MONTH_S = 30 * 86_400
 
 
-pytestmark = pytest.mark.both_layouts
-
-
 @pytest.fixture(scope="module")
 def demo_store(chdb_dsn: str, layout: str) -> Iterator[ClickHouse]:
     """One migrated database holding the demo capture, analysed; shared by the read-only tests here."""
@@ -49,6 +46,7 @@ def client(demo_store: ClickHouse) -> Iterator[TestClient]:
         yield test_client
 
 
+@pytest.mark.both_layouts
 def test_topology_nodes_and_edges(client: TestClient) -> None:
     body = client.get("/api/v1/topology", params=ALL_TIME).json()
     assert body["start_ns"] == 0
@@ -97,6 +95,7 @@ def test_edge_examples_list_failed_calls_first(client: TestClient) -> None:
     assert missing.json()["traces"] == []
 
 
+@pytest.mark.both_layouts
 def test_red_by_service_matches_the_stored_spans(client: TestClient, demo_store: ClickHouse) -> None:
     body = client.get("/api/v1/red", params={**ALL_TIME, "group_by": "service", "step_s": MONTH_S}).json()
     stored = demo_store.query_rows(
@@ -149,6 +148,7 @@ def test_rollups_keep_tenants_apart(store: ClickHouse) -> None:
     assert storage.reader.red(query, tenant=None).totals.filter(service="flagd")["calls"].item() == 50
 
 
+@pytest.mark.both_layouts
 def test_red_backfill_runs_once(store: ClickHouse) -> None:
     """Migration 0023 fills the RED rollup from spans stored before its view existed, and only while it is
     empty, so a repeat (a crash between apply and record) adds nothing."""

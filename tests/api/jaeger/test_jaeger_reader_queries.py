@@ -17,8 +17,6 @@ TRACE = "0af7651916cd43dd8448eb211c80319c"
 OTHER = "1af7651916cd43dd8448eb211c80319c"
 T0 = 1_700_000_000_000_000_000
 
-pytestmark = pytest.mark.both_layouts
-
 
 def _span(trace: str, span: str, parent: str, name: str, kind: int, start_ms: int, **extra: Any) -> dict[str, Any]:
     return {
@@ -65,6 +63,7 @@ def _store(ingestor: Ingestor) -> None:
     _export(ingestor, "gateway", _span(OTHER, "b000000000000001", "", "GET /health", 2, 100))
 
 
+@pytest.mark.both_layouts
 def test_dependencies_count_cross_service_calls_once(reader: ClickHouseTraceReader, ingestor: Ingestor) -> None:
     _store(ingestor)
     end = T0 + 10**9
@@ -81,6 +80,7 @@ def test_dependencies_count_cross_service_calls_once(reader: ClickHouseTraceRead
     assert reader.dependencies(end, end + 1, tenant=ALL_TENANTS) == []
 
 
+@pytest.mark.both_layouts
 def test_search_spans_returns_whole_traces(reader: ClickHouseTraceReader, ingestor: Ingestor) -> None:
     _store(ingestor)
     frame = reader.search_spans(TraceQuery(service="tools"), tenant=ALL_TENANTS)
