@@ -32,6 +32,7 @@ from alerts.config import AlertsConfig, BurnWindow, Slo
 from alerts.notify import AlertmanagerNotifier, Notifier, NotifyError, WebhookNotifier, rfc3339
 from alerts.rules import alert_labels, objective_text, subject_text, traces_link
 from analysis.periodic import PeriodicWorker
+from query.diagnosis import DiagnosisService
 from storage.reader import TraceQuery, TraceReader
 from storage.rollup_reader import RedSelection, RollupReader
 from units import NS_PER_S
@@ -45,8 +46,8 @@ class EvaluatorReader(TraceReader, RollupReader, Protocol):
     """What the evaluator reads: the rollups for the ratios, the traces for examples (and diagnosis)."""
 
 
-Diagnose = Callable[[EvaluatorReader, str, str, int, int], dict[str, str]]
-"""``(reader, tenant, service, start_ns, end_ns) → annotations`` naming the top diagnosed cause (empty for none)."""
+Diagnose = Callable[[str, str, int, int], dict[str, str]]
+"""``(tenant, service, start_ns, end_ns) → annotations`` naming the top diagnosed cause (empty for none)."""
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,12 @@ class SloEvaluator:
 
     Args:
         config: the SLO file.
-        reader: the store (rollups and traces), read for ``config.tenant``.
+        reader: the store (rollups and traces), read for ``config.tenant``: the query room's.
         notifiers: receivers; default: Alertmanager and/or the webhook named in ``config``.
         clock: ns since the epoch (tests pass a fake).
-        diagnose: names the top diagnosed cause for an alert's annotations; default :func:`diagnosis_annotations`.
+        diagnose: names the top diagnosed cause for an alert's annotations (Hotspan passes
+            :func:`diagnosis_annotations` over the query room's diagnosis, so an alert names the cause the API
+            and the Diagnosis page name); None: alerts carry no diagnosis.
 
     Thread safety: :meth:`run_once` calls are serialised; :meth:`start`/:meth:`stop` manage one daemon thread.
     """
@@ -118,7 +121,7 @@ class SloEvaluator:
         self._reader = reader
         self._notifiers = list(notifiers) if notifiers is not None else default_notifiers(config)
         self._clock = clock
-        self._diagnose = diagnose if diagnose is not None else diagnosis_annotations
+        self._diagnose = diagnose
         self._active: dict[tuple[str, str], _Active] = {}
         self._unsent_resolved: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -269,7 +272,8 @@ class SloEvaluator:
         if examples:
             annotations["traces"] = f"{base}/ui/trace/{examples[0]}"
             annotations["example_trace_ids"] = ",".join(examples)
-        annotations |= self._diagnose(self._reader, self.config.tenant, slo.service, start, now)
+        if self._diagnose is not None:
+            annotations |= self._diagnose(self.config.tenant, slo.service, start, now)
         return annotations
 
     def _examples(self, slo: Slo, start_ns: int, end_ns: int) -> list[str]:
@@ -305,15 +309,12 @@ def default_notifiers(config: AlertsConfig) -> list[Notifier]:
 
 
 def diagnosis_annotations(
-    reader: EvaluatorReader, tenant: str, service: str, start_ns: int, end_ns: int
+    diagnosis: DiagnosisService, tenant: str, service: str, start_ns: int, end_ns: int
 ) -> dict[str, str]:
-    """``diagnosis`` and ``diagnosis_remedy`` annotations from the top finding of :mod:`diagnosis` over the
-    window's traces of ``service``; empty when it finds nothing or fails (an alert never waits on it)."""
+    """``diagnosis`` and ``diagnosis_remedy`` annotations from the top finding of the query room's diagnosis over
+    the window's traces of ``service``; empty when it finds nothing or fails (an alert never waits on it)."""
     try:
-        # Imported here: diagnosis is optional for alerting, and a broken or missing package must not stop it.
-        from diagnosis import diagnose_window
-
-        report = diagnose_window(reader, tenant=tenant, start_ns=start_ns, end_ns=end_ns, service=service, limit=500)
+        report = diagnosis.diagnose(tenant=tenant, start_ns=start_ns, end_ns=end_ns, service=service, limit=500)
     except Exception:
         log.exception("diagnosis for an alert on %s failed; sending the alert without it", service)
         return {}

@@ -1,7 +1,9 @@
 """``/api/v1/diagnosis``: named causes of latency over a window, with evidence and a remedy.
 
-Thin: parse, call :func:`diagnosis.diagnose_window`, shape the answer. Reads are limited to the caller's tenant
-(:mod:`api.tenancy`); engine metrics, when configured (``HOTSPAN_PROMETHEUS_URL``), are infrastructure-wide.
+Thin: parse, call the query room's :class:`query.diagnosis.DiagnosisService` (the same rules, stage table and
+engine metrics as the Diagnosis page and the SLO alerts), shape the answer. Reads are limited to the caller's
+tenant (:mod:`api.tenancy`); engine metrics, when configured (``HOTSPAN_PROMETHEUS_URL``), are
+infrastructure-wide.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from api.errors import ApiError
 from api.models import ErrorResponse
 from api.tenancy import Tenant
-from diagnosis import Diagnoser, DiagnosisSettings, Finding, diagnose_window, load_diagnosis_settings
+from api.window import check_order
+from diagnosis import Finding
 from diagnosis.engine import DEFAULT_TRACE_LIMIT
-from storage.reader import TraceReader
+from query.diagnosis import DiagnosisService
 
 MAX_TRACES = 10_000
 
@@ -37,19 +39,8 @@ class DiagnosisResponse(BaseModel):
     rule_errors: list[RuleErrorOut] = Field(description="Rules that failed on this window; the others still ran.")
 
 
-def build_router(reader: TraceReader, settings: DiagnosisSettings | None = None) -> APIRouter:
-    """The diagnosis route over ``reader``.
-
-    Args:
-        reader: the trace store.
-        settings: rule table and metrics source; default :func:`diagnosis.load_diagnosis_settings` (from the
-            environment).
-
-    Raises:
-        diagnosis.RuleTableError: the configured rule table is invalid.
-    """
-    settings = settings or load_diagnosis_settings()
-    diagnoser = Diagnoser(settings.rules)
+def build_router(service_: DiagnosisService) -> APIRouter:
+    """The diagnosis route over ``service_`` (the query room's)."""
     router = APIRouter(prefix="/api/v1", tags=["diagnosis"])
 
     @router.get(
@@ -76,18 +67,9 @@ def build_router(reader: TraceReader, settings: DiagnosisSettings | None = None)
         """Diagnose the traces of a window: queue saturation, unused prefix cache, tokenizer cold starts,
         per-request connections, decode-bound generation, orchestration CPU hotspots, redundant LLM calls,
         retrieval top-K blow-up and event-loop blocking. Evidence keys carry their units."""
-        if start_ns is not None and end_ns is not None and end_ns < start_ns:
-            raise ApiError(400, "invalid_parameter", f"end_ns ({end_ns}) is before start_ns ({start_ns})")
+        check_order(start_ns, end_ns)
         report = await run_in_threadpool(
-            diagnose_window,
-            reader,
-            tenant=tenant,
-            start_ns=start_ns,
-            end_ns=end_ns,
-            service=service or None,
-            limit=limit,
-            diagnoser=diagnoser,
-            metrics_source=settings.metrics,
+            service_.diagnose, tenant=tenant, start_ns=start_ns, end_ns=end_ns, service=service or None, limit=limit
         )
         return DiagnosisResponse(
             findings=report.findings,

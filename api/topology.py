@@ -1,6 +1,6 @@
 """``/api/v1/topology``: the service graph of a window, from the per-minute service-graph rollup.
 
-Thin: parse, call the :class:`~storage.rollup_reader.RollupReader`, shape the answer. Every read is limited to
+Thin: parse, call the query room (:mod:`query.topology`), shape the answer. Every read is limited to
 the caller's tenant (:mod:`api.tenancy`).
 """
 
@@ -16,9 +16,9 @@ from starlette.concurrency import run_in_threadpool
 from api.models import ErrorResponse
 from api.tenancy import Tenant
 from api.window import EndNs, StartNs, window
-from processors.pipeline.service_graph import topology_nodes
+from query.topology import window_topology
 from storage.rollup_reader import RollupReader
-from units import NS_PER_MS
+from units import NS_PER_MIN, NS_PER_MS
 
 
 class TopologyNode(BaseModel):
@@ -72,7 +72,8 @@ class EdgeExamplesResponse(BaseModel):
 
 
 def build_router(reader: RollupReader) -> APIRouter:
-    """``GET /api/v1/topology`` and ``GET /api/v1/topology/examples`` over ``reader``."""
+    """``GET /api/v1/topology`` and ``GET /api/v1/topology/examples`` over ``reader`` (the query room's store;
+    the graph is assembled by :func:`query.topology.window_topology`, as the Topology page's is)."""
     router = APIRouter(prefix="/api/v1", tags=["topology"])
 
     @router.get(
@@ -86,11 +87,10 @@ def build_router(reader: RollupReader) -> APIRouter:
         with calls and errors, edges with calls, errors and p50/p95/p99 latency as seen by client and server.
         Times are ns; latencies ms."""
         start, end = window(start_ns, end_ns)
-        edges = await run_in_threadpool(reader.service_graph, start, end, tenant=tenant)
-        services = await run_in_threadpool(reader.rollup_services, start, end, tenant=tenant)
-        nodes = topology_nodes(edges, services)
+        graph = await run_in_threadpool(window_topology, reader, start, end, tenant=tenant)
+        nodes, edges = graph.nodes, graph.edges
         return TopologyResponse(
-            start_ns=start - start % (60 * 1_000_000_000),
+            start_ns=start - start % NS_PER_MIN,
             end_ns=end,
             nodes=[
                 TopologyNode(

@@ -27,7 +27,7 @@ from api.models import (
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits, json_off_loop
 from api.window import MAX_NS, check_order
-from processors.pipeline.queries import AnalysisService
+from query.analysis import AnalysisService
 from storage.ids import IdError, normalize_trace_id
 from storage.reader import TraceCursor, TraceQuery, TraceReader
 from units import NS_PER_MS

@@ -1,8 +1,8 @@
-"""The Dash UI: an app factory over a :class:`storage.reader.TraceReader`.
+"""The Dash UI: an app factory over the query room (:class:`query.service.QueryService`).
 
 The app is meant to be mounted under ``/ui`` of the FastAPI app::
 
-    dash_app = build_dash_app(reader)                      # requests_pathname_prefix="/ui/"
+    dash_app = build_dash_app(query)                       # requests_pathname_prefix="/ui/"
     api.mount("/ui", WSGIMiddleware(dash_app.server))      # a2wsgi; Flask then sees paths below /ui
 
 Dash routes on ``/`` (``routes_pathname_prefix``) because the mount strips ``/ui`` from the path, while
@@ -18,13 +18,9 @@ import dash
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.pages import Page, compare, diagnosis, hotspots, search, services, stages, topology, trace
+from dashboards.pages import QUERY_CONFIG, Page, compare, diagnosis, hotspots, search, services, stages, topology, trace
 from dashboards.query_form import FormError, normalize_trace_id
-from diagnosis import DiagnosisSettings
-from processors.pipeline.queries import AnalysisService
-from query.trace_views import TraceViews
-from storage.engine_metrics import EngineMetricsReader
-from storage.reader import TraceReader
+from query.service import QueryService
 
 PAGES: tuple[Page, ...] = (
     search.PAGE,
@@ -41,34 +37,20 @@ PAGES: tuple[Page, ...] = (
 ASSETS = Path(__file__).with_name("assets")
 
 
-def build_dash_app(
-    reader: TraceReader,
-    *,
-    requests_pathname_prefix: str = "/ui/",
-    engine_metrics: EngineMetricsReader | None = None,
-    analysis: AnalysisService | None = None,
-    diagnosis_settings: DiagnosisSettings | None = None,
-    trace_views: TraceViews | None = None,
-) -> Dash:
-    """A new Dash app showing traces from ``reader``.
+def build_dash_app(query: QueryService, *, requests_pathname_prefix: str = "/ui/") -> Dash:
+    """A new Dash app showing what ``query`` reads.
 
     Safe to call several times in one process (tests do): Dash's page registry is global, so every call
-    re-registers the same pages (overwriting their entries), while callbacks, which carry ``reader``,
-    are bound to this app only.
+    re-registers the same pages (overwriting their entries), while callbacks, which carry ``query``, are bound
+    to this app only.
 
     Args:
-        reader: where traces come from; called from Flask worker threads, so it must be thread-safe
-            (the :class:`~storage.reader.TraceReader` contract says it is).
+        query: the query room every page reads through (its store, analysis, kept trace views, diagnosis and
+            engine metrics), the same one the REST API and the SLO evaluator use; called from Flask worker
+            threads, so thread-safe. Kept in the Flask config under :data:`dashboards.pages.QUERY_CONFIG` for
+            layout functions.
         requests_pathname_prefix: URL path the browser sees the app under, with slashes on both ends;
             ``"/"`` when the Flask server is served on its own.
-        engine_metrics: where the Services page reads vLLM's metrics (``HOTSPAN_PROMETHEUS_URL``); None hides
-            them. Kept in the Flask config under :data:`dashboards.pages.services.ENGINE_METRICS_CONFIG`.
-        analysis: the analysis service functions behind the trace page's critical path and stage bar and the
-            Stages and Hotspots pages; None hides them. Kept under :data:`dashboards.pages.stages.ANALYSIS_CONFIG`.
-        diagnosis_settings: rule table and metrics source of the Diagnosis page; None hides it. Kept under
-            :data:`dashboards.pages.diagnosis.DIAGNOSIS_CONFIG`.
-        trace_views: the trace page's views (one read per page load, kept per tenant and trace); default one
-            over ``reader`` with the packaged stage rules. Kept under :data:`dashboards.pages.trace.TRACE_VIEWS_CONFIG`.
 
     Returns:
         The app; serve ``app.server`` (a Flask WSGI app).
@@ -94,14 +76,11 @@ def build_dash_app(
             layout=page.layout,
             order=order,
         )
-    app.server.config[services.ENGINE_METRICS_CONFIG] = engine_metrics
-    app.server.config[stages.ANALYSIS_CONFIG] = analysis
-    app.server.config[diagnosis.DIAGNOSIS_CONFIG] = diagnosis_settings
-    app.server.config[trace.TRACE_VIEWS_CONFIG] = trace_views if trace_views is not None else TraceViews(reader)
+    app.server.config[QUERY_CONFIG] = query
     app.layout = _shell(app)
     _register_shell_callbacks(app)
     for page in PAGES:
-        page.register_callbacks(app, reader)
+        page.register_callbacks(app, query)
     return app
 
 

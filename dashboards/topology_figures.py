@@ -1,7 +1,7 @@
 """The service graph as dash-cytoscape elements and stylesheet: pure functions of the node and edge frames,
 no I/O.
 
-Inputs are what :func:`processors.pipeline.service_graph.topology_nodes` and
+Inputs are what :func:`query.topology.topology_nodes` and
 :meth:`storage.rollup_reader.RollupReader.service_graph` return. Nodes are sized by calls (square-root scale,
 so area follows calls); edges are colored by error rate or by p95 latency on a green → amber → red scale and
 widened by calls. Layout is the dagre extension shipped with dash-cytoscape (:func:`cytoscape_layout`); no layout
@@ -26,7 +26,7 @@ NODE_COLORS = {
     "messaging": SERVICE_PALETTE[3],
     "virtual": NEUTRAL_COLOR,
 }
-"""Node fill by kind (``processors.pipeline.service_graph.NODE_KINDS``)."""
+"""Node fill by kind (``query.topology.NODE_KINDS``)."""
 
 NODE_SHAPES = {
     "service": "round-rectangle",

@@ -93,6 +93,7 @@ def diagnose_window(
     limit: int = DEFAULT_TRACE_LIMIT,
     diagnoser: Diagnoser | None = None,
     metrics_source: MetricsSource | None = None,
+    stage_rules: StageRules | None = None,
 ) -> DiagnosisReport:
     """Read a window's traces and diagnose them. Blocking (storage and metrics I/O).
 
@@ -106,6 +107,8 @@ def diagnose_window(
         diagnoser: the rules; default the packaged table.
         metrics_source: engine metrics for the window; ``None``: trace evidence only. When it fails, the
             diagnosis goes on without metrics and says so in ``DiagnosisReport.metrics``.
+        stage_rules: the stage table the spans are analysed with (the one the pipeline and the Stages views
+            use); default the packaged one.
     """
     query = TraceQuery(service=service, start_ns=start_ns, end_ns=end_ns, limit=limit)
     spans = reader.search_spans(query, tenant=tenant)
@@ -118,5 +121,5 @@ def diagnose_window(
         except MetricsUnavailableError as error:
             log.warning("engine metrics unavailable, diagnosing from traces only: %s", error)
             status = f"unavailable: {error}"
-    ctx = DiagnosisContext(spans, metrics)
+    ctx = DiagnosisContext(spans, metrics, stage_rules=stage_rules)
     return (diagnoser or Diagnoser()).diagnose(ctx, status)

@@ -1,26 +1,17 @@
-"""Diagnosis settings. Precedence: explicit argument > environment variable > default.
+"""What a diagnosis runs with: the rule table and where engine metrics come from.
 
-Environment variables (all optional):
-
-- ``HOTSPAN_PROMETHEUS_URL``: Prometheus base URL holding vLLM's metrics (e.g. ``http://127.0.0.1:9090``);
-  unset: diagnosis uses trace evidence only.
-- ``HOTSPAN_PROMETHEUS_TIMEOUT_S``: per-query timeout, seconds; default 5.
-- ``HOTSPAN_DIAGNOSIS_RULES``: path of a rule table YAML merged over the packaged one (``diagnosis.table``);
-  unset: the packaged table.
+Built from Hotspan's settings (``hotspan.settings``: ``HOTSPAN_DIAGNOSIS_RULES``, ``HOTSPAN_PROMETHEUS_URL``,
+``HOTSPAN_PROMETHEUS_TIMEOUT_S``), the one place environment variables are read, or directly in tests.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from diagnosis.metrics import MetricsSource, PrometheusMetricsSource
 from diagnosis.table import RuleTable, load_rule_table
 
-ENV_PROMETHEUS_URL = "HOTSPAN_PROMETHEUS_URL"
-ENV_PROMETHEUS_TIMEOUT_S = "HOTSPAN_PROMETHEUS_TIMEOUT_S"
-ENV_RULES = "HOTSPAN_DIAGNOSIS_RULES"
 DEFAULT_PROMETHEUS_TIMEOUT_S = 5.0
 
 
@@ -35,22 +26,17 @@ class DiagnosisSettings:
 def load_diagnosis_settings(
     *,
     prometheus_url: str | None = None,
-    prometheus_timeout_s: float | None = None,
+    prometheus_timeout_s: float = DEFAULT_PROMETHEUS_TIMEOUT_S,
     rules_path: str | Path | None = None,
 ) -> DiagnosisSettings:
-    """Settings from the arguments, then the environment, then defaults.
+    """The rule table (the packaged one merged with ``rules_path``'s, when given) and a Prometheus metrics source
+    at ``prometheus_url`` (none without a URL) asked with ``prometheus_timeout_s`` (seconds, > 0) per query.
 
     Raises:
         diagnosis.table.RuleTableError: the rule table file is unreadable or invalid (every problem listed).
-        ValueError: ``HOTSPAN_PROMETHEUS_TIMEOUT_S`` is not a positive number.
+        ValueError: the timeout is not positive.
     """
-    url = prometheus_url or os.environ.get(ENV_PROMETHEUS_URL) or None
-    timeout_s = prometheus_timeout_s
-    if timeout_s is None:
-        text = os.environ.get(ENV_PROMETHEUS_TIMEOUT_S)
-        timeout_s = float(text) if text else DEFAULT_PROMETHEUS_TIMEOUT_S
-    if timeout_s <= 0:
-        raise ValueError(f"{ENV_PROMETHEUS_TIMEOUT_S} must be > 0 seconds, got {timeout_s}")
-    path = rules_path or os.environ.get(ENV_RULES) or None
-    metrics = PrometheusMetricsSource(url, timeout_s=timeout_s) if url else None
-    return DiagnosisSettings(rules=load_rule_table(path), metrics=metrics)
+    if prometheus_timeout_s <= 0:
+        raise ValueError(f"prometheus_timeout_s must be > 0 seconds, got {prometheus_timeout_s}")
+    metrics = PrometheusMetricsSource(prometheus_url, timeout_s=prometheus_timeout_s) if prometheus_url else None
+    return DiagnosisSettings(rules=load_rule_table(rules_path), metrics=metrics)

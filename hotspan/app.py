@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from a2wsgi import WSGIMiddleware
 from dash.exceptions import DependencyException
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
-from alerts.config import load_alerts_config
-from alerts.evaluator import SloEvaluator
+from alerts.config import AlertsConfig
+from alerts.evaluator import SloEvaluator, diagnosis_annotations
 from analysis import STAGES
 from api import analysis as analysis_api
 from api import diagnosis as diagnosis_api
@@ -30,7 +31,7 @@ from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
 from collector.pipeline import IngestPipeline, PipelineConfig
 from dashboards.app import build_dash_app
-from diagnosis import load_diagnosis_settings
+from diagnosis import DiagnosisSettings, load_diagnosis_settings
 from hotspan import metrics as metrics_routes
 from hotspan.auth import Auth, load_auth, protect_app
 from hotspan.docs import install_docs
@@ -39,10 +40,9 @@ from hotspan.settings import Settings
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import PipelineConfig as TracePipelineConfig
 from processors.pipeline.pipeline import TracePipeline
-from processors.pipeline.queries import AnalysisService
 from processors.pipeline.service_graph import ServiceGraphProcessor
 from processors.pipeline.trace_metrics import TraceMetrics, TraceMetricsProcessor
-from query.trace_views import TraceViews
+from query.service import QueryService
 from storage.analysis_store import ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
 from storage.engine_metrics import PrometheusEngineMetrics
@@ -119,6 +119,19 @@ def trace_pipeline_config(settings: Settings) -> TracePipelineConfig:
     )
 
 
+def diagnosis_settings(settings: Settings) -> DiagnosisSettings:
+    """The diagnosis rule table and engine-metrics source from ``settings`` (rule file read).
+
+    Raises:
+        diagnosis.RuleTableError: the rule table file is invalid.
+    """
+    return load_diagnosis_settings(
+        prometheus_url=settings.prometheus_url,
+        prometheus_timeout_s=settings.prometheus_timeout_s,
+        rules_path=settings.diagnosis_rules_path,
+    )
+
+
 def trace_processors(storage: Storage, metrics: TraceMetrics | None = None) -> list[TraceProcessor]:
     """The extensions the trace pipeline runs on every batch (``processors.pipeline.base``), the same list for
     ``hotspan serve`` (with the process's ``metrics``) and ``hotspan import`` (without), so imported traces
@@ -132,15 +145,28 @@ def trace_processors(storage: Storage, metrics: TraceMetrics | None = None) -> l
     return processors
 
 
-def open_slo_evaluator(settings: Settings, storage: Storage) -> SloEvaluator | None:
-    """The built-in SLO evaluator for ``settings.alerts_path`` (not started); None when no SLO file is set.
+def open_query(settings: Settings, storage: Storage) -> QueryService:
+    """The query room over ``storage`` with the configured stage rules, prices, diagnosis rules and engine
+    metrics: what the REST API, the UI and the SLO evaluator all read through.
 
     Raises:
-        alerts.config.AlertsConfigError: the SLO file is unreadable or invalid (every problem listed).
+        analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError,
+            analysis.pricing.PriceTableError, diagnosis.RuleTableError: a configured table is invalid.
     """
-    if settings.alerts_path is None:
-        return None
-    return SloEvaluator(load_alerts_config(settings.alerts_path), storage.reader)
+    engine_metrics = PrometheusEngineMetrics(settings.prometheus_url) if settings.prometheus_url else None
+    return QueryService.build(
+        storage.reader,
+        ClickHouseAnalysisStore(storage.clickhouse, STAGES),
+        trace_pipeline_config(settings),
+        diagnosis_settings(settings),
+        engine_metrics,
+    )
+
+
+def open_slo_evaluator(config: AlertsConfig, query: QueryService) -> SloEvaluator:
+    """The built-in SLO evaluator for ``config`` (not started), reading through ``query``: its alerts name the
+    cause the query room's diagnosis names."""
+    return SloEvaluator(config, query.store, diagnose=partial(diagnosis_annotations, query.diagnosis))
 
 
 def open_trace_pipeline(
@@ -186,25 +212,20 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
         )
     )
     app.include_router(metrics_routes.build_router(app.state.metrics_registry))
-    app.state.analysis_config = trace_pipeline_config(settings)
-    # The analysis service functions, for the REST routes and the UI pages alike.
-    app.state.analysis = AnalysisService(
-        storage.reader, ClickHouseAnalysisStore(storage.clickhouse, STAGES), app.state.analysis_config
-    )
+    # The query room: every read of the REST API and the UI goes through it (and the SLO evaluator's, server.py).
+    app.state.query = open_query(settings, storage)
+    query = app.state.query
     trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
-    app.include_router(traces_api.build_router(storage.reader, app.state.analysis, trace_reads))
-    # One set of kept trace views (read once per page load) for the trace page and its REST route alike.
-    app.state.trace_views = TraceViews(storage.reader, app.state.analysis_config.stage_rules)
-    app.include_router(trace_view_api.build_router(app.state.trace_views))
-    app.include_router(jaeger_v1.build_router(storage.reader, trace_reads))
-    app.include_router(jaeger_v3.build_router(storage.reader, trace_reads))
-    app.include_router(topology_api.build_router(storage.reader))
-    app.include_router(red_api.build_router(storage.reader))
-    diagnosis_settings = load_diagnosis_settings()
-    app.include_router(diagnosis_api.build_router(storage.reader, diagnosis_settings))
+    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads))
+    app.include_router(trace_view_api.build_router(query.views))
+    app.include_router(jaeger_v1.build_router(query.store, trace_reads))
+    app.include_router(jaeger_v3.build_router(query.store, trace_reads))
+    app.include_router(topology_api.build_router(query.store))
+    app.include_router(red_api.build_router(query.store))
+    app.include_router(diagnosis_api.build_router(query.diagnosis))
+    app.include_router(analysis_api.build_router(query.analysis))
     # The trace pipeline (started by server.py) runs these on every batch.
     app.state.trace_processors = trace_processors(storage, app.state.trace_metrics)
-    app.include_router(analysis_api.build_router(app.state.analysis))
 
     app.state.health = StorageProbe(
         lambda: ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
@@ -224,15 +245,7 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     def root() -> RedirectResponse:
         return RedirectResponse("/ui/")
 
-    engine_metrics = PrometheusEngineMetrics(settings.prometheus_url) if settings.prometheus_url else None
-    dash_app = build_dash_app(
-        storage.reader,
-        requests_pathname_prefix="/ui/",
-        engine_metrics=engine_metrics,
-        analysis=app.state.analysis,
-        diagnosis_settings=diagnosis_settings,
-        trace_views=app.state.trace_views,
-    )
+    dash_app = build_dash_app(query, requests_pathname_prefix="/ui/")
     # An unknown package or file under /ui/_dash-component-suites/ is a 404, not a 500 with a traceback.
     dash_app.server.register_error_handler(DependencyException, lambda exc: ("not found", 404))
     app.mount("/ui", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]

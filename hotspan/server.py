@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import grpc
 import uvicorn
 
+from alerts.config import load_alerts_config
 from alerts.evaluator import SloEvaluator
 from collector.grpc_receiver import start_grpc_server
 from collector.pipeline import IngestPipeline
@@ -78,8 +79,10 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
     auth_logs.install()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     storage = storage or open_storage(settings)
-    slo_evaluator = open_slo_evaluator(settings, storage)
+    # Read (and validated) before anything starts; the evaluator itself reads through the app's query room.
+    alerts_config = load_alerts_config(settings.alerts_path) if settings.alerts_path else None
     app = create_app(settings, storage, auth)
+    slo_evaluator = open_slo_evaluator(alerts_config, app.state.query) if alerts_config else None
     grpc_server, grpc_port = None, 0
     if settings.grpc_port >= 0:
         grpc_server, grpc_port = start_grpc_server(
@@ -104,7 +107,7 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
     else:
         raise RuntimeError("HTTP server did not start within 30 s")
     http_port = server.servers[0].sockets[0].getsockname()[1]
-    trace_pipeline = open_trace_pipeline(storage, app.state.analysis_config, app.state.trace_processors)
+    trace_pipeline = open_trace_pipeline(storage, app.state.query.analysis.config, app.state.trace_processors)
     trace_pipeline.start()
     if slo_evaluator is not None:
         slo_evaluator.start()

@@ -58,7 +58,10 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_PRICES``: YAML model price table for the cost of model calls (``analysis.pricing``); path, default the
   packaged one (``analysis/prices.yaml``).
 - ``HOTSPAN_PROMETHEUS_URL``: Prometheus base URL holding vLLM's metrics (``http(s)://...``); the Services page
-  plots them under the trace-derived latency; default none (not shown).
+  plots them under the trace-derived latency and diagnosis reads them as evidence; default none (neither).
+- ``HOTSPAN_PROMETHEUS_TIMEOUT_S``: per-query timeout of those reads; seconds, default 5.
+- ``HOTSPAN_DIAGNOSIS_RULES``: YAML diagnosis rule table merged over the packaged one (``diagnosis.table``); path,
+  default the packaged one.
 - ``HOTSPAN_ALERTS``: SLO file (YAML, ``alerts.config``); when set, ``hotspan serve`` runs the built-in SLO
   evaluator (``alerts.evaluator``) that notifies the Alertmanager and/or webhook the file names; path,
   default none (no evaluator).
@@ -108,6 +111,8 @@ ENVIRONMENT = {
     "auth_file": "HOTSPAN_AUTH_FILE",
     "session_secret": "HOTSPAN_SESSION_SECRET",
     "prometheus_url": "HOTSPAN_PROMETHEUS_URL",
+    "prometheus_timeout_s": "HOTSPAN_PROMETHEUS_TIMEOUT_S",
+    "diagnosis_rules_path": "HOTSPAN_DIAGNOSIS_RULES",
     "alerts_path": "HOTSPAN_ALERTS",
 }
 """Setting name → environment variable."""
@@ -152,6 +157,8 @@ class Settings(BaseModel):
     hotspot_window_s: float = Field(3600.0, gt=0)
     prices_path: Path | None = None
     prometheus_url: str | None = Field(None, pattern=r"^https?://")
+    prometheus_timeout_s: float = Field(5.0, gt=0)
+    diagnosis_rules_path: Path | None = None
     alerts_path: Path | None = None
 
     @field_validator("fault_injection")

@@ -14,10 +14,11 @@ import pytest
 from cluster_kit import LAYOUTS, layout_database, layout_settings, open_engine
 
 from collector.ingest import Ingestor
+from query.service import QueryService
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
-from testkit import serve_in_process
+from testkit import query_room, serve_in_process
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -75,6 +76,12 @@ def store(chdb_dsn: str, layout: str) -> Iterator[ClickHouse]:
 @pytest.fixture
 def reader(store: ClickHouse) -> ClickHouseTraceReader:
     return ClickHouseTraceReader(store)
+
+
+@pytest.fixture
+def query(store: ClickHouse) -> QueryService:
+    """The query room over ``store`` with Hotspan's defaults (``testkit.query_room``)."""
+    return query_room(store)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from storage.migrations import apply_migrations
 
 if TYPE_CHECKING:
     from hotspan.server import RunningServer
+    from query.service import QueryService
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -102,3 +103,18 @@ def dash_update_body(dependency: dict[str, Any], values: dict[str, object], ids:
         "state": fill(dependency["state"]),
         "changedPropIds": [f"{item['id']}.{item['property']}" for item in dependency["inputs"]],
     }
+
+
+def query_room(ch: ClickHouse) -> QueryService:
+    """The query room over one migrated database with Hotspan's defaults (packaged stage, price and diagnosis
+    tables; no engine metrics), as ``hotspan.app.open_query`` builds it from default settings."""
+    from analysis import STAGES
+    from diagnosis import load_diagnosis_settings
+    from processors.pipeline.config import PipelineConfig
+    from query.service import QueryService
+    from storage.analysis_store import ClickHouseAnalysisStore
+    from storage.reader import ClickHouseTraceReader
+
+    return QueryService.build(
+        ClickHouseTraceReader(ch), ClickHouseAnalysisStore(ch, STAGES), PipelineConfig(), load_diagnosis_settings()
+    )

@@ -12,16 +12,14 @@ from dash.development.base_component import Component
 
 from dashboards.compare_panels import trace_comparison_panel, window_comparison_panel
 from dashboards.controls import field, page_url, scoped, section, text_input, url_output, window_filter
-from dashboards.pages import Page
-from dashboards.pages.stages import NO_ANALYSIS, analysis_service
-from dashboards.pages.trace import trace_views
+from dashboards.pages import Page, query_room
 from dashboards.query_form import FormError, normalize_trace_id
 from dashboards.tenancy import read_tenant
 from dashboards.windows import DEFAULT_ROLLUP_LOOKBACK, lookback_options
+from query.service import QueryService
 from query.trace_compare import compare_traces
 from query.window_compare import compare_window
 from storage.clickhouse import StorageError
-from storage.reader import TraceReader
 
 DEFAULT_QUANTILE = 0.9
 TRACE_ID_HINT = "32 (or 16) hex characters"
@@ -73,7 +71,7 @@ def layout(**query: str) -> Component:
     )
 
 
-def register_callbacks(app: Dash, reader: TraceReader) -> None:
+def register_callbacks(app: Dash, query: QueryService) -> None:
     """Open a two-trace comparison from the form; compare the chosen window's slow requests with its baseline."""
 
     @app.callback(
@@ -109,13 +107,11 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
     ) -> tuple[Component, str, object]:
         if not clicks and (a or b):
             return html.Div(), "", no_update  # a two-trace comparison was asked for; the window waits for its button
-        analysis = analysis_service()
-        if analysis is None:
-            return html.Div(), NO_ANALYSIS, no_update
+        analysis = query.analysis
         quantile = _quantile(quantile_text)
         tenant = read_tenant()
         try:
-            where, _step = window_filter(reader, lookback, tenant)
+            where, _step = window_filter(query.store, lookback, tenant)
             result = compare_window(analysis, scoped(where, service=service), tenant=tenant, quantile=quantile)
         except (StorageError, ValueError) as exc:
             return html.Div(), str(exc), no_update
@@ -128,7 +124,7 @@ def _traces(a: str | None, b: str | None) -> Component:
     if not (a and b):
         return html.P("Enter two trace IDs, or open one trace's page and compare it from there.", className="hs-hint")
     try:
-        views = [trace_views().get(normalize_trace_id(trace_id), tenant=read_tenant()) for trace_id in (a, b)]
+        views = [query_room().views.get(normalize_trace_id(trace_id), tenant=read_tenant()) for trace_id in (a, b)]
     except (FormError, StorageError, ValueError) as exc:
         return html.P(str(exc), className="hs-message")
     missing = [trace_id for trace_id, view in zip((a, b), views, strict=True) if view is None]

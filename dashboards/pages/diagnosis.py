@@ -3,7 +3,6 @@ each with severity, confidence, evidence, remedy and links to example traces."""
 
 from __future__ import annotations
 
-import flask
 from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
 
@@ -12,13 +11,8 @@ from dashboards.controls import page_url, url_output, window_filter, window_inpu
 from dashboards.links import search_href
 from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
-from diagnosis import Diagnoser, DiagnosisSettings, diagnose_window
+from query.service import QueryService
 from storage.clickhouse import StorageError
-from storage.reader import TraceReader
-
-DIAGNOSIS_CONFIG = "HOTSPAN_DIAGNOSIS"
-"""Key of the app's Flask config holding the :class:`~diagnosis.DiagnosisSettings` (or None), set by
-:func:`dashboards.app.build_dash_app`."""
 
 
 def layout(**query: str) -> Component:
@@ -31,8 +25,9 @@ def layout(**query: str) -> Component:
     )
 
 
-def register_callbacks(app: Dash, reader: TraceReader) -> None:
-    """Diagnose the chosen window of ``reader`` for the caller's tenant with the app's diagnosis settings."""
+def register_callbacks(app: Dash, query: QueryService) -> None:
+    """Diagnose the chosen window for the caller's tenant through the query room (the rules, stage table and
+    engine metrics the REST API and the SLO alerts use too)."""
 
     @app.callback(
         Output("diagnosis-findings", "children"),
@@ -43,21 +38,10 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
     )
     def load(lookback: str | None, _clicks: int | None) -> tuple[Component, str, str, str]:
         url = page_url(lookback)
-        settings: DiagnosisSettings | None = flask.current_app.config.get(DIAGNOSIS_CONFIG)
-        if settings is None:
-            return html.Div(), "", "Diagnosis is not configured in this app.", url
         tenant = read_tenant()
         try:
-            where, _step_s = window_filter(reader, lookback, tenant)
-            report = diagnose_window(
-                reader,
-                tenant=tenant,
-                start_ns=where.start_ns,
-                end_ns=where.end_ns,
-                # Built per call: cheap next to reading the window, and it keeps the callback free of state.
-                diagnoser=Diagnoser(settings.rules),
-                metrics_source=settings.metrics,
-            )
+            where, _step_s = window_filter(query.store, lookback, tenant)
+            report = query.diagnosis.diagnose(tenant=tenant, start_ns=where.start_ns, end_ns=where.end_ns)
         except (StorageError, ValueError) as exc:
             return html.Div(), "", str(exc), url
         summary = f"{report.trace_count:,} requests analysed · engine metrics: {report.metrics}"

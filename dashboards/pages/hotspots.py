@@ -12,11 +12,10 @@ from dashboards.controls import page_url, scoped, section, url_output, window_fi
 from dashboards.figures import empty_figure
 from dashboards.links import drilldown, search_href
 from dashboards.pages import Page
-from dashboards.pages.stages import NO_ANALYSIS, analysis_service
 from dashboards.tenancy import read_tenant
 from query.drilldown import hotspot_examples
+from query.service import QueryService
 from storage.clickhouse import StorageError
-from storage.reader import TraceReader
 
 RANKED = 20
 """Rows of each ranking."""
@@ -51,7 +50,7 @@ def layout(**query: str) -> Component:
     )
 
 
-def register_callbacks(app: Dash, reader: TraceReader) -> None:
+def register_callbacks(app: Dash, query: QueryService) -> None:
     """Fill the page from the app's analysis service for the chosen window and the caller's tenant."""
 
     @app.callback(
@@ -67,12 +66,10 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
     ) -> tuple[Component, Component, go.Figure, str, str]:
         scope = {"service": span_service, "operation": operation, "tenant": request_tenant}
         url = page_url(lookback, **scope)
-        service = analysis_service()
-        if service is None:
-            return html.Div(), html.Div(), empty_figure(NO_ANALYSIS), NO_ANALYSIS, url
+        service = query.analysis
         tenant = read_tenant()
         try:
-            where, _step_s = window_filter(reader, lookback, tenant)
+            where, _step_s = window_filter(query.store, lookback, tenant)
             where = scoped(where, **scope)
             report = service.hotspots(where, RANKED, tenant=tenant)
             flame = service.flamegraph(where, tenant=tenant)

@@ -16,7 +16,6 @@ from dash.development.base_component import Component
 from dashboards.controls import field, text_input
 from dashboards.figures import empty_figure, search_scatter_figure
 from dashboards.pages import Page
-from dashboards.pages.stages import analysis_service
 from dashboards.query_form import (
     DEFAULT_LOOKBACK,
     LOOKBACKS,
@@ -30,9 +29,9 @@ from dashboards.query_form import (
 )
 from dashboards.tenancy import read_tenant
 from dashboards.views import search_rows
+from query.service import QueryService
 from query.trace_search import CANDIDATES, SORT_LABELS, SORTS, search_traces
 from storage.clickhouse import StorageError
-from storage.reader import TraceReader
 
 TRACE_COLUMN = "trace"
 
@@ -260,13 +259,13 @@ def layout(**query: str) -> Component:
     return html.Div(className="hs-page hs-search", children=[controls, results])
 
 
-def register_callbacks(app: Dash, reader: TraceReader) -> None:
-    """Wire the form to ``reader``: service and operation choices, the search (whose query goes to the URL),
+def register_callbacks(app: Dash, query: QueryService) -> None:
+    """Wire the form to the query room: service and operation choices, the search (whose query goes to the URL),
     and opening a trace."""
 
     @app.callback(Output("search-service", "options"), Input("search-init", "data"))
     def load_services(_init: object) -> list[str]:
-        return reader.services(tenant=read_tenant())
+        return query.store.services(tenant=read_tenant())
 
     @app.callback(
         Output("search-operation", "options"),
@@ -277,7 +276,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
     def load_operations(service: str | None, operation: str | None) -> tuple[list[str], str | None]:
         if not service:
             return [], None
-        names = sorted({name for name, _kind in reader.operations(service, tenant=read_tenant())})
+        names = sorted({name for name, _kind in query.store.operations(service, tenant=read_tenant())})
         return names, operation if operation in names else None
 
     @app.callback(
@@ -297,7 +296,7 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         tenant = read_tenant()
         try:
             search = build_search(form, time.time_ns())
-            result = search_traces(reader, analysis_service(), search, tenant=tenant)
+            result = search_traces(query.store, query.analysis, search, tenant=tenant)
         except (FormError, StorageError, ValueError) as exc:
             return no_update, no_update, no_update, str(exc), no_update
         traces = result.traces

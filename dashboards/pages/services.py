@@ -24,14 +24,10 @@ from dashboards.links import drilldown, search_href
 from dashboards.pages import Page
 from dashboards.services_figures import engine_metrics_figure, red_latency_figure, red_table
 from dashboards.tenancy import read_tenant
+from query.service import QueryService
 from storage.clickhouse import StorageError
 from storage.engine_metrics import EngineMetricsError, EngineMetricsReader
-from storage.reader import TraceReader
-from storage.rollup_reader import RedQuery, RollupReader
-
-ENGINE_METRICS_CONFIG = "HOTSPAN_ENGINE_METRICS"
-"""Key of the app's Flask config holding an :class:`~storage.engine_metrics.EngineMetricsReader` (or None),
-set by :func:`dashboards.app.build_dash_app`."""
+from storage.rollup_reader import RedQuery
 
 KIND_OPTIONS = [{"label": "Server spans", "value": "Server"}, {"label": "Consumer spans", "value": "Consumer"}]
 KIND_OPTIONS += [{"label": "Client spans", "value": "Client"}, {"label": "All spans", "value": "all"}]
@@ -74,9 +70,8 @@ def layout(**query: str) -> Component:
     )
 
 
-def register_callbacks(app: Dash, reader: TraceReader) -> None:
-    """Wire the controls to the rollups of ``reader`` (a :class:`~storage.rollup_reader.RollupReader` too) and
-    to the app's engine-metrics reader."""
+def register_callbacks(app: Dash, query: QueryService) -> None:
+    """Wire the controls to the query room's RED rollups and engine metrics."""
 
     @app.callback(
         Output("services-table", "children"),
@@ -95,13 +90,10 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         _clicks: int | None,
     ) -> tuple[Component, go.Figure, Component, str, str]:
         url = page_url(lookback, service=span_service, operation=operation)
-        if not isinstance(reader, RollupReader):
-            notice = "This store has no RED rollups."
-            return html.P(notice, className="hs-hint"), empty_figure(notice), html.Div(), "", url
         tenant = read_tenant()
         try:
-            start, end, step = chosen_rollup_window(reader, lookback, tenant)
-            query = RedQuery(
+            start, end, step = chosen_rollup_window(query.store, lookback, tenant)
+            selection = RedQuery(
                 "operation" if group_by == "operation" else "service",
                 start,
                 end,
@@ -110,10 +102,10 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
                 operation=(operation or "").strip() or None,
                 span_kind=None if kind in (None, "all") else kind,
             )
-            result = reader.red(query, tenant=tenant)
+            result = query.store.red(selection, tenant=tenant)
         except (StorageError, ValueError) as exc:
             return html.Div(), empty_figure("No data"), html.Div(), str(exc), url
-        engine = app.server.config.get(ENGINE_METRICS_CONFIG)
+        engine = query.engine_metrics
         prefix = app.get_relative_path("/").rstrip("/")
 
         def drill(row: dict[str, object]) -> Component:

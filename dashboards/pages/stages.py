@@ -1,11 +1,10 @@
 """Stages page (``/ui/stages``): where requests' time goes over a window: stage shares of end-to-end latency
 over time, p50/p95/p99 per stage with its share, and end-to-end latency, TTFT and TPOT. Reads the trace
-pipeline's tables through :class:`processors.pipeline.queries.AnalysisService` (requests quiet for
+pipeline's tables through :class:`query.analysis.AnalysisService` (requests quiet for
 ``trace_idle_s``)."""
 
 from __future__ import annotations
 
-import flask
 import plotly.graph_objects as go
 from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
@@ -16,23 +15,11 @@ from dashboards.figures import empty_figure
 from dashboards.links import drilldown, search_href
 from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
-from processors.pipeline.queries import AnalysisService
 from query.drilldown import stage_examples
+from query.service import QueryService
 from storage.clickhouse import StorageError
-from storage.reader import TraceReader
 
-ANALYSIS_CONFIG = "HOTSPAN_ANALYSIS"
-"""Key of the app's Flask config holding the :class:`~processors.pipeline.queries.AnalysisService` (or None),
-set by :func:`dashboards.app.build_dash_app`; the trace, Stages and Hotspots pages read it."""
-NO_ANALYSIS = "The analysis service is not configured in this app."
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
-
-
-def analysis_service() -> AnalysisService | None:
-    """The current app's analysis service (call inside a callback)."""
-    return flask.current_app.config.get(ANALYSIS_CONFIG)
-
-
 SCOPE = ("service", "model", "tenant")
 """The scopes the Stages page takes: the request's root service, its model, the tenant its spans name."""
 
@@ -62,7 +49,7 @@ def layout(**query: str) -> Component:
     )
 
 
-def register_callbacks(app: Dash, reader: TraceReader) -> None:
+def register_callbacks(app: Dash, query: QueryService) -> None:
     """Fill the page from the app's analysis service for the chosen window, scope and the caller's tenant; each
     stage row links to the requests where it took longest and to the search of the scope."""
 
@@ -83,12 +70,10 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
     ) -> tuple[go.Figure, Component, Component, str, str]:
         scope = {"service": root_service, "model": model, "tenant": request_tenant}
         url = page_url(lookback, **scope)
-        service = analysis_service()
-        if service is None:
-            return empty_figure(NO_ANALYSIS), html.Div(), html.Div(), NO_ANALYSIS, url
+        service = query.analysis
         tenant = read_tenant()
         try:
-            where, step_s = window_filter(reader, lookback, tenant)
+            where, step_s = window_filter(query.store, lookback, tenant)
             where = scoped(where, **scope)
             shares = service.stage_shares_over_time(where, step_s, tenant=tenant)
             report = service.stages(where, tenant=tenant)

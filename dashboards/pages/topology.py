@@ -13,10 +13,8 @@ from dashboards.format import format_time_ns
 from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from dashboards.topology_figures import ColorBy, cytoscape_elements, cytoscape_layout, cytoscape_stylesheet
-from processors.pipeline.service_graph import topology_nodes
+from query.service import QueryService
 from storage.clickhouse import StorageError
-from storage.reader import TraceReader
-from storage.rollup_reader import RollupReader
 
 # dagre (cytoscape_layout) ships in dash-cytoscape's extra-layouts bundle, served locally like the default one.
 cyto.load_extra_layouts()
@@ -69,8 +67,8 @@ def layout(**_query: str) -> Component:
     )
 
 
-def register_callbacks(app: Dash, reader: TraceReader) -> None:
-    """Wire the page to the rollups of ``reader`` (a :class:`~storage.rollup_reader.RollupReader` too)."""
+def register_callbacks(app: Dash, query: QueryService) -> None:
+    """Wire the page to the query room's service graph (:func:`query.topology.window_topology`, as the REST API's)."""
 
     @app.callback(
         Output("topology-graph", "elements"),
@@ -83,13 +81,11 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
     def load(
         lookback: str | None, color_by: str | None, _clicks: int | None
     ) -> tuple[list[dict], dict, str, list[int] | None, str]:
-        if not isinstance(reader, RollupReader):
-            return [], cytoscape_layout(), "", None, "This store has no service-graph rollups."
         tenant = read_tenant()
         try:
-            start, end, _step = chosen_rollup_window(reader, lookback, tenant)
-            edges = reader.service_graph(start, end, tenant=tenant)
-            nodes = topology_nodes(edges, reader.rollup_services(start, end, tenant=tenant))
+            start, end, _step = chosen_rollup_window(query.store, lookback, tenant)
+            graph = query.topology(start, end, tenant=tenant)
+            nodes, edges = graph.nodes, graph.edges
         except (StorageError, ValueError) as exc:
             return [], cytoscape_layout(), "", None, str(exc)
         scheme: ColorBy = "p95" if color_by == "p95" else "error_rate"
@@ -103,10 +99,10 @@ def register_callbacks(app: Dash, reader: TraceReader) -> None:
         prevent_initial_call=True,
     )
     def show_edge(edge: dict | None, window: list[int] | None) -> Component | object:
-        if not edge or not window or not isinstance(reader, RollupReader):
+        if not edge or not window:
             return no_update
         try:
-            examples = reader.edge_examples(
+            examples = query.store.edge_examples(
                 edge["source"], edge["target"], window[0], window[1], tenant=read_tenant(), limit=EXAMPLES
             )
         except (StorageError, ValueError) as exc:

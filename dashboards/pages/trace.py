@@ -17,7 +17,7 @@ import flask
 from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, get_relative_path, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.pages import Page
+from dashboards.pages import Page, query_room
 from dashboards.query_form import FormError, normalize_trace_id
 from dashboards.tenancy import read_tenant
 from dashboards.trace_panels import (
@@ -29,16 +29,12 @@ from dashboards.trace_panels import (
     span_detail,
     stage_panel,
 )
+from query.service import QueryService
 from query.trace_flame import trace_flame
 from query.trace_rows import MAX_WINDOW_ROWS, Expansion, lane_window, position_of, window
 from query.trace_view import TraceView
-from query.trace_views import TraceViews
 from storage.clickhouse import StorageError
-from storage.reader import TraceReader
 
-TRACE_VIEWS_CONFIG = "HOTSPAN_TRACE_VIEWS"
-"""Key of the app's Flask config holding the :class:`~query.trace_views.TraceViews`, set by
-:func:`dashboards.app.build_dash_app`."""
 LANE_BINS = 1_200
 """Bins of the stage lane above the timeline (about one per pixel of a wide screen)."""
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
@@ -120,15 +116,9 @@ def title(trace_id: str | None = None) -> str:
     return f"Trace {trace_id[:8]} · Hotspan" if trace_id else "Trace · Hotspan"
 
 
-def trace_views() -> TraceViews:
-    """The current app's trace views (call inside a callback)."""
-    return flask.current_app.config[TRACE_VIEWS_CONFIG]
-
-
-def register_callbacks(app: Dash, reader: TraceReader) -> None:
+def register_callbacks(app: Dash, query: QueryService) -> None:
     """Wire the page: serve windows of rows, the flame graph and span details from the view the layout read
-    (:func:`layout`). ``reader`` is not read here: :class:`~query.trace_views.TraceViews` holds it."""
-    del reader
+    (:func:`layout`), through the query room's kept trace views."""
 
     @app.callback(
         Output("trace-request-facts", "children"),
@@ -220,7 +210,7 @@ def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict |
         return _notice("No trace selected", "Open one from Search, or paste its ID in the lookup box."), None, None
     try:
         trace_id = normalize_trace_id(raw_trace_id)
-        view = trace_views().load(trace_id, tenant=read_tenant())
+        view = query_room().views.load(trace_id, tenant=read_tenant())
     except (FormError, StorageError, ValueError) as exc:
         return _notice("Cannot show this trace", str(exc)), None, None
     if view is None:
@@ -239,7 +229,7 @@ def _kept(data: dict | None) -> TraceView | None:
     if not data or not data.get("trace_id"):
         return None
     try:
-        return trace_views().get(str(data["trace_id"]), tenant=read_tenant())
+        return query_room().views.get(str(data["trace_id"]), tenant=read_tenant())
     except (StorageError, ValueError):
         return None
 

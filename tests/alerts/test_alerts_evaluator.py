@@ -7,10 +7,8 @@ import time
 from typing import Any
 
 import polars as pl
-import pytest
 from prometheus_support import WebhookReceiver, wait_until
 
-import diagnosis
 from alerts.config import parse_alerts_config
 from alerts.evaluator import SloEvaluator, diagnosis_annotations
 from alerts.notify import NotifyError, WebhookNotifier, fingerprint, rfc3339, webhook_payload
@@ -172,7 +170,7 @@ def test_webhook_payload_has_alertmanagers_shape() -> None:
     assert resolved["status"] == "resolved" and resolved["alerts"][0]["status"] == "resolved"
 
 
-def test_diagnosis_annotation_names_the_top_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diagnosis_annotation_names_the_top_finding() -> None:
     finding = Finding(
         cause="queue_saturation",
         title="vLLM queue holds requests 40% of their time",
@@ -183,21 +181,24 @@ def test_diagnosis_annotation_names_the_top_finding(monkeypatch: pytest.MonkeyPa
     )
     calls: list[dict] = []
 
-    def diagnose_window(reader: object, **kwargs: Any) -> DiagnosisReport:
-        calls.append(kwargs)
-        return DiagnosisReport([finding], trace_count=10)
+    class Diagnosis:
+        """The query room's diagnosis as the evaluator calls it, answering what each step sets."""
 
-    monkeypatch.setattr(diagnosis, "diagnose_window", diagnose_window)
-    assert diagnosis_annotations(object(), "acme", "gw", 1, 2) == {  # type: ignore[arg-type]
+        answer: DiagnosisReport | Exception = DiagnosisReport([finding], trace_count=10)
+
+        def diagnose(self, **kwargs: Any) -> DiagnosisReport:
+            calls.append(kwargs)
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    room = Diagnosis()
+    assert diagnosis_annotations(room, "acme", "gw", 1, 2) == {  # type: ignore[arg-type]
         "diagnosis": "vLLM queue holds requests 40% of their time [queue_saturation, critical]",
         "diagnosis_remedy": "Add engine replicas.",
     }
     assert calls[0] | {"limit": 0} == {"tenant": "acme", "start_ns": 1, "end_ns": 2, "service": "gw", "limit": 0}
-    monkeypatch.setattr(diagnosis, "diagnose_window", lambda *_a, **_k: DiagnosisReport([], trace_count=0))
-    assert diagnosis_annotations(object(), "acme", "gw", 1, 2) == {}  # type: ignore[arg-type]
-
-    def broken(*_args: object, **_kwargs: object) -> DiagnosisReport:
-        raise RuntimeError("boom")
-
-    monkeypatch.setattr(diagnosis, "diagnose_window", broken)
-    assert diagnosis_annotations(object(), "acme", "gw", 1, 2) == {}  # type: ignore[arg-type]
+    room.answer = DiagnosisReport([], trace_count=0)
+    assert diagnosis_annotations(room, "acme", "gw", 1, 2) == {}  # type: ignore[arg-type]
+    room.answer = RuntimeError("boom")
+    assert diagnosis_annotations(room, "acme", "gw", 1, 2) == {}  # type: ignore[arg-type]

@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import uvicorn
 from a2wsgi import WSGIMiddleware
@@ -15,14 +14,13 @@ from dash.development.base_component import Component
 from fastapi import FastAPI
 
 from dashboards.app import build_dash_app
-from storage.reader import TraceReader
+from query.service import QueryService
 
 
-def mounted_ui(reader: TraceReader, **options: Any) -> FastAPI:
-    """A tiny FastAPI app with the Dash UI mounted at ``/ui`` the way ``hotspan.app`` mounts it; ``options`` go
-    to :func:`dashboards.app.build_dash_app`."""
+def mounted_ui(query: QueryService) -> FastAPI:
+    """A tiny FastAPI app with the Dash UI over ``query`` mounted at ``/ui`` the way ``hotspan.app`` mounts it."""
     api = FastAPI()
-    api.mount("/ui", WSGIMiddleware(build_dash_app(reader, **options).server))  # type: ignore[arg-type]
+    api.mount("/ui", WSGIMiddleware(build_dash_app(query).server))  # type: ignore[arg-type]
     return api
 
 

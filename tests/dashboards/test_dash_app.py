@@ -12,7 +12,7 @@ from dash_support import mounted_ui, serving
 
 from collector.ingest import Ingestor
 from dashboards.app import PAGES, active_page_path, build_dash_app
-from storage.reader import ClickHouseTraceReader
+from query.service import QueryService
 from testkit import TRACES, dash_update_body, ingest_otlp_json_file
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
@@ -68,9 +68,9 @@ def _find(tree: object, component_id: str) -> dict | None:
         return None
 
 
-def test_building_twice_in_one_process_is_safe(reader: ClickHouseTraceReader) -> None:
-    first = build_dash_app(reader)
-    second = build_dash_app(reader, requests_pathname_prefix="/other/")
+def test_building_twice_in_one_process_is_safe(query: QueryService) -> None:
+    first = build_dash_app(query)
+    second = build_dash_app(query, requests_pathname_prefix="/other/")
     assert [page["module"] for page in dash.page_registry.values()] == [page.module for page in PAGES]
     for app, prefix in ((first, "/ui/"), (second, "/other/")):
         client = app.server.test_client()
@@ -92,9 +92,9 @@ def test_nav_highlights_the_page_a_path_belongs_to() -> None:
     assert active_page_path("unknown/page") == "/"
 
 
-def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, reader: ClickHouseTraceReader) -> None:
+def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, query: QueryService) -> None:
     ingest_otlp_json_file(ingestor, DEMO)
-    with serving(mounted_ui(reader)) as url:
+    with serving(mounted_ui(query)) as url:
         assert httpx.get(f"{url}/ui").status_code == 307  # Starlette adds the slash
         for path in ("/ui/", f"/ui/trace/{LARGEST_DEMO_TRACE}", "/ui/trace"):
             page = httpx.get(f"{url}{path}")
@@ -145,8 +145,8 @@ def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, reader: ClickHouseTrace
 
 
 @pytest.mark.parametrize("raw", ["not-a-trace-id", "ABC"])
-def test_malformed_trace_ids_get_a_message(reader: ClickHouseTraceReader, raw: str) -> None:
-    app = build_dash_app(reader)
+def test_malformed_trace_ids_get_a_message(query: QueryService, raw: str) -> None:
+    app = build_dash_app(query)
     client = app.server.test_client()
     dependencies = json.loads(client.get("/_dash-dependencies").data)
     body = _callback_body(dependencies, "_pages_content.children", {"_pages_location.pathname": f"/ui/trace/{raw}"})

@@ -11,7 +11,7 @@ from playwright.sync_api import Browser
 
 from browser_kit import TIMEOUT_MS, click_timeline, new_page, open_trace, screenshot, timeline_total
 from collector.ingest import Ingestor
-from storage.reader import ClickHouseTraceReader
+from query.service import QueryService
 from testkit import TRACES, ingest_otlp_json_file
 
 pytestmark = pytest.mark.ui
@@ -25,10 +25,10 @@ OPERATION = "grpc.oteldemo.RecommendationService/ListRecommendations"
 
 
 @pytest.fixture
-def ui_url(ingestor: Ingestor, reader: ClickHouseTraceReader) -> Iterator[str]:
+def ui_url(ingestor: Ingestor, query: QueryService) -> Iterator[str]:
     """Base URL of a served FastAPI app with the UI at /ui, holding the demo capture."""
     ingest_otlp_json_file(ingestor, DEMO)
-    with serving(mounted_ui(reader)) as url:
+    with serving(mounted_ui(query)) as url:
         yield url
 
 

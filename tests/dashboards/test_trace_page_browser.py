@@ -29,7 +29,7 @@ from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
 from synthetic_traces import agent_trace
-from testkit import REPO, TRACES
+from testkit import REPO, TRACES, query_room
 
 pytestmark = pytest.mark.ui
 
@@ -62,10 +62,9 @@ def served(chdb_dsn: str) -> Iterator[Served]:
     apply_migrations(store)
     import_paths([SMARTTHINGS, GENAI, DEMO], StoreSink(ClickHouseTraceWriter(store)), progress=False)
     ClickHouseTraceWriter(store).write(agent_trace(10_000, trace_id=BIG_TRACE))
-    reader = ClickHouseTraceReader(store)
-    views = TraceViews(reader)
-    with serving(mounted_ui(reader, trace_views=views)) as url:
-        yield Served(url, views, reader)
+    query = query_room(store)
+    with serving(mounted_ui(query)) as url:
+        yield Served(url, query.views, query.store)
     store.command(f"DROP DATABASE IF EXISTS {store.database}")
     store.close()
 

@@ -17,8 +17,9 @@ from diagnosis import (
     load_rule_table,
 )
 from diagnosis.rules.base import RuleConfig
-from diagnosis.settings import ENV_PROMETHEUS_URL, ENV_RULES
 from diagnosis.table import parse_rule_table
+from hotspan.app import diagnosis_settings
+from hotspan.settings import load_settings
 
 UNIT_MARKS = ("(0..1", "(-1..1)", " ms", "Seconds.", "Count.", "(ratio", "(documents)")
 """How a numeric threshold's description states its unit: a share, a correlation, milliseconds, seconds, a count,
@@ -113,18 +114,21 @@ def test_unreadable_or_malformed_files_are_errors(tmp_path: Path) -> None:
 
 
 def test_settings_come_from_arguments_then_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(ENV_PROMETHEUS_URL, raising=False)
-    monkeypatch.delenv(ENV_RULES, raising=False)
-    assert load_diagnosis_settings().metrics is None
+    # Hotspan's settings are the one place environment variables are read (hotspan.settings).
+    for name in ("HOTSPAN_PROMETHEUS_URL", "HOTSPAN_DIAGNOSIS_RULES", "HOTSPAN_PROMETHEUS_TIMEOUT_S"):
+        monkeypatch.delenv(name, raising=False)
+    assert diagnosis_settings(load_settings(data_dir=tmp_path)).metrics is None
     override = tmp_path / "rules.yaml"
     override.write_text("rules:\n  redundant_llm_calls:\n    enabled: false\n")
-    monkeypatch.setenv(ENV_PROMETHEUS_URL, "http://127.0.0.1:9090")
-    monkeypatch.setenv(ENV_RULES, str(override))
-    settings = load_diagnosis_settings()
+    monkeypatch.setenv("HOTSPAN_PROMETHEUS_URL", "http://127.0.0.1:9090")
+    monkeypatch.setenv("HOTSPAN_DIAGNOSIS_RULES", str(override))
+    settings = diagnosis_settings(load_settings(data_dir=tmp_path))
     assert settings.metrics is not None and settings.metrics.url == "http://127.0.0.1:9090"  # type: ignore[attr-defined]
     assert not [s for s in settings.rules.settings if s.cause == "redundant_llm_calls" and s.enabled]
-    argument = load_diagnosis_settings(prometheus_url="http://10.0.0.1:9090/", rules_path=None)
+    argument = diagnosis_settings(load_settings(data_dir=tmp_path, prometheus_url="http://10.0.0.1:9090/"))
     assert argument.metrics.url == "http://10.0.0.1:9090"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="prometheus_timeout_s"):
+        load_diagnosis_settings(prometheus_timeout_s=0)
 
 
 def test_the_readme_example_is_a_valid_override() -> None:

@@ -13,7 +13,7 @@ from collector.ingest import Ingestor
 from processors.pipeline.config import PipelineConfig
 from processors.pipeline.hotspot_rules import HotspotRulesError, load_hotspot_rules
 from processors.pipeline.pipeline import TracePipeline
-from processors.pipeline.queries import AnalysisService
+from query.analysis import AnalysisService
 from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader

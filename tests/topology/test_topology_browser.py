@@ -15,7 +15,7 @@ from topology_support import demo_batch, run_pipeline, serving, storage_of
 from browser_kit import TIMEOUT_MS, new_page, screenshot
 from dashboards.app import build_dash_app
 from storage.clickhouse import ClickHouse
-from testkit import TRACES
+from testkit import TRACES, query_room
 
 pytestmark = pytest.mark.ui
 
@@ -28,7 +28,7 @@ def ui_url(store: ClickHouse) -> Iterator[str]:
     storage.writer.write(demo_batch(DEMO))
     run_pipeline(storage)
     api = FastAPI()
-    api.mount("/ui", WSGIMiddleware(build_dash_app(storage.reader).server))  # type: ignore[arg-type]
+    api.mount("/ui", WSGIMiddleware(build_dash_app(query_room(store)).server))  # type: ignore[arg-type]
     with serving(api) as url:
         yield url
 
@@ -78,5 +78,5 @@ def test_topology_page_draws_graph_and_lists_edge_traces(browser: Browser, ui_ur
     assert href is not None and href.startswith("/ui/trace/") and len(href.rsplit("/", 1)[1]) == 32
     first.click()
     page.wait_for_url("**/ui/trace/*", timeout=TIMEOUT_MS)
-    page.wait_for_selector("#trace-waterfall .bars path", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
     assert errors == []

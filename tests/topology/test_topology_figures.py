@@ -28,7 +28,7 @@ from dashboards.topology_figures import (
     latency_color,
 )
 from dashboards.windows import rollup_window
-from processors.pipeline.service_graph import topology_nodes
+from query.topology import topology_nodes
 
 NS = 1_000_000_000
 T0 = 1_730_000_000 * NS

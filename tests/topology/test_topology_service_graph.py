@@ -8,7 +8,8 @@ import pytest
 from topology_support import MS, demo_batch, frame, otlp_client_server_pairs, run_pipeline, span, storage_of
 
 from hotspan.importer import StoreSink, import_paths
-from processors.pipeline.service_graph import ServiceGraphProcessor, service_graph, topology_nodes
+from processors.pipeline.service_graph import ServiceGraphProcessor, service_graph
+from query.topology import topology_nodes
 from storage.clickhouse import ClickHouse
 from testkit import TRACES
 

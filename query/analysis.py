@@ -99,20 +99,21 @@ class AnalysisService:
     Args:
         reader: spans of single traces.
         store: the pipeline's tables.
-        config: the stage rules (per-trace analysis uses the same table as the pipeline).
+        config: the stage rules (per-trace analysis uses the same table as the pipeline) and prices; kept as
+            :attr:`config`, the configuration the trace pipeline runs with too.
     """
 
     def __init__(self, reader: TraceReader, store: AnalysisStore, config: PipelineConfig) -> None:
         self._reader = reader
         self._store = store
-        self._config = config
+        self.config = config
 
     # --- per trace -----------------------------------------------------------------------------------------
 
     def trace_analysis(self, trace_id: str, *, tenant: str | None) -> TraceAnalysis | None:
         """The analysis of one trace (canonical 32-hex ID), or None when it has no spans the tenant can read."""
         spans = self._reader.trace(trace_id, tenant=tenant)
-        return analyze(spans, self._config.stage_rules) if spans.height else None
+        return analyze(spans, self.config.stage_rules) if spans.height else None
 
     def trace_stages(self, trace_id: str, *, tenant: str | None) -> TraceStages | None:
         """The request's stage decomposition in both views, with TTFT and TPOT (:class:`TraceStages`)."""
@@ -219,7 +220,7 @@ class AnalysisService:
     @property
     def currency(self) -> str:
         """The currency of every cost (the price table's)."""
-        return self._config.prices.currency
+        return self.config.prices.currency
 
     def trace_usage(self, trace_ids: list[str], *, tenant: str | None) -> pl.DataFrame:
         """Model usage of analysed traces among ``trace_ids``, one row each: trace_id, llm_calls, input_tokens,
@@ -228,7 +229,7 @@ class AnalysisService:
         not analysed yet are absent."""
         rows = self._store.trace_usage(trace_ids, tenant=tenant)
         priced = rows.with_columns(
-            self._config.prices.cost(
+            self.config.prices.cost(
                 rows.select(
                     "model",
                     pl.col("model_input_tokens").alias("input_tokens"),
@@ -257,7 +258,7 @@ class AnalysisService:
         the window's analysed requests: the columns of ``AnalysisStore.token_usage`` and cost (Float64 in
         :attr:`currency`, null for a model the price table does not price)."""
         rows = self._store.token_usage(where, group_by, tenant=tenant)
-        return rows.with_columns(self._config.prices.cost(rows))
+        return rows.with_columns(self.config.prices.cost(rows))
 
 
 def _split_by_phase(sections: pl.DataFrame, analysis: TraceAnalysis) -> pl.DataFrame:

@@ -1,0 +1,67 @@
+"""The query room itself: one object holding every read-side service, built once per process and handed to the
+REST API, the Dash UI and the SLO evaluator, so they read and assemble the same data the same way (Jaeger's
+``querysvc`` is the model: its handlers, HTTP and gRPC, all call it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from diagnosis import DiagnosisSettings
+from processors.pipeline.config import PipelineConfig
+from query.analysis import AnalysisService
+from query.diagnosis import DiagnosisService
+from query.topology import Topology, window_topology
+from query.trace_views import TraceViews
+from storage.analysis_store import AnalysisStore
+from storage.engine_metrics import EngineMetricsReader
+from storage.reader import TraceReader
+from storage.rollup_reader import RollupReader
+
+
+class Store(TraceReader, RollupReader, Protocol):
+    """A store that answers trace and rollup reads (``storage.reader.ClickHouseTraceReader`` is one)."""
+
+
+@dataclass(frozen=True)
+class QueryService:
+    """Every reader's one way to the data.
+
+    Attributes:
+        store: trace reads (services, operations, search, a trace, its pages, dependencies) and the RED and
+            service-graph rollups; thread-safe, blocking.
+        analysis: per-trace analysis and window aggregates (stages, hotspots, flame graphs, usage and cost).
+        views: the trace model a trace page and its REST route show, read once per page load and kept.
+        diagnosis: named causes over a window, with the configured rules, stage table and engine metrics.
+        engine_metrics: vLLM's metrics for the Services page; None without ``HOTSPAN_PROMETHEUS_URL``.
+    """
+
+    store: Store
+    analysis: AnalysisService
+    views: TraceViews
+    diagnosis: DiagnosisService
+    engine_metrics: EngineMetricsReader | None = None
+
+    @classmethod
+    def build(
+        cls,
+        store: Store,
+        analysis_store: AnalysisStore,
+        config: PipelineConfig,
+        diagnosis: DiagnosisSettings,
+        engine_metrics: EngineMetricsReader | None = None,
+    ) -> QueryService:
+        """The room over one store, with the pipeline's configuration (stage rules, prices) and the diagnosis
+        settings, so every reader shares them."""
+        return cls(
+            store=store,
+            analysis=AnalysisService(store, analysis_store, config),
+            views=TraceViews(store, config.stage_rules),
+            diagnosis=DiagnosisService(store, diagnosis, config.stage_rules),
+            engine_metrics=engine_metrics,
+        )
+
+    def topology(self, start_ns: int, end_ns: int, *, tenant: str | None) -> Topology:
+        """The service graph over ``[start_ns, end_ns]`` (:func:`query.topology.window_topology`)."""
+        return window_topology(self.store, start_ns, end_ns, tenant=tenant)

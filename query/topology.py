@@ -1,0 +1,89 @@
+"""The service graph a window's readers show: nodes and edges from the per-minute service-graph rollup that the
+trace pipeline writes (``processors.pipeline.service_graph``), and the traces behind an edge.
+
+Every read is for one tenant (``storage.tenancy``); times are ns since the Unix epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import polars as pl
+
+from processors.pipeline.service_graph import USER
+from storage.rollup_reader import RollupReader
+
+NODE_KINDS = ("service", "user", "database", "messaging", "virtual")
+"""Kinds of service-graph nodes: a service that sent spans, the outside caller, or a peer that sent none,
+typed by the connections that reach it."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A window's service graph: ``nodes`` (:func:`topology_nodes`) and ``edges``
+    (:meth:`storage.rollup_reader.RollupReader.service_graph` columns)."""
+
+    nodes: pl.DataFrame
+    edges: pl.DataFrame
+
+
+def window_topology(rollups: RollupReader, start_ns: int, end_ns: int, *, tenant: str | None) -> Topology:
+    """The service graph over ``[start_ns, end_ns]`` as the rollups hold it (whole minutes). Blocking."""
+    edges = rollups.service_graph(start_ns, end_ns, tenant=tenant)
+    return Topology(topology_nodes(edges, rollups.rollup_services(start_ns, end_ns, tenant=tenant)), edges)
+
+
+def topology_nodes(edges: pl.DataFrame, services: Iterable[str]) -> pl.DataFrame:
+    """The nodes of a graph read back from the rollups. Pure.
+
+    Args:
+        edges: ``client``, ``server``, ``connection_type``, ``calls``, ``errors`` per edge (what
+            :meth:`storage.rollup_reader.RollupReader.service_graph` returns).
+        services: names of the services that sent spans in the same window: those nodes are ``service``
+            whatever their edges say; services without edges are included too.
+
+    Returns:
+        ``id`` (String), ``kind`` (one of :data:`NODE_KINDS`), ``calls_in``, ``calls_out``, ``errors_in``
+        (Int64: calls and failed calls received, calls made), ``calls`` (``calls_in``, or ``calls_out`` for a
+        node that only calls, like ``user``); sorted by id.
+    """
+    known = sorted(set(services))
+    incoming = edges.group_by(pl.col("server").alias("id")).agg(
+        pl.col("calls").sum().cast(pl.Int64).alias("calls_in"),
+        pl.col("errors").sum().cast(pl.Int64).alias("errors_in"),
+        pl.col("connection_type").alias("in_types"),
+    )
+    outgoing = edges.group_by(pl.col("client").alias("id")).agg(
+        pl.col("calls").sum().cast(pl.Int64).alias("calls_out"),
+        pl.col("connection_type").alias("out_types"),
+    )
+    ids = pl.concat(
+        [incoming.select("id"), outgoing.select("id"), pl.DataFrame({"id": known}, schema={"id": pl.String})]
+    ).unique()
+    nodes = ids.join(incoming, on="id", how="left").join(outgoing, on="id", how="left")
+    types = pl.concat_list(pl.col("in_types").fill_null([]), pl.col("out_types").fill_null([]))
+    kind = (
+        pl.when(pl.col("id").is_in(known))
+        .then(pl.lit("service"))
+        .when(pl.col("id") == USER)
+        .then(pl.lit("user"))
+        .when(types.list.contains("database"))
+        .then(pl.lit("database"))
+        .when(types.list.contains("messaging"))
+        .then(pl.lit("messaging"))
+        .otherwise(pl.lit("virtual"))
+    )
+    return (
+        nodes.with_columns(
+            kind.alias("kind"),
+            pl.col("calls_in").fill_null(0),
+            pl.col("calls_out").fill_null(0),
+            pl.col("errors_in").fill_null(0),
+        )
+        .with_columns(
+            pl.when(pl.col("calls_in") > 0).then(pl.col("calls_in")).otherwise(pl.col("calls_out")).alias("calls")
+        )
+        .select("id", "kind", "calls", "calls_in", "calls_out", "errors_in")
+        .sort("id")
+    )
