@@ -36,6 +36,7 @@ from hotspan import metrics as metrics_routes
 from hotspan.auth import Auth, load_auth, protect_app
 from hotspan.docs import install_docs
 from hotspan.health import StorageProbe
+from hotspan.roles import PARTS
 from hotspan.settings import Settings
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import PipelineConfig as TracePipelineConfig
@@ -170,22 +171,37 @@ def open_slo_evaluator(config: AlertsConfig, query: QueryService) -> SloEvaluato
 
 
 def open_trace_pipeline(
-    storage: Storage, config: TracePipelineConfig, processors: Sequence[TraceProcessor] = ()
+    storage: Storage,
+    config: TracePipelineConfig,
+    processors: Sequence[TraceProcessor] = (),
+    split: tuple[int, int] = (0, 1),
 ) -> TracePipeline:
-    """The trace pipeline (``processors.pipeline``) over ``storage``, running ``processors``; not started."""
-    return TracePipeline(ClickHouseAnalysisStore(storage.clickhouse, STAGES), storage.reader, config, processors)
+    """The trace pipeline (``processors.pipeline``) over ``storage``, running ``processors`` on its ``split``
+    (i, N) of the traces (``Settings.pipeline_split``; every trace by default); not started."""
+    shard, shards = split
+    return TracePipeline(
+        ClickHouseAnalysisStore(storage.clickhouse, STAGES),
+        storage.reader,
+        config,
+        processors,
+        shard=shard,
+        shards=shards,
+    )
 
 
 def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -> FastAPI:
-    """The HTTP application: ``/v1/traces``, ``/api/v1/...``, ``/metrics``, ``/healthz``, ``/docs`` and the UI
-    at ``/ui``. Starts the ingest pipeline (``app.state.pipeline``) and the storage probe (``app.state.health``);
-    whoever serves the app stops them.
+    """The HTTP application of ``settings.role`` (``hotspan.roles``): ``/metrics``, ``/healthz`` and ``/docs``
+    always; ``/v1/traces`` with ingest; ``/api/v1/...``, the Jaeger APIs and the UI at ``/ui`` with query.
+    Starts the ingest pipeline (``app.state.pipeline``, None without ingest) and the storage probe
+    (``app.state.health``); whoever serves the app stops them. ``app.state.query`` is the query room (None without
+    query), ``app.state.trace_processors`` what the trace pipeline runs (empty without pipeline).
 
     Every request passes ``hotspan.auth``'s middleware first (``auth``; loaded from ``settings`` when omitted).
 
     Raises:
         hotspan.auth.AuthFileError: the auth file is missing or invalid.
     """
+    parts = PARTS[settings.role]
     app = FastAPI(
         title="Hotspan",
         version="0.1.0",
@@ -198,34 +214,14 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     protect_app(app, auth or load_auth(settings))
     install_error_handlers(app)
     app.state.metrics_registry = metrics_routes.new_registry()
-    app.state.ingest_metrics = IngestMetrics(app.state.metrics_registry)
-    app.state.trace_metrics = TraceMetrics(app.state.metrics_registry)
-    app.state.pipeline = open_pipeline(settings, app.state.ingest_metrics)
-    app.include_router(
-        http_receiver.build_router(
-            app.state.pipeline,
-            app.state.ingest_metrics,
-            settings.max_body_bytes,
-            body_read_timeout_s=settings.body_read_timeout_s,
-            max_request_spans=settings.max_request_spans,
-            decode_wait_s=settings.decode_wait_s,
-        )
-    )
+    metrics_routes.record_role(app.state.metrics_registry, settings.role)
     app.include_router(metrics_routes.build_router(app.state.metrics_registry))
-    # The query room: every read of the REST API and the UI goes through it (and the SLO evaluator's, server.py).
-    app.state.query = open_query(settings, storage)
-    query = app.state.query
-    trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
-    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads))
-    app.include_router(trace_view_api.build_router(query.views))
-    app.include_router(jaeger_v1.build_router(query.store, trace_reads))
-    app.include_router(jaeger_v3.build_router(query.store, trace_reads))
-    app.include_router(topology_api.build_router(query.store))
-    app.include_router(red_api.build_router(query.store))
-    app.include_router(diagnosis_api.build_router(query.diagnosis))
-    app.include_router(analysis_api.build_router(query.analysis))
+    app.state.pipeline = _mount_ingest(app, settings) if parts.ingest else None
+    app.state.query = _mount_query(app, settings, storage) if parts.query else None
     # The trace pipeline (started by server.py) runs these on every batch.
-    app.state.trace_processors = trace_processors(storage, app.state.trace_metrics)
+    app.state.trace_processors = (
+        trace_processors(storage, TraceMetrics(app.state.metrics_registry)) if parts.pipeline else []
+    )
 
     app.state.health = StorageProbe(
         lambda: ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
@@ -235,11 +231,46 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     @app.get("/healthz", operation_id="health", response_model=Health, tags=["service"])
     async def health() -> Health:
         """Liveness and storage reachability, from the background probe's last answer (``hotspan.health``):
-        answered at once, whatever else the server is doing."""
+        answered at once, whatever else the server is doing; and the process's role."""
         reachable, detail = app.state.health.storage()
-        if reachable and not app.state.pipeline.inserting_ok:
-            reachable, detail = False, f"inserts failing; {app.state.pipeline.spooled_spans} spans wait in the spool"
-        return Health(status="ok" if reachable else "degraded", storage=detail)
+        ingest = app.state.pipeline
+        if reachable and ingest is not None and not ingest.inserting_ok:
+            reachable, detail = False, f"inserts failing; {ingest.spooled_spans} spans wait in the spool"
+        return Health(status="ok" if reachable else "degraded", storage=detail, role=settings.role)
+
+    return app
+
+
+def _mount_ingest(app: FastAPI, settings: Settings) -> IngestPipeline:
+    """The OTLP/HTTP receiver on ``app`` and its started ingest pipeline (``app.state.ingest_metrics`` set too)."""
+    app.state.ingest_metrics = IngestMetrics(app.state.metrics_registry)
+    pipeline = open_pipeline(settings, app.state.ingest_metrics)
+    app.include_router(
+        http_receiver.build_router(
+            pipeline,
+            app.state.ingest_metrics,
+            settings.max_body_bytes,
+            body_read_timeout_s=settings.body_read_timeout_s,
+            max_request_spans=settings.max_request_spans,
+            decode_wait_s=settings.decode_wait_s,
+        )
+    )
+    return pipeline
+
+
+def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QueryService:
+    """The REST and Jaeger APIs and the UI on ``app``, all reading through one query room, which is returned."""
+    # The query room: every read of the REST API and the UI goes through it (and the SLO evaluator's, server.py).
+    query = open_query(settings, storage)
+    trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
+    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads))
+    app.include_router(trace_view_api.build_router(query.views))
+    app.include_router(jaeger_v1.build_router(query.store, trace_reads))
+    app.include_router(jaeger_v3.build_router(query.store, trace_reads))
+    app.include_router(topology_api.build_router(query.store))
+    app.include_router(red_api.build_router(query.store))
+    app.include_router(diagnosis_api.build_router(query.diagnosis))
+    app.include_router(analysis_api.build_router(query.analysis))
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
@@ -249,4 +280,4 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     # An unknown package or file under /ui/_dash-component-suites/ is a 404, not a 500 with a traceback.
     dash_app.server.register_error_handler(DependencyException, lambda exc: ("not found", 404))
     app.mount("/ui", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
-    return app
+    return query
