@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.clickhouse import ClickHouse
-from storage.layout import ROLLUP_SHARDING_KEY, Layout
+from storage.layout import ROLLUP_SHARDING_KEY, SINGLE_NODE, Layout
 from storage.migrations import apply_migrations, migration_files, render
 
 CLUSTER = "hotspan_test"
@@ -151,18 +151,12 @@ def layout_database(dsn: str, layout: str) -> Iterator[ClickHouse]:
         RuntimeError: as :func:`pool_database`.
         ValueError: an unknown ``layout``.
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}")
-    with contextlib.ExitStack() as stack:
-        if layout == "cluster":
-            ch = ClickHouse(dsn, stack.enter_context(pool_database()), LAYOUT)
-        else:
-            ch = ClickHouse(dsn, f"t_{uuid.uuid4().hex[:12]}")
+    with layout_settings(dsn, layout, "t") as where:
+        ch = ClickHouse(dsn, where["clickhouse_database"], LAYOUT if layout == "cluster" else SINGLE_NODE)
         try:
             apply_migrations(ch)
             yield ch
         finally:
-            ch.command(f"DROP DATABASE IF EXISTS {ch.database}")
             ch.close()
 
 

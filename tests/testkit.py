@@ -27,6 +27,16 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 TRACES = SHARED_DATA / "traces"
 
 
+def post_otlp_json_file(base_url: str, path: Path) -> None:
+    """POST each line of the OTLP-JSON file ``path`` to ``base_url``'s ``/v1/traces``, asserting each is accepted."""
+    import httpx
+
+    for line in path.read_text().splitlines():
+        if line.strip():
+            answer = httpx.post(f"{base_url}/v1/traces", content=line, headers={"content-type": "application/json"})
+            assert answer.status_code == 200, answer.text
+
+
 def ingest_otlp_json_file(ingestor: Ingestor, path: Path) -> list[ExportResult]:
     """Store an OTLP-JSON file (one object, or JSON lines) through the real decode path."""
     text = path.read_text(encoding="utf-8")

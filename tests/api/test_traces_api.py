@@ -11,7 +11,7 @@ import pytest
 from cluster_kit import layout_settings
 
 from hotspan.server import RunningServer
-from testkit import TRACES, serve_in_process
+from testkit import TRACES, post_otlp_json_file, serve_in_process
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 
@@ -23,12 +23,7 @@ def demo_server(chdb_dsn: str, layout: str, tmp_path_factory: pytest.TempPathFac
     with layout_settings(chdb_dsn, layout, "s") as where:
         server = serve_in_process(chdb_dsn, tmp_path_factory.mktemp("traces_api"), **where)
         try:
-            for line in DEMO.read_text().splitlines():
-                if line.strip():
-                    answer = httpx.post(
-                        f"{server.base_url}/v1/traces", content=line, headers={"content-type": "application/json"}
-                    )
-                    assert answer.status_code == 200, answer.text
+            post_otlp_json_file(server.base_url, DEMO)
             yield server
         finally:
             server.stop()
