@@ -10,7 +10,8 @@ which would take far longer than the reads at this size.
 
 Timed, the median of ``--repeats`` runs after one warm-up, each through Hotspan's own reader (``storage``):
 
-- point read: one row of ``otel_traces`` by its whole sorting key (the floor a trace read is judged against);
+- point read: one row of ``otel_traces`` by its whole sorting key, with the columns a trace read returns (the floor
+  a trace read is judged against: a trace's spans sit in as many granules as it has (service, span name) pairs);
 - trace by ID; search by service + attribute + minimum duration over 1 h and over 24 h; RED by service over 1 h
   (the rollup); stages p50/p95/p99 over 1 h (the summaries); service dependencies over 1 h.
 
@@ -101,13 +102,14 @@ GROUP BY Tenant, TraceId
 """One analysis row per trace of ``{source}`` into ``{table}`` (the pipeline's stand-in, module docstring)."""
 
 POINT_READ = """
-SELECT TraceId, SpanId, Duration FROM otel_traces
+FROM otel_traces
 WHERE ServiceName = {service:String} AND SpanName = {name:String}
   AND toDateTime(Timestamp) = toDateTime(fromUnixTimestamp64Nano({ts:Int64}))
   AND Timestamp = fromUnixTimestamp64Nano({ts:Int64})
 LIMIT 1
 """
-"""One row by the whole sorting key of ``otel_traces`` (ServiceName, SpanName, toDateTime(Timestamp), Timestamp)."""
+"""One row of ``otel_traces`` by its whole sorting key (ServiceName, SpanName, toDateTime(Timestamp), Timestamp),
+after ``SELECT`` and the span columns a trace read returns (``storage.trace_sql.SPAN_COLUMNS``)."""
 
 
 def load(ch: ClickHouse, spans: int, local: Callable[[str], str]) -> float:
@@ -133,6 +135,7 @@ def measure(ch: ClickHouse, repeats: int) -> dict[str, float]:
     from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
     from storage.reader import ClickHouseTraceReader, TraceQuery
     from storage.rollup_reader import ClickHouseRollupReader, RedQuery
+    from storage.trace_sql import SPAN_COLUMNS
 
     reader = ClickHouseTraceReader(ch)
     middle = BASE_NS + DAY_NS // 2
@@ -151,7 +154,9 @@ def measure(ch: ClickHouse, repeats: int) -> dict[str, float]:
     analysis = ClickHouseAnalysisStore(ch, STAGES)
     rollups = ClickHouseRollupReader(ch)
     cases: dict[str, Callable[[], object]] = {
-        "point read (sorting key)": lambda: ch.query_rows(POINT_READ, {"service": service, "name": name, "ts": ts}),
+        "point read (sorting key)": lambda: ch.query_arrow(
+            f"SELECT{SPAN_COLUMNS}{POINT_READ}", {"service": service, "name": name, "ts": ts}
+        ),
         "trace by ID": lambda: reader.trace(trace_id, tenant="default"),
         "search 1 h": lambda: reader.search(TraceQuery(**search, **hour), tenant="default"),
         "search 24 h": lambda: reader.search(
