@@ -63,7 +63,8 @@ def test_compose_runs_the_issue_s_topology_on_a_cluster_its_servers_define() -> 
 
 
 def test_compose_settings_load(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Each Hotspan service's environment is valid settings (the pipeline's shard among them)."""
+    """Each Hotspan service's environment is valid settings (the pipeline's shard among them), naming the cluster
+    and database whose replicated DDL ``tests/storage/test_cluster_layout.py`` parses with ClickHouse's parser."""
     for service in _compose()["services"].values():
         if not service.get("image", "").startswith("hotspan:"):
             continue
@@ -72,6 +73,7 @@ def test_compose_settings_load(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
                 patch.setenv(key, value)
             settings = load_settings(data_dir=tmp_path)
         assert settings.layout.cluster == "hotspan" and settings.layout.replicated
+        assert settings.clickhouse_database == "otel"
 
 
 def test_otlp_is_balanced_over_the_collectors_and_routed_by_trace_id() -> None:
