@@ -98,3 +98,4 @@ class TraceResponse(BaseModel):
 class Health(BaseModel):
     status: str
     storage: str
+    role: str = Field(description="What this process runs: all, collector, query or pipeline (hotspan.roles).")

@@ -39,6 +39,7 @@ from hotspan.auth import Auth, load_auth, protect_app
 from hotspan.capacity_metrics import CapacityCollector
 from hotspan.docs import install_docs
 from hotspan.health import StorageProbe
+from hotspan.roles import PARTS
 from hotspan.settings import Settings
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import TracePipelineConfig
@@ -76,7 +77,7 @@ def open_storage(settings: Settings) -> Storage:
     """
     if settings.clickhouse_dsn.startswith("chdb:"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-    ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database)
+    ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
     applied = apply_migrations(ch, settings.ttl_days)
     if applied:
         log.info("applied migrations %s", applied)
@@ -88,7 +89,7 @@ def open_pipeline(settings: Settings, metrics: IngestMetrics) -> IngestPipeline:
     plan = FaultPlan.parse(settings.fault_injection) if settings.fault_injection else None
 
     def open_handle() -> ClickHouse:
-        ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database)
+        ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
         return FaultInjectingClickHouse(ch, plan) if plan else ch
 
     limits = SpanLimits(
@@ -193,25 +194,37 @@ def open_trace_pipeline(
     config: TracePipelineConfig,
     processors: Sequence[TraceProcessor] = (),
     sampling_metrics: TailSamplingMetrics | None = None,
+    split: tuple[int, int] = (0, 1),
 ) -> TracePipeline:
-    """The trace pipeline (``processors.pipeline``) over ``storage``, running ``processors`` and, when ``config``
-    has policies, tail sampling (its decisions counted in ``sampling_metrics``); not started."""
+    """The trace pipeline (``processors.pipeline``) over ``storage``, running ``processors`` on its ``split``
+    (i, N) of the traces (``Settings.pipeline_split``; every trace by default) and, when ``config`` has policies,
+    tail sampling (its decisions counted in ``sampling_metrics``); not started."""
+    shard, shards = split
     sampler = TailSampler(config.tail_sampling, sampling_metrics) if config.tail_sampling is not None else None
     return TracePipeline(
-        ClickHouseAnalysisStore(storage.clickhouse, STAGES), storage.reader, config, processors, sampler=sampler
+        ClickHouseAnalysisStore(storage.clickhouse, STAGES),
+        storage.reader,
+        config,
+        processors,
+        sampler=sampler,
+        shard=shard,
+        shards=shards,
     )
 
 
 def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -> FastAPI:
-    """The HTTP application: ``/v1/traces``, ``/api/v1/...``, ``/metrics``, ``/healthz``, ``/docs`` and the UI
-    at ``/ui``. Starts the ingest pipeline (``app.state.pipeline``) and the storage probe (``app.state.health``);
-    whoever serves the app stops them.
+    """The HTTP application of ``settings.role`` (``hotspan.roles``): ``/metrics``, ``/healthz`` and ``/docs``
+    always; ``/v1/traces`` with ingest; ``/api/v1/...``, the Jaeger APIs and the UI at ``/ui`` with query.
+    Starts the ingest pipeline (``app.state.pipeline``, None without ingest) and the storage probe
+    (``app.state.health``); whoever serves the app stops them. ``app.state.query`` is the query room (None without
+    query), ``app.state.trace_processors`` what the trace pipeline runs (empty without pipeline).
 
     Every request passes ``hotspan.auth``'s middleware first (``auth``; loaded from ``settings`` when omitted).
 
     Raises:
         hotspan.auth.AuthFileError: the auth file is missing or invalid.
     """
+    parts = PARTS[settings.role]
     app = FastAPI(
         title="Hotspan",
         version="0.1.0",
@@ -224,13 +237,43 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     protect_app(app, auth or load_auth(settings))
     install_error_handlers(app)
     app.state.metrics_registry = metrics_routes.new_registry()
+    metrics_routes.record_role(app.state.metrics_registry, settings.role)
+    app.include_router(metrics_routes.build_router(app.state.metrics_registry))
+    app.state.pipeline = _mount_ingest(app, settings) if parts.ingest else None
+    app.state.query = _mount_query(app, settings, storage) if parts.query else None
+    # The trace pipeline (started by server.py) runs these on every batch.
+    app.state.trace_processors = (
+        trace_processors(storage, TraceMetrics(app.state.metrics_registry)) if parts.pipeline else []
+    )
+    app.state.tail_sampling_metrics = TailSamplingMetrics(app.state.metrics_registry) if parts.pipeline else None
+    if settings.prometheus_url and parts.query:
+        app.state.metrics_registry.register(capacity_collector(settings))
+
+    app.state.health = StorageProbe(
+        lambda: ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
+    )
+    app.state.health.start()
+
+    @app.get("/healthz", operation_id="health", response_model=Health, tags=["service"])
+    async def health() -> Health:
+        """Liveness and storage reachability, from the background probe's last answer (``hotspan.health``):
+        answered at once, whatever else the server is doing; and the process's role."""
+        reachable, detail = app.state.health.storage()
+        ingest = app.state.pipeline
+        if reachable and ingest is not None and not ingest.inserting_ok:
+            reachable, detail = False, f"inserts failing; {ingest.spooled_spans} spans wait in the spool"
+        return Health(status="ok" if reachable else "degraded", storage=detail, role=settings.role)
+
+    return app
+
+
+def _mount_ingest(app: FastAPI, settings: Settings) -> IngestPipeline:
+    """The OTLP/HTTP receiver on ``app`` and its started ingest pipeline (``app.state.ingest_metrics`` set too)."""
     app.state.ingest_metrics = IngestMetrics(app.state.metrics_registry)
-    app.state.trace_metrics = TraceMetrics(app.state.metrics_registry)
-    app.state.tail_sampling_metrics = TailSamplingMetrics(app.state.metrics_registry)
-    app.state.pipeline = open_pipeline(settings, app.state.ingest_metrics)
+    pipeline = open_pipeline(settings, app.state.ingest_metrics)
     app.include_router(
         http_receiver.build_router(
-            app.state.pipeline,
+            pipeline,
             app.state.ingest_metrics,
             settings.max_body_bytes,
             body_read_timeout_s=settings.body_read_timeout_s,
@@ -238,12 +281,13 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
             decode_wait_s=settings.decode_wait_s,
         )
     )
-    app.include_router(metrics_routes.build_router(app.state.metrics_registry))
-    if settings.prometheus_url:
-        app.state.metrics_registry.register(capacity_collector(settings))
+    return pipeline
+
+
+def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QueryService:
+    """The REST and Jaeger APIs and the UI on ``app``, all reading through one query room, which is returned."""
     # The query room: every read of the REST API and the UI goes through it (and the SLO evaluator's, server.py).
-    app.state.query = open_query(settings, storage)
-    query = app.state.query
+    query = open_query(settings, storage)
     trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
     app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads))
     app.include_router(trace_view_api.build_router(query.views))
@@ -253,20 +297,6 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     app.include_router(red_api.build_router(query.store))
     app.include_router(diagnosis_api.build_router(query.diagnosis))
     app.include_router(analysis_api.build_router(query.analysis))
-    # The trace pipeline (started by server.py) runs these on every batch.
-    app.state.trace_processors = trace_processors(storage, app.state.trace_metrics)
-
-    app.state.health = StorageProbe(lambda: ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database))
-    app.state.health.start()
-
-    @app.get("/healthz", operation_id="health", response_model=Health, tags=["service"])
-    async def health() -> Health:
-        """Liveness and storage reachability, from the background probe's last answer (``hotspan.health``):
-        answered at once, whatever else the server is doing."""
-        reachable, detail = app.state.health.storage()
-        if reachable and not app.state.pipeline.inserting_ok:
-            reachable, detail = False, f"inserts failing; {app.state.pipeline.spooled_spans} spans wait in the spool"
-        return Health(status="ok" if reachable else "degraded", storage=detail)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
@@ -276,4 +306,4 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     # An unknown package or file under /ui/_dash-component-suites/ is a 404, not a 500 with a traceback.
     dash_app.server.register_error_handler(DependencyException, lambda exc: ("not found", 404))
     app.mount("/ui", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
-    return app
+    return query

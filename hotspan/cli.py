@@ -1,4 +1,4 @@
-"""The ``hotspan`` command: ``serve``, ``import``, ``demo``."""
+"""The ``hotspan`` command: ``serve``, ``import``, ``demo``, ``migrate`` (and ``stack``, ``auth``, ``alerts``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from alerts.cli import add_alerts_parser, run_alerts_command
 from alerts.config import AlertsConfigError
 from hotspan.auth.cli import add_auth_parser, run_auth_command, tenant_argument
-from hotspan.settings import SettingsError, load_settings
+from hotspan.settings import ROLES, SettingsError, load_settings
 from storage.tenancy import DEFAULT_TENANT
 
 log = logging.getLogger("hotspan")
@@ -40,6 +40,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the collector, REST API and UI in one process")
     _add_server_options(serve)
+    serve.add_argument(
+        "--role",
+        choices=ROLES,
+        help="what this process runs: all (default), collector, query or pipeline (env HOTSPAN_ROLE; "
+        "pipeline workers split the traces by HOTSPAN_PIPELINE_SHARD=i/N)",
+    )
+
+    migrate = commands.add_parser("migrate", help="apply the pending schema migrations (on a cluster: ON CLUSTER)")
+    _add_store_options(migrate)
+    migrate.add_argument(
+        "--reapply",
+        action="store_true",
+        help="apply every migration again, recorded or not: catches up a cluster node that lost its tables",
+    )
 
     importer = commands.add_parser("import", help="load OTLP / Jaeger / Zipkin trace files")
     importer.add_argument("paths", nargs="+", type=Path, help="files to import; the format is detected")
@@ -75,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {
             "serve": _serve,
+            "migrate": _migrate,
             "import": _import,
             "demo": _demo,
             "stack": _stack,
@@ -95,20 +110,44 @@ def _settings(args: argparse.Namespace):
         http_port=getattr(args, "http_port", None),
         grpc_port=getattr(args, "grpc_port", None),
         auth_file=getattr(args, "auth_file", None),
+        role=getattr(args, "role", None),
     )
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from hotspan.roles import PARTS
     from hotspan.server import start_server
 
     server = start_server(_settings(args))
-    print(f"Hotspan UI: {server.base_url}/ui/   API docs: {server.base_url}/docs", flush=True)
-    print(
-        f"OTLP/HTTP: {server.base_url}/v1/traces   OTLP/gRPC: {server.settings.host}:{server.grpc_port}",
-        flush=True,
-    )
+    print(f"Hotspan ({server.settings.role}): health {server.base_url}/healthz", flush=True)
+    if server.pipeline is not None:
+        grpc = f"{server.settings.host}:{server.grpc_port}"
+        print(f"OTLP/HTTP: {server.base_url}/v1/traces   OTLP/gRPC: {grpc}", flush=True)
+    if server.trace_pipeline is not None:
+        print(f"Analysing quiet traces, share {server.settings.pipeline_shard}", flush=True)
+    if PARTS[server.settings.role].query:
+        print(f"Hotspan UI: {server.base_url}/ui/   API docs: {server.base_url}/docs", flush=True)
     _wait_for_interrupt()
     server.stop()
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from clickhouse_connect.driver.exceptions import DatabaseError
+
+    from storage.clickhouse import ClickHouse, StorageError
+    from storage.migrations import apply_migrations
+
+    settings = _settings(args)
+    try:
+        ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
+        applied = apply_migrations(ch, settings.ttl_days, reapply=args.reapply)
+        ch.close()
+    except (StorageError, DatabaseError) as exc:
+        # A failed statement leaves the migrations before it recorded: running the command again resumes.
+        print(f"hotspan migrate: {exc}", file=sys.stderr)
+        return 2
+    print(f"applied migrations: {', '.join(map(str, applied)) or 'none pending'}", flush=True)
     return 0
 
 

@@ -8,12 +8,20 @@ stay apart. Components register their metrics on it through their own classes, e
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 
 
 def new_registry() -> CollectorRegistry:
     """An empty registry for one app."""
     return CollectorRegistry(auto_describe=True)
+
+
+def record_role(registry: CollectorRegistry, role: str) -> None:
+    """``hotspan_role{role="<role>"} 1`` on ``registry``: what the process runs (``hotspan.roles``), so a scrape of
+    many processes tells collectors, query nodes and pipeline workers apart."""
+    Gauge("hotspan_role", "What this Hotspan process runs (1 for its role)", ["role"], registry=registry).labels(
+        role=role
+    ).set(1)
 
 
 def build_router(registry: CollectorRegistry) -> APIRouter:

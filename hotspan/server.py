@@ -14,10 +14,18 @@ from alerts.config import load_alerts_config
 from alerts.evaluator import SloEvaluator
 from collector.grpc_receiver import start_grpc_server
 from collector.pipeline import IngestPipeline
-from hotspan.app import Storage, create_app, open_slo_evaluator, open_storage, open_trace_pipeline
+from hotspan.app import (
+    Storage,
+    create_app,
+    open_slo_evaluator,
+    open_storage,
+    open_trace_pipeline,
+    trace_pipeline_config,
+)
 from hotspan.auth import check_bind, load_auth
 from hotspan.auth import logs as auth_logs
 from hotspan.health import StorageProbe
+from hotspan.roles import PARTS
 from hotspan.settings import Settings
 from processors.pipeline.pipeline import TracePipeline
 from query.service import QueryService
@@ -33,7 +41,9 @@ same cores answered in 0.03 s; at 1 ms, 0.6 s (``tests/reliability/test_reliabil
 
 @dataclass
 class RunningServer:
-    """A started server; ``http_port``/``grpc_port`` are the bound ports (useful when 0 was asked)."""
+    """A started server; ``http_port``/``grpc_port`` are the bound ports (useful when 0 was asked). The parts its
+    role does not run (``hotspan.roles``) are None: ``pipeline`` (ingest), ``trace_pipeline``, ``slo_evaluator``;
+    ``grpc_server`` is None without ingest too."""
 
     settings: Settings
     storage: Storage
@@ -42,7 +52,7 @@ class RunningServer:
     grpc_server: grpc.Server | None
     http_port: int
     grpc_port: int
-    pipeline: IngestPipeline
+    pipeline: IngestPipeline | None
     health: StorageProbe
     trace_pipeline: TracePipeline | None = None
     slo_evaluator: SloEvaluator | None = None
@@ -63,13 +73,16 @@ class RunningServer:
             self.slo_evaluator.stop()
         if self.trace_pipeline is not None:
             self.trace_pipeline.stop()
-        self.pipeline.stop()
+        if self.pipeline is not None:
+            self.pipeline.stop()
         self.health.stop()
         self.storage.clickhouse.close()
 
 
 def start_server(settings: Settings, storage: Storage | None = None) -> RunningServer:
-    """Start HTTP (uvicorn, in a thread) and gRPC servers and wait until HTTP accepts connections.
+    """Start the parts of ``settings.role`` (``hotspan.roles``): HTTP (uvicorn, in a thread) always, OTLP/gRPC
+    with ingest, the trace pipeline on the role's share of traces with pipeline, the SLO evaluator with query;
+    wait until HTTP accepts connections.
 
     Raises:
         RuntimeError: a port could not be bound or the HTTP server did not come up in 30 s.
@@ -81,13 +94,14 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
     check_bind(settings.host, auth.authenticator)
     auth_logs.install()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    parts = PARTS[settings.role]
     storage = storage or open_storage(settings)
     # Read (and validated) before anything starts; the evaluator itself reads through the app's query room.
-    alerts_config = load_alerts_config(settings.alerts_path) if settings.alerts_path else None
+    alerts_config = load_alerts_config(settings.alerts_path) if settings.alerts_path and parts.query else None
     app = create_app(settings, storage, auth)
     slo_evaluator = open_slo_evaluator(alerts_config, app.state.query) if alerts_config else None
     grpc_server, grpc_port = None, 0
-    if settings.grpc_port >= 0:
+    if settings.grpc_port >= 0 and parts.ingest:
         grpc_server, grpc_port = start_grpc_server(
             app.state.pipeline,
             app.state.ingest_metrics,
@@ -110,10 +124,14 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
     else:
         raise RuntimeError("HTTP server did not start within 30 s")
     http_port = server.servers[0].sockets[0].getsockname()[1]
-    trace_pipeline = open_trace_pipeline(
-        storage, app.state.query.analysis.config, app.state.trace_processors, app.state.tail_sampling_metrics
-    )
-    trace_pipeline.start()
+    trace_pipeline = None
+    if parts.pipeline:
+        # The query room's configuration when there is one: the API analyses traces with the same rule tables.
+        rules = app.state.query.analysis.config if app.state.query else trace_pipeline_config(settings)
+        trace_pipeline = open_trace_pipeline(
+            storage, rules, app.state.trace_processors, app.state.tail_sampling_metrics, settings.pipeline_split
+        )
+        trace_pipeline.start()
     if slo_evaluator is not None:
         slo_evaluator.start()
     return RunningServer(

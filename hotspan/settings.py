@@ -6,6 +6,17 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_CLICKHOUSE_DSN``: ``chdb:///path`` (embedded) or ``http(s)://user:pass@host:8123``;
   default ``chdb://<data dir>/clickhouse``.
 - ``HOTSPAN_CLICKHOUSE_DATABASE``: database holding ``otel_traces``; default ``otel`` (the exporter's).
+- ``HOTSPAN_CLICKHOUSE_CLUSTER``: name of a ClickHouse cluster (the servers' ``remote_servers``) to lay the tables
+  out on: ``ON CLUSTER`` DDL, ``Replicated*`` local tables and ``Distributed`` tables sharded by trace ID
+  (``storage.layout``); default empty: one node.
+- ``HOTSPAN_CLICKHOUSE_REPLICATED``: with a cluster, whether it has ClickHouse Keeper for ``ON CLUSTER`` DDL and
+  replicated tables; ``false`` for shards of one replica without Keeper, each node then migrated on its own
+  (``hotspan migrate`` against each); default ``true``.
+- ``HOTSPAN_ROLE``: what this process runs (``hotspan.roles``): ``all`` (default: everything), ``collector``
+  (OTLP receivers, spool, writer), ``query`` (REST and Jaeger APIs, UI, SLO evaluator; reads only) or ``pipeline``
+  (the quiet-trace analysis only).
+- ``HOTSPAN_PIPELINE_SHARD``: ``i/N``: this process's share of the quiet-trace analysis, the traces with
+  ``cityHash64(TraceId) % N = i`` (``0 <= i < N``; run one process for each ``i``); default ``0/1`` (every trace).
 - ``HOTSPAN_HOST``: bind address; default ``127.0.0.1``.
 - ``HOTSPAN_HTTP_PORT``: OTLP/HTTP, REST API and UI; default 4318, 0 picks a free port.
 - ``HOTSPAN_GRPC_PORT``: OTLP/gRPC; default 4317, 0 picks a free port, -1 disables.
@@ -74,16 +85,25 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from storage.faults import FaultPlan
+from storage.layout import Layout
+
+Role = Literal["all", "collector", "query", "pipeline"]
+"""What one Hotspan process runs (``hotspan.roles`` says which parts each starts)."""
+ROLES: tuple[str, ...] = get_args(Role)
 
 ENVIRONMENT = {
     "data_dir": "HOTSPAN_DATA_DIR",
     "clickhouse_dsn": "HOTSPAN_CLICKHOUSE_DSN",
     "clickhouse_database": "HOTSPAN_CLICKHOUSE_DATABASE",
+    "clickhouse_cluster": "HOTSPAN_CLICKHOUSE_CLUSTER",
+    "clickhouse_replicated": "HOTSPAN_CLICKHOUSE_REPLICATED",
+    "role": "HOTSPAN_ROLE",
+    "pipeline_shard": "HOTSPAN_PIPELINE_SHARD",
     "host": "HOTSPAN_HOST",
     "http_port": "HOTSPAN_HTTP_PORT",
     "grpc_port": "HOTSPAN_GRPC_PORT",
@@ -132,6 +152,10 @@ class Settings(BaseModel):
     data_dir: Path = Path(".hotspan")
     clickhouse_dsn: str = ""
     clickhouse_database: str = Field("otel", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    clickhouse_cluster: str = Field("", pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$")
+    clickhouse_replicated: bool = True
+    role: Role = "all"
+    pipeline_shard: str = Field("0/1", pattern=r"^\d+/\d+$")
     host: str = "127.0.0.1"
     http_port: int = Field(4318, ge=0, le=65535)
     grpc_port: int = Field(4317, ge=-1, le=65535)
@@ -173,6 +197,14 @@ class Settings(BaseModel):
         FaultPlan.parse(value)
         return value
 
+    @field_validator("pipeline_shard")
+    @classmethod
+    def _pipeline_shard(cls, value: str) -> str:
+        shard, shards = map(int, value.split("/"))
+        if not 0 <= shard < shards:
+            raise ValueError(f"i/N needs 0 <= i < N, got {value}")
+        return value
+
     @model_validator(mode="after")
     def _default_dsn(self) -> Settings:
         if not self.clickhouse_dsn:
@@ -180,6 +212,17 @@ class Settings(BaseModel):
         elif not self.clickhouse_dsn.startswith(("chdb:", "http://", "https://")):
             raise ValueError("clickhouse_dsn must start with chdb:, http:// or https://")
         return self
+
+    @property
+    def layout(self) -> Layout:
+        """Where the tables live (``storage.layout``): one node, or the cluster ``clickhouse_cluster``."""
+        return Layout(self.clickhouse_cluster or None, self.clickhouse_replicated)
+
+    @property
+    def pipeline_split(self) -> tuple[int, int]:
+        """``pipeline_shard`` as (i, N): this process analyses the traces with ``cityHash64(TraceId) % N = i``."""
+        shard, shards = map(int, self.pipeline_shard.split("/"))
+        return shard, shards
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -16,22 +16,12 @@ import clickhouse_connect
 import pyarrow as pa
 from clickhouse_connect.driver.client import Client
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from storage.identifiers import validate_identifier
+from storage.layout import SINGLE_NODE, Layout
 
 
 class StorageError(RuntimeError):
     """ClickHouse could not be reached or refused a statement."""
-
-
-def validate_identifier(name: str) -> str:
-    """Return ``name`` if it is a plain SQL identifier (database or table name).
-
-    Raises:
-        ValueError: ``name`` holds anything but letters, digits and underscores.
-    """
-    if not _IDENTIFIER.match(name):
-        raise ValueError(f"not a plain identifier: {name!r}")
-    return name
 
 
 class ClickHouse:
@@ -43,21 +33,30 @@ class ClickHouse:
     Args:
         dsn: ``chdb:///path``, ``chdb://memory`` or ``http(s)://...``.
         database: database to create (if missing) and use for every statement.
+        layout: where the tables live (``storage.layout``): one node by default; on a cluster the database is
+            created on every node (``ON CLUSTER``, when replicated) and every session gets the layout's settings.
 
     Raises:
         StorageError: the engine could not be opened or the database not created.
     """
 
-    def __init__(self, dsn: str, database: str) -> None:
+    def __init__(self, dsn: str, database: str, layout: Layout = SINGLE_NODE) -> None:
         self.dsn = dsn
         self.database = validate_identifier(database)
+        self.layout = layout
         self.is_embedded = dsn.startswith("chdb:")
         self._lock = threading.RLock()
+        on_cluster = f" ON CLUSTER {layout.cluster}" if layout.clustered and layout.replicated else ""
         try:
             bootstrap = clickhouse_connect.get_client(dsn=dsn)
-            bootstrap.command(f"CREATE DATABASE IF NOT EXISTS {self.database}")
+            # Checked first: on a cluster the CREATE waits for every node, which a handle opened while one is down
+            # must not do when the database is there already.
+            if not bootstrap.command(f"EXISTS DATABASE {self.database}"):
+                bootstrap.command(f"CREATE DATABASE IF NOT EXISTS {self.database}{on_cluster}")
             bootstrap.close()
-            self._client: Client = clickhouse_connect.get_client(dsn=dsn, database=self.database)
+            self._client: Client = clickhouse_connect.get_client(
+                dsn=dsn, database=self.database, settings=layout.session_settings
+            )
         except Exception as exc:
             raise StorageError(f"cannot open ClickHouse at {_redact(dsn)}: {exc}") from exc
 

@@ -97,6 +97,7 @@ class FaultInjectingClickHouse(ClickHouse):
         # Deliberately no super().__init__: the wrapped handle owns the connection.
         self.dsn = inner.dsn
         self.database = inner.database
+        self.layout = inner.layout
         self.is_embedded = inner.is_embedded
         self._inner = inner
         self._plan = plan

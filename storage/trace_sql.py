@@ -89,8 +89,8 @@ FROM (
         LEFT JOIN (
             SELECT tuple({IDENTITY}) AS Identity, groupArray({CONTENT}) AS Contents
             FROM otel_traces
-            WHERE TraceId IN (SELECT TraceId FROM {INCOMING})
-              AND Timestamp IN (SELECT Timestamp FROM {INCOMING})
+            WHERE TraceId GLOBAL IN (SELECT TraceId FROM {INCOMING})
+              AND Timestamp GLOBAL IN (SELECT Timestamp FROM {INCOMING})
               AND Timestamp >= (SELECT min(Timestamp) FROM {INCOMING})
               AND Timestamp <= (SELECT max(Timestamp) FROM {INCOMING})
             GROUP BY Identity
@@ -257,7 +257,7 @@ WITH matched AS (
     FROM otel_traces
     WHERE {tenant} AND {conditions}
     GROUP BY TraceId
-    ORDER BY last_seen DESC
+    ORDER BY last_seen DESC, TraceId
     LIMIT {{limit:UInt32}}
 )"""
 """The traces a search finds: those with a span meeting ``{conditions}``, the most recently active first, at
@@ -270,9 +270,10 @@ SEARCH = (
 SELECT
     TraceId AS trace_id,
     if(countIf(ParentSpanId = '') > 0,
-       argMinIf(ServiceName, Timestamp, ParentSpanId = ''), argMin(ServiceName, Timestamp)) AS root_service,
+       argMinIf(ServiceName, (Timestamp, SpanId), ParentSpanId = ''), argMin(ServiceName, (Timestamp, SpanId)))
+        AS root_service,
     if(countIf(ParentSpanId = '') > 0,
-       argMinIf(SpanName, Timestamp, ParentSpanId = ''), argMin(SpanName, Timestamp)) AS root_name,
+       argMinIf(SpanName, (Timestamp, SpanId), ParentSpanId = ''), argMin(SpanName, (Timestamp, SpanId))) AS root_name,
     min({START_NS}) AS start_time_unix_nano,
     toUInt64(max({START_NS} + Duration) - min({START_NS})) AS duration_ns,
     count() AS span_count,
@@ -282,6 +283,7 @@ SELECT
 FROM (
     SELECT
         TraceId,
+        SpanId,
         Timestamp,
         SpanName,
         argMax(ParentSpanId, Version) AS ParentSpanId,
@@ -290,22 +292,24 @@ FROM (
         argMax(StatusCode, Version) AS StatusCode,
         argMax({HOTSPOT}, Version) AS Hotspot
     FROM otel_traces
-    WHERE TraceId IN (SELECT TraceId FROM matched) AND {{tenant}}
+    WHERE TraceId GLOBAL IN (SELECT TraceId FROM matched) AND {{tenant}}
     GROUP BY {IDENTITY}
 )
 GROUP BY TraceId
-ORDER BY start_time_unix_nano DESC
+ORDER BY start_time_unix_nano DESC, trace_id
 """
 )
-"""Summaries of the traces a search finds, each span counted once (its latest copy)."""
+"""Summaries of the traces a search finds, each span counted once (its latest copy). The root is the earliest span
+without a parent (else the earliest span), the lower span ID among spans starting together: the answer must not
+depend on the order rows arrive in, which differs between runs and between one node and shards."""
 
 SEARCH_SPANS = (
     MATCHED_TRACES
     + f"""
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
-WHERE TraceId IN (SELECT TraceId FROM matched) AND {{tenant}}
-  AND {LATEST_COPY.format(where="TraceId IN (SELECT TraceId FROM matched) AND {tenant}")}
+WHERE TraceId GLOBAL IN (SELECT TraceId FROM matched) AND {{tenant}}
+  AND {LATEST_COPY.format(where="TraceId GLOBAL IN (SELECT TraceId FROM matched) AND {tenant}")}
 ORDER BY trace_id, start_time_unix_nano, span_id, kind, name
 LIMIT 1 BY {IDENTITY}
 """

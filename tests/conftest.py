@@ -6,17 +6,16 @@ database name instead.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from cluster_kit import LAYOUTS, layout_database, layout_settings, open_engine
 
 from collector.ingest import Ingestor
 from query.service import QueryService
 from storage.clickhouse import ClickHouse
-from storage.migrations import apply_migrations
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
 from testkit import query_room, serve_in_process
@@ -46,18 +45,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def chdb_dsn(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The one embedded-engine DSN of this test process."""
-    return f"chdb://{tmp_path_factory.mktemp('chdb')}"
+    """The one embedded-engine DSN of this test process, opened with the two-shard cluster of
+    ``tests/cluster_kit.py`` (which changes nothing for the stores of one node)."""
+    return open_engine(tmp_path_factory.mktemp("chdb"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``both_layouts`` run once per table layout (``layout``: one node, and the two-shard cluster
+    of ``tests/cluster_kit.py``), module-scoped so a module's shared server or store is built once per layout.
+
+    The mark goes on a few representative tests (CI time), so the other tests of such a module are parametrized
+    too, with the one-node layout only: a module-scoped fixture built for an unparametrized ``layout`` would
+    otherwise be reused, unchanged, by the cluster runs (pytest caches it regardless of its dependency's param).
+    """
+    chosen = any("layout" in mark.args[0] for mark in metafunc.definition.iter_markers("parametrize"))
+    if "layout" not in metafunc.fixturenames or chosen:
+        return
+    if metafunc.definition.get_closest_marker("both_layouts"):
+        metafunc.parametrize("layout", LAYOUTS, scope="module")
+    elif _marks_some_test(metafunc.module):
+        metafunc.parametrize("layout", LAYOUTS[:1], scope="module")
+
+
+def _marks_some_test(module: object) -> bool:
+    """Whether a test function of ``module`` carries the ``both_layouts`` mark."""
+    return any(
+        mark.name == "both_layouts"
+        for name, value in vars(module).items()
+        if name.startswith("test_")
+        for mark in getattr(value, "pytestmark", ())
+    )
+
+
+@pytest.fixture(scope="module")
+def layout() -> str:
+    """The table layout of the test's stores: one node, unless the test is marked ``both_layouts``."""
+    return "one_node"
 
 
 @pytest.fixture
-def store(chdb_dsn: str) -> Iterator[ClickHouse]:
-    """A migrated, empty database of its own on the session's embedded engine."""
-    ch = ClickHouse(chdb_dsn, f"t_{uuid.uuid4().hex[:12]}")
-    apply_migrations(ch)
-    yield ch
-    ch.command(f"DROP DATABASE IF EXISTS {ch.database}")
-    ch.close()
+def store(chdb_dsn: str, layout: str) -> Iterator[ClickHouse]:
+    """A migrated, empty database of its own on the session's embedded engine, of the test's ``layout``."""
+    with layout_database(chdb_dsn, layout) as ch:
+        yield ch
 
 
 @pytest.fixture
@@ -77,11 +107,13 @@ def ingestor(store: ClickHouse) -> Ingestor:
 
 
 @pytest.fixture
-def hotspan_server(chdb_dsn: str, tmp_path: Path) -> Iterator[RunningServer]:
-    """A served Hotspan (OTLP/HTTP + REST + UI and OTLP/gRPC) on free loopback ports, own database."""
-    server = serve_in_process(chdb_dsn, tmp_path)
-    yield server
-    server.stop()
+def hotspan_server(chdb_dsn: str, tmp_path: Path, layout: str) -> Iterator[RunningServer]:
+    """A served Hotspan (OTLP/HTTP + REST + UI and OTLP/gRPC) on free loopback ports, own database of the test's
+    ``layout``."""
+    with layout_settings(chdb_dsn, layout, "s") as where:
+        server = serve_in_process(chdb_dsn, tmp_path, **where)
+        yield server
+        server.stop()
 
 
 @pytest.fixture

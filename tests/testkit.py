@@ -27,6 +27,16 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 TRACES = SHARED_DATA / "traces"
 
 
+def post_otlp_json_file(base_url: str, path: Path) -> None:
+    """POST each line of the OTLP-JSON file ``path`` to ``base_url``'s ``/v1/traces``, asserting each is accepted."""
+    import httpx
+
+    for line in path.read_text().splitlines():
+        if line.strip():
+            answer = httpx.post(f"{base_url}/v1/traces", content=line, headers={"content-type": "application/json"})
+            assert answer.status_code == 200, answer.text
+
+
 def ingest_otlp_json_file(ingestor: Ingestor, path: Path) -> list[ExportResult]:
     """Store an OTLP-JSON file (one object, or JSON lines) through the real decode path."""
     text = path.read_text(encoding="utf-8")
@@ -53,21 +63,13 @@ def migrated_database(dsn: str, prefix: str) -> Iterator[ClickHouse]:
 
 def serve_in_process(chdb_dsn: str, data_dir: Path, prefix: str = "s", **settings: Any) -> RunningServer:
     """A started in-process Hotspan (OTLP/HTTP + REST + UI and OTLP/gRPC) on free loopback ports, on the session's
-    embedded engine with a database of its own (named ``<prefix>_<random>``), ``settings`` overriding the rest.
-    The caller stops it."""
+    embedded engine with a database of its own (named ``<prefix>_<random>`` unless ``settings`` name one),
+    ``settings`` overriding the rest. The caller stops it."""
     from hotspan.server import start_server
     from hotspan.settings import load_settings
 
-    return start_server(
-        load_settings(
-            data_dir=data_dir,
-            clickhouse_dsn=chdb_dsn,
-            clickhouse_database=f"{prefix}_{uuid.uuid4().hex[:12]}",
-            http_port=0,
-            grpc_port=0,
-            **settings,
-        )
-    )
+    defaults = {"clickhouse_database": f"{prefix}_{uuid.uuid4().hex[:12]}", "http_port": 0, "grpc_port": 0}
+    return start_server(load_settings(data_dir=data_dir, clickhouse_dsn=chdb_dsn, **(defaults | settings)))
 
 
 def layout_ids(node: object) -> Iterator[object]:

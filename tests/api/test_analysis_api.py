@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 
 import httpx
 import polars as pl
 import pytest
+from cluster_kit import layout_settings
 from pipeline.pipeline_support import MS, T0, otlp_request, vllm_agent_trace
 
 from analysis import STAGES, analyze
 from hotspan.server import RunningServer, start_server
-from hotspan.settings import load_settings
+from hotspan.settings import Settings, load_settings
 from testkit import TRACES
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
@@ -38,17 +38,22 @@ WINDOW = {"start_ns": T0, "end_ns": T0 + HOUR_NS}
 
 
 @pytest.fixture(scope="module")
-def server(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """One served Hotspan for the module (a server costs seconds); its pipeline analyses traces 0.2 s after
-    their last span, and the fixture waits until every received trace is analysed."""
-    settings = load_settings(
-        data_dir=tmp_path_factory.mktemp("analysis_api"),
-        clickhouse_dsn=chdb_dsn,
-        clickhouse_database=f"a_{uuid.uuid4().hex[:12]}",
-        http_port=0,
-        grpc_port=-1,
-        trace_idle_s=0.2,
-    )
+def server(chdb_dsn: str, layout: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """One served Hotspan for the module (a server costs seconds) on each layout; its pipeline analyses traces
+    0.2 s after their last span, and the fixture waits until every received trace is analysed."""
+    with layout_settings(chdb_dsn, layout, "a") as where:
+        settings = load_settings(
+            data_dir=tmp_path_factory.mktemp("analysis_api"),
+            clickhouse_dsn=chdb_dsn,
+            http_port=0,
+            grpc_port=-1,
+            trace_idle_s=0.2,
+            **where,
+        )
+        yield from _served(settings)
+
+
+def _served(settings: Settings) -> Iterator[RunningServer]:
     running = start_server(settings)
     # The capture's 41 requests sent as 3 (each POST costs a durable spool write); traces spanning two of them
     # arrive in parts, as they do from real exporters.
@@ -96,6 +101,7 @@ def _ok(server: RunningServer, path: str, **params: object) -> dict:
 # --- per trace ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.both_layouts
 def test_trace_stages_of_a_vllm_agent_request(server: RunningServer) -> None:
     body = _ok(server, f"/api/v1/traces/{A.upper()}/stages")
     expected = dict.fromkeys(STAGES, 0) | {
@@ -180,6 +186,7 @@ def test_per_trace_endpoints_on_every_real_trace_sum_to_the_root(server: Running
 # --- over a window -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.both_layouts
 def test_stage_percentiles_by_model_hand_checked(server: RunningServer) -> None:
     body = _ok(server, "/api/v1/stages", group_by="model", **WINDOW)
     assert [g["group"] for g in body["groups"]] == ["llama-3-8b"]
@@ -243,6 +250,7 @@ def test_stage_shares_over_time(server: RunningServer) -> None:
     assert too_many.status_code == 400 and too_many.json()["error"]["code"] == "invalid_parameter"
 
 
+@pytest.mark.both_layouts
 def test_hotspot_ranking_on_real_traces_matches_an_independent_count(server: RunningServer) -> None:
     start, end = _demo_window()
     body = _ok(server, "/api/v1/hotspots", start_ns=start, end_ns=end, limit=1000)

@@ -4,29 +4,29 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 
 import httpx
 import pytest
+from cluster_kit import layout_settings
 
 from hotspan.server import RunningServer
-from testkit import TRACES
+from testkit import TRACES, post_otlp_json_file, serve_in_process
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 
 
-@pytest.fixture
-def demo_server(hotspan_server: RunningServer) -> RunningServer:
-    for line in DEMO.read_text().splitlines():
-        if line.strip():
-            assert (
-                httpx.post(
-                    f"{hotspan_server.base_url}/v1/traces",
-                    content=line,
-                    headers={"content-type": "application/json"},
-                ).status_code
-                == 200
-            )
-    return hotspan_server
+@pytest.fixture(scope="module")
+def demo_server(chdb_dsn: str, layout: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """One served Hotspan holding the demo capture, shared by the module's tests (they only read; a server and its
+    ingest cost seconds), on each layout of the test."""
+    with layout_settings(chdb_dsn, layout, "s") as where:
+        server = serve_in_process(chdb_dsn, tmp_path_factory.mktemp("traces_api"), **where)
+        try:
+            post_otlp_json_file(server.base_url, DEMO)
+            yield server
+        finally:
+            server.stop()
 
 
 def _demo_spans() -> list[dict]:
@@ -59,6 +59,7 @@ def test_services_and_operations(demo_server: RunningServer) -> None:
     assert _get(demo_server, "/api/v1/services/nope/operations").json() == {"operations": []}
 
 
+@pytest.mark.both_layouts
 def test_search_filters_by_service_operation_duration_and_attribute(demo_server: RunningServer) -> None:
     spans = _demo_spans()
     by_service = {s["traceId"] for s in spans if s["service"] == "checkoutservice"}
@@ -80,6 +81,7 @@ def test_search_filters_by_service_operation_duration_and_attribute(demo_server:
     assert len(_get(demo_server, "/api/v1/traces", limit=5).json()["traces"]) == 5
 
 
+@pytest.mark.both_layouts
 def test_search_summary_fields_match_the_file(demo_server: RunningServer) -> None:
     spans = _demo_spans()
     per_trace = Counter(s["traceId"] for s in spans)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from cluster_kit import layout_settings
 
 from hotspan.server import RunningServer, start_server
 from hotspan.settings import load_settings
@@ -32,27 +32,28 @@ models:
 
 
 @pytest.fixture(scope="module")
-def server(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def server(chdb_dsn: str, layout: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     directory = tmp_path_factory.mktemp("usage_api")
     prices = directory / "prices.yaml"
     prices.write_text(PRICES)
-    settings = load_settings(
-        data_dir=directory,
-        clickhouse_dsn=chdb_dsn,
-        clickhouse_database=f"u_{uuid.uuid4().hex[:12]}",
-        http_port=0,
-        grpc_port=-1,
-        trace_idle_s=0.2,
-        prices_path=prices,
-    )
-    running = start_server(settings)
-    body = CAPTURE.with_suffix(".json").read_text()
-    answer = httpx.post(
-        f"{running.base_url}/v1/traces", content=body, headers={"content-type": "application/json"}, timeout=30
-    )
-    assert answer.status_code == 200, answer.text
-    yield running
-    running.stop()
+    with layout_settings(chdb_dsn, layout, "u") as where:
+        settings = load_settings(
+            data_dir=directory,
+            clickhouse_dsn=chdb_dsn,
+            http_port=0,
+            grpc_port=-1,
+            trace_idle_s=0.2,
+            prices_path=prices,
+            **where,
+        )
+        running = start_server(settings)
+        body = CAPTURE.with_suffix(".json").read_text()
+        answer = httpx.post(
+            f"{running.base_url}/v1/traces", content=body, headers={"content-type": "application/json"}, timeout=30
+        )
+        assert answer.status_code == 200, answer.text
+        yield running
+        running.stop()
 
 
 def truth() -> list[dict]:
@@ -103,6 +104,7 @@ def test_search_results_carry_tokens_and_cost(server: RunningServer) -> None:
         assert row["dominant_stage"] == "llm.call"
 
 
+@pytest.mark.both_layouts
 def test_usage_per_model_and_in_all(server: RunningServer) -> None:
     searched(server)
     expected = truth()

@@ -81,6 +81,7 @@ def test_import_summarises_every_trace_once_with_stages_summing_to_the_root(stor
     assert _rows(store, "SELECT count() FROM hotspan_trace_summary") == [(141,)]
 
 
+@pytest.mark.both_layouts
 def test_a_trace_is_analysed_once_quiet_and_again_after_late_spans(store: ClickHouse, ingestor: Ingestor) -> None:
     now = [time.time()]
     recorder = Recorder()
@@ -172,6 +173,9 @@ def test_hotspan_import_analyses_at_once(
     store: ClickHouse, chdb_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("HOTSPAN_CLICKHOUSE_DATABASE", store.database)
+    if store.layout.clustered:
+        monkeypatch.setenv("HOTSPAN_CLICKHOUSE_CLUSTER", str(store.layout.cluster))
+        monkeypatch.setenv("HOTSPAN_CLICKHOUSE_REPLICATED", "false")
     monkeypatch.setenv("HOTSPAN_TRACE_IDLE_S", "3600")
 
     assert main(["import", str(DEMO), "--clickhouse-dsn", chdb_dsn, "--no-progress"]) == 0

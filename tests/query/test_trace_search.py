@@ -22,6 +22,7 @@ def everything(ingestor: Ingestor, reader: ClickHouseTraceReader) -> pl.DataFram
     return reader.search(TraceQuery(limit=1_000), tenant=ALL_TENANTS)
 
 
+@pytest.mark.both_layouts
 def test_sorts_look_at_every_match_not_only_the_page(reader: ClickHouseTraceReader, everything: pl.DataFrame) -> None:
     longest = search_traces(reader, None, TraceSearch(TraceQuery(), sort="longest", limit=5), tenant=ALL_TENANTS)
     expected = everything.sort("duration_ns", descending=True)["duration_ns"].head(5).to_list()

@@ -9,7 +9,7 @@ import pyarrow as pa
 from collector.batch import to_batch
 from collector.otlp_json import request_from_json
 from storage.clickhouse import ClickHouse
-from storage.migrations import apply_migrations
+from storage.migrations import apply_migrations, migration_files
 from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.schema import with_tenant
 from storage.writer import ClickHouseTraceWriter
@@ -58,7 +58,7 @@ def test_a_store_of_the_previous_schema_upgrades_in_place_and_reads_each_span_on
         old.insert_arrow("otel_traces", _batch())
         old.insert_arrow("otel_traces", _batch(4))
 
-        assert apply_migrations(old)[:2] == [31, 32]
+        assert apply_migrations(old) == [version for version, _, _ in migration_files() if version > 30]
         assert apply_migrations(old) == []
         reader = ClickHouseTraceReader(old)
         assert reader.trace(TRACE, tenant="default").height == 4

@@ -3,10 +3,10 @@ OpenTelemetry demo capture, its rollups filled at ingest (RED) and by the trace 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
+from cluster_kit import layout_database
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from topology_support import demo_batch, run_pipeline, storage_of
@@ -15,7 +15,7 @@ from api import red as red_api
 from api import topology as topology_api
 from api.errors import install_error_handlers
 from storage.clickhouse import ClickHouse
-from storage.migrations import apply_migrations, migration_files, render
+from storage.migrations import migration_files, render
 from storage.rollup_reader import RedQuery
 from storage.schema import SPAN_SCHEMA, with_tenant
 from testkit import TRACES
@@ -26,16 +26,13 @@ MONTH_S = 30 * 86_400
 
 
 @pytest.fixture(scope="module")
-def demo_store(chdb_dsn: str) -> Iterator[ClickHouse]:
+def demo_store(chdb_dsn: str, layout: str) -> Iterator[ClickHouse]:
     """One migrated database holding the demo capture, analysed; shared by the read-only tests here."""
-    ch = ClickHouse(chdb_dsn, f"t_{uuid.uuid4().hex[:12]}")
-    apply_migrations(ch)
-    storage = storage_of(ch)
-    storage.writer.write(demo_batch(DEMO))
-    run_pipeline(storage)
-    yield ch
-    ch.command(f"DROP DATABASE IF EXISTS {ch.database}")
-    ch.close()
+    with layout_database(chdb_dsn, layout) as ch:
+        storage = storage_of(ch)
+        storage.writer.write(demo_batch(DEMO))
+        run_pipeline(storage)
+        yield ch
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +46,7 @@ def client(demo_store: ClickHouse) -> Iterator[TestClient]:
         yield test_client
 
 
+@pytest.mark.both_layouts
 def test_topology_nodes_and_edges(client: TestClient) -> None:
     body = client.get("/api/v1/topology", params=ALL_TIME).json()
     assert body["start_ns"] == 0
@@ -97,6 +95,7 @@ def test_edge_examples_list_failed_calls_first(client: TestClient) -> None:
     assert missing.json()["traces"] == []
 
 
+@pytest.mark.both_layouts
 def test_red_by_service_matches_the_stored_spans(client: TestClient, demo_store: ClickHouse) -> None:
     body = client.get("/api/v1/red", params={**ALL_TIME, "group_by": "service", "step_s": MONTH_S}).json()
     stored = demo_store.query_rows(
@@ -149,12 +148,13 @@ def test_rollups_keep_tenants_apart(store: ClickHouse) -> None:
     assert storage.reader.red(query, tenant=None).totals.filter(service="flagd")["calls"].item() == 50
 
 
+@pytest.mark.both_layouts
 def test_red_backfill_runs_once(store: ClickHouse) -> None:
     """Migration 0023 fills the RED rollup from spans stored before its view existed, and only while it is
     empty, so a repeat (a crash between apply and record) adds nothing."""
     storage_of(store).writer.write(demo_batch(DEMO))
     backfill = next(sql for version, _name, sql in migration_files() if version == 23)
-    store.command("TRUNCATE TABLE hotspan_red_minutes")
+    store.command(f"TRUNCATE TABLE {store.layout.table('hotspan_red_minutes')}")
     store.command(render(backfill, 0))
     store.command(render(backfill, 0))
     assert store.query_rows("SELECT sum(Calls) FROM hotspan_red_minutes")[0][0] == 547

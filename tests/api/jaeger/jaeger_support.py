@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from collector.attributes import value_to_string
 from hotspan.server import RunningServer, start_server
 from hotspan.settings import load_settings
+from testkit import post_otlp_json_file
 
 TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "traces"
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
@@ -43,12 +44,7 @@ def demo_server(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         grpc_port=-1,
     )
     server = start_server(settings)
-    for line in DEMO.read_text().splitlines():
-        if line.strip():
-            answer = httpx.post(
-                f"{server.base_url}/v1/traces", content=line, headers={"content-type": "application/json"}
-            )
-            assert answer.status_code == 200, answer.text
+    post_otlp_json_file(server.base_url, DEMO)
     yield server
     server.stop()
 

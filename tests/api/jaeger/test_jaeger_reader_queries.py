@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from collector.ingest import Ingestor
 from collector.otlp_json import request_from_json
 from storage import trace_sql
@@ -61,6 +63,7 @@ def _store(ingestor: Ingestor) -> None:
     _export(ingestor, "gateway", _span(OTHER, "b000000000000001", "", "GET /health", 2, 100))
 
 
+@pytest.mark.both_layouts
 def test_dependencies_count_cross_service_calls_once(reader: ClickHouseTraceReader, ingestor: Ingestor) -> None:
     _store(ingestor)
     end = T0 + 10**9
@@ -77,6 +80,7 @@ def test_dependencies_count_cross_service_calls_once(reader: ClickHouseTraceRead
     assert reader.dependencies(end, end + 1, tenant=ALL_TENANTS) == []
 
 
+@pytest.mark.both_layouts
 def test_search_spans_returns_whole_traces(reader: ClickHouseTraceReader, ingestor: Ingestor) -> None:
     _store(ingestor)
     frame = reader.search_spans(TraceQuery(service="tools"), tenant=ALL_TENANTS)

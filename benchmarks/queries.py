@@ -1,0 +1,220 @@
+"""What Hotspan's reads cost on a large store, on one node and through the two-shard ``Distributed`` layout
+(issue 14, "Numbers").
+
+The store: ``--spans`` generated spans (default 1,000,000; the issue's figure is ``--spans 10000000``) in traces of
+10 spans, each the child of the one before and each on the next of 20 services (so every trace crosses services),
+over a day; the stack's attribute shapes (model, token counts, tenant, route); 2 % errors. The RED rollup and the
+trace-ID lookup fill from their materialized views as the rows go in. One analysis row per trace goes into
+``hotspan_trace_summary`` (its stages as fixed shares of the root's duration), standing in for the trace pipeline,
+which would take far longer than the reads at this size.
+
+Timed, the median of ``--repeats`` runs after one warm-up, each through Hotspan's own reader (``storage``):
+
+- point read: one row of ``otel_traces`` by its whole sorting key, with the columns a trace read returns (the floor
+  a trace read is judged against: a trace's spans sit in as many granules as it has (service, span name) pairs);
+- trace by ID; search by service + attribute + minimum duration over 1 h and over 24 h; RED by service over 1 h
+  (the rollup); stages p50/p95/p99 over 1 h (the summaries); service dependencies over 1 h.
+
+Not timed: diagnosis over 15 min (it reads the per-span analysis, which only the real pipeline writes).
+Then the store's compressed bytes per span and its compression ratio, beside the 8.6x that Jaeger's ClickHouse
+backend publishes.
+
+The cluster layout is ``tests/cluster_kit.py``'s: both shards are this process, each reading the whole shared local
+table under a row filter, so a query there scans everything twice on the same cores; a real cluster splits the
+scan over its machines. Its times bound a real cluster's from above, no more.
+
+Prints the load average beside the figures; the last line is ``trace_by_id_over_point_read: X.XX`` (issue 14's goal:
+at most 5). Run: ``python benchmarks/queries.py [--spans 1000000] [--repeats 5] [--no-cluster]`` (about 2 minutes for
+1M spans on two shared cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from storage.clickhouse import ClickHouse
+
+REPO = Path(__file__).resolve().parents[1]
+if sys.path and Path(sys.path[0]).resolve() == REPO / "benchmarks":
+    sys.path[0] = str(REPO)
+sys.path.append(str(REPO / "tests"))
+
+SPANS_PER_TRACE = 10
+SERVICES = 20
+DAY_NS = 86_400 * 1_000_000_000
+HOUR_NS = 3_600 * 1_000_000_000
+BASE_NS = 1_760_000_000_000_000_000
+JAEGER_COMPRESSION = 8.6
+"""Jaeger's ClickHouse backend's published compression ratio of its spans table."""
+
+SPANS = """
+INSERT INTO {table} (COLUMNS)
+SELECT
+    fromUnixTimestamp64Nano(toInt64({base:Int64} + intDiv(number, 10) * {spacing:Int64} + (number % 10) * 1000000)),
+    lower(hex(cityHash64(intDiv(number, 10), 'a'))) || lower(hex(cityHash64(intDiv(number, 10), 'b'))),
+    lower(hex(cityHash64(number, 'span'))),
+    if(number % 10 = 0, '', lower(hex(cityHash64(number - 1, 'span')))),
+    '',
+    ['POST /v1/agent', 'invoke_agent planner', 'retrieve documents', 'embeddings bge', 'execute_tool search',
+     'chat llama-3.1-8b', 'POST /v1/chat/completions', 'llm_request', 'SELECT', 'tokenize'][number % 10 + 1],
+    if(number % 10 = 0, 'Server', 'Client'),
+    'svc-' || toString((intDiv(number, 10) + number % 10) % 20),
+    map('service.version', '1.4.2', 'host.name', 'node-' || toString(number % 8)),
+    'bench', '0.1',
+    map('gen_ai.request.model', ['llama-3.1-8b', 'qwen-2.5-7b', 'mistral-7b'][intDiv(number, 10) % 3 + 1],
+        'gen_ai.usage.input_tokens', toString(number % 8000), 'gen_ai.usage.output_tokens', toString(number % 2000),
+        'tenant_id', 'tenant-' || toString(intDiv(number, 10) % 50), 'http.route', '/v1/agent',
+        'gen_ai.operation.name', 'chat'),
+    toUInt64((10 - number % 10) * 1000000 + cityHash64(number, 'duration') % 50000000),
+    if(cityHash64(number, 'error') % 50 = 0, 'Error', 'Unset'), '',
+    [], [], [], [], [], [], [],
+    'default',
+    0
+FROM numbers({rows:UInt64})
+"""
+"""``--spans`` spans into ``{table}``; ``COLUMNS`` stands for ``storage.trace_sql.STORED_COLUMNS``."""
+
+SUMMARIES = """
+INSERT INTO {table} (Tenant, Timestamp, TraceId, RootSpanId, RootService, RootName, DurationNs, SpanCount,
+    ServiceCount, ErrorCount, HotspotCount, RequestTenant, Model, LlmCalls, TtftNs, TpotNs, StageNs, AnalysedSpans,
+    Version)
+SELECT Tenant, min(Timestamp), TraceId, argMin(SpanId, Timestamp), argMin(ServiceName, Timestamp),
+    argMin(SpanName, Timestamp), max(Duration), count(), uniqExact(ServiceName), countIf(StatusCode = 'Error'), 0,
+    any(SpanAttributes['tenant_id']), any(SpanAttributes['gen_ai.request.model']), 1,
+    intDiv(max(Duration), 5), max(Duration) / 400,
+    map('gateway', intDiv(max(Duration), 20), 'agent', intDiv(max(Duration), 10), 'retrieval', intDiv(max(Duration), 5),
+        'llm.queue', intDiv(max(Duration), 10), 'llm.prefill', intDiv(max(Duration), 5),
+        'llm.decode', max(Duration) - intDiv(max(Duration), 20) - 2 * intDiv(max(Duration), 10)
+            - 2 * intDiv(max(Duration), 5)),
+    count(), 1
+FROM {source}
+GROUP BY Tenant, TraceId
+"""
+"""One analysis row per trace of ``{source}`` into ``{table}`` (the pipeline's stand-in, module docstring)."""
+
+POINT_READ = """
+FROM otel_traces
+WHERE ServiceName = {service:String} AND SpanName = {name:String}
+  AND toDateTime(Timestamp) = toDateTime(fromUnixTimestamp64Nano({ts:Int64}))
+  AND Timestamp = fromUnixTimestamp64Nano({ts:Int64})
+LIMIT 1
+"""
+"""One row of ``otel_traces`` by its whole sorting key (ServiceName, SpanName, toDateTime(Timestamp), Timestamp),
+after ``SELECT`` and the span columns a trace read returns (``storage.trace_sql.SPAN_COLUMNS``)."""
+
+
+def load(ch: ClickHouse, spans: int, local: Callable[[str], str]) -> float:
+    """Fill ``ch``'s store with the generated spans and summaries (``local`` names the table a row is written
+    to: the shard's own on the cluster layout); returns the seconds it took."""
+    from storage.trace_sql import STORED_COLUMNS
+
+    started = time.perf_counter()
+    spacing = DAY_NS // max(1, spans // SPANS_PER_TRACE)
+    ch.command(
+        SPANS.replace("COLUMNS", STORED_COLUMNS).replace("{table}", local("otel_traces")),
+        {"base": BASE_NS, "spacing": spacing, "rows": spans},
+    )
+    ch.command(SUMMARIES.replace("{table}", local("hotspan_trace_summary")).replace("{source}", local("otel_traces")))
+    ch.command(f"OPTIMIZE TABLE {local('otel_traces')} FINAL")
+    return time.perf_counter() - started
+
+
+def measure(ch: ClickHouse, repeats: int) -> dict[str, float]:
+    """Median ms of each read of the module docstring on ``ch``'s store."""
+    from analysis import STAGES
+    from benchmarks.dedup import median_ms
+    from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
+    from storage.reader import ClickHouseTraceReader, TraceQuery
+    from storage.rollup_reader import ClickHouseRollupReader, RedQuery
+    from storage.trace_sql import SPAN_COLUMNS
+
+    reader = ClickHouseTraceReader(ch)
+    middle = BASE_NS + DAY_NS // 2
+    hour = {"start_ns": middle, "end_ns": middle + HOUR_NS}
+    service, name, ts, trace_id = ch.query_rows(
+        "SELECT ServiceName, SpanName, toUnixTimestamp64Nano(Timestamp), TraceId FROM otel_traces"
+        " WHERE Timestamp >= fromUnixTimestamp64Nano({t:Int64}) ORDER BY Timestamp LIMIT 1",
+        {"t": middle},
+    )[0]
+    search = {
+        "service": "svc-3",
+        "attributes": (("gen_ai.request.model", "qwen-2.5-7b"),),
+        "min_duration_ns": 40_000_000,
+    }
+
+    analysis = ClickHouseAnalysisStore(ch, STAGES)
+    rollups = ClickHouseRollupReader(ch)
+    cases: dict[str, Callable[[], object]] = {
+        "point read (sorting key)": lambda: ch.query_arrow(
+            f"SELECT{SPAN_COLUMNS}{POINT_READ}", {"service": service, "name": name, "ts": ts}
+        ),
+        "trace by ID": lambda: reader.trace(trace_id, tenant="default"),
+        "search 1 h": lambda: reader.search(TraceQuery(**search, **hour), tenant="default"),
+        "search 24 h": lambda: reader.search(
+            TraceQuery(**search, start_ns=BASE_NS, end_ns=BASE_NS + DAY_NS), tenant="default"
+        ),
+        "RED by service 1 h": lambda: rollups.red(RedQuery("service", **hour), tenant="default"),
+        "stages p95 1 h": lambda: analysis.stage_percentiles(AnalysisFilter(**hour), "", tenant="default"),
+        "dependencies 1 h": lambda: reader.dependencies(hour["start_ns"], hour["end_ns"], tenant="default"),
+    }
+    return {label: median_ms(run, repeats) for label, run in cases.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=1_000_000, help="spans in the store (default 1000000)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per figure (default 5)")
+    parser.add_argument("--no-cluster", action="store_true", help="one node only")
+    args = parser.parse_args()
+
+    from cluster_kit import LAYOUT, open_engine, pool_database
+
+    from storage.clickhouse import ClickHouse
+    from storage.migrations import apply_migrations
+
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    dsn = open_engine(Path(tempfile.mkdtemp(prefix="hotspan-queries-")))
+    one_node = ClickHouse(dsn, f"queries_{uuid.uuid4().hex[:8]}")
+    apply_migrations(one_node)
+    seconds = load(one_node, args.spans, lambda table: table)
+    print(f"store: {args.spans:,} spans, {args.spans // SPANS_PER_TRACE:,} traces, built in {seconds:.0f} s")
+    compressed, raw = one_node.query_rows(
+        "SELECT sum(data_compressed_bytes), sum(data_uncompressed_bytes) FROM system.parts"
+        " WHERE database = currentDatabase() AND table = 'otel_traces' AND active"
+    )[0]
+    local = measure(one_node, args.repeats)
+
+    cluster: dict[str, float] = {}
+    if not args.no_cluster:
+        with pool_database() as database:
+            sharded = ClickHouse(dsn, database, LAYOUT)
+            apply_migrations(sharded)
+            load(sharded, args.spans, LAYOUT.table)
+            cluster = measure(sharded, args.repeats)
+            sharded.command(f"DROP DATABASE {database}")
+
+    print(f"{'median ms':<26} {'one node':>9} {'2 shards':>9} {'ratio':>6}")
+    for label, ms in local.items():
+        if cluster:
+            print(f"{label:<26} {ms:>9.1f} {cluster[label]:>9.1f} {cluster[label] / ms:>6.2f}")
+        else:
+            print(f"{label:<26} {ms:>9.1f}")
+    print(
+        f"otel_traces: {int(compressed) / args.spans:.1f} bytes per span compressed, compression "
+        f"{int(raw) / int(compressed):.1f}x (Jaeger's ClickHouse backend publishes {JAEGER_COMPRESSION}x)"
+    )
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"trace_by_id_over_point_read: {local['trace by ID'] / local['point read (sorting key)']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
