@@ -137,11 +137,12 @@ class SpanTree:
     def clamped(self) -> Clamped:
         """The intervals Jaeger UI's critical path works on (see the module docstring), after trimming
         millisecond-clock overlaps (:func:`trim_clock_overlaps`)."""
-        end = trim_clock_overlaps(np.where(self.follows_from, -1, self.parent), self.start_ns, self.end_ns)
-        low, high = ancestry.reduce_many(self.parent, [(self.start_ns, np.maximum), (end, np.minimum)])
+        trimmed = trim_clock_overlaps(np.where(self.follows_from, -1, self.parent), self.start_ns, self.end_ns)
+        low, high = ancestry.reduce_many(self.parent, [(self.start_ns, np.maximum), (trimmed, np.minimum)])
         child = np.flatnonzero(self.parent >= 0)
         above = self.parent[child]
-        start, end = self.start_ns[child], self.end_ns[child]
+        # The trimmed end decides too: a child cut back to end before its parent starts lies wholly outside it.
+        start, end = self.start_ns[child], trimmed[child]
         outside = np.zeros(self.size, dtype=bool)
         outside[child] = (start >= high[above]) | ((start < low[above]) & (end <= low[above]))
         dropped, excluded = ancestry.reduce_many(
