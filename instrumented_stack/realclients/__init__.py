@@ -7,7 +7,9 @@ request is one trace; the driver writes the ground truth (``truth``) measured on
 (``transport``). ``harness`` starts an emulator and runs a driver; ``capture`` writes the golden captures;
 ``faults`` holds the client-side fault switches (app settings of ``common.AppSettings`` for the drivers that run
 the hand-written ``chat_loop``, and emulator changes). A Node library's driver (``vercel_ai``) runs a script of
-``node/`` (its npm packages installed by ``node_packages``) that measures the same truth in Node.
+``node/`` (its npm packages installed by ``node_packages``) that measures the same truth in Node. Drivers whose
+library cannot be installed beside the project's (``SIDE_VENV_DRIVERS``) run under another interpreter
+(``harness.run_driver(..., python=...)``).
 """
 
 from __future__ import annotations
@@ -25,5 +27,14 @@ DRIVERS: dict[str, str] = {
     "logfire": "Pydantic Logfire's OpenAI instrumentation (logfire.instrument_openai), spans to the OTLP endpoint",
     "strands": "Strands Agents' built-in tracing (GenAI semconv), OpenAIModel, an agent with two tools",
     "vercel_ai": "Vercel AI SDK (npm ai + @ai-sdk/openai) telemetry in Node, generateText/streamText with two tools",
+    "google_adk": "Google ADK's built-in tracing, LiteLlm over an AsyncOpenAI client, two tools (side venv)",
+    "semantic_kernel": "Semantic Kernel's GenAI telemetry, ChatCompletionAgent, two kernel functions (side venv)",
 }
 """Driver name -> what it runs (module ``drivers.<name>``)."""
+
+SIDE_VENV_DRIVERS: dict[str, str] = {
+    "google_adk": "google.adk",
+    "semantic_kernel": "semantic_kernel",
+}
+"""Drivers whose library's dependencies conflict with the project's venv -> the module they import; they run
+under a side virtualenv's interpreter (the driver's docstring says how to make it)."""

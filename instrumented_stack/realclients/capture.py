@@ -3,7 +3,9 @@
 For each driver and each of engine spans on/off and streaming off/on, runs the driver (``harness``) against
 an OTLP sink (``otlp_sink``) and writes ``<out>/<driver>/engine-<on|off>-<stream|nostream>.json`` (OTLP JSON,
 the run's traces, emulator spans included) and ``....truth.json`` beside it (``truth``; library versions
-under ``libraries``). Prints one line per capture: driver, settings, LLM share of e2e per request, seconds.
+under ``libraries``); ``--python`` runs the drivers under another interpreter (a side virtualenv's,
+``realclients.SIDE_VENV_DRIVERS``). Prints one line per capture: driver, settings, LLM share of e2e per request,
+seconds.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from instrumented_stack.realclients import DRIVERS
+from instrumented_stack.realclients import DRIVERS, SIDE_VENV_DRIVERS
 from instrumented_stack.realclients.harness import run_driver
 from instrumented_stack.realclients.otlp_sink import OtlpSink, create_sink_app
 from instrumented_stack.serving import ThreadedServer, bind_loopback
@@ -29,8 +31,13 @@ def main(argv: list[str] | None = None) -> int:
     """Write the captures; exit status 0 when every driver ran."""
     parser = argparse.ArgumentParser(prog="python -m instrumented_stack.realclients.capture")
     parser.add_argument("--out", type=Path, required=True, help="captures directory")
-    parser.add_argument("--drivers", default=",".join(DRIVERS), help="comma-separated driver names")
+    parser.add_argument(
+        "--drivers",
+        default=",".join(name for name in DRIVERS if name not in SIDE_VENV_DRIVERS),
+        help="comma-separated driver names (default: all but the side-virtualenv ones)",
+    )
     parser.add_argument("--requests", type=int, default=2, help="user requests per capture")
+    parser.add_argument("--python", help="interpreter running the drivers (a side virtualenv's; default this one)")
     args = parser.parse_args(argv)
     sink = OtlpSink()
     server = ThreadedServer(create_sink_app(sink), bind_loopback(), name="otlp-sink")
@@ -49,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                             stream=stream,
                             engine_spans=engine_spans,
                             requests=args.requests,
+                            python=args.python,
                         )
                     capture = sink.otlp_json(set(result.trace_ids))
                     stem.with_suffix(".json").write_text(json.dumps(capture, indent=1) + "\n", encoding="utf-8")

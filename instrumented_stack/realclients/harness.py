@@ -8,6 +8,7 @@ emulator shuts its span processor down).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -53,12 +54,15 @@ def run_driver(
     faults: tuple[str, ...] = (),
     tool_ms: float | None = None,
     timeout_s: float = 180.0,
+    python: str | None = None,
 ) -> DriverResult:
     """Serve an emulator, run ``python -m instrumented_stack.realclients <driver>`` against it, return the result.
 
     ``app`` sets how the chat-loop drivers' app behaves (default :class:`AppSettings`); ``faults`` (names of
     :data:`~instrumented_stack.realclients.faults.CLIENT_FAULTS`) change it and the emulator further;
-    ``tool_ms`` is each tool call's work in **ms** (default the driver's).
+    ``tool_ms`` is each tool call's work in **ms** (default the driver's). ``python``: the interpreter that runs
+    the driver (default this one), e.g. a side virtualenv's for a library that cannot be installed beside the
+    project's (``realclients.SIDE_VENV_DRIVERS``); it finds ``instrumented_stack`` through ``PYTHONPATH``.
 
     Raises:
         DriverFailed: the driver exited non-zero or did not finish within ``timeout_s`` seconds.
@@ -69,7 +73,7 @@ def run_driver(
     )
     with serve_emulator(config, otlp_span_processor(otlp_endpoint)) as llm_url:
         command = [
-            sys.executable,
+            python or sys.executable,
             "-m",
             "instrumented_stack.realclients",
             driver,
@@ -95,7 +99,9 @@ def run_driver(
         command += app.command_line()
         started = time.monotonic()
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=timeout_s, check=False, env=_driver_env(python)
+            )
         except subprocess.TimeoutExpired as error:
             raise DriverFailed(f"{driver} did not finish within {timeout_s} s") from error
         wall_s = time.monotonic() - started
@@ -104,3 +110,13 @@ def run_driver(
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     truth = json.loads(truth_out.read_text(encoding="utf-8"))
     return DriverResult(driver, summary["trace_ids"], truth, truth_out, wall_s)
+
+
+def _driver_env(python: str | None) -> dict[str, str] | None:
+    """The driver process's environment: this one's, plus the source tree on ``PYTHONPATH`` for another
+    interpreter (where ``instrumented_stack`` is not installed)."""
+    if python is None:
+        return None
+    source_root = str(Path(__file__).resolve().parents[2])
+    paths = [source_root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}

@@ -33,6 +33,8 @@ CONVENTIONS: dict[str, tuple[str, str | None]] = {
     "strands": ("gen_ai.operation.name", "execute_event_loop_cycle"),
     "langsmith": ("langsmith.span.kind", "llm"),
     "logfire": ("logfire.span_type", "span"),
+    "google_adk": ("gcp.vertex.agent.invocation_id", None),
+    "semantic_kernel": ("sk.available_functions", None),
 }
 """Driver -> an attribute the library itself writes (key, and value when one is expected), as observed."""
 
@@ -60,7 +62,7 @@ def is_llm_call(span: Span) -> bool:
         # Logfire's zero-length "streaming response ... took {duration}s" record after a streamed call's span.
         return False
     return (
-        attributes.get("gen_ai.operation.name") in ("chat", "text_completion")
+        attributes.get("gen_ai.operation.name") in ("chat", "text_completion", "generate_content")
         or attributes.get("openinference.span.kind") == "LLM"
         or attributes.get("langfuse.observation.type") == "generation"
         or attributes.get("ai.operationId") in VERCEL_AI_CALLS

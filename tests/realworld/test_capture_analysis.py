@@ -63,6 +63,7 @@ CACHED_REPORTED = frozenset(
         "strands",
         "logfire",
         "vercel_ai",
+        "google_adk",
     }
 )
 """Drivers whose library records cached prompt tokens (tests/realworld/README.md)."""
