@@ -53,10 +53,15 @@ flags, hidden and y (px from the top of the rows canvas)."""
 
 
 def open_trace(page: Page, url: str) -> None:
-    """Go to a trace page and wait until its timeline has drawn its first rows."""
+    """Go to a trace page and wait until its timeline has drawn its first rows and the details loaded after the
+    first paint (the request facts above the timeline, the flame graph below it) are in: the page has settled,
+    so a row stays where the test reads it."""
     page.goto(url)
     page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
     page.wait_for_function("() => Number(document.getElementById('trace-timeline').dataset.drawn) > 0")
+    page.wait_for_function(
+        "() => !document.getElementById('trace-flame-box').innerText.includes('Loading')", timeout=TIMEOUT_MS
+    )
 
 
 def timeline_total(page: Page) -> int:

@@ -202,10 +202,12 @@ def test_an_adjusted_genai_trace_marks_the_moved_span(browser: Browser, served: 
     page, errors = new_page(browser, height=1200)
     open_trace(page, f"{served.url}/ui/trace/{GENAI_TRACE}")
     assert "analysed under another parent" in page.inner_text("#trace-header")
+    # The request facts above the timeline and the flame graph below it load after the first paint: click once
+    # the page has settled, or the row may have moved under the pointer.
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
     adjusted = next(row for row in page.evaluate(TIMELINE_ROWS_JS) if row["flags"] & 32)
     click_timeline(page, adjusted["position"])
     page.wait_for_selector("#trace-span-detail:has-text('Adjusted')", timeout=TIMEOUT_MS)
-    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
     page.mouse.move(0, 0)
     screenshot(page, "ui-trace-genai.png")
     assert errors == []
