@@ -27,16 +27,17 @@ SPANS_PER_BATCH = 250
 
 @pytest.fixture
 def throttling_server(chdb_dsn: str, tmp_path: Path) -> Iterator[RunningServer]:
-    """A served Hotspan whose backlog limit (600 spans) is smaller than what the exporters send at once."""
+    """A served Hotspan whose backlog limit (750 spans) is half of what the exporters send at once."""
     settings = load_settings(
         data_dir=tmp_path,
         clickhouse_dsn=chdb_dsn,
         clickhouse_database=f"o_{uuid.uuid4().hex[:12]}",
         http_port=0,
         grpc_port=0,
-        queue_max_spans=600,
-        # gRPC exporters retry 6 times at the hinted delay: 1 s outlasts a backlog drain on a busy 2-core host.
-        retry_after_s=1.0,
+        queue_max_spans=750,
+        # The gRPC exporter gives up after 6 tries at the hinted delay: room for three of the six senders' batches
+        # and 2 s hints keep a sender from losing six races in a row on a busy 2-core host.
+        retry_after_s=2.0,
     )
     server = start_server(settings)
     yield server
