@@ -66,8 +66,13 @@ def test_official_exporters_are_throttled_retry_and_store_every_span_once(thrott
         own = batches[index * BATCHES_PER_EXPORTER : (index + 1) * BATCHES_PER_EXPORTER]
         return [exporters[index].export(batch) for batch in own]
 
-    with ThreadPoolExecutor(len(exporters)) as pool:
-        results = [r for rs in pool.map(run, range(len(exporters))) for r in rs]
+    try:
+        with ThreadPoolExecutor(len(exporters)) as pool:
+            results = [r for rs in pool.map(run, range(len(exporters))) for r in rs]
+    finally:
+        # Closed here: a gRPC channel left to interpreter shutdown can crash the process on its way out.
+        for exporter in exporters:
+            exporter.shutdown()
 
     assert results == [SpanExportResult.SUCCESS] * len(batches)
     assert server.pipeline.flush(60)
