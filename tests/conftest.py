@@ -6,6 +6,8 @@ database name instead.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +37,26 @@ ALONE = (
 )
 """Tests whose goals are timings, or that load the whole host (a CPU-burning neighbour): marked ``alone``, which
 ``make test`` runs by themselves after the rest has run two files at a time (pytest-xdist)."""
+
+
+EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[EXIT_STATUS] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave with pytest's status once everything is reported, before the interpreter tears down: chDB 4.4's
+    engine can crash while it shuts down after some sequences of tests ("Exception in global_context->shutdown():
+    The ShutdownTablesThreadPool is not initialized", then SIGSEGV), which would turn a green run red. Not in
+    pytest-xdist workers, which still talk to the controller."""
+    if hasattr(config, "workerinput") or EXIT_STATUS not in config.stash:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(config.stash[EXIT_STATUS])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
