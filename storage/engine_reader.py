@@ -66,4 +66,4 @@ class ClickHouseEngineReader:
         }
         frame = pl.from_arrow(self._ch.query_arrow(engine_sql.THROUGHPUT_LATENCY, parameters))
         assert isinstance(frame, pl.DataFrame)
-        return frame.drop("e2e", "ttft")
+        return frame.drop("e2e", "ttft", strict=False)
