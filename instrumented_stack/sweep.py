@@ -6,8 +6,10 @@ level, in sequence, so a throughput-latency view sees every point of the sweep.
 first axis varying slowest), each on a fresh stack (:func:`run_sweep`): a new engine with an empty KV cache,
 whose spans carry its configuration as ``vllm.config.*`` resource attributes (``engine.config_resource``).
 
-Keys (:data:`SWEEP_KEYS`): the engine scheduler's ``max_num_seqs``, ``max_num_batched_tokens`` and
-``enable_prefix_caching`` (the ``vllm serve`` flags of the same names), and the load: ``rate_scale`` (open loop)
+Keys (:data:`SWEEP_KEYS`): the engine scheduler's ``max_num_seqs``, ``max_num_batched_tokens``,
+``enable_prefix_caching`` and ``enable_chunked_prefill`` (the ``vllm serve`` flags of the same names; without
+chunked prefill ``max_num_batched_tokens`` must reach the engine's ``max_model_len``, as vLLM requires), and the
+load: ``rate_scale`` (open loop)
 or ``closed_loop`` (that many closed-loop users). Faults given with the sweep apply on top of each point.
 """
 
@@ -38,12 +40,13 @@ def _flag(text: str) -> bool:
     raise ValueError(f"{text!r} is not true/false")
 
 
-SCHEDULER_KEYS = ("max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching")
+SCHEDULER_KEYS = ("max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "enable_chunked_prefill")
 """Sweep keys that are fields of :class:`~instrumented_stack.engine.scheduler.SchedulerConfig`."""
 SWEEP_KEYS: dict[str, Callable[[str], SweepValue]] = {
     "max_num_seqs": int,
     "max_num_batched_tokens": int,
     "enable_prefix_caching": _flag,
+    "enable_chunked_prefill": _flag,
     "rate_scale": float,
     "closed_loop": int,
 }

@@ -105,6 +105,17 @@ class EngineConfig(BaseModel):
             raise ValueError(f"KV capacity ({capacity} tokens) is below max_model_len ({self.max_model_len})")
         return self
 
+    @model_validator(mode="after")
+    def _longest_prompt_fits_a_step_without_chunking(self) -> Self:
+        # vLLM refuses the same configuration: without chunks, the longest prompt must fit one step.
+        budget = self.scheduler.max_num_batched_tokens
+        if not self.scheduler.enable_chunked_prefill and budget < self.max_model_len:
+            raise ValueError(
+                f"without chunked prefill, max_num_batched_tokens ({budget}) must be at least max_model_len "
+                f"({self.max_model_len})"
+            )
+        return self
+
 
 class EngineError(Exception):
     """A request the engine refuses; becomes an :class:`ErrorResponse` with HTTP ``status``."""

@@ -20,8 +20,7 @@ attribute                               ``vllm serve`` flag                     
 ``vllm.config.tensor_parallel_size``    ``--tensor-parallel-size`` (when known)    int
 ======================================  =========================================  ======
 
-The emulator always schedules prefills in chunks (``scheduler``), as vLLM v1 does by default, so it reports
-``enable_chunked_prefill`` true; it has no tensor parallelism and reports no size.
+The emulator has no tensor parallelism and reports no size.
 """
 
 from __future__ import annotations
@@ -48,13 +47,13 @@ def engine_config_attributes(
     model: str, scheduler: SchedulerConfig, *, tensor_parallel_size: int | None = None
 ) -> dict[str, AttributeValue]:
     """The resource attributes of an engine serving ``model`` with ``scheduler``'s limits; the tensor-parallel
-    size only when given. Chunked prefill is reported on: both the emulator and vLLM v1 (by default) chunk."""
+    size only when given."""
     names = EngineConfigAttributes
     attributes: dict[str, AttributeValue] = {
         names.MODEL: model,
         names.MAX_NUM_SEQS: scheduler.max_num_seqs,
         names.MAX_NUM_BATCHED_TOKENS: scheduler.max_num_batched_tokens,
-        names.ENABLE_CHUNKED_PREFILL: True,
+        names.ENABLE_CHUNKED_PREFILL: scheduler.enable_chunked_prefill,
         names.ENABLE_PREFIX_CACHING: scheduler.enable_prefix_caching,
     }
     if tensor_parallel_size is not None:

@@ -25,6 +25,7 @@ count on both engines. Nothing is fetched (``HF_HUB_OFFLINE=1``).
 | ``scheduler.block_size`` | ``--block-size`` |
 | ``scheduler.num_gpu_blocks`` | ``--num-gpu-blocks-override`` |
 | ``scheduler.enable_prefix_caching`` (``prefix_cache_off``) | ``--[no-]enable-prefix-caching`` |
+| ``scheduler.enable_chunked_prefill`` | ``--[no-]enable-chunked-prefill`` |
 | ``engine_tls`` (``connection_per_request``) | ``--ssl-certfile`` / ``--ssl-keyfile`` |
 | ``service_name`` | ``OTEL_SERVICE_NAME`` (vLLM's tracer provider reads it) |
 | the configuration (``config_resource``) | ``OTEL_RESOURCE_ATTRIBUTES`` (``vllm.config.*``; the same provider) |
@@ -287,6 +288,7 @@ def serve_args(
         "--num-gpu-blocks-override",
         str(scheduler.num_gpu_blocks),
         "--enable-prefix-caching" if scheduler.enable_prefix_caching else "--no-enable-prefix-caching",
+        "--enable-chunked-prefill" if scheduler.enable_chunked_prefill else "--no-enable-chunked-prefill",
         "--gpu-memory-utilization",
         str(vllm.gpu_memory_utilization),
         "--dtype",

@@ -50,6 +50,11 @@ def test_points_are_every_combination_first_axis_slowest_and_apply_to_the_run() 
     assert config.engine.scheduler.max_num_seqs == 8 and settings.closed_loop_users == 4
     with pytest.raises(ValueError, match="max_num_seqs"):
         apply_point(RunSettings("azure-conv"), StackConfig(), {"max_num_seqs": 0})
+    # As vLLM: without chunked prefill the step budget must hold the longest prompt.
+    with pytest.raises(ValueError, match="without chunked prefill"):
+        apply_point(RunSettings("azure-conv"), StackConfig(), {"enable_chunked_prefill": False})
+    off = {"enable_chunked_prefill": False, "max_num_batched_tokens": StackConfig().engine.max_model_len}
+    assert not apply_point(RunSettings("azure-conv"), StackConfig(), off)[1].engine.scheduler.enable_chunked_prefill
 
 
 def test_a_short_sweep_fills_the_throughput_latency_view(chdb_dsn: str, tmp_path: Path) -> None:
