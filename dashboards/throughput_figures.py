@@ -14,6 +14,7 @@ from dash.development.base_component import Component
 from dashboards.colors import service_color
 from dashboards.figures import TEMPLATE, empty_figure
 from dashboards.format import format_time_ns, hover_escape
+from query.throughput_latency import CONFIG_KEYS
 
 AXIS_TITLES = {
     "requests_per_s": "Throughput (requests/s)",
@@ -29,8 +30,9 @@ _NUMBER = {"textAlign": "right"}
 
 
 def throughput_latency_figure(points: pl.DataFrame, throughput: str, latency: str) -> go.Figure:
-    """Throughput (x) against latency (y), one marker per point labelled with its configuration (``label``) and
-    coloured by it; the points with ``on_frontier`` ringed and joined by the frontier line, in throughput order.
+    """Throughput (x) against latency (y), one marker per point coloured by its configuration (``label``, the
+    legend and the hover give it whole) and labelled with what sets it apart (:func:`distinct_labels`); the points
+    with ``on_frontier`` ringed and joined by the frontier's staircase, in throughput order.
 
     Args:
         points: :attr:`query.throughput_latency.ThroughputLatency.points`.
@@ -40,6 +42,7 @@ def throughput_latency_figure(points: pl.DataFrame, throughput: str, latency: st
     if drawn.height == 0:
         return empty_figure("No vLLM llm_request spans in this window")
     figure = go.Figure(layout={"template": TEMPLATE})
+    drawn = drawn.with_columns(distinct_labels(drawn).alias("short_label"))
     for (label,), group in drawn.group_by("label", maintain_order=True):
         hover = [
             f"{hover_escape(str(label))}<br>{format_time_ns(start)}<br>{requests:,} requests<br>"
@@ -53,7 +56,7 @@ def throughput_latency_figure(points: pl.DataFrame, throughput: str, latency: st
             y=group[latency].to_list(),
             mode="markers+text",
             name=str(label),
-            text=[str(label)] * group.height,
+            text=group["short_label"].to_list(),
             textposition="top center",
             textfont={"size": 10},
             marker={"size": 11, "color": service_color(str(label))},
@@ -66,7 +69,8 @@ def throughput_latency_figure(points: pl.DataFrame, throughput: str, latency: st
         y=frontier[latency].to_list(),
         mode="lines+markers",
         name="Pareto frontier",
-        line={"color": FRONTIER_COLOR, "width": 2, "dash": "dot", "shape": "hv"},
+        # Up, then across: the edge of what the frontier points dominate (higher latency, lower throughput).
+        line={"color": FRONTIER_COLOR, "width": 2, "dash": "dot", "shape": "vh"},
         marker={"size": 18, "color": "rgba(0,0,0,0)", "line": {"color": FRONTIER_COLOR, "width": 2.5}},
         hoverinfo="skip",
     )
@@ -78,6 +82,19 @@ def throughput_latency_figure(points: pl.DataFrame, throughput: str, latency: st
         legend={"orientation": "h", "y": -0.2},
     )
     return figure
+
+
+def distinct_labels(points: pl.DataFrame) -> pl.Series:
+    """Per point, the configuration fields that differ between the points (model first, then
+    :data:`query.throughput_latency.CONFIG_KEYS`), e.g. ``max_num_seqs=32``: what a marker's label needs when the
+    rest is common to all; the whole ``label`` when nothing differs."""
+    varying = [key for key in CONFIG_KEYS if points[key].n_unique() > 1]
+    parts = [pl.when(pl.col(key) != "").then(pl.lit(f"{key}=") + pl.col(key)) for key in varying]
+    if points["model"].n_unique() > 1:
+        parts.insert(0, pl.col("model"))
+    if not parts:
+        return points["label"]
+    return points.select(pl.concat_str(parts, separator=" ", ignore_nulls=True)).to_series()
 
 
 def throughput_table(points: pl.DataFrame, drill: Callable[[list[str], str], Component]) -> Component:

@@ -87,7 +87,7 @@ def export_request(runs: Sequence[EngineRun], *, seed: int = 0) -> ExportTraceSe
     """One ``ExportTraceServiceRequest``: per run a resource with its attributes and one root ``llm_request`` span
     per request (its own trace, duration = e2e, vLLM's ``gen_ai.latency.*`` in seconds and
     ``gen_ai.usage.completion_tokens``), plus per run one ``chat`` span that is not vLLM's (to be ignored). Trace IDs
-    are ``<seed + 1:08x><run:08x><request:016x>``."""
+    are ``<request:08x><run:08x><seed + 1:016x>``."""
     request = ExportTraceServiceRequest()
     for number, run in enumerate(runs):
         spans = []
@@ -95,7 +95,7 @@ def export_request(runs: Sequence[EngineRun], *, seed: int = 0) -> ExportTraceSe
             start = T0 + round(arrival * NS)
             spans.append(
                 Span(
-                    trace_id=bytes.fromhex(f"{seed + 1:08x}{number:08x}{index:016x}"),
+                    trace_id=bytes.fromhex(f"{index:08x}{number:08x}{seed + 1:016x}"),
                     span_id=bytes.fromhex(f"{index + 1:016x}"),
                     name="llm_request",
                     kind=Span.SPAN_KIND_SERVER,
@@ -113,7 +113,7 @@ def export_request(runs: Sequence[EngineRun], *, seed: int = 0) -> ExportTraceSe
             )
         spans.append(
             Span(
-                trace_id=bytes.fromhex(f"{seed + 1:08x}{number:08x}{'f' * 16}"),
+                trace_id=bytes.fromhex(f"{'f' * 8}{number:08x}{seed + 1:016x}"),
                 span_id=bytes.fromhex("f" * 16),
                 name="chat",
                 kind=Span.SPAN_KIND_CLIENT,

@@ -13,6 +13,11 @@ POINTS = pl.DataFrame(
     {
         "label": ["m max_num_seqs=8", "m max_num_seqs=32", "m max_num_seqs=128", "m max_num_seqs=8"],
         "model": ["m"] * 4,
+        "max_num_seqs": ["8", "32", "128", "8"],
+        "max_num_batched_tokens": ["4096"] * 4,
+        "enable_chunked_prefill": ["true"] * 4,
+        "enable_prefix_caching": ["true"] * 4,
+        "tensor_parallel_size": [""] * 4,
         "bucket_start_ns": [0, 0, 0, 60_000_000_000],
         "requests": [10, 20, 40, 5],
         "requests_per_s": [1.0, 2.0, 3.3, 0.9],
@@ -31,8 +36,9 @@ def test_scatter_labels_each_configuration_and_draws_the_frontier_in_throughput_
     figure = throughput_latency_figure(POINTS, "requests_per_s", "e2e_p95_ms")
     by_name = {trace.name: trace for trace in figure.data}
     assert list(by_name) == ["m max_num_seqs=8", "m max_num_seqs=32", "m max_num_seqs=128", "Pareto frontier"]
+    # Markers say what differs between the points; the legend names the whole configuration.
     assert list(by_name["m max_num_seqs=8"].x) == [1.0, 0.9] and set(by_name["m max_num_seqs=8"].text) == {
-        "m max_num_seqs=8"
+        "max_num_seqs=8"
     }
     assert list(by_name["Pareto frontier"].x) == [2.0, 3.3] and list(by_name["Pareto frontier"].y) == [600.0, 2300.0]
     assert figure.layout.xaxis.title.text == "Throughput (requests/s)"
