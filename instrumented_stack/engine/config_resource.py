@@ -4,7 +4,9 @@ configurations apart (Hotspan's throughput-latency view groups vLLM's ``llm_requ
 Real vLLM records none of its configuration on its spans: its tracer provider is the SDK's default
 ``TracerProvider()`` (``vllm/tracing.py`` ``init_tracer``), whose resource comes from
 ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` only, and ``llm_request`` carries per-request
-``gen_ai.*`` attributes (``vllm_span``), not even the model name in v1. So the configuration travels as
+``gen_ai.*`` attributes (``vllm_span``), not even the model name in v1 (vLLM's production stack, too, sets the
+engine's resource with ``OTEL_RESOURCE_ATTRIBUTES``: ``tutorials/12-distributed-tracing.md`` of
+vllm-project/production-stack). So the configuration travels as
 resource attributes: the emulator sets them on its tracer provider, and ``vllm_backend`` passes the same
 names to real vLLM through ``OTEL_RESOURCE_ATTRIBUTES``. Names are Hotspan's own (no semantic convention
 covers engine flags), ``vllm.config.`` plus the ``vllm serve`` flag's name in snake case:
