@@ -4,6 +4,8 @@ latency per time bucket, with the Pareto frontier highlighted and each point lin
 
 from __future__ import annotations
 
+from typing import cast
+
 import plotly.graph_objects as go
 from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
@@ -24,7 +26,7 @@ from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from dashboards.throughput_figures import AXIS_TITLES, throughput_latency_figure, throughput_table
 from query.service import QueryService
-from query.throughput_latency import LATENCIES, THROUGHPUTS
+from query.throughput_latency import LATENCIES, THROUGHPUTS, Latency, Throughput
 from storage.clickhouse import StorageError
 from storage.engine_reader import EngineWindow
 from units import NS_PER_S
@@ -97,8 +99,8 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             width = end - start + 1 if bucket == "window" else int(bucket) * NS_PER_S
             view = query.throughput_latency(
                 EngineWindow(start, end, width, model=model),
-                throughput=rate,  # type: ignore[arg-type]
-                latency=latency,  # type: ignore[arg-type]
+                throughput=cast(Throughput, rate),
+                latency=cast(Latency, latency),
                 tenant=tenant,
             )
         except (StorageError, ValueError) as exc:
