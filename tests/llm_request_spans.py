@@ -7,10 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import httpx
 import numpy as np
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from hotspan.server import RunningServer
 
 NS = 1_000_000_000
 T0 = 1_767_225_600 * NS
@@ -146,3 +149,16 @@ def expected_point(run: EngineRun, first_s: float = -np.inf, end_s: float = np.i
         "ttft_p50_ms": float(np.quantile(ttft, 0.5)) * 1e3,
         "ttft_p95_ms": float(np.quantile(ttft, 0.95)) * 1e3,
     }
+
+
+def store_runs(server: RunningServer, runs: Sequence[EngineRun] = RUNS) -> None:
+    """POST :func:`export_request` of ``runs`` to ``server``'s ``/v1/traces`` (OTLP/HTTP protobuf) and wait until
+    the ingest pipeline has stored it."""
+    answer = httpx.post(
+        f"{server.base_url}/v1/traces",
+        content=export_request(runs).SerializeToString(),
+        headers={"content-type": "application/x-protobuf"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    assert server.pipeline is not None and server.pipeline.flush()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from llm_request_spans import NS, RUNS, T0, expected_point, export_request
+from llm_request_spans import NS, RUNS, T0, expected_point, store_runs
 
 from hotspan.server import RunningServer
 from testkit import dash_update_body, serve_in_process
@@ -21,14 +21,7 @@ def served(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """A served Hotspan holding the four runs (stored: the ingest pipeline flushed)."""
     server = serve_in_process(chdb_dsn, tmp_path_factory.mktemp("throughput"), "tl", grpc_port=-1)
     try:
-        answer = httpx.post(
-            f"{server.base_url}/v1/traces",
-            content=export_request(RUNS).SerializeToString(),
-            headers={"content-type": "application/x-protobuf"},
-            timeout=30,
-        )
-        assert answer.status_code == 200, answer.text
-        assert server.pipeline is not None and server.pipeline.flush()
+        store_runs(server)
         yield server
     finally:
         server.stop()

@@ -4,9 +4,8 @@ example trace opening its trace page, and the objectives kept in the URL. Screen
 
 from __future__ import annotations
 
-import httpx
 import pytest
-from llm_request_spans import RUNS, export_request
+from llm_request_spans import store_runs
 from playwright.sync_api import Browser
 
 from browser_kit import TIMEOUT_MS, new_page, screenshot
@@ -21,14 +20,7 @@ SCATTER_JS = """
 
 
 def test_throughput_page_draws_configurations_and_the_frontier(browser: Browser, hotspan_server: RunningServer) -> None:
-    answer = httpx.post(
-        f"{hotspan_server.base_url}/v1/traces",
-        content=export_request(RUNS).SerializeToString(),
-        headers={"content-type": "application/x-protobuf"},
-        timeout=30,
-    )
-    assert answer.status_code == 200, answer.text
-    assert hotspan_server.pipeline is not None and hotspan_server.pipeline.flush()
+    store_runs(hotspan_server)
     page, errors = new_page(browser, height=1200)
     page.goto(f"{hotspan_server.base_url}/ui/throughput?lookback=all&bucket=window&latency=e2e_p95_ms")
     page.wait_for_selector("#throughput-table .hs-throughput-row", timeout=TIMEOUT_MS)
