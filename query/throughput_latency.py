@@ -16,14 +16,14 @@ import polars as pl
 
 from analysis.pareto import pareto_frontier
 from storage.engine_reader import EngineReader, EngineWindow
-from storage.engine_sql import CONFIG_ATTRIBUTES
+from storage.engine_sql import CONFIG_COLUMNS
 from units import NS_PER_MS, NS_PER_S
 
 Throughput = Literal["requests_per_s", "output_tokens_per_s"]
 Latency = Literal["e2e_p50_ms", "e2e_p95_ms", "ttft_p50_ms", "ttft_p95_ms"]
 THROUGHPUTS: tuple[Throughput, ...] = ("requests_per_s", "output_tokens_per_s")
 LATENCIES: tuple[Latency, ...] = ("e2e_p50_ms", "e2e_p95_ms", "ttft_p50_ms", "ttft_p95_ms")
-CONFIG_KEYS: tuple[str, ...] = tuple(CONFIG_ATTRIBUTES)
+CONFIG_KEYS: tuple[str, ...] = tuple(CONFIG_COLUMNS)
 """Configuration fields besides the service and the model, in label order."""
 MIN_ACTIVE_S = 1e-3
 """Floor of ``active_s`` (a single request of zero duration would divide by zero)."""

@@ -1,6 +1,7 @@
-"""Reading engine configurations and what each achieved: the throughput-latency view's one read
-(SQL in :mod:`storage.engine_sql`). Times are ns since the Unix epoch; every read takes a keyword-only
-``tenant`` (:mod:`storage.tenancy`): a name reads that tenant's spans, ``None`` every tenant (admin only).
+"""Reading engine configurations and what each achieved: the throughput-latency view's one read, from
+``hotspan_engine_requests`` (SQL in :mod:`storage.engine_sql`). Times are ns since the Unix epoch; every read
+takes a keyword-only ``tenant`` (:mod:`storage.tenancy`): a name reads that tenant's rows, ``None`` every tenant
+(admin only).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class EngineWindow:
 
 
 class EngineReader(Protocol):
-    """Reads vLLM's ``llm_request`` spans grouped by engine configuration. Thread-safe, blocking."""
+    """Reads vLLM's requests (``llm_request`` spans) grouped by engine configuration. Thread-safe, blocking."""
 
     def engine_buckets(self, window: EngineWindow, *, tenant: str | None) -> pl.DataFrame:
         """One row per (engine configuration, bucket) with requests: the columns of
@@ -60,10 +61,10 @@ class ClickHouseEngineReader:
             "end_ns": window.end_ns,
             "bucket_ns": window.bucket_ns,
             "model": window.model or "",
-            "span_name": engine_sql.LLM_REQUEST,
             "examples": EXAMPLES,
             **tenant_parameters(tenant),
         }
-        frame = pl.from_arrow(self._ch.query_arrow(engine_sql.THROUGHPUT_LATENCY, parameters))
+        sql = engine_sql.DROPPED_TRACES + engine_sql.THROUGHPUT_LATENCY
+        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters))
         assert isinstance(frame, pl.DataFrame)
         return frame.drop("e2e", "ttft", strict=False)

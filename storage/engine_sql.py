@@ -1,99 +1,79 @@
-"""SQL of the throughput-latency view: vLLM's ``llm_request`` spans grouped by engine configuration and time
-bucket, read from ``otel_traces``. Every value is a bound ``{name:Type}`` parameter; the one read carries
-:data:`storage.trace_sql.TENANT_FILTER` and counts each span once (its latest copy, ``argMax(..., Version)`` by
-:data:`storage.trace_sql.IDENTITY`).
+"""SQL of the throughput-latency view: vLLM's requests grouped by engine configuration and time bucket, read from
+``hotspan_engine_requests`` (migrations 0070-0072: one row per ``llm_request`` span, filled at ingest, so tail
+sampling leaves every request counted). Every value is a bound ``{name:Type}`` parameter; the read carries the
+owner-tenant condition (:func:`storage.tenancy.tenant_condition`; the table stores folded tenant names).
 
 Where the configuration comes from (``instrumented_stack/engine/config_resource.py`` documents the names): the
 engine's resource attributes ``vllm.config.*``, which the stack's emulator sets and real vLLM takes from
-``OTEL_RESOURCE_ATTRIBUTES`` (vLLM writes none of its flags itself). The model is ``vllm.config.model``, else
-the span's ``gen_ai.response.model`` or ``gen_ai.request.model`` (vLLM v0 wrote the former; v1 writes neither).
-Latencies are vLLM's own (``gen_ai.latency.e2e`` and ``gen_ai.latency.time_to_first_token``, **seconds**;
-the span's duration when ``e2e`` is missing), output tokens ``gen_ai.usage.completion_tokens`` (vLLM's name)
-or ``gen_ai.usage.output_tokens`` (the current GenAI semconv name).
+``OTEL_RESOURCE_ATTRIBUTES`` (vLLM writes none of its flags itself); migration 0071 says how the model, latencies
+and output tokens are read.
 """
 
 from __future__ import annotations
 
-from storage.trace_sql import IDENTITY, TENANT_FILTER
+from storage.tenancy import tenant_condition
 
-CONFIG_ATTRIBUTES: dict[str, str] = {
-    "max_num_seqs": "vllm.config.max_num_seqs",
-    "max_num_batched_tokens": "vllm.config.max_num_batched_tokens",
-    "enable_chunked_prefill": "vllm.config.enable_chunked_prefill",
-    "enable_prefix_caching": "vllm.config.enable_prefix_caching",
-    "tensor_parallel_size": "vllm.config.tensor_parallel_size",
+CONFIG_COLUMNS: dict[str, str] = {
+    "max_num_seqs": "MaxNumSeqs",
+    "max_num_batched_tokens": "MaxNumBatchedTokens",
+    "enable_chunked_prefill": "EnableChunkedPrefill",
+    "enable_prefix_caching": "EnablePrefixCaching",
+    "tensor_parallel_size": "TensorParallelSize",
 }
-"""Result column -> the resource attribute it reads (``''`` when the engine does not report it)."""
-MODEL_ATTRIBUTE = "vllm.config.model"
-LLM_REQUEST = "llm_request"
-"""vLLM's per-request span (``instrumented_stack/engine/vllm_span.py``)."""
+"""Result column -> the ``hotspan_engine_requests`` column holding that ``vllm.config.<name>`` resource attribute
+(``''`` when the engine does not report it)."""
 
-_CONFIG_COLUMNS = ",\n        ".join(
-    f"Resource['{attribute}'] AS {column}" for column, attribute in CONFIG_ATTRIBUTES.items()
+_KEYS = ", ".join(
+    ["ServiceName AS service_name", "Model AS model"] + [f"{c} AS {n}" for n, c in CONFIG_COLUMNS.items()]
 )
-_CONFIG_KEYS = ", ".join(["service_name", "model", *CONFIG_ATTRIBUTES])
+_KEY_NAMES = ", ".join(["service_name", "model", *CONFIG_COLUMNS])
 
 THROUGHPUT_LATENCY = f"""
 SELECT
-    {_CONFIG_KEYS},
-    {{start_ns:Int64}} + intDiv(start_ns - {{start_ns:Int64}}, {{bucket_ns:Int64}}) * {{bucket_ns:Int64}}
-        AS bucket_start_ns,
+    {_KEYS},
+    {{start_ns:Int64}} + intDiv(toUnixTimestamp64Nano(Timestamp) - {{start_ns:Int64}}, {{bucket_ns:Int64}})
+        * {{bucket_ns:Int64}} AS bucket_start_ns,
     count() AS requests,
-    sum(output_tokens) AS output_tokens,
-    min(start_ns) AS first_start_ns,
-    max(end_ns) AS last_end_ns,
-    quantilesExactInclusive(0.5, 0.95)(e2e_ns) AS e2e,
+    sum(OutputTokens) AS output_tokens,
+    min(toUnixTimestamp64Nano(Timestamp)) AS first_start_ns,
+    max(toUnixTimestamp64Nano(Timestamp) + toInt64(DurationNs)) AS last_end_ns,
+    quantilesExactInclusive(0.5, 0.95)(E2eNs) AS e2e,
     e2e[1] AS e2e_p50_ns,
     e2e[2] AS e2e_p95_ns,
-    countIf(has_ttft) AS ttft_requests,
-    quantilesExactInclusiveIf(0.5, 0.95)(ttft_ns, has_ttft) AS ttft,
+    count(TtftNs) AS ttft_requests,
+    quantilesExactInclusiveIf(0.5, 0.95)(ifNull(TtftNs, 0), TtftNs IS NOT NULL) AS ttft,
     if(ttft_requests > 0, ttft[1], NULL) AS ttft_p50_ns,
     if(ttft_requests > 0, ttft[2], NULL) AS ttft_p95_ns,
     arraySlice(
-        arrayMap(pair -> pair.2, arrayReverseSort(groupArray((e2e_ns, trace_id)))), 1, {{examples:UInt32}}
+        arrayMap(pair -> pair.2, arrayReverseSort(groupArrayIf((E2eNs, TraceId), TraceId NOT IN dropped))),
+        1,
+        {{examples:UInt32}}
     ) AS example_trace_ids
-FROM (
-    SELECT
-        ServiceName AS service_name,
-        multiIf(
-            Resource['{MODEL_ATTRIBUTE}'] != '', Resource['{MODEL_ATTRIBUTE}'],
-            Attributes['gen_ai.response.model'] != '', Attributes['gen_ai.response.model'],
-            Attributes['gen_ai.request.model']
-        ) AS model,
-        {_CONFIG_COLUMNS},
-        toUnixTimestamp64Nano(Timestamp) AS start_ns,
-        start_ns + toInt64(SpanDuration) AS end_ns,
-        ifNull(toFloat64OrNull(Attributes['gen_ai.latency.e2e']) * 1e9, toFloat64(SpanDuration)) AS e2e_ns,
-        toFloat64OrNull(Attributes['gen_ai.latency.time_to_first_token']) IS NOT NULL AS has_ttft,
-        ifNull(toFloat64OrNull(Attributes['gen_ai.latency.time_to_first_token']) * 1e9, 0) AS ttft_ns,
-        ifNull(
-            toUInt64OrNull(Attributes['gen_ai.usage.completion_tokens']),
-            ifNull(toUInt64OrNull(Attributes['gen_ai.usage.output_tokens']), 0)
-        ) AS output_tokens,
-        TraceId AS trace_id
-    FROM (
-        SELECT
-            ServiceName,
-            TraceId,
-            Timestamp,
-            argMax(ResourceAttributes, Version) AS Resource,
-            argMax(SpanAttributes, Version) AS Attributes,
-            argMax(Duration, Version) AS SpanDuration
-        FROM otel_traces
-        WHERE SpanName = {{span_name:String}}
-          AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
-          AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
-          AND {TENANT_FILTER}
-        GROUP BY {IDENTITY}, ServiceName
-    )
-)
-WHERE {{model:String}} = '' OR model = {{model:String}}
-GROUP BY {_CONFIG_KEYS}, bucket_start_ns
-ORDER BY {_CONFIG_KEYS}, bucket_start_ns
+FROM hotspan_engine_requests
+WHERE Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+  AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
+  AND ({{model:String}} = '' OR Model = {{model:String}})
+  AND {tenant_condition()}
+GROUP BY {_KEY_NAMES}, bucket_start_ns
+ORDER BY {_KEY_NAMES}, bucket_start_ns
 """
-"""Per (engine configuration, bucket) over the ``llm_request`` spans (``span_name``) starting in ``[start_ns,
-end_ns]`` (ns), optionally of one ``model`` (``''``: every model): the configuration (``service_name``,
-``model``, the :data:`CONFIG_ATTRIBUTES` columns as stored strings, ``''`` when absent), ``bucket_start_ns``
-(``start_ns`` plus whole ``bucket_ns`` steps), ``requests``, ``output_tokens``, the first arrival and the last
-finish (ns), p50/p95 of e2e and TTFT (ns, exact, linearly interpolated; TTFT null when no span reports it) and
-up to ``examples`` trace IDs, slowest request first."""
+"""Per (engine configuration, bucket) over the requests starting in ``[start_ns, end_ns]`` (ns), optionally of one
+``model`` (``''``: every model): the configuration (``service_name``, ``model``, the :data:`CONFIG_COLUMNS` as
+stored strings), ``bucket_start_ns`` (``start_ns`` plus whole ``bucket_ns`` steps), ``requests``,
+``output_tokens``, the first arrival and the last finish (ns), p50/p95 of e2e and TTFT (ns, exact, linearly
+interpolated; TTFT null when no span reports it) and up to ``examples`` trace IDs, slowest request first, of
+traces whose spans are kept (``dropped``, a ``WITH`` clause: :data:`DROPPED_TRACES`)."""
+
+DROPPED_TRACES = f"""
+WITH dropped AS (
+    SELECT TraceId
+    FROM hotspan_trace_summary FINAL
+    WHERE NOT Sampled
+      AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}}) - INTERVAL 1 HOUR
+      AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
+      AND {tenant_condition()}
+)
+"""
+"""Traces tail sampling dropped (their spans deleted, ``hotspan_trace_summary.Sampled`` false, migration 0050) that
+may hold requests of the window (a request starts at most an hour after its trace): no example link leads to
+them."""

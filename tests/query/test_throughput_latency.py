@@ -1,6 +1,7 @@
 """The throughput-latency read on a real embedded ClickHouse: vLLM ``llm_request`` spans of four engine runs
 with known timings (``llm_request_spans.RUNS``, figures recomputed here with numpy) grouped by configuration and
-bucket, the Pareto frontier marked, the model filter, and tenant isolation."""
+bucket, the Pareto frontier marked, the model filter, tenant isolation, and requests of traces tail sampling
+dropped still counted (never linked)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,18 @@ INTRUDER = engine_run("globex", "llama-8b", 999, 30.0, 0.1, 30, 0.1, 0.01, 100)
 
 
 @pytest.fixture(scope="module")
-def room(chdb_dsn: str) -> Iterator[QueryService]:
-    """One database for the module: the four runs under the default tenant, :data:`INTRUDER` under ``globex``;
-    the default tenant's runs sent twice (a retry), which must count once."""
+def database(chdb_dsn: str) -> Iterator[ClickHouse]:
+    """One database for the module: the four runs under the default tenant, :data:`INTRUDER` under ``globex``,
+    the runs again under ``sampled`` (where one run's traces get dropped); the default tenant's runs sent twice
+    (a retry), which must count once."""
     with migrated_database(chdb_dsn, "tl") as ch:
         ingest(ch)
-        yield query_room(ch)
+        yield ch
+
+
+@pytest.fixture(scope="module")
+def room(database: ClickHouse) -> QueryService:
+    return query_room(database)
 
 
 def ingest(ch: ClickHouse) -> None:
@@ -37,6 +44,7 @@ def ingest(ch: ClickHouse) -> None:
     for _ in range(2):
         assert ingestor.export(export_request(RUNS)).rejected == 0
     assert ingestor.export(export_request([INTRUDER], seed=1), tenant="globex").rejected == 0
+    assert ingestor.export(export_request(RUNS, seed=2), tenant="sampled").rejected == 0
 
 
 def _points(room: QueryService, window: EngineWindow = WINDOW, **options: str) -> list[dict]:
@@ -98,3 +106,29 @@ def test_other_tenants_spans_stay_out(room: QueryService) -> None:
     assert "999" in admin["max_num_seqs"].to_list()
     globex = room.throughput_latency(WINDOW, tenant="globex").points
     assert globex["max_num_seqs"].to_list() == ["999"] and globex["on_frontier"].to_list() == [True]
+
+
+def test_requests_of_dropped_traces_still_count_but_are_not_linked(room: QueryService, database: ClickHouse) -> None:
+    ch = database
+    # What tail sampling does to a dropped trace (processors.pipeline.tail_sampling): its spans deleted, its
+    # summary kept with Sampled false. Here: every trace of the max_num_seqs=32 run of tenant "sampled".
+    before = {p["max_num_seqs"]: p for p in room.throughput_latency(WINDOW, tenant="sampled").points.to_dicts()}
+    dropped = before["32"]["example_trace_ids"]
+    run = "Tenant = 'sampled' AND ResourceAttributes['vllm.config.max_num_seqs'] = '32'"
+    traces = [row[0] for row in ch.query_rows(f"SELECT DISTINCT TraceId FROM otel_traces WHERE {run}")]
+    assert set(dropped) <= set(traces) and len(traces) == 21
+    ch.command(f"DELETE FROM otel_traces WHERE {run}")
+    assert ch.query_rows(f"SELECT count() FROM otel_traces WHERE {run}") == [(0,)]
+    for trace in traces:
+        ch.command(
+            "INSERT INTO hotspan_trace_summary (Tenant, Timestamp, TraceId, Version, Sampled) "
+            "VALUES ('sampled', fromUnixTimestamp64Nano({t:Int64}), {trace:String}, 1, false)",
+            {"t": T0 + 120 * NS, "trace": trace},
+        )
+    after = {p["max_num_seqs"]: p for p in room.throughput_latency(WINDOW, tenant="sampled").points.to_dicts()}
+    assert after["32"]["requests"] == before["32"]["requests"] == 20
+    assert after["32"]["requests_per_s"] == before["32"]["requests_per_s"]
+    assert (
+        after["32"]["example_trace_ids"] == []
+        and after["128"]["example_trace_ids"] == before["128"]["example_trace_ids"]
+    )

@@ -3,6 +3,7 @@ as a bound parameter, never as SQL text. Checked on the SQL the reader actually 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from storage import trace_sql
 from storage.engine_reader import ClickHouseEngineReader, EngineWindow
 from storage.reader import ClickHouseTraceReader, TraceQuery
-from storage.tenancy import ALL_TENANTS
+from storage.tenancy import ALL_TENANTS, tenant_condition
 
 
 class RecordingStore:
@@ -58,7 +59,9 @@ def test_the_throughput_latency_read_is_tenant_filtered(tenant: str | None) -> N
     store = RecordingStore()
     ClickHouseEngineReader(store).engine_buckets(EngineWindow(0, 1, 1, model="m"), tenant=tenant)  # type: ignore[arg-type]
     ((sql, parameters),) = store.sent
-    assert sql.count("FROM otel_traces") == sql.count(trace_sql.TENANT_FILTER) == 1
+    # Two tables, each read under the owner-tenant condition: the requests and the dropped traces.
+    assert re.findall(r"\bFROM (\w+)", sql) == ["hotspan_trace_summary", "hotspan_engine_requests"]
+    assert sql.count(tenant_condition()) == 2
     assert parameters["tenant"] == (tenant or "") and parameters["model"] == "m"
     assert "acme" not in sql and "'m'" not in sql
 
