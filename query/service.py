@@ -12,10 +12,12 @@ from diagnosis import DiagnosisSettings
 from processors.pipeline.config import TracePipelineConfig
 from query.analysis import AnalysisService
 from query.diagnosis import DiagnosisService
+from query.throughput_latency import Latency, Throughput, ThroughputLatency, throughput_latency
 from query.topology import Topology, window_topology
 from query.trace_views import TraceViews
 from storage.analysis_store import AnalysisStore
 from storage.engine_metrics import EngineMetricsReader
+from storage.engine_reader import EngineReader, EngineWindow
 from storage.reader import TraceReader
 from storage.rollup_reader import RollupReader
 
@@ -34,6 +36,7 @@ class QueryService:
         analysis: per-trace analysis and window aggregates (stages, hotspots, flame graphs, usage and cost).
         views: the trace model a trace page and its REST route show, read once per page load and kept.
         diagnosis: named causes over a window, with the configured rules, stage table and engine metrics.
+        engines: vLLM's ``llm_request`` spans grouped by engine configuration (the throughput-latency view).
         engine_metrics: vLLM's metrics for the Services page; None without ``HOTSPAN_PROMETHEUS_URL``.
     """
 
@@ -41,6 +44,7 @@ class QueryService:
     analysis: AnalysisService
     views: TraceViews
     diagnosis: DiagnosisService
+    engines: EngineReader
     engine_metrics: EngineMetricsReader | None = None
 
     @classmethod
@@ -48,6 +52,7 @@ class QueryService:
         cls,
         store: Store,
         analysis_store: AnalysisStore,
+        engines: EngineReader,
         config: TracePipelineConfig,
         diagnosis: DiagnosisSettings,
         engine_metrics: EngineMetricsReader | None = None,
@@ -59,9 +64,23 @@ class QueryService:
             analysis=AnalysisService(store, analysis_store, config),
             views=TraceViews(store, config.stage_rules),
             diagnosis=DiagnosisService(store, diagnosis, config.stage_rules),
+            engines=engines,
             engine_metrics=engine_metrics,
         )
 
     def topology(self, start_ns: int, end_ns: int, *, tenant: str | None) -> Topology:
         """The service graph over ``[start_ns, end_ns]`` (:func:`query.topology.window_topology`)."""
         return window_topology(self.store, start_ns, end_ns, tenant=tenant)
+
+    def throughput_latency(
+        self,
+        window: EngineWindow,
+        *,
+        throughput: Throughput = "requests_per_s",
+        latency: Latency = "e2e_p95_ms",
+        tenant: str | None,
+    ) -> ThroughputLatency:
+        """Each engine configuration's throughput against its latency per bucket of ``window``, with the Pareto
+        frontier of (``throughput`` up, ``latency`` down) marked (:func:`query.throughput_latency.throughput_latency`).
+        Blocking; raises ``ValueError`` for an unknown objective."""
+        return throughput_latency(self.engines, window, throughput=throughput, latency=latency, tenant=tenant)

@@ -11,8 +11,9 @@ import pyarrow as pa
 import pytest
 
 from storage import trace_sql
+from storage.engine_reader import ClickHouseEngineReader, EngineWindow
 from storage.reader import ClickHouseTraceReader, TraceQuery
-from storage.tenancy import ALL_TENANTS
+from storage.tenancy import ALL_TENANTS, tenant_condition
 
 
 class RecordingStore:
@@ -53,6 +54,18 @@ def test_every_read_of_otel_traces_is_tenant_filtered(read: str, tenant: str | N
     assert span_reads == sql.count(trace_sql.TENANT_FILTER)
     assert parameters["tenant"] == (tenant or "") and parameters["all_tenants"] is (tenant is None)
     assert "acme" not in sql
+
+
+@pytest.mark.parametrize("tenant", ["acme", ALL_TENANTS])
+def test_the_throughput_latency_read_is_tenant_filtered(tenant: str | None) -> None:
+    store = RecordingStore()
+    ClickHouseEngineReader(store).engine_buckets(EngineWindow(0, 1, 1, model="m"), tenant=tenant)  # type: ignore[arg-type]
+    ((sql, parameters),) = store.sent
+    # Two tables, each read under the owner-tenant condition: the requests and the dropped traces.
+    assert re.findall(r"\bFROM (\w+)", sql) == ["hotspan_trace_summary", "hotspan_engine_requests"]
+    assert sql.count(tenant_condition()) == 2
+    assert parameters["tenant"] == (tenant or "") and parameters["model"] == "m"
+    assert "acme" not in sql and "'m'" not in sql
 
 
 def test_a_bad_tenant_name_never_reaches_the_store() -> None:
