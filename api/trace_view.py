@@ -28,7 +28,11 @@ class TraceViewResponse(BaseModel):
     trace_id: str
     start_time_unix_nano: int = Field(description="The trace's first span start, ns since the Unix epoch.")
     duration_ns: int = Field(description="First span start to last span end, ns.")
-    span_count: int
+    span_count: int = Field(description="Spans in the view.")
+    stored_spans: int = Field(
+        description="Spans the store holds for the trace: more than `span_count` when the trace is larger than "
+        "HOTSPAN_MAX_TRACE_SPANS and the view holds its first spans by start only."
+    )
     services: list[str] = Field(description="The trace's services; the rows' `service` indexes this list.")
     stages: list[str] = Field(description="Stage names; the rows' `stage` and the pieces' `stage` index this list.")
     stage_totals_ns: dict[str, int] = Field(description="ns per stage on the critical paths of the trace's roots.")
@@ -90,6 +94,7 @@ def _response(view: TraceView, rows: dict[str, Any]) -> TraceViewResponse:
         start_time_unix_nano=view.start_ns,
         duration_ns=view.duration_ns,
         span_count=view.size,
+        stored_spans=view.stored_spans,
         services=list(view.services),
         stages=list(STAGES),
         stage_totals_ns={stage: int(ns) for stage, ns in zip(STAGES, lane.totals_ns, strict=True) if ns},

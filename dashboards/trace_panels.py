@@ -51,7 +51,8 @@ _KIND_NOTES = {
 
 def page_meta(view: TraceView, load_id: str, expansion: Expansion | None = None) -> dict[str, object]:
     """What the timeline widget starts from: ``trace_id``, ``load_id`` (new on each page load), ``duration``
-    (ns), ``span_count``, ``services`` (``name``, ``color``, indexed by the rows' ``service``), ``stages``
+    (ns), ``span_count``, ``stored_spans`` (more than ``span_count`` when only the first spans were read),
+    ``services`` (``name``, ``color``, indexed by the rows' ``service``), ``stages``
     (``name``, ``label``, ``color``, indexed by stage codes), ``minimap`` (bands: ``start``, ``end`` in ns after
     the trace's start, ``service``), ``lane`` (the whole trace's stage lane), ``expansion`` (the starting one),
     ``aggregatable`` (repeated siblings can be grouped: the trace is larger than
@@ -64,6 +65,7 @@ def page_meta(view: TraceView, load_id: str, expansion: Expansion | None = None)
         "load_id": load_id,
         "duration": view.duration_ns,
         "span_count": view.size,
+        "stored_spans": view.stored_spans,
         "services": [{"name": name, "color": service_color(name)} for name in view.services],
         "stages": [{"name": stage, "label": stage_label(stage), "color": STAGE_COLORS[stage]} for stage in STAGES],
         "minimap": {
@@ -92,7 +94,7 @@ def header(view: TraceView) -> Component:
     facts = [
         ("Start", format_time_ns(view.start_ns)),
         ("Duration", format_duration_ns(view.duration_ns)),
-        ("Spans", f"{view.size:,}"),
+        ("Spans", f"{view.size:,} of {view.stored_spans:,}" if view.truncated else f"{view.size:,}"),
         ("Services", f"{len(view.services):,}"),
         ("Depth", f"{int(view.depth.max()) + 1:,}"),
         ("Errors", f"{int(view.error.sum()):,}"),
@@ -117,6 +119,12 @@ def header(view: TraceView) -> Component:
         _facts(facts, error_label="Errors" if view.error.any() else None),
     ]
     problems = []
+    if view.truncated:
+        problems.append(
+            f"This trace holds {view.stored_spans:,} spans; the page shows its first {view.size:,} by start time "
+            "(HOTSPAN_MAX_TRACE_SPANS bounds what one read holds), so later spans, and the times and stages they "
+            "would add, are missing; spans whose parent starts later show as extra roots."
+        )
     broken = int((view.root_reason > 1).sum())
     if broken:
         problems.append(

@@ -57,7 +57,7 @@ class QueryService:
         return cls(
             store=store,
             analysis=AnalysisService(store, analysis_store, config),
-            views=TraceViews(store, config.stage_rules),
+            views=TraceViews(store, config.stage_rules, max_read_spans=config.max_trace_spans),
             diagnosis=DiagnosisService(store, diagnosis, config.stage_rules),
             engine_metrics=engine_metrics,
         )

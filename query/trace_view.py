@@ -128,13 +128,15 @@ class TraceView:
 
     Args:
         trace_id: the trace (32 lowercase hex).
-        analysis: the analysis of exactly this trace's spans.
+        analysis: the analysis of exactly the spans read (the whole trace, or its first spans by start when it
+            was larger than the read's bound).
+        stored_spans: spans the store holds for the trace; default (or anything smaller) the spans read.
 
     Raises:
         ValueError: ``analysis`` holds no spans, or more than one trace.
     """
 
-    def __init__(self, trace_id: str, analysis: TraceAnalysis) -> None:
+    def __init__(self, trace_id: str, analysis: TraceAnalysis, stored_spans: int | None = None) -> None:
         reported = analysis.reported_tree
         if reported.size == 0 or reported.trace_count != 1:
             raise ValueError(f"a trace view needs the spans of one trace, got {reported.trace_count} traces")
@@ -146,6 +148,8 @@ class TraceView:
         """The parent each span names (span index, -1 for a root), as drawn."""
         self.depth: IntArray = reported.depth
         """Ancestors in the drawn tree (0 for a root)."""
+        self.stored_spans = max(stored_spans or 0, self.spans.height)
+        """Spans the store holds for the trace; more than :attr:`size` when only its first spans were read."""
         self.span_start_ns: IntArray = tree.start_ns
         self.span_end_ns: IntArray = tree.end_ns
         self.start_ns = int(tree.start_ns.min())
@@ -157,6 +161,11 @@ class TraceView:
     def size(self) -> int:
         """Spans in the trace (duplicates of one span ID counted once, the last copy kept)."""
         return self.spans.height
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the view holds only the trace's first spans by start (the store holds more)."""
+        return self.stored_spans > self.size
 
     @property
     def duration_ns(self) -> int:
@@ -434,15 +443,18 @@ class TraceView:
         return inside, total - inside
 
 
-def build_trace_view(trace_id: str, spans: pl.DataFrame, rules: StageRules | None = None) -> TraceView:
+def build_trace_view(
+    trace_id: str, spans: pl.DataFrame, rules: StageRules | None = None, *, stored_spans: int | None = None
+) -> TraceView:
     """The view of one trace's spans (as ``storage.reader.TraceReader.trace`` returns them) with the stage
-    ``rules`` (default: the packaged table, read from its file on each call: pass it when building many).
+    ``rules`` (default: the packaged table, read from its file on each call: pass it when building many);
+    ``stored_spans``: what the store holds when ``spans`` are only the trace's first ones (:class:`TraceView`).
 
     Raises:
         ValueError: ``spans`` is empty, holds several traces, or breaks the span-frame contract
             (:mod:`analysis.spans`).
     """
-    return TraceView(trace_id, analyze(spans, rules))
+    return TraceView(trace_id, analyze(spans, rules), stored_spans)
 
 
 def _display_order(parent: IntArray, depth: IntArray, primary_root: int) -> tuple[IntArray, IntArray, IntArray]:

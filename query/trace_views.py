@@ -3,6 +3,11 @@ page (a scroll, a collapse, a span's detail, the flame graph) reads the kept vie
 
 Kept per (tenant, trace ID), least recently used first out, bounded by the spans held
 (:data:`DEFAULT_MAX_SPANS_HELD`; a view costs some hundred bytes per span) and by a count of views.
+
+A read is bounded too: a trace of more spans than ``max_read_spans`` (``HOTSPAN_MAX_TRACE_SPANS``, the bound of the
+trace pipeline and of the trace APIs' pages) is read as its first that many spans by start
+(``TraceReader.trace_page``, which costs memory for those only), and its view says how many the store holds
+(:attr:`query.trace_view.TraceView.stored_spans`); the whole trace is never held.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ DEFAULT_MAX_SPANS_HELD = 2_000_000
 """Spans the kept views may hold together; the view just built is kept even when it alone is larger."""
 DEFAULT_MAX_VIEWS = 32
 """Views kept at most."""
+DEFAULT_MAX_READ_SPANS = 100_000
+"""Spans one view reads at most (``HOTSPAN_MAX_TRACE_SPANS``' default)."""
 
 Key = tuple[str | None, str]
 
@@ -36,7 +43,8 @@ class TraceViews:
         reader: where spans come from.
         rules: the stage rules every view is analysed with (the pipeline's, so the trace page and the Stages
             page agree); default the packaged table, read once here.
-        max_spans_held, max_views: the bounds (module docstring).
+        max_spans_held, max_views: the bounds on what is kept (module docstring).
+        max_read_spans: the bound on one read (module docstring).
     """
 
     def __init__(
@@ -46,11 +54,13 @@ class TraceViews:
         *,
         max_spans_held: int = DEFAULT_MAX_SPANS_HELD,
         max_views: int = DEFAULT_MAX_VIEWS,
+        max_read_spans: int = DEFAULT_MAX_READ_SPANS,
     ) -> None:
         self._reader = reader
         self.rules = rules if rules is not None else load_stage_rules()
         self._max_spans = max_spans_held
         self._max_views = max_views
+        self._max_read = max_read_spans
         self._kept: OrderedDict[Key, TraceView] = OrderedDict()
         self._building: dict[Key, threading.Lock] = {}
         self._lock = threading.Lock()
@@ -99,10 +109,16 @@ class TraceViews:
                     if (view := self._kept.get(key)) is not None:
                         return view
             tenant, trace_id = key
-            spans = self._reader.trace(trace_id, tenant=tenant)
+            stored = self._reader.trace_size(trace_id, tenant=tenant)
+            if stored > self._max_read:
+                spans = self._reader.trace_page(trace_id, tenant=tenant, limit=self._max_read).spans
+            else:
+                spans = self._reader.trace(trace_id, tenant=tenant) if stored else None
             with self._lock:
                 self.reads += 1
-            view = build_trace_view(trace_id, spans, self.rules) if spans.height else None
+            view = None
+            if spans is not None and spans.height:
+                view = build_trace_view(trace_id, spans, self.rules, stored_spans=stored)
             with self._lock:
                 self._building.pop(key, None)
                 self._kept.pop(key, None)

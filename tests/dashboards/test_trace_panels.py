@@ -74,6 +74,15 @@ def test_header_names_the_repairs() -> None:
     assert "1 repeated span ID(s)" in shown
 
 
+def test_header_says_when_only_the_first_spans_were_read() -> None:
+    view = _agent()
+    part = TraceView(view.trace_id, view.analysis, stored_spans=1_000_000)
+    shown = " ".join(texts(header(part)))
+    assert "3 of 1,000,000" in shown and "shows its first 3 by start time" in shown
+    assert page_meta(part, "load-1")["stored_spans"] == 1_000_000
+    assert "by start time" not in " ".join(texts(header(view)))
+
+
 def test_stage_panel_names_the_dominant_stage_in_words() -> None:
     panel = stage_panel(_agent())
     shown = " ".join(texts(panel))

@@ -59,3 +59,15 @@ def test_tenants_never_see_each_other(views: TraceViews) -> None:
     assert views.get(A, tenant="globex") is None
     assert views.get(A, tenant="acme") is not None
     assert views.get(A, tenant=None) is not None  # an admin reads every tenant
+
+
+def test_a_trace_over_the_read_bound_is_read_in_part(store: ClickHouse, reader: ClickHouseTraceReader) -> None:
+    ClickHouseTraceWriter(store).write(agent_trace(300, trace_id=B))
+    stored = reader.trace_size(B, tenant=None)
+    view = TraceViews(reader, RULES, max_read_spans=120).load(B, tenant=None)
+    assert view is not None and view.truncated
+    assert view.size == 120 and view.stored_spans == stored > 120
+    first = reader.trace(B, tenant=None)["span_id"].head(120).to_list()
+    assert view.spans["span_id"].to_list() == first  # the first spans by start, as the trace pages order them
+    whole = TraceViews(reader, RULES).load(B, tenant=None)
+    assert whole is not None and not whole.truncated and whole.size == stored
