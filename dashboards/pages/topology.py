@@ -16,9 +16,6 @@ from dashboards.topology_figures import ColorBy, cytoscape_elements, cytoscape_l
 from query.service import QueryService
 from storage.clickhouse import StorageError
 
-# dagre (cytoscape_layout) ships in dash-cytoscape's extra-layouts bundle, served locally like the default one.
-cyto.load_extra_layouts()
-
 EXAMPLES = 10
 """Example traces listed for a clicked edge."""
 _HINT = "Click an edge to list example traces of that call."
