@@ -10,10 +10,11 @@ and per size, the median of ``--repeat`` runs of:
 - **model build**: the trace page's server work when it loads, what its load callback does: the read, the
   :class:`query.trace_view.TraceView` (``query.trace_views.TraceViews.load``), the header, the stage panel and
   the widget's starting data with the first window of rows (``dashboards.trace_panels``);
-- **page ready**: a fresh page of an already warm browser (the UI's scripts cached, as for anyone who opened
-  Hotspan before) navigating to ``/ui/trace/<id>`` until the timeline has drawn its first rows
-  (``#trace-timeline[data-ready]`` and rows drawn): the page's HTML and scripts, the load callback (one read,
-  the model, the first window) and the canvas paint;
+- **page ready**: a fresh page (tab) of a browser profile that opened Hotspan before (its scripts in the HTTP cache,
+  as for anyone who used the UI before) navigating to ``/ui/trace/<id>`` until the timeline has drawn its first
+  rows (``#trace-timeline[data-ready]`` and rows drawn): the page's HTML, its scripts run, the load callback (one
+  read, the model, the first window) and the canvas paint;
+- **cold**: the same in a new browser profile (nothing cached: every script downloaded and compiled);
 - **peak RSS**: the process's peak resident memory (server, store and benchmark together) before the size's REST
   fetch and after it (it only grows, so the growth from the previous size bounds what the larger trace needed).
 
@@ -47,7 +48,7 @@ if sys.path and Path(sys.path[0]).resolve() == REPO / "benchmarks":
     sys.path[0] = str(REPO)
 sys.path.append(str(REPO / "tests"))
 
-from playwright.sync_api import Browser, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, BrowserContext, sync_playwright  # noqa: E402
 
 from browser_kit import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from dashboards.trace_panels import header, page_meta, stage_panel  # noqa: E402
@@ -77,9 +78,13 @@ def median_s(run: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
-def page_ready_s(browser: Browser, url: str) -> float:
-    """Seconds from navigating a fresh page (same browser: warm cache) to the timeline's first drawn rows."""
-    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+VIEWPORT = {"width": 1500, "height": 1100}
+
+
+def page_ready_s(profile: Browser | BrowserContext, url: str) -> float:
+    """Seconds from navigating a fresh page to the timeline's first drawn rows: a tab of ``profile`` when it is a
+    browser context (its HTTP cache shared), of a new profile (nothing cached) when it is the browser."""
+    page = profile.new_page(viewport=VIEWPORT) if isinstance(profile, Browser) else profile.new_page()
     try:
         started = time.perf_counter()
         page.goto(url)
@@ -125,7 +130,9 @@ def page_load_work(views: TraceViews, trace_id: str) -> int:
     return view.size
 
 
-def measure(server: RunningServer, browser: Browser, views: TraceViews, size: int, repeat: int) -> float | None:
+def measure(
+    server: RunningServer, browser: Browser, warm: BrowserContext, views: TraceViews, size: int, repeat: int
+) -> float | None:
     """Write one trace of about ``size`` spans, print its figures; returns page ready / REST fetch (None when the
     REST fetch failed)."""
     trace_id = f"{size:032x}"
@@ -138,14 +145,18 @@ def measure(server: RunningServer, browser: Browser, views: TraceViews, size: in
     build = median_s(lambda: page_load_work(views, trace_id), repeat)
     build_load = load()
     spans = page_load_work(views, trace_id)
-    ready = statistics.median(page_ready_s(browser, f"{server.base_url}/ui/trace/{trace_id}") for _ in range(repeat))
+    url = f"{server.base_url}/ui/trace/{trace_id}"
+    ready = statistics.median(page_ready_s(warm, url) for _ in range(repeat))
     ready_load = load()
+    cold = statistics.median(page_ready_s(browser, url) for _ in range(repeat))
+    cold_load = load()
     page_rss = peak_rss_mb()
     gc.collect()
     rest = rest_fetch_s(server, trace_id, repeat)
     rest_load = load()
     gc.collect()
     print(f"trace_page_ready_{label(size)}_s: {ready:.3f} ({ready_load}); {spans:,} spans", flush=True)
+    print(f"  cold (new browser profile) {cold:.3f} s ({cold_load})", flush=True)
     print(f"  REST fetch {f'{rest:.3f} s ({rest_load})' if rest is not None else 'failed'}", flush=True)
     print(
         f"  model build {build:.3f} s, of which read {read:.3f} s ({build_load}); peak RSS {page_rss:,.0f} MB "
@@ -174,11 +185,13 @@ def main() -> None:
         try:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-                warm = "0" * 31 + "1"
-                ClickHouseTraceWriter(server.storage.clickhouse).write(agent_trace(100, trace_id=warm))
-                page_ready_s(browser, f"{server.base_url}/ui/trace/{warm}")  # fills the browser's cache
+                small = "0" * 31 + "1"
+                ClickHouseTraceWriter(server.storage.clickhouse).write(agent_trace(100, trace_id=small))
+                warm = browser.new_context(viewport=VIEWPORT)
+                page_ready_s(warm, f"{server.base_url}/ui/trace/{small}")  # fills the profile's cache
                 for size in sizes:
-                    ratios[size] = measure(server, browser, views, size, args.repeat if size <= 100_000 else 1)
+                    ratios[size] = measure(server, browser, warm, views, size, args.repeat if size <= 100_000 else 1)
+                warm.close()
                 browser.close()
         finally:
             server.stop()

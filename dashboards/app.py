@@ -35,6 +35,10 @@ PAGES: tuple[Page, ...] = (
 """Pages in nav bar order; a new page is one module under ``dashboards/pages`` plus one entry here."""
 
 ASSETS = Path(__file__).with_name("assets")
+ASSETS_MAX_AGE_S = 365 * 24 * 3600
+"""How long a browser keeps the UI's own assets without asking again. Safe because Dash links each asset with its
+modification time (``?m=``), so a changed file is a new URL; without it every page load waits on a revalidation
+round trip per asset before its scripts run (Flask's default for static files)."""
 
 
 def build_dash_app(query: QueryService, *, requests_pathname_prefix: str = "/ui/") -> Dash:
@@ -77,6 +81,7 @@ def build_dash_app(query: QueryService, *, requests_pathname_prefix: str = "/ui/
             order=order,
         )
     app.server.config[QUERY_CONFIG] = query
+    app.server.config["SEND_FILE_MAX_AGE_DEFAULT"] = ASSETS_MAX_AGE_S
     app.layout = _shell(app)
     _register_shell_callbacks(app)
     for page in PAGES:

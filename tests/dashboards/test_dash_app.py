@@ -103,6 +103,8 @@ def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, query: QueryService) ->
             assert "/ui/_dash-component-suites/" in page.text
         css = httpx.get(f"{url}/ui/assets/hotspan.css")
         assert css.status_code == 200 and ".hs-nav" in css.text
+        # Versioned by Dash (?m=mtime), so kept by the browser: no revalidation round trip before scripts run.
+        assert "max-age=31536000" in css.headers["cache-control"]
 
         services = _call(url, "search-service.options", {"search-init.data": True})
         assert services["search-service"]["options"][0] == "adservice"
