@@ -12,7 +12,7 @@ from dash_support import mounted_ui, serving
 
 from collector.ingest import Ingestor
 from collector.otlp_json import request_from_json
-from dashboards.app import PAGES, active_page_path, build_dash_app
+from dashboards.app import PAGES, build_dash_app
 from query.service import QueryService
 from testkit import TRACES, dash_update_body, ingest_otlp_json_file
 
@@ -83,14 +83,6 @@ def test_building_twice_in_one_process_is_safe(query: QueryService) -> None:
         outputs = {d["output"] for d in json.loads(client.get("/_dash-dependencies").data)}
         assert "search-service.options" in outputs
         assert any("trace-rows.data" in output for output in outputs)
-
-
-def test_nav_highlights_the_page_a_path_belongs_to() -> None:
-    assert active_page_path("") == "/"
-    assert active_page_path(None) == "/"
-    assert active_page_path("trace") == "/trace"
-    assert active_page_path("trace/0123") == "/trace"
-    assert active_page_path("unknown/page") == "/"
 
 
 def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, query: QueryService) -> None:
