@@ -17,7 +17,7 @@ from query.trace_views import TraceViews
 from storage.analysis_store import AnalysisStore
 from storage.engine_metrics import EngineMetricsReader
 from storage.reader import TraceReader
-from storage.rollup_reader import RollupReader
+from storage.rollup_reader import EdgeScope, RollupReader
 
 
 class Store(TraceReader, RollupReader, Protocol):
@@ -62,6 +62,9 @@ class QueryService:
             engine_metrics=engine_metrics,
         )
 
-    def topology(self, start_ns: int, end_ns: int, *, tenant: str | None) -> Topology:
-        """The service graph over ``[start_ns, end_ns]`` (:func:`query.topology.window_topology`)."""
-        return window_topology(self.store, start_ns, end_ns, tenant=tenant)
+    def topology(
+        self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None
+    ) -> Topology:
+        """The service graph over ``[start_ns, end_ns]``, of ``scope``'s calls when given
+        (:func:`query.topology.window_topology`)."""
+        return window_topology(self.store, start_ns, end_ns, tenant=tenant, scope=scope)
