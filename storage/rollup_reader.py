@@ -247,13 +247,17 @@ class ClickHouseRollupReader:
         scope: EdgeScope | None = None,
     ) -> pl.DataFrame:
         scope = scope or EdgeScope()
-        parameters = {
-            "client": client,
-            "server": server,
-            "start_ns": start_ns,
-            "end_ns": end_ns,
-            "limit": max(1, min(limit, 1000)),
-        } | tenant_parameters(tenant) | scope.parameters()
+        parameters = (
+            {
+                "client": client,
+                "server": server,
+                "start_ns": start_ns,
+                "end_ns": end_ns,
+                "limit": max(1, min(limit, 1000)),
+            }
+            | tenant_parameters(tenant)
+            | scope.parameters()
+        )
         conditions = " AND ".join([TENANT_CONDITION, *scope.conditions()])
         frame = self._frame(rollup_sql.EDGE_EXAMPLES.format(conditions=conditions), parameters)
         if frame.height == 0:
