@@ -62,9 +62,7 @@ class QueryService:
             engine_metrics=engine_metrics,
         )
 
-    def topology(
-        self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None
-    ) -> Topology:
+    def topology(self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None) -> Topology:
         """The service graph over ``[start_ns, end_ns]``, of ``scope``'s calls when given
         (:func:`query.topology.window_topology`)."""
         return window_topology(self.store, start_ns, end_ns, tenant=tenant, scope=scope)
