@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from analysis import STAGES, TraceAnalysis, analyze, request_summary
+from analysis import STAGES, TraceAnalysis, analyze, request_summary, stage_breakdown
 from analysis.ancestry import BoolArray, IntArray, reduce_to_root
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.model_calls import model_calls
@@ -347,6 +347,22 @@ class TraceView:
         members = np.argsort(group, kind="stable")
         offsets = np.searchsorted(group[members], np.arange(count + 1))
         return Groups(group, size, self.order[leader_row], start, end, total, errors, offsets, members)
+
+    @property
+    def root_duration_ns(self) -> int:
+        """The root span's duration, ns (analysis tree times): the request's latency as its caller saw it."""
+        return int(self.span_end_ns[self.primary_root] - self.span_start_ns[self.primary_root])
+
+    @cached_property
+    def request_stages_ns(self) -> IntArray:
+        """Per stage of :data:`analysis.STAGES`, ns of the request's latency as the Stages page and the trace
+        pipeline attribute it (:func:`analysis.stage_breakdown`): the primary root's critical path, each child cut
+        to its parent, summing to :attr:`root_duration_ns`. Differs from :attr:`lane` where spans outlive their
+        parent (asynchronous work) or the trace has several roots."""
+        breakdown = stage_breakdown(self.analysis)
+        totals = np.zeros(len(STAGES), dtype=np.int64)
+        totals[breakdown["stage"].to_physical().to_numpy()] = breakdown["duration_ns"].to_numpy()
+        return totals
 
     @cached_property
     def lane(self) -> StageLane:

@@ -91,6 +91,17 @@ def test_stage_panel_names_the_dominant_stage_in_words() -> None:
     assert dominant.children == "LLM decode"
 
 
+def test_stage_panel_says_which_attribution_to_trust_on_an_async_trace() -> None:
+    # A 10 ms root whose child runs on for 490 ms after it (asynchronous work the caller does not wait for).
+    frame = spans_frame([("root", "", 0, 10 * MS), ("job", "root", 5 * MS, 495 * MS)], service="agent")
+    view = build_trace_view("cd" * 16, frame, RULES)
+    assert view.root_duration_ns == 10 * MS and int(view.request_stages_ns.sum()) == 10 * MS
+    note = " ".join(texts(stage_panel(view)))
+    assert "The Stages page counts this request as its root span's 10.00 ms" in note
+    assert "whole trace (500.00 ms, 500.00 ms of it traced)" in note and "trust the bar above" in note
+    assert "The Stages page counts" not in " ".join(texts(stage_panel(_agent())))  # they agree there
+
+
 def test_span_detail_shows_the_phases_the_model_call_and_attributes_with_units() -> None:
     view = _agent()
     engine = view.span_index("eng")
