@@ -6,7 +6,8 @@ Serves Hotspan (the embedded store, its trace pipeline idle), writes one generat
 and per size, the median of ``--repeat`` runs of:
 
 - **REST fetch**: ``GET /api/v1/traces/{id}``, the whole answer read (what Jaeger UI does before drawing);
-- **read**: the storage read alone (``ClickHouseTraceReader.trace``), in process;
+- **read**: the page's storage read alone (``query.trace_views.TraceViews.read``: the whole trace, or its first
+  ``HOTSPAN_MAX_TRACE_SPANS`` spans above that), in process;
 - **model build**: the trace page's server work when it loads, what its load callback does: the read, the
   :class:`query.trace_view.TraceView` (``query.trace_views.TraceViews.load``), the header, the stage panel and
   the widget's starting data with the first window of rows (``dashboards.trace_panels``);
@@ -141,7 +142,7 @@ def measure(
     print(f"{label(size)}: {size:,} spans asked, written in {time.perf_counter() - started:.1f} s", flush=True)
     # The REST fetch goes last: its answer is millions of Python objects at 1M spans, whose collection would
     # otherwise land in the figures measured after it.
-    read = median_s(lambda: server.storage.reader.trace(trace_id, tenant=None), repeat)
+    read = median_s(lambda: views.read(trace_id, tenant=None), repeat)
     build = median_s(lambda: page_load_work(views, trace_id), repeat)
     build_load = load()
     spans = page_load_work(views, trace_id)

@@ -16,6 +16,8 @@ import re
 import threading
 from collections import OrderedDict
 
+import polars as pl
+
 from analysis.stage_rules import StageRules, load_stage_rules
 from query.trace_view import TraceView, build_trace_view
 from storage.reader import TraceReader
@@ -89,6 +91,15 @@ class TraceViews:
             return []
         return self._reader.trace_ids_with_prefix(prefix, tenant=tenant, limit=limit)
 
+    def read(self, trace_id: str, *, tenant: str | None) -> tuple[pl.DataFrame, int]:
+        """What a view of ``trace_id`` is built from: its spans as ``TraceReader.trace`` returns them, at most
+        ``max_read_spans`` of them, the first by start (module docstring), and how many the store holds (0 and no
+        rows when unknown). Raises like :meth:`load`."""
+        stored = self._reader.trace_size(trace_id, tenant=tenant)
+        if stored > self._max_read:
+            return self._reader.trace_page(trace_id, tenant=tenant, limit=self._max_read).spans, stored
+        return self._reader.trace(trace_id, tenant=tenant), stored
+
     def get(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
         """The kept view of ``trace_id``, read and kept first when it is not (evicted, or another process
         served the page load). Raises like :meth:`load`."""
@@ -109,16 +120,10 @@ class TraceViews:
                     if (view := self._kept.get(key)) is not None:
                         return view
             tenant, trace_id = key
-            stored = self._reader.trace_size(trace_id, tenant=tenant)
-            if stored > self._max_read:
-                spans = self._reader.trace_page(trace_id, tenant=tenant, limit=self._max_read).spans
-            else:
-                spans = self._reader.trace(trace_id, tenant=tenant) if stored else None
+            spans, stored = self.read(trace_id, tenant=tenant)
             with self._lock:
                 self.reads += 1
-            view = None
-            if spans is not None and spans.height:
-                view = build_trace_view(trace_id, spans, self.rules, stored_spans=stored)
+            view = build_trace_view(trace_id, spans, self.rules, stored_spans=stored) if spans.height else None
             with self._lock:
                 self._building.pop(key, None)
                 self._kept.pop(key, None)
