@@ -44,6 +44,12 @@ class TraceViewResponse(BaseModel):
     )
 
 
+FRESH_HELP = (
+    "Show the trace as stored now: the kept view only when the trace has not changed since it was built, else read "
+    "again (what a trace page load does)."
+)
+
+
 def build_router(views: TraceViews) -> APIRouter:
     """The trace-view route over ``views``."""
     router = APIRouter(prefix="/api/v1", tags=["traces"])
@@ -65,7 +71,7 @@ def build_router(views: TraceViews) -> APIRouter:
         aggregate: Annotated[bool, Query(description="Group repeated siblings (large traces only).")] = True,
         opened: Annotated[list[int] | None, Query(description="First spans of groups shown one by one.")] = None,
         search: Annotated[str, Query(max_length=200, description="Find in the trace; matches are revealed.")] = "",
-        fresh: Annotated[bool, Query(description="Read the trace again instead of the kept view.")] = False,
+        fresh: Annotated[bool, Query(description=FRESH_HELP)] = False,
     ) -> TraceViewResponse:
         """One window of the trace's visible rows, with the trace's services, stage totals and dominant stage."""
         canonical = parse_trace_id(trace_id)

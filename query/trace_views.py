@@ -1,5 +1,8 @@
 """Trace views read once and kept: the trace page reads a trace when it loads, and every later request of that
-page (a scroll, a collapse, a span's detail, the flame graph) reads the kept view, never storage.
+page (a scroll, a collapse, a span's detail, the flame graph) reads the kept view, never storage. A page load
+asks the store whether the trace changed since its view was built (``TraceReader.trace_state``: its spans and
+stored rows, counted without reading them) and reads it again only then, so reopening or reloading an unchanged
+trace costs one small query, not the read and the analysis.
 
 Kept per (tenant, trace ID), least recently used first out, bounded by the spans held
 (:data:`DEFAULT_MAX_SPANS_HELD`; a view costs some hundred bytes per span) and by a count of views.
@@ -64,14 +67,16 @@ class TraceViews:
         self._max_views = max_views
         self._max_read = max_read_spans
         self._kept: OrderedDict[Key, TraceView] = OrderedDict()
+        self._states: dict[Key, tuple[int, int]] = {}
         self._building: dict[Key, threading.Lock] = {}
         self._lock = threading.Lock()
         self.reads = 0
-        """Trace reads so far (what the "read once per page load" tests count)."""
+        """Trace reads so far (what the "read at most once per page load" tests count)."""
 
     def load(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
-        """Read ``trace_id`` (canonical 32 hex) now and keep its view, replacing a kept one (a page load shows
-        the trace as stored now). None when the tenant has no span of it.
+        """The view of ``trace_id`` (canonical 32 hex) as stored now: the kept one when the trace has not changed
+        since it was built, else read now and kept, replacing it (module docstring). None when the tenant has no
+        span of it.
 
         Raises:
             storage.clickhouse.StorageError: the read failed.
@@ -96,9 +101,13 @@ class TraceViews:
         ``max_read_spans`` of them, the first by start (module docstring), and how many the store holds (0 and no
         rows when unknown). Raises like :meth:`load`."""
         stored = self._reader.trace_size(trace_id, tenant=tenant)
+        return self._read_spans(trace_id, tenant, stored), stored
+
+    def _read_spans(self, trace_id: str, tenant: str | None, stored: int) -> pl.DataFrame:
+        """:meth:`read`'s spans of a trace the store holds ``stored`` spans of."""
         if stored > self._max_read:
-            return self._reader.trace_page(trace_id, tenant=tenant, limit=self._max_read).spans, stored
-        return self._reader.trace(trace_id, tenant=tenant), stored
+            return self._reader.trace_page(trace_id, tenant=tenant, limit=self._max_read).spans
+        return self._reader.trace(trace_id, tenant=tenant)
 
     def get(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
         """The kept view of ``trace_id``, read and kept first when it is not (evicted, or another process
@@ -120,15 +129,24 @@ class TraceViews:
                     if (view := self._kept.get(key)) is not None:
                         return view
             tenant, trace_id = key
-            spans, stored = self.read(trace_id, tenant=tenant)
+            state = self._reader.trace_state(trace_id, tenant=tenant)
+            with self._lock:
+                kept = self._kept.get(key)
+                if kept is not None and self._states.get(key) == state:
+                    self._building.pop(key, None)
+                    self._kept.move_to_end(key)
+                    return kept
+            spans = self._read_spans(trace_id, tenant, state[0])
             with self._lock:
                 self.reads += 1
-            view = build_trace_view(trace_id, spans, self.rules, stored_spans=stored) if spans.height else None
+            view = build_trace_view(trace_id, spans, self.rules, stored_spans=state[0]) if spans.height else None
             with self._lock:
                 self._building.pop(key, None)
                 self._kept.pop(key, None)
+                self._states.pop(key, None)
                 if view is not None:
                     self._kept[key] = view
+                    self._states[key] = state
                     self._evict(keep=key)
             return view
 
@@ -140,3 +158,4 @@ class TraceViews:
                 break
             if key != keep:
                 held -= self._kept.pop(key).size
+                self._states.pop(key, None)

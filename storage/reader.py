@@ -184,6 +184,12 @@ class TraceReader(Protocol):
         """How many spans :meth:`trace` returns for ``trace_id``; 0 when unknown."""
         ...
 
+    def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int]:
+        """``(spans, rows)``: :meth:`trace_size` and the rows stored for the trace (every copy of every span), a
+        pair that changes with any write to the trace or removal from it, without reading its spans; ``(0, 0)``
+        when unknown."""
+        ...
+
     def trace_ids_with_prefix(self, prefix: str, *, tenant: str | None, limit: int = 10) -> list[str]:
         """Up to ``limit`` stored trace IDs of the tenant that start with ``prefix`` (lowercase hex), sorted: how
         a short ID a page showed (its first 8 or 16 characters) is found again."""
@@ -275,6 +281,11 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
     def trace_size(self, trace_id: str, *, tenant: str | None) -> int:
         parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
         return int(self._ch.query_rows(trace_sql.TRACE_SIZE, parameters)[0][0])
+
+    def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int]:
+        parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
+        spans, rows = self._ch.query_rows(trace_sql.TRACE_STATE, parameters)[0]
+        return int(spans), int(rows)
 
     def trace_ids_with_prefix(self, prefix: str, *, tenant: str | None, limit: int = 10) -> list[str]:
         # Another tenant's IDs with the prefix can crowd the candidates out; four times the limit keeps that rare.

@@ -232,6 +232,10 @@ ORDER BY TraceId
 TRACE_SIZE = f"SELECT uniqExact(cityHash64({IDENTITY})) FROM otel_traces WHERE {TRACE_WHERE}"
 """How many spans one trace has (each counted once; 8 bytes of memory per span)."""
 
+TRACE_STATE = f"SELECT uniqExact(cityHash64({IDENTITY})), count() FROM otel_traces WHERE {TRACE_WHERE}"
+"""One trace's spans (each counted once) and stored rows (every copy): any write to the trace (a late span, a
+re-sent copy) or removal changes the pair."""
+
 SEARCH_SPAN_FILTERS = {
     "service": "ServiceName = {service:String}",
     "operation": "SpanName = {operation:String}",
