@@ -28,7 +28,11 @@ class TraceViewResponse(BaseModel):
     trace_id: str
     start_time_unix_nano: int = Field(description="The trace's first span start, ns since the Unix epoch.")
     duration_ns: int = Field(description="First span start to last span end, ns.")
-    span_count: int
+    span_count: int = Field(description="Spans in the view.")
+    stored_spans: int = Field(
+        description="Spans the store holds for the trace: more than `span_count` when the trace is larger than "
+        "HOTSPAN_MAX_TRACE_SPANS and the view holds its first spans by start only."
+    )
     services: list[str] = Field(description="The trace's services; the rows' `service` indexes this list.")
     stages: list[str] = Field(description="Stage names; the rows' `stage` and the pieces' `stage` index this list.")
     stage_totals_ns: dict[str, int] = Field(description="ns per stage on the critical paths of the trace's roots.")
@@ -38,6 +42,12 @@ class TraceViewResponse(BaseModel):
         "`density`, `matches` as aligned column lists, times in ns after the trace's start "
         "(query.trace_rows.window)."
     )
+
+
+FRESH_HELP = (
+    "Show the trace as stored now: the kept view only when the trace has not changed since it was built, else read "
+    "again (what a trace page load does)."
+)
 
 
 def build_router(views: TraceViews) -> APIRouter:
@@ -61,7 +71,7 @@ def build_router(views: TraceViews) -> APIRouter:
         aggregate: Annotated[bool, Query(description="Group repeated siblings (large traces only).")] = True,
         opened: Annotated[list[int] | None, Query(description="First spans of groups shown one by one.")] = None,
         search: Annotated[str, Query(max_length=200, description="Find in the trace; matches are revealed.")] = "",
-        fresh: Annotated[bool, Query(description="Read the trace again instead of the kept view.")] = False,
+        fresh: Annotated[bool, Query(description=FRESH_HELP)] = False,
     ) -> TraceViewResponse:
         """One window of the trace's visible rows, with the trace's services, stage totals and dominant stage."""
         canonical = parse_trace_id(trace_id)
@@ -90,6 +100,7 @@ def _response(view: TraceView, rows: dict[str, Any]) -> TraceViewResponse:
         start_time_unix_nano=view.start_ns,
         duration_ns=view.duration_ns,
         span_count=view.size,
+        stored_spans=view.stored_spans,
         services=list(view.services),
         stages=list(STAGES),
         stage_totals_ns={stage: int(ns) for stage, ns in zip(STAGES, lane.totals_ns, strict=True) if ns},

@@ -6,20 +6,24 @@ Serves Hotspan (the embedded store, its trace pipeline idle), writes one generat
 and per size, the median of ``--repeat`` runs of:
 
 - **REST fetch**: ``GET /api/v1/traces/{id}``, the whole answer read (what Jaeger UI does before drawing);
-- **read**: the storage read alone (``ClickHouseTraceReader.trace``), in process;
-- **model build**: the trace page's server work when it loads, what its load callback does: the read, the
-  :class:`query.trace_view.TraceView` (``query.trace_views.TraceViews.load``), the header, the stage panel and
-  the widget's starting data with the first window of rows (``dashboards.trace_panels``);
-- **page ready**: a fresh page of an already warm browser (the UI's scripts cached, as for anyone who opened
-  Hotspan before) navigating to ``/ui/trace/<id>`` until the timeline has drawn its first rows
-  (``#trace-timeline[data-ready]`` and rows drawn): the page's HTML and scripts, the load callback (one read,
-  the model, the first window) and the canvas paint;
+- **read**: the page's storage read alone (``query.trace_views.TraceViews.read``: the whole trace, or its first
+  ``HOTSPAN_MAX_TRACE_SPANS`` spans above that), in process;
+- **model build**: the trace page's server work when it first loads a trace, what its load callback does: the
+  read, the :class:`query.trace_view.TraceView` (``query.trace_views.TraceViews.load``, nothing kept), the header,
+  the stage panel and the widget's starting data with the first window of rows (``dashboards.trace_panels``);
+- **page ready**: the trace's first page load, in a fresh page (tab) of a browser profile that opened Hotspan
+  before (its scripts in the HTTP cache, as for anyone who used the UI before), navigating to ``/ui/trace/<id>``
+  until the timeline has drawn its first rows (``#trace-timeline[data-ready]`` and rows drawn): the page's HTML,
+  its scripts run, the load callback (the read, the model, the first window) and the canvas paint; one sample;
+- **reopened**: the median of the next ``--repeat`` loads of the same page, the server's model of the unchanged
+  trace kept (``query.trace_views``: one small query instead of the read and the analysis);
+- **cold**: as reopened, in a new browser profile each time (nothing cached: every script downloaded and compiled);
 - **peak RSS**: the process's peak resident memory (server, store and benchmark together) before the size's REST
   fetch and after it (it only grows, so the growth from the previous size bounds what the larger trace needed).
 
 Every line carries the machine's load average (1, 5, 15 min) measured beside it. The last line is
-``ui_trace_page_10k_over_rest_fetch: X`` (page ready over REST fetch at 10k spans; below 1 means the page is
-drawn before Jaeger's way of fetching the trace has even arrived).
+``ui_trace_page_10k_over_rest_fetch: X`` (page ready, the first load, over REST fetch at 10k spans; below 1 means
+the page is drawn before Jaeger's way of fetching the trace has even arrived).
 
 Run: ``python benchmarks/ui.py [--sizes 1000,10000,100000,1000000] [--repeat 3]``. A size whose REST fetch
 fails (the REST answer of a million spans is some GB of JSON) is reported as such and the page still measured.
@@ -47,7 +51,7 @@ if sys.path and Path(sys.path[0]).resolve() == REPO / "benchmarks":
     sys.path[0] = str(REPO)
 sys.path.append(str(REPO / "tests"))
 
-from playwright.sync_api import Browser, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, BrowserContext, sync_playwright  # noqa: E402
 
 from browser_kit import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from dashboards.trace_panels import header, page_meta, stage_panel  # noqa: E402
@@ -77,9 +81,13 @@ def median_s(run: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
-def page_ready_s(browser: Browser, url: str) -> float:
-    """Seconds from navigating a fresh page (same browser: warm cache) to the timeline's first drawn rows."""
-    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+VIEWPORT = {"width": 1500, "height": 1100}
+
+
+def page_ready_s(profile: Browser | BrowserContext, url: str) -> float:
+    """Seconds from navigating a fresh page to the timeline's first drawn rows: a tab of ``profile`` when it is a
+    browser context (its HTTP cache shared), of a new profile (nothing cached) when it is the browser."""
+    page = profile.new_page(viewport=VIEWPORT) if isinstance(profile, Browser) else profile.new_page()
     try:
         started = time.perf_counter()
         page.goto(url)
@@ -115,9 +123,10 @@ def label(size: int) -> str:
     return f"{size // 1_000_000}M" if size >= 1_000_000 else f"{size // 1_000}k"
 
 
-def page_load_work(views: TraceViews, trace_id: str) -> int:
-    """What the trace page's load callback does on the server (``dashboards.pages.trace``); returns the spans."""
-    view = views.load(trace_id, tenant=None)
+def page_load_work(server: RunningServer, trace_id: str) -> int:
+    """What the trace page's load callback does on the server (``dashboards.pages.trace``) the first time it loads a
+    trace (nothing kept); returns the spans."""
+    view = TraceViews(server.storage.reader).load(trace_id, tenant=None)
     assert view is not None
     header(view)
     stage_panel(view)
@@ -125,7 +134,7 @@ def page_load_work(views: TraceViews, trace_id: str) -> int:
     return view.size
 
 
-def measure(server: RunningServer, browser: Browser, views: TraceViews, size: int, repeat: int) -> float | None:
+def measure(server: RunningServer, browser: Browser, warm: BrowserContext, size: int, repeat: int) -> float | None:
     """Write one trace of about ``size`` spans, print its figures; returns page ready / REST fetch (None when the
     REST fetch failed)."""
     trace_id = f"{size:032x}"
@@ -134,18 +143,25 @@ def measure(server: RunningServer, browser: Browser, views: TraceViews, size: in
     print(f"{label(size)}: {size:,} spans asked, written in {time.perf_counter() - started:.1f} s", flush=True)
     # The REST fetch goes last: its answer is millions of Python objects at 1M spans, whose collection would
     # otherwise land in the figures measured after it.
-    read = median_s(lambda: server.storage.reader.trace(trace_id, tenant=None), repeat)
-    build = median_s(lambda: page_load_work(views, trace_id), repeat)
+    read = median_s(lambda: TraceViews(server.storage.reader).read(trace_id, tenant=None), repeat)
+    build = median_s(lambda: page_load_work(server, trace_id), repeat)
     build_load = load()
-    spans = page_load_work(views, trace_id)
-    ready = statistics.median(page_ready_s(browser, f"{server.base_url}/ui/trace/{trace_id}") for _ in range(repeat))
+    spans = page_load_work(server, trace_id)
+    url = f"{server.base_url}/ui/trace/{trace_id}"
+    ready = page_ready_s(warm, url)
     ready_load = load()
+    again = statistics.median(page_ready_s(warm, url) for _ in range(repeat))
+    again_load = load()
+    cold = statistics.median(page_ready_s(browser, url) for _ in range(repeat))
+    cold_load = load()
     page_rss = peak_rss_mb()
     gc.collect()
     rest = rest_fetch_s(server, trace_id, repeat)
     rest_load = load()
     gc.collect()
     print(f"trace_page_ready_{label(size)}_s: {ready:.3f} ({ready_load}); {spans:,} spans", flush=True)
+    print(f"  reopened (model kept) {again:.3f} s ({again_load})", flush=True)
+    print(f"  cold (new browser profile, model kept) {cold:.3f} s ({cold_load})", flush=True)
     print(f"  REST fetch {f'{rest:.3f} s ({rest_load})' if rest is not None else 'failed'}", flush=True)
     print(
         f"  model build {build:.3f} s, of which read {read:.3f} s ({build_load}); peak RSS {page_rss:,.0f} MB "
@@ -170,15 +186,16 @@ def main() -> None:
         # The trace pipeline would analyse the written traces in the background while the clock runs: idle it.
         settings = load_settings(data_dir=data_dir, http_port=0, grpc_port=-1, trace_idle_s=10**9)
         server = start_server(settings)
-        views = TraceViews(server.storage.reader)
         try:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-                warm = "0" * 31 + "1"
-                ClickHouseTraceWriter(server.storage.clickhouse).write(agent_trace(100, trace_id=warm))
-                page_ready_s(browser, f"{server.base_url}/ui/trace/{warm}")  # fills the browser's cache
+                small = "0" * 31 + "1"
+                ClickHouseTraceWriter(server.storage.clickhouse).write(agent_trace(100, trace_id=small))
+                warm = browser.new_context(viewport=VIEWPORT)
+                page_ready_s(warm, f"{server.base_url}/ui/trace/{small}")  # fills the profile's cache
                 for size in sizes:
-                    ratios[size] = measure(server, browser, views, size, args.repeat if size <= 100_000 else 1)
+                    ratios[size] = measure(server, browser, warm, size, args.repeat if size <= 100_000 else 1)
+                warm.close()
                 browser.close()
         finally:
             server.stop()

@@ -11,6 +11,7 @@ the browser is told every URL with ``/ui/`` in front (``requests_pathname_prefix
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from urllib.parse import quote
 
@@ -48,6 +49,10 @@ PAGES: tuple[Page, ...] = (
 """Pages in nav bar order; a new page is one module under ``dashboards/pages`` plus one entry here."""
 
 ASSETS = Path(__file__).with_name("assets")
+ASSETS_MAX_AGE_S = 365 * 24 * 3600
+"""How long a browser keeps the UI's own assets without asking again. Safe because Dash links each asset with its
+modification time (``?m=``), so a changed file is a new URL; without it every page load waits on a revalidation
+round trip per asset before its scripts run (Flask's default for static files)."""
 
 
 def build_dash_app(query: QueryService, *, requests_pathname_prefix: str = "/ui/") -> Dash:
@@ -90,18 +95,12 @@ def build_dash_app(query: QueryService, *, requests_pathname_prefix: str = "/ui/
             order=order,
         )
     app.server.config[QUERY_CONFIG] = query
+    app.server.config["SEND_FILE_MAX_AGE_DEFAULT"] = ASSETS_MAX_AGE_S
     app.layout = _shell(app)
     _register_shell_callbacks(app)
     for page in PAGES:
         page.register_callbacks(app, query)
     return app
-
-
-def active_page_path(relative_path: str | None) -> str:
-    """The :attr:`Page.path` a URL path (already stripped of the app prefix, e.g. ``"trace/ab12"``)
-    belongs to; the search page for anything unknown."""
-    first = (relative_path or "").strip("/").split("/", 1)[0]
-    return next((page.path for page in PAGES if page.path.strip("/") == first), PAGES[0].path)
 
 
 def _shell(app: Dash) -> Component:
@@ -152,13 +151,22 @@ def _shell(app: Dash) -> Component:
 def _register_shell_callbacks(app: Dash) -> None:
     """Highlight the current page's nav link; open the trace typed into the lookup box."""
 
-    @app.callback(
+    # In the browser: on a page load this answer would otherwise be a second request beside the page's own.
+    # The page a path belongs to is the one its first segment below the app's prefix names, else the first page.
+    app.clientside_callback(
+        f"""function (pathname) {{
+            const prefix = {json.dumps(app.config.requests_pathname_prefix)};
+            const path = pathname || "";
+            const below = path.startsWith(prefix) ? path.slice(prefix.length) : path;
+            const first = below.replace(/^\\/+/, "").split("/")[0];
+            const paths = dash_clientside.callback_context.outputs_list.map((output) => output.id.index);
+            const trim = (page) => page.replace(/^\\/+|\\/+$/g, "");
+            const active = paths.find((page) => trim(page) === first) || {json.dumps(PAGES[0].path)};
+            return paths.map((page) => (page === active ? "hs-nav-link active" : "hs-nav-link"));
+        }}""",
         Output({"type": "nav-link", "index": ALL}, "className"),
         Input("app-url", "pathname"),
     )
-    def highlight_nav(pathname: str | None) -> list[str]:
-        active = active_page_path(app.strip_relative_path(pathname) if pathname else "")
-        return ["hs-nav-link active" if page.path == active else "hs-nav-link" for page in PAGES]
 
     @app.callback(
         Output("app-url", "href"),

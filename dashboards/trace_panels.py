@@ -15,6 +15,7 @@ from dash import html
 from dash.development.base_component import Component
 
 from analysis import STAGES
+from analysis.decomposition import DISAGREEMENT_SHARE
 from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color, stage_label
 from dashboards.figures import empty_figure, service_icicle
 from dashboards.format import (
@@ -51,7 +52,8 @@ _KIND_NOTES = {
 
 def page_meta(view: TraceView, load_id: str, expansion: Expansion | None = None) -> dict[str, object]:
     """What the timeline widget starts from: ``trace_id``, ``load_id`` (new on each page load), ``duration``
-    (ns), ``span_count``, ``services`` (``name``, ``color``, indexed by the rows' ``service``), ``stages``
+    (ns), ``span_count``, ``stored_spans`` (more than ``span_count`` when only the first spans were read),
+    ``services`` (``name``, ``color``, indexed by the rows' ``service``), ``stages``
     (``name``, ``label``, ``color``, indexed by stage codes), ``minimap`` (bands: ``start``, ``end`` in ns after
     the trace's start, ``service``), ``lane`` (the whole trace's stage lane), ``expansion`` (the starting one),
     ``aggregatable`` (repeated siblings can be grouped: the trace is larger than
@@ -64,6 +66,7 @@ def page_meta(view: TraceView, load_id: str, expansion: Expansion | None = None)
         "load_id": load_id,
         "duration": view.duration_ns,
         "span_count": view.size,
+        "stored_spans": view.stored_spans,
         "services": [{"name": name, "color": service_color(name)} for name in view.services],
         "stages": [{"name": stage, "label": stage_label(stage), "color": STAGE_COLORS[stage]} for stage in STAGES],
         "minimap": {
@@ -92,7 +95,7 @@ def header(view: TraceView) -> Component:
     facts = [
         ("Start", format_time_ns(view.start_ns)),
         ("Duration", format_duration_ns(view.duration_ns)),
-        ("Spans", f"{view.size:,}"),
+        ("Spans", f"{view.size:,} of {view.stored_spans:,}" if view.truncated else f"{view.size:,}"),
         ("Services", f"{len(view.services):,}"),
         ("Depth", f"{int(view.depth.max()) + 1:,}"),
         ("Errors", f"{int(view.error.sum()):,}"),
@@ -117,6 +120,12 @@ def header(view: TraceView) -> Component:
         _facts(facts, error_label="Errors" if view.error.any() else None),
     ]
     problems = []
+    if view.truncated:
+        problems.append(
+            f"This trace holds {view.stored_spans:,} spans; the page shows its first {view.size:,} by start time "
+            "(HOTSPAN_MAX_TRACE_SPANS bounds what one read holds), so later spans, and the times and stages they "
+            "would add, are missing; spans whose parent starts later show as extra roots."
+        )
     broken = int((view.root_reason > 1).sum())
     if broken:
         problems.append(
@@ -206,7 +215,39 @@ def stage_panel(view: TraceView) -> Component:
             if lane.totals_ns[stage] > 0
         ],
     )
-    return html.Div([html.P(text, className="hs-stage-text"), bar, html.Div(chips, className="hs-stage-legend")])
+    parts = [html.P(text, className="hs-stage-text"), bar, html.Div(chips, className="hs-stage-legend")]
+    note = _stages_page_note(view, total)
+    return html.Div([*parts, note] if note is not None else parts)
+
+
+def _stages_page_note(view: TraceView, lane_ns: int) -> Component | None:
+    """Where the Stages page (and the pipeline's summary of this request) attributes the trace differently from
+    the lane: spans outliving their parent, or several roots, make the lane longer than the root span. Says both
+    and which to trust for what; None when they agree within
+    :data:`analysis.decomposition.DISAGREEMENT_SHARE` of the longer and name the same dominant stage."""
+    if view.sections is view.analysis.sections and int((view.parent < 0).sum()) == 1:
+        return None  # one root, no span outliving its parent: the lane is the Stages page's path exactly
+    request = view.request_stages_ns
+    root_ns = int(request.sum())
+    theirs = STAGES[int(np.argmax(request))] if root_ns > 0 else None
+    differ = abs(lane_ns - root_ns) > DISAGREEMENT_SHARE * max(lane_ns, root_ns, 1)
+    if not differ and theirs == view.lane.dominant:
+        return None
+    theirs_text = (
+        f", mostly {stage_label(theirs)} ({format_share(int(request.max()) / root_ns)})" if theirs is not None else ""
+    )
+    return html.P(
+        id="trace-stages-vs-page",
+        className="hs-hint",
+        children=(
+            f"The Stages page counts this request as its root span's {format_duration_ns(view.root_duration_ns)}"
+            f"{theirs_text}: Jaeger's critical path, each span cut to its parent, what the request's caller waited "
+            f"for. The bar above follows the critical path of the whole trace ({format_duration_ns(view.duration_ns)}, "
+            f"{format_duration_ns(lane_ns)} of it traced), "
+            "spans that outlive their parent (asynchronous work) and other roots included. For where this trace's "
+            "work went, trust the bar above; for the request's latency and for comparing requests, the Stages page."
+        ),
+    )
 
 
 def span_detail(view: TraceView, span: int) -> Component:

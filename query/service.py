@@ -19,7 +19,7 @@ from storage.analysis_store import AnalysisStore
 from storage.engine_metrics import EngineMetricsReader
 from storage.engine_reader import EngineReader, EngineWindow
 from storage.reader import TraceReader
-from storage.rollup_reader import RollupReader
+from storage.rollup_reader import EdgeScope, RollupReader
 
 
 class Store(TraceReader, RollupReader, Protocol):
@@ -62,15 +62,16 @@ class QueryService:
         return cls(
             store=store,
             analysis=AnalysisService(store, analysis_store, config),
-            views=TraceViews(store, config.stage_rules),
+            views=TraceViews(store, config.stage_rules, max_read_spans=config.max_trace_spans),
             diagnosis=DiagnosisService(store, diagnosis, config.stage_rules),
             engines=engines,
             engine_metrics=engine_metrics,
         )
 
-    def topology(self, start_ns: int, end_ns: int, *, tenant: str | None) -> Topology:
-        """The service graph over ``[start_ns, end_ns]`` (:func:`query.topology.window_topology`)."""
-        return window_topology(self.store, start_ns, end_ns, tenant=tenant)
+    def topology(self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None) -> Topology:
+        """The service graph over ``[start_ns, end_ns]``, of ``scope``'s calls when given
+        (:func:`query.topology.window_topology`)."""
+        return window_topology(self.store, start_ns, end_ns, tenant=tenant, scope=scope)
 
     def throughput_latency(
         self,

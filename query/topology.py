@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from processors.pipeline.service_graph import USER
-from storage.rollup_reader import RollupReader
+from storage.rollup_reader import EdgeScope, RollupReader
 
 NODE_KINDS = ("service", "user", "database", "messaging", "virtual")
 """Kinds of service-graph nodes: a service that sent spans, the outside caller, or a peer that sent none,
@@ -28,10 +28,18 @@ class Topology:
     edges: pl.DataFrame
 
 
-def window_topology(rollups: RollupReader, start_ns: int, end_ns: int, *, tenant: str | None) -> Topology:
-    """The service graph over ``[start_ns, end_ns]`` as the rollups hold it (whole minutes). Blocking."""
-    edges = rollups.service_graph(start_ns, end_ns, tenant=tenant)
-    return Topology(topology_nodes(edges, rollups.rollup_services(start_ns, end_ns, tenant=tenant)), edges)
+def window_topology(
+    rollups: RollupReader, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None
+) -> Topology:
+    """The service graph over ``[start_ns, end_ns]`` as the rollups hold it (whole minutes). With a ``scope``
+    (:class:`~storage.rollup_reader.EdgeScope`), its calls only, and of the services that sent spans only those
+    on them (and the scope's service). Blocking."""
+    edges = rollups.service_graph(start_ns, end_ns, tenant=tenant, scope=scope)
+    services = rollups.rollup_services(start_ns, end_ns, tenant=tenant)
+    if scope is not None and scope.parameters():
+        shown = {*edges["client"], *edges["server"], scope.parameters().get("service")}
+        services = [service for service in services if service in shown]
+    return Topology(topology_nodes(edges, services), edges)
 
 
 def topology_nodes(edges: pl.DataFrame, services: Iterable[str]) -> pl.DataFrame:

@@ -2,11 +2,10 @@
 and each result with its model use (LLM calls, tokens, cost, dominant stage).
 
 The store's search (``storage.reader.TraceReader.search``) finds the traces with a span meeting every span
-filter, the most recently active first. A sort other than "newest" or a trace-duration bound is applied by
-:func:`search_traces` to the newest :data:`CANDIDATES` of those, on the server, before the page's ``limit`` is
-cut: a result is the longest (say) of the newest 10,000 matching traces, not of the 20 a page shows; the answer
-says when the candidates were capped. Model use comes from the trace pipeline's summaries
-(``AnalysisService.trace_usage``): traces not analysed yet have none.
+filter, the most recently active first. A sort other than "newest" or a trace-duration bound is ranked in the store
+over *every* matching trace of the window (``TraceReader.ranked_search``), so a result is the longest (say) of all
+matches, not of the newest few thousand nor of the 20 a page shows. Model use comes from the trace pipeline's
+summaries (``AnalysisService.trace_usage``): traces not analysed yet have none, and rank last by tokens.
 """
 
 from __future__ import annotations
@@ -39,8 +38,6 @@ _SORT_KEYS: dict[Sort, tuple[str, bool]] = {
     "most_spans": ("span_count", True),
     "most_tokens": ("tokens", True),
 }
-CANDIDATES = 10_000
-"""Matching traces a sort or a trace-duration bound looks at, the newest first (the store's search cap)."""
 USAGE_COLUMNS = {
     "llm_calls": pl.UInt32,
     "input_tokens": pl.UInt64,
@@ -71,13 +68,11 @@ class SearchResult:
     Attributes:
         traces: ``storage.reader.SEARCH_COLUMNS`` plus :data:`USAGE_COLUMNS` (null until analysed), ``tokens``
             (input plus output, 0 until analysed) and ``currency`` (of ``cost``), in the asked order.
-        candidates: matching traces looked at.
-        capped: the candidates were cut at :data:`CANDIDATES` (older matches were not looked at).
+        ranked: the store ranked every matching trace (a sort other than newest, or a trace-duration bound).
     """
 
     traces: pl.DataFrame
-    candidates: int
-    capped: bool
+    ranked: bool
 
 
 def search_traces(
@@ -96,21 +91,17 @@ def search_traces(
     low, high = search.min_trace_duration_ns, search.max_trace_duration_ns
     if low is not None and high is not None and low > high:
         raise ValueError("min trace duration is above max trace duration")
-    widened = search.sort != "newest" or low is not None or high is not None
-    limit = CANDIDATES if widened else search.limit
-    found = reader.search(replace(search.query, limit=limit), tenant=tenant)
-    candidates = found.height
-    if low is not None:
-        found = found.filter(pl.col("duration_ns") >= low)
-    if high is not None:
-        found = found.filter(pl.col("duration_ns") <= high)
+    ranked = search.sort != "newest" or low is not None or high is not None
+    query = replace(search.query, limit=search.limit)
+    if ranked:
+        found = reader.ranked_search(
+            query, search.sort, tenant=tenant, min_trace_duration_ns=low, max_trace_duration_ns=high
+        )
+    else:
+        found = reader.search(query, tenant=tenant)
     column, descending = _SORT_KEYS[search.sort]
-    if search.sort == "most_tokens":
-        found = _with_usage(found, analysis, tenant)
-    found = found.sort(column, "trace_id", descending=[descending, False]).head(search.limit)
-    if search.sort != "most_tokens":
-        found = _with_usage(found, analysis, tenant)
-    return SearchResult(found, candidates, widened and candidates >= CANDIDATES)
+    found = _with_usage(found, analysis, tenant).sort(column, "trace_id", descending=[descending, False])
+    return SearchResult(found, ranked)
 
 
 def _with_usage(traces: pl.DataFrame, analysis: AnalysisService | None, tenant: str | None) -> pl.DataFrame:

@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from analysis import STAGES, TraceAnalysis, analyze, request_summary
+from analysis import STAGES, TraceAnalysis, analyze, request_summary, stage_breakdown
 from analysis.ancestry import BoolArray, IntArray, reduce_to_root
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.model_calls import model_calls
@@ -128,13 +128,15 @@ class TraceView:
 
     Args:
         trace_id: the trace (32 lowercase hex).
-        analysis: the analysis of exactly this trace's spans.
+        analysis: the analysis of exactly the spans read (the whole trace, or its first spans by start when it
+            was larger than the read's bound).
+        stored_spans: spans the store holds for the trace; default (or anything smaller) the spans read.
 
     Raises:
         ValueError: ``analysis`` holds no spans, or more than one trace.
     """
 
-    def __init__(self, trace_id: str, analysis: TraceAnalysis) -> None:
+    def __init__(self, trace_id: str, analysis: TraceAnalysis, stored_spans: int | None = None) -> None:
         reported = analysis.reported_tree
         if reported.size == 0 or reported.trace_count != 1:
             raise ValueError(f"a trace view needs the spans of one trace, got {reported.trace_count} traces")
@@ -146,6 +148,8 @@ class TraceView:
         """The parent each span names (span index, -1 for a root), as drawn."""
         self.depth: IntArray = reported.depth
         """Ancestors in the drawn tree (0 for a root)."""
+        self.stored_spans = max(stored_spans or 0, self.spans.height)
+        """Spans the store holds for the trace; more than :attr:`size` when only its first spans were read."""
         self.span_start_ns: IntArray = tree.start_ns
         self.span_end_ns: IntArray = tree.end_ns
         self.start_ns = int(tree.start_ns.min())
@@ -157,6 +161,11 @@ class TraceView:
     def size(self) -> int:
         """Spans in the trace (duplicates of one span ID counted once, the last copy kept)."""
         return self.spans.height
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the view holds only the trace's first spans by start (the store holds more)."""
+        return self.stored_spans > self.size
 
     @property
     def duration_ns(self) -> int:
@@ -339,6 +348,22 @@ class TraceView:
         offsets = np.searchsorted(group[members], np.arange(count + 1))
         return Groups(group, size, self.order[leader_row], start, end, total, errors, offsets, members)
 
+    @property
+    def root_duration_ns(self) -> int:
+        """The root span's duration, ns (analysis tree times): the request's latency as its caller saw it."""
+        return int(self.span_end_ns[self.primary_root] - self.span_start_ns[self.primary_root])
+
+    @cached_property
+    def request_stages_ns(self) -> IntArray:
+        """Per stage of :data:`analysis.STAGES`, ns of the request's latency as the Stages page and the trace
+        pipeline attribute it (:func:`analysis.stage_breakdown`): the primary root's critical path, each child cut
+        to its parent, summing to :attr:`root_duration_ns`. Differs from :attr:`lane` where spans outlive their
+        parent (asynchronous work) or the trace has several roots."""
+        breakdown = stage_breakdown(self.analysis)
+        totals = np.zeros(len(STAGES), dtype=np.int64)
+        totals[breakdown["stage"].to_physical().to_numpy()] = breakdown["duration_ns"].to_numpy()
+        return totals
+
     @cached_property
     def lane(self) -> StageLane:
         """The stage lane (:class:`StageLane`)."""
@@ -434,15 +459,18 @@ class TraceView:
         return inside, total - inside
 
 
-def build_trace_view(trace_id: str, spans: pl.DataFrame, rules: StageRules | None = None) -> TraceView:
+def build_trace_view(
+    trace_id: str, spans: pl.DataFrame, rules: StageRules | None = None, *, stored_spans: int | None = None
+) -> TraceView:
     """The view of one trace's spans (as ``storage.reader.TraceReader.trace`` returns them) with the stage
-    ``rules`` (default: the packaged table, read from its file on each call: pass it when building many).
+    ``rules`` (default: the packaged table, read from its file on each call: pass it when building many);
+    ``stored_spans``: what the store holds when ``spans`` are only the trace's first ones (:class:`TraceView`).
 
     Raises:
         ValueError: ``spans`` is empty, holds several traces, or breaks the span-frame contract
             (:mod:`analysis.spans`).
     """
-    return TraceView(trace_id, analyze(spans, rules))
+    return TraceView(trace_id, analyze(spans, rules), stored_spans)
 
 
 def _display_order(parent: IntArray, depth: IntArray, primary_root: int) -> tuple[IntArray, IntArray, IntArray]:

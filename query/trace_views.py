@@ -1,8 +1,16 @@
 """Trace views read once and kept: the trace page reads a trace when it loads, and every later request of that
-page (a scroll, a collapse, a span's detail, the flame graph) reads the kept view, never storage.
+page (a scroll, a collapse, a span's detail, the flame graph) reads the kept view, never storage. A page load
+asks the store whether the trace changed since its view was built (``TraceReader.trace_state``: its spans and
+stored rows, counted without reading them) and reads it again only then, so reopening or reloading an unchanged
+trace costs one small query, not the read and the analysis.
 
 Kept per (tenant, trace ID), least recently used first out, bounded by the spans held
 (:data:`DEFAULT_MAX_SPANS_HELD`; a view costs some hundred bytes per span) and by a count of views.
+
+A read is bounded too: a trace of more spans than ``max_read_spans`` (``HOTSPAN_MAX_TRACE_SPANS``, the bound of the
+trace pipeline and of the trace APIs' pages) is read as its first that many spans by start
+(``TraceReader.trace_page``, which costs memory for those only), and its view says how many the store holds
+(:attr:`query.trace_view.TraceView.stored_spans`); the whole trace is never held.
 """
 
 from __future__ import annotations
@@ -10,6 +18,8 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+
+import polars as pl
 
 from analysis.stage_rules import StageRules, load_stage_rules
 from query.trace_view import TraceView, build_trace_view
@@ -19,6 +29,8 @@ DEFAULT_MAX_SPANS_HELD = 2_000_000
 """Spans the kept views may hold together; the view just built is kept even when it alone is larger."""
 DEFAULT_MAX_VIEWS = 32
 """Views kept at most."""
+DEFAULT_MAX_READ_SPANS = 100_000
+"""Spans one view reads at most (``HOTSPAN_MAX_TRACE_SPANS``' default)."""
 
 Key = tuple[str | None, str]
 
@@ -36,7 +48,8 @@ class TraceViews:
         reader: where spans come from.
         rules: the stage rules every view is analysed with (the pipeline's, so the trace page and the Stages
             page agree); default the packaged table, read once here.
-        max_spans_held, max_views: the bounds (module docstring).
+        max_spans_held, max_views: the bounds on what is kept (module docstring).
+        max_read_spans: the bound on one read (module docstring).
     """
 
     def __init__(
@@ -46,20 +59,24 @@ class TraceViews:
         *,
         max_spans_held: int = DEFAULT_MAX_SPANS_HELD,
         max_views: int = DEFAULT_MAX_VIEWS,
+        max_read_spans: int = DEFAULT_MAX_READ_SPANS,
     ) -> None:
         self._reader = reader
         self.rules = rules if rules is not None else load_stage_rules()
         self._max_spans = max_spans_held
         self._max_views = max_views
+        self._max_read = max_read_spans
         self._kept: OrderedDict[Key, TraceView] = OrderedDict()
+        self._states: dict[Key, tuple[int, int]] = {}
         self._building: dict[Key, threading.Lock] = {}
         self._lock = threading.Lock()
         self.reads = 0
-        """Trace reads so far (what the "read once per page load" tests count)."""
+        """Trace reads so far (what the "read at most once per page load" tests count)."""
 
     def load(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
-        """Read ``trace_id`` (canonical 32 hex) now and keep its view, replacing a kept one (a page load shows
-        the trace as stored now). None when the tenant has no span of it.
+        """The view of ``trace_id`` (canonical 32 hex) as stored now: the kept one when the trace has not changed
+        since it was built, else read now and kept, replacing it (module docstring). None when the tenant has no
+        span of it.
 
         Raises:
             storage.clickhouse.StorageError: the read failed.
@@ -78,6 +95,19 @@ class TraceViews:
         if not SHORT_ID.fullmatch(prefix):
             return []
         return self._reader.trace_ids_with_prefix(prefix, tenant=tenant, limit=limit)
+
+    def read(self, trace_id: str, *, tenant: str | None) -> tuple[pl.DataFrame, int]:
+        """What a view of ``trace_id`` is built from: its spans as ``TraceReader.trace`` returns them, at most
+        ``max_read_spans`` of them, the first by start (module docstring), and how many the store holds (0 and no
+        rows when unknown). Raises like :meth:`load`."""
+        stored = self._reader.trace_size(trace_id, tenant=tenant)
+        return self._read_spans(trace_id, tenant, stored), stored
+
+    def _read_spans(self, trace_id: str, tenant: str | None, stored: int) -> pl.DataFrame:
+        """:meth:`read`'s spans of a trace the store holds ``stored`` spans of."""
+        if stored > self._max_read:
+            return self._reader.trace_page(trace_id, tenant=tenant, limit=self._max_read).spans
+        return self._reader.trace(trace_id, tenant=tenant)
 
     def get(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
         """The kept view of ``trace_id``, read and kept first when it is not (evicted, or another process
@@ -99,15 +129,24 @@ class TraceViews:
                     if (view := self._kept.get(key)) is not None:
                         return view
             tenant, trace_id = key
-            spans = self._reader.trace(trace_id, tenant=tenant)
+            state = self._reader.trace_state(trace_id, tenant=tenant)
+            with self._lock:
+                kept = self._kept.get(key)
+                if kept is not None and self._states.get(key) == state:
+                    self._building.pop(key, None)
+                    self._kept.move_to_end(key)
+                    return kept
+            spans = self._read_spans(trace_id, tenant, state[0])
             with self._lock:
                 self.reads += 1
-            view = build_trace_view(trace_id, spans, self.rules) if spans.height else None
+            view = build_trace_view(trace_id, spans, self.rules, stored_spans=state[0]) if spans.height else None
             with self._lock:
                 self._building.pop(key, None)
                 self._kept.pop(key, None)
+                self._states.pop(key, None)
                 if view is not None:
                     self._kept[key] = view
+                    self._states[key] = state
                     self._evict(keep=key)
             return view
 
@@ -119,3 +158,4 @@ class TraceViews:
                 break
             if key != keep:
                 held -= self._kept.pop(key).size
+                self._states.pop(key, None)

@@ -12,14 +12,17 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import polars as pl
 
 from storage import analysis_sql, trace_sql
 from storage.clickhouse import ClickHouse
 from storage.rollup_reader import ClickHouseRollupReader
-from storage.tenancy import tenant_parameters
+from storage.tenancy import tenant_condition, tenant_parameters
+
+SearchOrder = Literal["newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens"]
+"""Orders of :meth:`TraceReader.ranked_search` (:data:`storage.trace_sql.SEARCH_ORDERS`)."""
 
 SEARCH_COLUMNS = (
     "trace_id",
@@ -138,6 +141,25 @@ class TraceReader(Protocol):
         """Summaries of matching traces, newest first, with :data:`SEARCH_COLUMNS` (times in ns)."""
         ...
 
+    def ranked_search(
+        self,
+        query: TraceQuery,
+        order: SearchOrder,
+        *,
+        tenant: str | None,
+        min_trace_duration_ns: int | None = None,
+        max_trace_duration_ns: int | None = None,
+    ) -> pl.DataFrame:
+        """The :meth:`search` summaries of the first ``query.limit`` traces by ``order``
+        (:data:`storage.trace_sql.SEARCH_ORDERS`) among *every* trace that matches ``query`` and whose whole
+        duration (first span start to last span end, ns) lies within the bounds (None leaves one open); ranked in
+        the store, in no order here. ``most_tokens`` ranks by the trace pipeline's token counts (0 until analysed).
+
+        Raises:
+            ValueError: an unknown ``order``.
+        """
+        ...
+
     def trace(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame:
         """Every span of one trace (lowercase 32-hex ID), each once, ordered by start, then span ID; zero rows when
         unknown. Reads the whole trace: :meth:`trace_page` for one of any size.
@@ -160,6 +182,12 @@ class TraceReader(Protocol):
 
     def trace_size(self, trace_id: str, *, tenant: str | None) -> int:
         """How many spans :meth:`trace` returns for ``trace_id``; 0 when unknown."""
+        ...
+
+    def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int]:
+        """``(spans, rows)``: :meth:`trace_size` and the rows stored for the trace (every copy of every span), a
+        pair that changes with any write to the trace or removal from it, without reading its spans; ``(0, 0)``
+        when unknown."""
         ...
 
     def trace_ids_with_prefix(self, prefix: str, *, tenant: str | None, limit: int = 10) -> list[str]:
@@ -204,6 +232,29 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         assert isinstance(frame, pl.DataFrame)
         return frame.select(SEARCH_COLUMNS) if frame.height else _empty_search()
 
+    def ranked_search(
+        self,
+        query: TraceQuery,
+        order: SearchOrder,
+        *,
+        tenant: str | None,
+        min_trace_duration_ns: int | None = None,
+        max_trace_duration_ns: int | None = None,
+    ) -> pl.DataFrame:
+        if order not in trace_sql.SEARCH_ORDERS:
+            raise ValueError(f"unknown order {order!r}: one of {', '.join(trace_sql.SEARCH_ORDERS)}")
+        usage = trace_sql.SEARCH_USAGE.format(summary_tenant=tenant_condition()) if order == "most_tokens" else ""
+        sql, parameters = build_search(
+            query, trace_sql.RANKED_SEARCH, order=trace_sql.SEARCH_ORDERS[order], usage=usage
+        )
+        parameters |= {
+            "min_trace_ns": min_trace_duration_ns if min_trace_duration_ns is not None else 0,
+            "max_trace_ns": max_trace_duration_ns if max_trace_duration_ns is not None else 2**63 - 1,
+        }
+        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters | tenant_parameters(tenant)))
+        assert isinstance(frame, pl.DataFrame)
+        return frame.select(SEARCH_COLUMNS) if frame.height else _empty_search()
+
     def trace(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame:
         parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
         frame = pl.from_arrow(self._ch.query_arrow(trace_sql.TRACE_SPANS, parameters))
@@ -230,6 +281,11 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
     def trace_size(self, trace_id: str, *, tenant: str | None) -> int:
         parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
         return int(self._ch.query_rows(trace_sql.TRACE_SIZE, parameters)[0][0])
+
+    def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int]:
+        parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
+        spans, rows = self._ch.query_rows(trace_sql.TRACE_STATE, parameters)[0]
+        return int(spans), int(rows)
 
     def trace_ids_with_prefix(self, prefix: str, *, tenant: str | None, limit: int = 10) -> list[str]:
         # Another tenant's IDs with the prefix can crowd the candidates out; four times the limit keeps that rare.
@@ -258,11 +314,12 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         return [(row[0], row[1], int(row[2])) for row in rows]
 
 
-def build_search(query: TraceQuery, template: str = trace_sql.SEARCH) -> tuple[str, dict[str, object]]:
+def build_search(query: TraceQuery, template: str = trace_sql.SEARCH, **fields: str) -> tuple[str, dict[str, object]]:
     """The search SQL and its parameters for ``query``; user values only ever travel as parameters.
 
     ``template`` is a query starting with :data:`storage.trace_sql.MATCHED_TRACES` (trace summaries by default,
-    :data:`storage.trace_sql.SEARCH_SPANS` for whole traces). The SQL carries
+    :data:`storage.trace_sql.SEARCH_SPANS` for whole traces) or :data:`storage.trace_sql.RANKED_TRACES`, whose
+    other fields (fixed SQL fragments, never user text) come in ``fields``. The SQL carries
     :data:`storage.trace_sql.TENANT_FILTER` on every read of ``otel_traces``; the caller adds its parameters
     (:func:`storage.tenancy.tenant_parameters`), so the SQL runs for no one until it does.
     """
@@ -278,7 +335,7 @@ def build_search(query: TraceQuery, template: str = trace_sql.SEARCH) -> tuple[s
         parameters[f"attr_key_{index}"] = key
         parameters[f"attr_value_{index}"] = value
     where = " AND ".join(conditions) or "1"
-    return template.format(conditions=where, tenant=trace_sql.TENANT_FILTER), parameters
+    return template.format(conditions=where, tenant=trace_sql.TENANT_FILTER, **fields), parameters
 
 
 def _empty_search() -> pl.DataFrame:

@@ -93,6 +93,31 @@ class RedCounts:
         return sum(count for bound, count in self.buckets.items() if bound > threshold_ms)
 
 
+@dataclass(frozen=True)
+class EdgeScope:
+    """Which calls of the service graph a reader wants (:data:`storage.rollup_sql.EDGE_SCOPE_FILTERS`); ``None``
+    or empty leaves a field open.
+
+    Attributes:
+        service: calls made or received by this service.
+        operation: calls whose client or server span has this name.
+        request_tenant: calls of requests whose spans name this tenant (``tenant_id``), not the signed-in one.
+    """
+
+    service: str | None = None
+    operation: str | None = None
+    request_tenant: str | None = None
+
+    def parameters(self) -> dict[str, str]:
+        """The set fields, stripped, by name (the bound parameters of their conditions)."""
+        values = {"service": self.service, "operation": self.operation, "request_tenant": self.request_tenant}
+        return {name: value.strip() for name, value in values.items() if value and value.strip()}
+
+    def conditions(self) -> list[str]:
+        """The SQL conditions of the set fields, with the tenant condition of the summary read filled in."""
+        return [rollup_sql.EDGE_SCOPE_FILTERS[name].format(conditions=TENANT_CONDITION) for name in self.parameters()]
+
+
 @runtime_checkable
 class RollupReader(Protocol):
     """Read side of the rollups. Thread-safe; empty results, never ``None``, when nothing matches.
@@ -116,19 +141,30 @@ class RollupReader(Protocol):
         """``(start of the first minute, end of the last minute)`` holding spans, ns; None when there are none."""
         ...
 
-    def service_graph(self, start_ns: int, end_ns: int, *, tenant: str | None) -> pl.DataFrame:
+    def service_graph(
+        self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None
+    ) -> pl.DataFrame:
         """Edges over the window: ``client``, ``server``, ``connection_type`` (String), ``calls``, ``errors``
         (UInt64), ``client_p50_ns`` ... ``client_p99_ns`` and ``server_p50_ns`` ... ``server_p99_ns`` (Float64
-        ns, null for a side without spans). Sorted by client, server, connection type."""
+        ns, null for a side without spans). Sorted by client, server, connection type. With a ``scope``, only
+        its calls count (read from the calls, not the minute rollup)."""
         ...
 
     def edge_examples(
-        self, client: str, server: str, start_ns: int, end_ns: int, *, tenant: str | None, limit: int = 10
+        self,
+        client: str,
+        server: str,
+        start_ns: int,
+        end_ns: int,
+        *,
+        tenant: str | None,
+        limit: int = 10,
+        scope: EdgeScope | None = None,
     ) -> pl.DataFrame:
-        """Traces with a call ``client → server`` starting in the window (exact bounds, not minutes), failed
-        calls first, then the slowest: ``trace_id``, ``start_time_unix_nano`` (Int64 ns), ``client_operation``,
-        ``server_operation``, ``client_duration_ns``, ``server_duration_ns`` (Int64 ns, null for a side
-        without a span), ``failed`` (Boolean). One row per trace, at most ``limit``."""
+        """Traces with a call ``client → server`` (in ``scope`` when given) starting in the window (exact bounds,
+        not minutes), failed calls first, then the slowest: ``trace_id``, ``start_time_unix_nano`` (Int64 ns),
+        ``client_operation``, ``server_operation``, ``client_duration_ns``, ``server_duration_ns`` (Int64 ns, null
+        for a side without a span), ``failed`` (Boolean). One row per trace, at most ``limit``."""
         ...
 
     def stage_counts(
@@ -188,23 +224,42 @@ class ClickHouseRollupReader:
             return None
         return int(rows[0][0]), int(rows[0][1])
 
-    def service_graph(self, start_ns: int, end_ns: int, *, tenant: str | None) -> pl.DataFrame:
-        parameters = {"start_ns": start_ns, "end_ns": end_ns} | tenant_parameters(tenant)
-        frame = self._frame(rollup_sql.SERVICE_GRAPH_EDGES.format(conditions=TENANT_CONDITION), parameters)
+    def service_graph(
+        self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None
+    ) -> pl.DataFrame:
+        scope = scope or EdgeScope()
+        parameters = {"start_ns": start_ns, "end_ns": end_ns} | tenant_parameters(tenant) | scope.parameters()
+        template = rollup_sql.SERVICE_GRAPH_EDGES_SCOPED if scope.parameters() else rollup_sql.SERVICE_GRAPH_EDGES
+        conditions = " AND ".join([TENANT_CONDITION, *scope.conditions()])
+        frame = self._frame(template.format(conditions=conditions), parameters)
         keys = ["client", "server", "connection_type"]
         return _split_quantiles(_split_quantiles(frame, "client_q", "client_", keys), "server_q", "server_", keys)
 
     def edge_examples(
-        self, client: str, server: str, start_ns: int, end_ns: int, *, tenant: str | None, limit: int = 10
+        self,
+        client: str,
+        server: str,
+        start_ns: int,
+        end_ns: int,
+        *,
+        tenant: str | None,
+        limit: int = 10,
+        scope: EdgeScope | None = None,
     ) -> pl.DataFrame:
-        parameters = {
-            "client": client,
-            "server": server,
-            "start_ns": start_ns,
-            "end_ns": end_ns,
-            "limit": max(1, min(limit, 1000)),
-        } | tenant_parameters(tenant)
-        frame = self._frame(rollup_sql.EDGE_EXAMPLES.format(conditions=TENANT_CONDITION), parameters)
+        scope = scope or EdgeScope()
+        parameters = (
+            {
+                "client": client,
+                "server": server,
+                "start_ns": start_ns,
+                "end_ns": end_ns,
+                "limit": max(1, min(limit, 1000)),
+            }
+            | tenant_parameters(tenant)
+            | scope.parameters()
+        )
+        conditions = " AND ".join([TENANT_CONDITION, *scope.conditions()])
+        frame = self._frame(rollup_sql.EDGE_EXAMPLES.format(conditions=conditions), parameters)
         if frame.height == 0:
             return pl.DataFrame(schema=_EXAMPLE_SCHEMA)
         return frame.with_columns(pl.col("failed").cast(pl.Boolean)).cast(_EXAMPLE_SCHEMA)  # type: ignore[arg-type]

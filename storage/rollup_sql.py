@@ -123,6 +123,37 @@ ORDER BY client, server, connection_type
 """Edges of the service graph over a window: calls, failed calls, and ``[p50, p95, p99]`` ns as seen by the
 client span and by the server span (NaN when that side has no span: a virtual peer or the "user")."""
 
+SERVICE_GRAPH_EDGES_SCOPED = (
+    """
+SELECT
+    Client AS client,
+    Server AS server,
+    ConnectionType AS connection_type,
+    toUInt64(count()) AS calls,
+    toUInt64(sum(Failed)) AS errors,
+    quantilesIf(0.5, 0.95, 0.99)(ClientDuration, HasClientSpan = 1) AS client_q,
+    quantilesIf(0.5, 0.95, 0.99)(ServerDuration, HasServerSpan = 1) AS server_q
+FROM hotspan_service_graph_edges
+WHERE"""
+    + MINUTES
+    + """ AND {conditions}
+GROUP BY client, server, connection_type
+ORDER BY client, server, connection_type
+"""
+)
+"""The edges of :data:`SERVICE_GRAPH_EDGES` over the same minutes, from the calls themselves, for a scope
+(:data:`EDGE_SCOPE_FILTERS` among the ``{conditions}``): the minute rollup keeps no span names or request tenants."""
+
+EDGE_SCOPE_FILTERS = {
+    "service": "(Client = {{service:String}} OR Server = {{service:String}})",
+    "operation": "(ClientSpanName = {{operation:String}} OR ServerSpanName = {{operation:String}})",
+    "request_tenant": "TraceId IN (SELECT TraceId FROM hotspan_trace_summary FINAL "
+    "WHERE RequestTenant = {{request_tenant:String}} AND {conditions})",
+}
+"""Conditions on ``hotspan_service_graph_edges`` rows, by scope: calls made or received by a service, calls whose
+client or server span has a name, calls of requests whose spans name a tenant (the trace summary's
+``RequestTenant``). Templates: ``{conditions}`` takes the tenant condition of the summary read."""
+
 EDGE_EXAMPLES = """
 SELECT
     TraceId AS trace_id,

@@ -232,6 +232,10 @@ ORDER BY TraceId
 TRACE_SIZE = f"SELECT uniqExact(cityHash64({IDENTITY})) FROM otel_traces WHERE {TRACE_WHERE}"
 """How many spans one trace has (each counted once; 8 bytes of memory per span)."""
 
+TRACE_STATE = f"SELECT uniqExact(cityHash64({IDENTITY})), count() FROM otel_traces WHERE {TRACE_WHERE}"
+"""One trace's spans (each counted once) and stored rows (every copy): any write to the trace (a late span, a
+re-sent copy) or removal changes the pair."""
+
 SEARCH_SPAN_FILTERS = {
     "service": "ServiceName = {service:String}",
     "operation": "SpanName = {operation:String}",
@@ -264,9 +268,53 @@ WITH matched AS (
 most ``{limit:UInt32}`` of them. A template: the builder fills ``{conditions}`` and ``{tenant}`` (with
 :data:`TENANT_FILTER`) by ``str.format``."""
 
-SEARCH = (
-    MATCHED_TRACES
-    + f"""
+RANKED_TRACES = f"""
+WITH matched AS (
+    SELECT traces.TraceId AS TraceId
+    FROM (
+        SELECT
+            TraceId,
+            max(Timestamp) AS last_seen,
+            min(Timestamp) AS first_start,
+            toInt64(max({START_NS} + Duration)) - toInt64(min({START_NS})) AS trace_ns,
+            count() AS spans,
+            countIf({STATUS} = 'Error') AS errors
+        FROM otel_traces
+        WHERE TraceId GLOBAL IN (SELECT DISTINCT TraceId FROM otel_traces WHERE {{tenant}} AND {{conditions}})
+          AND {{tenant}}
+        GROUP BY TraceId
+        HAVING trace_ns >= {{{{min_trace_ns:Int64}}}} AND trace_ns <= {{{{max_trace_ns:Int64}}}}
+    ) AS traces
+    {{usage}}
+    ORDER BY {{order}}, traces.TraceId
+    LIMIT {{{{limit:UInt32}}}}
+)"""
+"""The traces a ranked search finds: every trace with a span meeting ``{conditions}`` (no cap), its whole-trace
+duration (first span start to last span end, ns) within the bounds, the first ``{limit:UInt32}`` by ``{order}``
+(:data:`SEARCH_ORDERS`). ClickHouse keeps a few numbers per matching trace, never its spans; they count stored rows,
+so a span stored twice (two collectors racing on one re-sent span) counts twice in ``spans`` and ``errors`` (the
+summaries answered count it once). A template like :data:`MATCHED_TRACES`; ``{usage}`` is empty or
+:data:`SEARCH_USAGE`."""
+
+SEARCH_USAGE = """LEFT JOIN (
+        SELECT TraceId, InputTokens + OutputTokens AS tokens
+        FROM hotspan_trace_summary FINAL
+        WHERE {summary_tenant}
+    ) AS usage ON usage.TraceId = traces.TraceId"""
+"""Each trace's tokens (input plus output) from the trace pipeline's summary; 0 for a trace not analysed yet."""
+
+SEARCH_ORDERS = {
+    "newest": "last_seen DESC",
+    "oldest": "first_start ASC",
+    "longest": "trace_ns DESC",
+    "shortest": "trace_ns ASC",
+    "most_errors": "errors DESC",
+    "most_spans": "spans DESC",
+    "most_tokens": "tokens DESC",
+}
+"""The ``{order}`` of :data:`RANKED_TRACES` by sort name (``most_tokens`` needs :data:`SEARCH_USAGE`)."""
+
+_SEARCH_BODY = f"""
 SELECT
     TraceId AS trace_id,
     if(countIf(ParentSpanId = '') > 0,
@@ -298,10 +346,13 @@ FROM (
 GROUP BY TraceId
 ORDER BY start_time_unix_nano DESC, trace_id
 """
-)
+SEARCH = MATCHED_TRACES + _SEARCH_BODY
 """Summaries of the traces a search finds, each span counted once (its latest copy). The root is the earliest span
 without a parent (else the earliest span), the lower span ID among spans starting together: the answer must not
 depend on the order rows arrive in, which differs between runs and between one node and shards."""
+
+RANKED_SEARCH = RANKED_TRACES + _SEARCH_BODY
+"""The summaries of :data:`SEARCH` for the traces of :data:`RANKED_TRACES`."""
 
 SEARCH_SPANS = (
     MATCHED_TRACES

@@ -30,7 +30,7 @@ from dashboards.query_form import (
 from dashboards.tenancy import read_tenant
 from dashboards.views import search_rows
 from query.service import QueryService
-from query.trace_search import CANDIDATES, SORT_LABELS, SORTS, search_traces
+from query.trace_search import SORT_LABELS, SORTS, search_traces
 from storage.clickhouse import StorageError
 
 TRACE_COLUMN = "trace"
@@ -301,13 +301,8 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             return no_update, no_update, no_update, str(exc), no_update
         traces = result.traces
         count = f"{traces.height} trace{'s' if traces.height != 1 else ''}"
-        if (
-            search.sort != "newest"
-            or search.min_trace_duration_ns is not None
-            or search.max_trace_duration_ns is not None
-        ):
-            scope = f"the newest {CANDIDATES:,} matches" if result.capped else f"all {result.candidates:,} matches"
-            count += f" · {SORT_LABELS[search.sort].lower()} of {scope}"
+        if result.ranked:
+            count += f" · {SORT_LABELS[search.sort].lower()} of all matches"
         url = form_to_url(form)
         return search_rows(traces, _trace_href(app)), search_scatter_figure(traces), count, "", url or ""
 

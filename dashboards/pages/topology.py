@@ -1,6 +1,9 @@
 """Topology page (``/ui/topology``): the service graph of a window from the per-minute service-graph rollup,
 drawn with dash-cytoscape (nodes sized by calls, edges colored by error rate or p95); clicking an edge lists
-example traces of that call, each linking to its trace page."""
+example traces of that call, failed then slowest first, each linking to its trace page, and the search of the
+calling service in the same window and scope. Window and scope (a service's calls in and out, an operation's
+calls, a request tenant's calls: :class:`storage.rollup_reader.EdgeScope`) live in the URL like the other windowed
+pages' (``?lookback=1h&service=frontend``)."""
 
 from __future__ import annotations
 
@@ -8,62 +11,60 @@ import dash_cytoscape as cyto
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.controls import chosen_rollup_window, radio_field, window_controls, window_inputs
+from dashboards.controls import chosen_rollup_window, page_url, radio_field, url_output, window_inputs, window_page
 from dashboards.format import format_time_ns
+from dashboards.links import search_href
 from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from dashboards.topology_figures import ColorBy, cytoscape_elements, cytoscape_layout, cytoscape_stylesheet
+from processors.pipeline.service_graph import USER
 from query.service import QueryService
 from storage.clickhouse import StorageError
-
-# dagre (cytoscape_layout) ships in dash-cytoscape's extra-layouts bundle, served locally like the default one.
-cyto.load_extra_layouts()
+from storage.rollup_reader import EdgeScope
 
 EXAMPLES = 10
 """Example traces listed for a clicked edge."""
+SCOPE = ("service", "operation", "tenant")
+"""The scopes the Topology page takes (:class:`storage.rollup_reader.EdgeScope`; ``tenant`` is the request's)."""
 _HINT = "Click an edge to list example traces of that call."
 
 
-def layout(**_query: str) -> Component:
-    """Controls, the graph beside the edge detail panel; callbacks fill them."""
-    controls = window_controls(
+def layout(**query: str) -> Component:
+    """Window and scope (from the URL), the graph beside the edge detail panel; callbacks fill them."""
+    color_by = radio_field("Edge color", "topology-color-by", {"error_rate": "Error rate", "p95": "p95"}, "error_rate")
+    return window_page(
         "topology",
-        radio_field("Edge color", "topology-color-by", {"error_rate": "Error rate", "p95": "p95"}, "error_rate"),
-    )
-    return html.Div(
-        className="hs-page hs-topology",
-        children=[
-            controls,
-            html.Div(
-                className="hs-trace-body",
-                children=[
-                    html.Section(
-                        className="hs-card hs-timeline",
-                        children=[
-                            # Nothing above the graph changes height once it is drawn: cytoscape caches its
-                            # container's position, and a shift would offset every click on an edge.
-                            cyto.Cytoscape(
-                                id="topology-graph",
-                                elements=[],
-                                layout=cytoscape_layout(),
-                                stylesheet=cytoscape_stylesheet(),
-                                style={"width": "100%", "height": "640px"},
-                                minZoom=0.2,
-                                maxZoom=3,
-                            ),
-                            html.Div(id="topology-summary", className="hs-results-header"),
-                            html.Div(id="topology-message", className="hs-message", role="alert"),
-                        ],
-                    ),
-                    html.Aside(
-                        id="topology-edge-detail",
-                        className="hs-card hs-span-detail",
-                        children=html.P(_HINT, className="hs-hint"),
-                    ),
-                ],
-            ),
-            dcc.Store(id="topology-window"),
-        ],
+        html.Div(
+            className="hs-trace-body",
+            children=[
+                html.Section(
+                    className="hs-card hs-timeline",
+                    children=[
+                        # Nothing above the graph changes height once it is drawn: cytoscape caches its
+                        # container's position, and a shift would offset every click on an edge.
+                        cyto.Cytoscape(
+                            id="topology-graph",
+                            elements=[],
+                            layout=cytoscape_layout(),
+                            stylesheet=cytoscape_stylesheet(),
+                            style={"width": "100%", "height": "640px"},
+                            minZoom=0.2,
+                            maxZoom=3,
+                        ),
+                        html.Div(id="topology-summary", className="hs-results-header"),
+                    ],
+                ),
+                html.Aside(
+                    id="topology-edge-detail",
+                    className="hs-card hs-span-detail",
+                    children=html.P(_HINT, className="hs-hint"),
+                ),
+            ],
+        ),
+        dcc.Store(id="topology-window"),
+        fields=[color_by],
+        query=query,
+        scopes=SCOPE,
     )
 
 
@@ -76,21 +77,30 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         Output("topology-summary", "children"),
         Output("topology-window", "data"),
         Output("topology-message", "children"),
-        *window_inputs("topology", "color-by"),
+        url_output("topology"),
+        *window_inputs("topology", "color-by", *SCOPE),
     )
     def load(
-        lookback: str | None, color_by: str | None, _clicks: int | None
-    ) -> tuple[list[dict], dict, str, list[int] | None, str]:
+        lookback: str | None,
+        color_by: str | None,
+        service: str | None,
+        operation: str | None,
+        request_tenant: str | None,
+        _clicks: int | None,
+    ) -> tuple[list[dict], dict, str, dict | None, str, str]:
         tenant = read_tenant()
+        scope = {"service": service, "operation": operation, "tenant": request_tenant}
+        url = page_url(lookback, **scope)
         try:
             start, end, _step = chosen_rollup_window(query.store, lookback, tenant)
-            graph = query.topology(start, end, tenant=tenant)
+            graph = query.topology(start, end, tenant=tenant, scope=_edge_scope(scope))
             nodes, edges = graph.nodes, graph.edges
         except (StorageError, ValueError) as exc:
-            return [], cytoscape_layout(), "", None, str(exc)
+            return [], cytoscape_layout(), "", None, str(exc), url
         scheme: ColorBy = "p95" if color_by == "p95" else "error_rate"
         summary = f"{nodes.height} nodes · {edges.height} edges · {format_time_ns(start)} – {format_time_ns(end)}"
-        return cytoscape_elements(nodes, edges, scheme), cytoscape_layout(), summary, [start, end], ""
+        window = {"start": start, "end": end, "lookback": lookback, "scope": scope}
+        return cytoscape_elements(nodes, edges, scheme), cytoscape_layout(), summary, window, "", url
 
     @app.callback(
         Output("topology-edge-detail", "children"),
@@ -98,12 +108,19 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         State("topology-window", "data"),
         prevent_initial_call=True,
     )
-    def show_edge(edge: dict | None, window: list[int] | None) -> Component | object:
+    def show_edge(edge: dict | None, window: dict | None) -> Component | object:
         if not edge or not window:
             return no_update
+        scope = window["scope"]
         try:
             examples = query.store.edge_examples(
-                edge["source"], edge["target"], window[0], window[1], tenant=read_tenant(), limit=EXAMPLES
+                edge["source"],
+                edge["target"],
+                window["start"],
+                window["end"],
+                tenant=read_tenant(),
+                limit=EXAMPLES,
+                scope=_edge_scope(scope),
             )
         except (StorageError, ValueError) as exc:
             return html.P(str(exc), className="hs-message")
@@ -121,6 +138,8 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             )
             for row in examples.iter_rows(named=True)
         ]
+        # The search is of spans a service sent: the caller's, unless the caller is the virtual outside user.
+        caller = edge["target"] if edge["source"] == USER else edge["source"]
         facts = [
             ("Calls", f"{edge['calls']:,}"),
             ("Errors", f"{edge['errors']:,} ({edge['error_rate']:.1%})"),
@@ -134,7 +153,23 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             html.Ul(items, id="topology-examples")
             if items
             else html.P("No traces in this window.", className="hs-hint"),
+            dcc.Link(
+                f"search {caller}'s traces, slowest first →",
+                id="topology-search",
+                href=search_href(
+                    app.get_relative_path("/").rstrip("/"),
+                    lookback=window["lookback"],
+                    service=caller,
+                    tenant=scope.get("tenant"),
+                ),
+                className="hs-drill",
+            ),
         ]
+
+
+def _edge_scope(scope: dict[str, str | None]) -> EdgeScope:
+    """The page's scope fields as the reader's :class:`EdgeScope`."""
+    return EdgeScope(service=scope.get("service"), operation=scope.get("operation"), request_tenant=scope.get("tenant"))
 
 
 def _duration(row: dict) -> str:

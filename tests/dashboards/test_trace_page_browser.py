@@ -80,6 +80,9 @@ def test_a_real_trace_collapses_expands_and_opens_spans_reading_it_once(browser:
     spans = served.reader.trace(SMARTTHINGS_TRACE, tenant=None).height
     assert timeline_total(page) == spans  # a small trace: nothing aggregated, nothing collapsed
     assert "Most of this trace's time is" in page.inner_text("#trace-stages")
+    assert page.inner_text(".hs-nav-link.active") == "Trace"  # highlighted in the browser, for /ui/trace/<id>
+    # A 1.43 ms root above 1.7 min of redirects: the Stages page's attribution differs and the panel says so.
+    assert "The Stages page counts this request as its root span's" in page.inner_text("#trace-stages")
 
     page.fill("#trace-depth", "1")
     page.click("#trace-collapse-depth")

@@ -74,12 +74,32 @@ def test_header_names_the_repairs() -> None:
     assert "1 repeated span ID(s)" in shown
 
 
+def test_header_says_when_only_the_first_spans_were_read() -> None:
+    view = _agent()
+    part = TraceView(view.trace_id, view.analysis, stored_spans=1_000_000)
+    shown = " ".join(texts(header(part)))
+    assert "3 of 1,000,000" in shown and "shows its first 3 by start time" in shown
+    assert page_meta(part, "load-1")["stored_spans"] == 1_000_000
+    assert "by start time" not in " ".join(texts(header(view)))
+
+
 def test_stage_panel_names_the_dominant_stage_in_words() -> None:
     panel = stage_panel(_agent())
     shown = " ".join(texts(panel))
     assert "Most of this trace's time is" in shown and "LLM decode" in shown
     dominant = next(node for node in walk(panel) if getattr(node, "id", None) == "trace-dominant-stage")
     assert dominant.children == "LLM decode"
+
+
+def test_stage_panel_says_which_attribution_to_trust_on_an_async_trace() -> None:
+    # A 10 ms root whose child runs on for 490 ms after it (asynchronous work the caller does not wait for).
+    frame = spans_frame([("root", "", 0, 10 * MS), ("job", "root", 5 * MS, 495 * MS)], service="agent")
+    view = build_trace_view("cd" * 16, frame, RULES)
+    assert view.root_duration_ns == 10 * MS and int(view.request_stages_ns.sum()) == 10 * MS
+    note = " ".join(texts(stage_panel(view)))
+    assert "The Stages page counts this request as its root span's 10.00 ms" in note
+    assert "whole trace (500.00 ms, 500.00 ms of it traced)" in note and "trust the bar above" in note
+    assert "The Stages page counts" not in " ".join(texts(stage_panel(_agent())))  # they agree there
 
 
 def test_span_detail_shows_the_phases_the_model_call_and_attributes_with_units() -> None:

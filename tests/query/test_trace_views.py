@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import pyarrow as pa
 import pytest
 
 from analysis.stage_rules import load_stage_rules
@@ -27,13 +28,17 @@ def views(store: ClickHouse, reader: ClickHouseTraceReader) -> TraceViews:
     return TraceViews(reader, RULES, max_spans_held=250)
 
 
-def test_a_load_reads_once_and_later_requests_read_the_kept_view(views: TraceViews) -> None:
+def test_a_load_reads_once_and_later_requests_read_the_kept_view(views: TraceViews, store: ClickHouse) -> None:
     loaded = views.load(A, tenant="acme")
     assert loaded is not None and views.reads == 1
     assert all(views.get(A, tenant="acme") is loaded for _ in range(5))
     assert views.reads == 1
-    again = views.load(A, tenant="acme")  # a new page load reads the trace as stored now
-    assert again is not loaded and views.reads == 2
+    assert views.load(A, tenant="acme") is loaded and views.reads == 1  # a page load of an unchanged trace
+    late = agent_trace(100, trace_id=A).slice(0, 1)
+    late = late.set_column(late.schema.get_field_index("SpanId"), "SpanId", pa.array(["0123456789abcdef"]))
+    ClickHouseTraceWriter(store).write(with_tenant(late, "acme"))  # a late span arrives
+    again = views.load(A, tenant="acme")  # so the next page load reads the trace as stored now
+    assert again is not loaded and views.reads == 2 and again.size == loaded.size + 1
 
 
 def test_concurrent_requests_for_one_trace_share_one_read(views: TraceViews) -> None:
@@ -59,3 +64,15 @@ def test_tenants_never_see_each_other(views: TraceViews) -> None:
     assert views.get(A, tenant="globex") is None
     assert views.get(A, tenant="acme") is not None
     assert views.get(A, tenant=None) is not None  # an admin reads every tenant
+
+
+def test_a_trace_over_the_read_bound_is_read_in_part(store: ClickHouse, reader: ClickHouseTraceReader) -> None:
+    ClickHouseTraceWriter(store).write(agent_trace(300, trace_id=B))
+    stored = reader.trace_size(B, tenant=None)
+    view = TraceViews(reader, RULES, max_read_spans=120).load(B, tenant=None)
+    assert view is not None and view.truncated
+    assert view.size == 120 and view.stored_spans == stored > 120
+    first = reader.trace(B, tenant=None)["span_id"].head(120).to_list()
+    assert view.spans["span_id"].to_list() == first  # the first spans by start, as the trace pages order them
+    whole = TraceViews(reader, RULES).load(B, tenant=None)
+    assert whole is not None and not whole.truncated and whole.size == stored

@@ -78,7 +78,26 @@ def test_topology_page_draws_graph_and_lists_edge_traces(browser: Browser, ui_ur
     first = page.locator("#topology-examples li a").first
     href = first.get_attribute("href")
     assert href is not None and href.startswith("/ui/trace/") and len(href.rsplit("/", 1)[1]) == 32
+    search = page.get_attribute("#topology-search", "href")
+    assert search is not None and "service=frontend-proxy" in search and "sort=longest" in search
     first.click()
     page.wait_for_url("**/ui/trace/*", timeout=TIMEOUT_MS)
     page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
+    assert errors == []
+
+
+def test_topology_scope_lives_in_the_url(browser: Browser, ui_url: str) -> None:
+    page, errors = new_page(browser, height=1100)
+    page.goto(f"{ui_url}/ui/topology?service=frontend")
+    page.wait_for_selector("#topology-summary:has-text('nodes')", timeout=TIMEOUT_MS)
+    assert page.input_value("#topology-service") == "frontend"
+    shown = page.evaluate("() => document.querySelector('#topology-graph')._cyreg.cy.nodes().map(n => n.id())")
+    assert "frontend" in shown and "loadgenerator" not in shown  # frontend's calls in and out only
+    screenshot(page, "ui-topology-scoped.png")
+    page.fill("#topology-service", "")
+    page.fill("#topology-operation", "nothing-has-this-name")
+    page.press("#topology-operation", "Enter")
+    page.wait_for_url("**operation=nothing-has-this-name**", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#topology-summary:has-text('0 edges')", timeout=TIMEOUT_MS)
+    assert "service=" not in page.url
     assert errors == []

@@ -26,6 +26,7 @@ from dashboards.topology_figures import (
     edge_id,
     error_rate_color,
     latency_color,
+    layered_positions,
 )
 from dashboards.windows import rollup_window
 from query.topology import topology_nodes
@@ -92,7 +93,24 @@ def test_edges_colored_by_p95() -> None:
 def test_stylesheet_and_layout_read_element_data() -> None:
     selectors = {rule["selector"]: rule["style"] for rule in cytoscape_stylesheet()}
     assert selectors["node"]["width"] == "data(size)" and selectors["edge"]["line-color"] == "data(color)"
-    assert cytoscape_layout()["name"] == "dagre"
+    assert cytoscape_layout()["name"] == "preset"
+    nodes = topology_nodes(EDGES, ["gateway", "engine"])
+    positions = {e["data"]["id"]: e["position"] for e in cytoscape_elements(nodes, EDGES) if "position" in e}
+    assert set(positions) == set(nodes["id"])
+    assert positions["gateway"]["x"] < positions["engine"]["x"]
+
+
+def test_layers_put_callers_left_of_what_they_call_and_survive_cycles() -> None:
+    edges = [("user", "gateway"), ("gateway", "agent"), ("agent", "engine"), ("agent", "pg"), ("gateway", "pg")]
+    edges += [("engine", "agent"), ("pg", "pg"), ("agent", "nowhere")]  # a cycle, a self-call, an unknown node
+    nodes = ["pg", "engine", "agent", "gateway", "user", "lonely"]
+    at = layered_positions(nodes, edges)
+    assert set(at) == set(nodes)
+    assert at["user"][0] < at["gateway"][0] < at["agent"][0] < at["engine"][0]
+    assert at["pg"][0] == at["engine"][0]  # one layer right of its furthest caller
+    assert at["user"][0] == at["lonely"][0] == 0.0
+    same_layer = [at[node][1] for node in nodes if at[node][0] == at["pg"][0]]
+    assert len(set(same_layer)) == len(same_layer)  # no two nodes on one spot
 
 
 def test_sparkline_is_an_svg_polyline_per_point() -> None:

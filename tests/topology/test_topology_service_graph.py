@@ -9,8 +9,9 @@ from topology_support import MS, demo_batch, frame, otlp_client_server_pairs, ru
 
 from hotspan.importer import StoreSink, import_paths
 from processors.pipeline.service_graph import ServiceGraphProcessor, service_graph
-from query.topology import topology_nodes
+from query.topology import topology_nodes, window_topology
 from storage.clickhouse import ClickHouse
+from storage.rollup_reader import EdgeScope
 from testkit import TRACES
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
@@ -123,6 +124,24 @@ def test_demo_capture_has_its_eight_services_and_their_client_server_edges(store
     proxy = edges.filter((pl.col("client") == "frontend-proxy") & (pl.col("server") == "frontend")).row(0, named=True)
     assert proxy["calls"] == 75
     assert proxy["client_p50_ns"] >= proxy["server_p50_ns"] > 0  # the caller waits at least as long
+
+    # A scope reads the calls themselves: a service's calls in and out, an operation's, a request tenant's.
+    around = storage.reader.service_graph(0, FAR_FUTURE, tenant="default", scope=EdgeScope(service="frontend"))
+    assert around.height and all("frontend" in pair for pair in zip(around["client"], around["server"], strict=True))
+    scoped = around.filter((pl.col("client") == "frontend-proxy") & (pl.col("server") == "frontend")).row(0, named=True)
+    assert scoped["calls"] == 75 and scoped["server_p50_ns"] > 0
+    example = storage.reader.edge_examples("frontend-proxy", "frontend", 0, FAR_FUTURE, tenant="default", limit=1)
+    operation = example["server_operation"][0]
+    named = storage.reader.service_graph(0, FAR_FUTURE, tenant="default", scope=EdgeScope(operation=operation))
+    assert 0 < named["calls"].sum() < edges["calls"].sum()
+    nobody = EdgeScope(service="frontend", request_tenant="nobody")  # the demo's requests name no tenant
+    assert storage.reader.service_graph(0, FAR_FUTURE, tenant="default", scope=nobody).height == 0
+    assert (
+        storage.reader.edge_examples("frontend-proxy", "frontend", 0, FAR_FUTURE, tenant="default", scope=nobody).height
+        == 0
+    )
+    topology = window_topology(storage.reader, 0, FAR_FUTURE, tenant="default", scope=EdgeScope(service="frontend"))
+    assert "loadgenerator" not in set(topology.nodes["id"]) and "frontend" in set(topology.nodes["id"])
 
 
 @pytest.mark.parametrize(
