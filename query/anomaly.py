@@ -195,7 +195,10 @@ class AnomalyDetector:
         for key, rows in groups.items():
             target = next((i for i in current.values() if any(component.get(s, s) == key for s in i.services)), None)
             if target is None:
-                opened = self._open(tenant, key, rows, window, topology.edges, version)
+                incident_id = _incident_id(tenant, key, window)
+                if self._store.incidents(IncidentQuery(incident_id=incident_id, limit=1), tenant=tenant):
+                    continue  # this window was judged before (a restart): its incident stands as it is
+                opened = self._open(tenant, incident_id, rows, window, topology.edges, version)
                 changes[opened.incident_id] = IncidentChange(opened, "opened")
                 current[opened.incident_id] = opened
             else:
@@ -292,19 +295,18 @@ class AnomalyDetector:
     def _open(
         self,
         tenant: str,
-        group: str,
+        incident_id: str,
         rows: list[dict[str, Any]],
         window: _Window,
         edges: pl.DataFrame,
         version: int,
     ) -> Incident:
         top = rows[0]
-        identity = f"{tenant}\0{group}\0{window.start_ns}".encode()
         baseline_start, baseline_end = int(top["baseline_start_ns"]), int(top["baseline_end_ns"])
         findings = self._findings(tenant, top["service"], window, baseline_start, baseline_end)
         return Incident(
             tenant=tenant,
-            incident_id=hashlib.sha256(identity).hexdigest()[:32],
+            incident_id=incident_id,
             status="open",
             window_start_ns=window.start_ns,
             window_end_ns=window.end_ns,
@@ -415,6 +417,11 @@ def compare_findings(window: DiagnosisReport, baseline: DiagnosisReport) -> list
         for f in window.findings
     ]
     return sorted(found, key=lambda f: not f["new"])
+
+
+def _incident_id(tenant: str, group: str, window: _Window) -> str:
+    """The ID of the incident a group of series opens in a window: the same whenever that window is judged."""
+    return hashlib.sha256(f"{tenant}\0{group}\0{window.start_ns}".encode()).hexdigest()[:32]
 
 
 def _series(row: dict[str, Any]) -> dict[str, Any]:
