@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from alerts.config import AlertsConfig, BurnWindow, Slo
-from alerts.notify import AlertmanagerNotifier, Notifier, NotifyError, WebhookNotifier, rfc3339
+from alerts.notify import Notifier, NotifyError, build_notifiers, rfc3339
 from alerts.rules import alert_labels, objective_text, subject_text, traces_link
 from analysis.periodic import PeriodicWorker
 from query.diagnosis import DiagnosisService
@@ -300,12 +300,7 @@ class SloEvaluator:
 
 def default_notifiers(config: AlertsConfig) -> list[Notifier]:
     """Alertmanager and/or webhook receivers named in ``config``."""
-    notifiers: list[Notifier] = []
-    if config.alertmanager_url:
-        notifiers.append(AlertmanagerNotifier(config.alertmanager_url))
-    if config.webhook_url:
-        notifiers.append(WebhookNotifier(config.webhook_url, f"{config.external_url.rstrip('/')}/ui/"))
-    return notifiers
+    return build_notifiers(config.alertmanager_url, config.webhook_url, config.external_url)
 
 
 def diagnosis_annotations(

@@ -18,7 +18,19 @@ import dash
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.pages import QUERY_CONFIG, Page, compare, diagnosis, hotspots, search, services, stages, topology, trace
+from dashboards.pages import (
+    QUERY_CONFIG,
+    Page,
+    compare,
+    diagnosis,
+    hotspots,
+    incidents,
+    search,
+    services,
+    stages,
+    topology,
+    trace,
+)
 from dashboards.query_form import FormError, normalize_trace_id
 from query.service import QueryService
 
@@ -30,6 +42,7 @@ PAGES: tuple[Page, ...] = (
     stages.PAGE,
     hotspots.PAGE,
     diagnosis.PAGE,
+    incidents.PAGE,
     compare.PAGE,
 )
 """Pages in nav bar order; a new page is one module under ``dashboards/pages`` plus one entry here."""

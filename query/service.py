@@ -11,11 +11,13 @@ from typing import Protocol
 from diagnosis import DiagnosisSettings
 from processors.pipeline.config import TracePipelineConfig
 from query.analysis import AnalysisService
+from query.anomaly import AnomalyDetector, AnomalySettings
 from query.diagnosis import DiagnosisService
 from query.topology import Topology, window_topology
 from query.trace_views import TraceViews
 from storage.analysis_store import AnalysisStore
 from storage.engine_metrics import EngineMetricsReader
+from storage.incident_store import IncidentStore
 from storage.reader import TraceReader
 from storage.rollup_reader import RollupReader
 
@@ -34,6 +36,7 @@ class QueryService:
         analysis: per-trace analysis and window aggregates (stages, hotspots, flame graphs, usage and cost).
         views: the trace model a trace page and its REST route show, read once per page load and kept.
         diagnosis: named causes over a window, with the configured rules, stage table and engine metrics.
+        incidents: the incidents the anomaly detector (:mod:`query.anomaly`) opened, and the series it judges.
         engine_metrics: vLLM's metrics for the Services page; None without ``HOTSPAN_PROMETHEUS_URL``.
     """
 
@@ -41,6 +44,7 @@ class QueryService:
     analysis: AnalysisService
     views: TraceViews
     diagnosis: DiagnosisService
+    incidents: IncidentStore
     engine_metrics: EngineMetricsReader | None = None
 
     @classmethod
@@ -50,6 +54,7 @@ class QueryService:
         analysis_store: AnalysisStore,
         config: TracePipelineConfig,
         diagnosis: DiagnosisSettings,
+        incidents: IncidentStore,
         engine_metrics: EngineMetricsReader | None = None,
     ) -> QueryService:
         """The room over one store, with the pipeline's configuration (stage rules, prices) and the diagnosis
@@ -59,9 +64,15 @@ class QueryService:
             analysis=AnalysisService(store, analysis_store, config),
             views=TraceViews(store, config.stage_rules),
             diagnosis=DiagnosisService(store, diagnosis, config.stage_rules),
+            incidents=incidents,
             engine_metrics=engine_metrics,
         )
 
     def topology(self, start_ns: int, end_ns: int, *, tenant: str | None) -> Topology:
         """The service graph over ``[start_ns, end_ns]`` (:func:`query.topology.window_topology`)."""
         return window_topology(self.store, start_ns, end_ns, tenant=tenant)
+
+    def anomaly_detector(self, settings: AnomalySettings | None = None) -> AnomalyDetector:
+        """A detector judging this room's series into its incidents, explained by its diagnosis (not started:
+        ``alerts.anomaly.AnomalyLoop`` runs it)."""
+        return AnomalyDetector(self.incidents, self.store, self.store, self.diagnosis, settings)

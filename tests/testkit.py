@@ -123,8 +123,13 @@ def query_room(ch: ClickHouse) -> QueryService:
     from processors.pipeline.config import TracePipelineConfig
     from query.service import QueryService
     from storage.analysis_store import ClickHouseAnalysisStore
+    from storage.incident_store import ClickHouseIncidentStore
     from storage.reader import ClickHouseTraceReader
 
     return QueryService.build(
-        ClickHouseTraceReader(ch), ClickHouseAnalysisStore(ch, STAGES), TracePipelineConfig(), load_diagnosis_settings()
+        ClickHouseTraceReader(ch),
+        ClickHouseAnalysisStore(ch, STAGES),
+        TracePipelineConfig(),
+        load_diagnosis_settings(),
+        ClickHouseIncidentStore(ch),
     )
