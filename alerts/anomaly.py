@@ -83,15 +83,18 @@ class AnomalyLoop:
         self._worker.stop(timeout_s)
 
     def run_once(self, now_ns: int | None = None) -> list[dict[str, Any]]:
-        """One round: detect, send opened and resolved incidents (and earlier changes that failed to go), re-send
-        open ones when ``resend_s`` has passed. Returns the alerts sent (Alertmanager postable alerts).
+        """One round judging the window before ``now_ns`` (default the clock): detect, send opened and resolved
+        incidents (and earlier changes that failed to go), re-send open ones when ``resend_s`` has passed. Returns
+        the alerts sent (Alertmanager postable alerts).
 
         Raises:
             Exception: storage failed (nothing sent). A receiver failing is logged; the changes go again next round.
         """
         with self._lock:
-            now = self._clock() if now_ns is None else now_ns
-            changes = self.detector.evaluate(now)
+            # Alerts carry the clock's time (Alertmanager compares endsAt with its own); ``now_ns`` may judge
+            # another moment's window (tests replaying stored history).
+            now = self._clock()
+            changes = self.detector.evaluate(now if now_ns is None else now_ns)
             changed = self._unsent + [
                 self.alert(c.incident, now) for c in changes if c.change in ("opened", "resolved")
             ]

@@ -15,14 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numpy as np
 import pytest
-from diagnosis_support import T0, Chat, Request, SpanSpec, build_all, otlp_request
+from anomaly_history import FAULT_MINUTE, MINUTES, SETTINGS, at_end_of
+from anomaly_history import history as history_minutes
+from diagnosis_support import otlp_request
 
 from collector.ingest import Ingestor
 from hotspan.app import Storage, open_trace_pipeline, trace_processors
 from processors.pipeline.config import TracePipelineConfig
-from query.anomaly import MINUTE_NS, AnomalyDetector, AnomalySettings, IncidentChange
+from query.anomaly import AnomalyDetector, IncidentChange
 from query.service import QueryService
 from storage.clickhouse import ClickHouse
 from storage.incident_store import ClickHouseIncidentStore, IncidentQuery
@@ -31,48 +32,6 @@ from storage.writer import ClickHouseTraceWriter
 from testkit import migrated_database, query_room
 
 TENANT = "anomaly"
-STEADY_MINUTES = 8
-FAULT_MINUTE = STEADY_MINUTES
-RECOVERY_MINUTES = 2
-PER_MINUTE = 24
-BASE = (T0 // MINUTE_NS + 1) * MINUTE_NS
-"""Start of the first minute (whole minutes, as the rollups are)."""
-SETTINGS = AnomalySettings(
-    window_minutes=1, baseline_minutes=10, min_baseline_minutes=5, settle_s=0, min_calls=10, min_minute_calls=5
-)
-
-
-def _steady(minute: int, rng: np.random.Generator) -> list[SpanSpec]:
-    """Requests spread over the minute, tool and engine times jittered by a few ms."""
-    return build_all(
-        Request(
-            trace=minute * 1000 + i,
-            start_ms=(BASE - T0) / 1e6 + minute * 60_000 + i * 2_400,
-            tool_ms=float(rng.normal(20.0, 2.0)),
-            chats=(
-                Chat(
-                    prompt=f"q {minute} {i}",
-                    decode_ms=float(rng.normal(20.0, 2.0)),
-                    prefill_ms=float(rng.normal(8.0, 1.0)),
-                ),
-            ),
-        )
-        for i in range(PER_MINUTE)
-    )
-
-
-def _saturated(minute: int) -> list[SpanSpec]:
-    """Two bursts of twelve requests 20 ms apart, each waiting 25 ms more in the engine's queue than the one
-    before (``diagnosis_cases.queue_saturation``'s shape)."""
-    return build_all(
-        Request(
-            trace=minute * 1000 + burst * 100 + i,
-            start_ms=(BASE - T0) / 1e6 + minute * 60_000 + burst * 30_000 + i * 20.0,
-            chats=(Chat(prompt=f"queued {minute} {burst} {i}", queue_ms=25.0 * (i + 1)),),
-        )
-        for burst in range(2)
-        for i in range(12)
-    )
 
 
 @dataclass(frozen=True)
@@ -84,10 +43,7 @@ class History:
 
 @pytest.fixture(scope="module")
 def history(chdb_dsn: str) -> Iterator[History]:
-    rng = np.random.default_rng(11)
-    minutes = [_steady(m, rng) for m in range(STEADY_MINUTES)]
-    minutes.append(_saturated(FAULT_MINUTE))
-    minutes += [_steady(FAULT_MINUTE + 1 + m, rng) for m in range(RECOVERY_MINUTES)]
+    minutes = history_minutes()
     with migrated_database(chdb_dsn, "anomaly") as ch:
         ingestor = Ingestor(ClickHouseTraceWriter(ch))
         for spans in minutes:
@@ -102,15 +58,11 @@ def _detector(history: History) -> AnomalyDetector:
     return AnomalyDetector(store, history.query.store, history.query.store, history.query.diagnosis, SETTINGS)
 
 
-def _at_end_of(minute: int) -> int:
-    return BASE + (minute + 1) * MINUTE_NS
-
-
 @pytest.fixture(scope="module")
 def changes(history: History) -> list[list[IncidentChange]]:
     """What one detector wrote after each minute, in order."""
     detector = _detector(history)
-    return [detector.evaluate(_at_end_of(m)) for m in range(FAULT_MINUTE + 1 + RECOVERY_MINUTES)]
+    return [detector.evaluate(at_end_of(m)) for m in range(MINUTES)]
 
 
 def test_steady_minutes_open_no_incident(changes: list[list[IncidentChange]]) -> None:
@@ -124,8 +76,8 @@ def test_the_fault_minute_opens_exactly_one_incident_naming_series_cause_neighbo
     incident = changes[FAULT_MINUTE][0].incident
     assert incident.status == "open" and incident.tenant == TENANT
     assert (incident.window_start_ns, incident.window_end_ns) == (
-        _at_end_of(FAULT_MINUTE - 1),
-        _at_end_of(FAULT_MINUTE),
+        at_end_of(FAULT_MINUTE - 1),
+        at_end_of(FAULT_MINUTE),
     )
     assert incident.baseline_end_ns == incident.window_start_ns and not incident.seasonal
     # The engine's queue grew: its latency is among the deviating series, well above its baseline.
@@ -145,7 +97,7 @@ def test_evaluating_the_same_windows_again_duplicates_nothing(
     changes: list[list[IncidentChange]], history: History
 ) -> None:
     again = _detector(history)
-    assert again.evaluate(_at_end_of(FAULT_MINUTE)) == []
+    assert again.evaluate(at_end_of(FAULT_MINUTE)) == []
     stored = ClickHouseIncidentStore(history.ch).incidents(IncidentQuery(), tenant=TENANT)
     assert len(stored) == 1
 
@@ -155,7 +107,7 @@ def test_the_incident_resolves_when_the_series_are_back(changes: list[list[Incid
     assert [c.change for c in after] == ["resolved"]
     resolved = after[0].incident
     assert resolved.incident_id == changes[FAULT_MINUTE][0].incident.incident_id
-    assert resolved.resolved_at_ns == _at_end_of(FAULT_MINUTE + 1)
+    assert resolved.resolved_at_ns == at_end_of(FAULT_MINUTE + 1)
     stored = ClickHouseIncidentStore(history.ch).incidents(IncidentQuery(), tenant=TENANT)
     assert [(i.incident_id, i.status) for i in stored] == [(resolved.incident_id, "resolved")]
     assert ClickHouseIncidentStore(history.ch).incidents(IncidentQuery(), tenant="someone-else") == []
