@@ -57,12 +57,13 @@ KEYS = ("kind", "service", "name", "span_kind", "metric")
 """Columns naming one series."""
 
 METRIC_RULES: dict[str, MetricRule] = {
-    "p95_ms": MetricRule("up", relative_floor=0.1, absolute_floor=1.0, min_ratio=1.5, min_delta=5.0),
+    "p95_ms": MetricRule("up", relative_floor=0.1, absolute_floor=1.0, min_ratio=1.5, min_delta=10.0),
     "error_rate": MetricRule("up", relative_floor=0.0, absolute_floor=0.01, min_delta=0.05),
     "throughput_per_min": MetricRule("down", relative_floor=0.1, absolute_floor=1.0, min_ratio=2.0),
 }
-"""Per metric: latency must grow 1.5x and 5 ms, the error rate 5 points, throughput halve, each beyond the robust
-z limit with the scale floored at 10 % of the median (latency, throughput) or 1 point (error rate)."""
+"""Per metric: latency must grow 1.5x and 10 ms (a p95 of a few ms moves by that much with the host's load alone), the
+error rate 5 points, throughput halve, each beyond the robust z limit with the scale floored at 10 % of the median
+(latency, throughput) or 1 point (error rate)."""
 
 Change = Literal["opened", "updated", "resolved"]
 
