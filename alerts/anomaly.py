@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from alerts.notify import Notifier, NotifyError, rfc3339
+from alerts.notify import Notifier, rfc3339, send_to_all
 from analysis.periodic import PeriodicWorker
 from query.anomaly import AnomalyDetector
 from query.incident_text import incident_summary, series_text
@@ -104,9 +104,9 @@ class AnomalyLoop:
                 still = self._incidents.incidents(IncidentQuery(status="open", limit=10_000), tenant=None)
                 resend = [self.alert(i, now) for i in still if i.incident_id not in fresh]
                 self._last_resend_ns = now
-            ok = self._send(changed, changed=True)
+            ok = send_to_all(self._notifiers, changed, changed=True)
             self._unsent = [] if ok else changed
-            self._send(resend, changed=False)
+            send_to_all(self._notifiers, resend, changed=False)
             return changed + resend
 
     def alert(self, incident: Incident, now_ns: int) -> dict[str, Any]:
@@ -144,13 +144,3 @@ class AnomalyLoop:
             "endsAt": rfc3339(min(ends, now_ns) if incident.status == "resolved" else ends),
             "generatorURL": annotations["dashboard"],
         }
-
-    def _send(self, alerts: list[dict[str, Any]], *, changed: bool) -> bool:
-        ok = True
-        for notifier in self._notifiers:
-            try:
-                notifier.send(alerts, changed=changed)
-            except NotifyError as exc:
-                log.warning("incident delivery failed: %s", exc)
-                ok = False
-        return ok

@@ -118,6 +118,19 @@ def build_notifiers(alertmanager_url: str | None, webhook_url: str | None, exter
     return notifiers
 
 
+def send_to_all(notifiers: Sequence[Notifier], alerts: Sequence[dict[str, Any]], *, changed: bool) -> bool:
+    """Send ``alerts`` to every notifier (see :meth:`Notifier.send`); a failing one is logged and the others still
+    get them. Returns whether every notifier took them."""
+    ok = True
+    for notifier in notifiers:
+        try:
+            notifier.send(alerts, changed=changed)
+        except NotifyError as exc:
+            log.warning("alert delivery failed: %s", exc)
+            ok = False
+    return ok
+
+
 def alert_status(alert: dict[str, Any], now_ns: int) -> str:
     """``resolved`` when the alert's ``endsAt`` has passed, else ``firing``."""
     ends_at = alert.get("endsAt")

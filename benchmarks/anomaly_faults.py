@@ -45,23 +45,10 @@ from instrumented_stack.tools import ToolsConfig
 from instrumented_stack.workload import load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEED = 20.0
-TOOL_LATENCY_S = 0.1
-INTENTS = {"catalogue": 2.0, "calculate": 1.0, "policy": 1.0}
-EXPECTED_CAUSE = {
-    "queue_saturation": "queue_saturation",
-    "prefix_cache_off": "prefix_cache_unused",
-    "tokenizer_cold_start": "tokenizer_cold_start",
-    "connection_per_request": "connection_setup_per_request",
-    "decode_bound": "decode_bound",
-    "orchestration_cpu_hotspot": "orchestration_cpu_hotspot",
-    "redundant_llm_calls": "redundant_llm_calls",
-    "retrieval_topk_blowup": "retrieval_topk_blowup",
-    "event_loop_blocking": "event_loop_blocking",
-    "oversized_responses": "oversized_payload",
-    "tier_flood": "admission_tier_starvation",
-}
-"""Fault switch -> the cause diagnosis names (``tests/diagnosis/test_diagnosis_faults.py``'s table)."""
+# The fault matrix's stack parameters and answer key (fault switch -> the cause diagnosis names), kept in one place.
+sys.path.insert(0, str(ROOT / "tests" / "diagnosis"))
+from test_diagnosis_faults import EXPECTED_CAUSE, INTENTS, SPEED, TOOL_LATENCY_S  # noqa: E402
+
 SERVER_ENV = {
     "HOTSPAN_ANOMALY_INTERVAL_S": "5",
     "HOTSPAN_ANOMALY_SETTLE_S": "15",
