@@ -147,13 +147,13 @@ class AnomalyDetector:
             tenants = set(self._store.active_tenants(window.start_ns, window.end_ns))
             tenants |= {incident.tenant for incident in open_incidents}
             changes: list[IncidentChange] = []
-            for tenant in sorted(tenants):
-                if self._judged.get(tenant) == window.end_ns:
-                    continue
+            judged = [tenant for tenant in sorted(tenants) if self._judged.get(tenant) != window.end_ns]
+            for tenant in judged:
                 mine = [incident for incident in open_incidents if incident.tenant == tenant]
                 changes += self._evaluate_tenant(tenant, window, mine, version=max(self._clock(), window.end_ns))
-                self._judged[tenant] = window.end_ns
             self._store.write([change.incident for change in changes])
+            # Only once written: a failed round judges the same window again next time.
+            self._judged |= dict.fromkeys(judged, window.end_ns)
             return changes
 
     def _window(self, now_ns: int) -> _Window:
