@@ -16,14 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from anomaly_history import FAULT_MINUTE, MINUTES, SETTINGS, at_end_of
+from anomaly_history import FAULT_MINUTE, MINUTES, SETTINGS, at_end_of, saturated
 from anomaly_history import history as history_minutes
 from diagnosis_support import otlp_request
 
 from collector.ingest import Ingestor
 from hotspan.app import Storage, open_trace_pipeline, trace_processors
 from processors.pipeline.config import TracePipelineConfig
-from query.anomaly import AnomalyDetector, IncidentChange
+from query.anomaly import DAY_NS, MINUTE_NS, AnomalyDetector, IncidentChange
 from query.service import QueryService
 from storage.clickhouse import ClickHouse
 from storage.incident_store import ClickHouseIncidentStore, IncidentQuery
@@ -32,6 +32,10 @@ from storage.writer import ClickHouseTraceWriter
 from testkit import migrated_database, query_room
 
 TENANT = "anomaly"
+SEASONAL = "seasonal"
+"""A tenant with the same history, then nothing until the fault minute's time one day later, which repeats the
+fault: no trailing baseline, a seasonal one."""
+NEXT_DAY_FAULT = FAULT_MINUTE + 24 * 60
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ def history(chdb_dsn: str) -> Iterator[History]:
         ingestor = Ingestor(ClickHouseTraceWriter(ch))
         for spans in minutes:
             ingestor.export(otlp_request(spans), tenant=TENANT)
+            ingestor.export(otlp_request(spans), tenant=SEASONAL)
+        ingestor.export(otlp_request(saturated(NEXT_DAY_FAULT)), tenant=SEASONAL)
         storage = Storage(ch, ClickHouseTraceReader(ch), ClickHouseTraceWriter(ch))
         open_trace_pipeline(storage, TracePipelineConfig(), trace_processors(storage)).run_once(force=True)
         yield History(ch, query_room(ch), {span.trace_id for span in minutes[FAULT_MINUTE]})
@@ -60,9 +66,10 @@ def _detector(history: History) -> AnomalyDetector:
 
 @pytest.fixture(scope="module")
 def changes(history: History) -> list[list[IncidentChange]]:
-    """What one detector wrote after each minute, in order."""
+    """What one detector wrote for :data:`TENANT` after each minute, in order."""
     detector = _detector(history)
-    return [detector.evaluate(at_end_of(m)) for m in range(MINUTES)]
+    judged = [detector.evaluate(at_end_of(m)) for m in range(MINUTES)]
+    return [[c for c in minute if c.incident.tenant == TENANT] for minute in judged]
 
 
 def test_steady_minutes_open_no_incident(changes: list[list[IncidentChange]]) -> None:
@@ -111,3 +118,16 @@ def test_the_incident_resolves_when_the_series_are_back(changes: list[list[Incid
     stored = ClickHouseIncidentStore(history.ch).incidents(IncidentQuery(), tenant=TENANT)
     assert [(i.incident_id, i.status) for i in stored] == [(resolved.incident_id, "resolved")]
     assert ClickHouseIncidentStore(history.ch).incidents(IncidentQuery(), tenant="someone-else") == []
+
+
+def test_a_day_of_history_gives_a_seasonal_baseline(changes: list[list[IncidentChange]], history: History) -> None:
+    opened = _detector(history).evaluate(at_end_of(NEXT_DAY_FAULT))
+    assert [(c.change, c.incident.tenant) for c in opened] == [("opened", SEASONAL)]
+    incident = opened[0].incident
+    half = SETTINGS.baseline_minutes * MINUTE_NS // 2
+    # The baseline is the same time of day one day earlier (its minutes hold the first day's fault minute too: the
+    # median and MAD pass over it), not the empty trailing minutes.
+    assert incident.seasonal and all(series["seasonal"] for series in incident.series)
+    assert incident.baseline_start_ns == incident.window_start_ns - DAY_NS - half
+    assert incident.baseline_end_ns == incident.window_end_ns - DAY_NS + half
+    assert any(f["cause"] == "queue_saturation" for f in incident.findings)
