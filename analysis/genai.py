@@ -48,8 +48,10 @@ MODEL_KEYS = (
 )
 """The model a call used, most specific first (the response names the exact snapshot)."""
 PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system", "ai.model.provider")
-USAGE_DETAILS_KEYS = ("langfuse.observation.usage_details", "gen_ai.usage.raw")
-"""Attributes holding a call's usage as a JSON object: Langfuse's usage types, Logfire's raw provider usage."""
+USAGE_DETAILS_KEYS = ("langfuse.observation.usage_details", "gen_ai.usage.raw", "langsmith.metadata.usage_metadata")
+"""Attributes holding a call's usage as a JSON object: Langfuse's usage types, Logfire's raw provider usage,
+LangSmith's OTel export of LangChain's ``UsageMetadata`` (``input_token_details.cache_read``,
+``output_token_details.reasoning``; its ``gen_ai.usage.input_token_details`` is a Python repr, not JSON)."""
 
 TOKEN_KEYS: dict[str, tuple[str, ...]] = {
     "input_tokens": (
@@ -97,6 +99,7 @@ USAGE_DETAILS_FIELDS: dict[str, tuple[str, ...]] = {
         "reasoning_tokens",
         "output_reasoning",
         "completion_tokens_details.reasoning_tokens",
+        "output_token_details.reasoning",
     ),
 }
 """Per token count, the keys of the usage JSON objects' (:data:`USAGE_DETAILS_KEYS`) JSON that carry it."""

@@ -28,6 +28,7 @@ from dashboards.pages import (
     search,
     services,
     stages,
+    throughput,
     topology,
     trace,
 )
@@ -43,6 +44,7 @@ PAGES: tuple[Page, ...] = (
     hotspots.PAGE,
     diagnosis.PAGE,
     incidents.PAGE,
+    throughput.PAGE,
     compare.PAGE,
 )
 """Pages in nav bar order; a new page is one module under ``dashboards/pages`` plus one entry here."""

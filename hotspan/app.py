@@ -22,6 +22,7 @@ from api import analysis as analysis_api
 from api import diagnosis as diagnosis_api
 from api import incidents as incidents_api
 from api import red as red_api
+from api import throughput_latency as throughput_latency_api
 from api import topology as topology_api
 from api import trace_view as trace_view_api
 from api import traces as traces_api
@@ -55,6 +56,7 @@ from query.service import QueryService
 from storage.analysis_store import ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
 from storage.engine_metrics import PrometheusEngineMetrics
+from storage.engine_reader import ClickHouseEngineReader
 from storage.faults import FaultInjectingClickHouse, FaultPlan
 from storage.incident_store import ClickHouseIncidentStore
 from storage.migrations import apply_migrations
@@ -169,6 +171,7 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
     return QueryService.build(
         storage.reader,
         ClickHouseAnalysisStore(storage.clickhouse, STAGES),
+        ClickHouseEngineReader(storage.clickhouse),
         trace_pipeline_config(settings),
         diagnosis_settings(settings),
         ClickHouseIncidentStore(storage.clickhouse),
@@ -330,6 +333,7 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(diagnosis_api.build_router(query.diagnosis))
     app.include_router(incidents_api.build_router(query.incidents))
     app.include_router(analysis_api.build_router(query.analysis))
+    app.include_router(throughput_latency_api.build_router(query))
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

@@ -14,6 +14,7 @@ from instrumented_stack.engine.vllm_backend import ENGINE_CHOICES
 from instrumented_stack.env import ENV_STACK_ENGINE, stack_engine_choice
 from instrumented_stack.faults import FAULTS, parse_faults
 from instrumented_stack.replay import RunSettings, run_workload, write_manifest
+from instrumented_stack.sweep import SWEEP_KEYS, SweepRun, parse_sweep, run_sweep, write_sweep_manifest
 from instrumented_stack.workload import WORKLOADS
 
 
@@ -46,6 +47,13 @@ def add_stack_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         f"or vllm (default: ${ENV_STACK_ENGINE}, else auto)",
     )
     run.add_argument("--no-progress", action="store_true", help="no progress line")
+    run.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help=f"replay once per value, each on a fresh stack; repeated: all combinations. Keys: {', '.join(SWEEP_KEYS)}",
+    )
 
 
 def run_stack_command(args: argparse.Namespace) -> int:
@@ -64,15 +72,27 @@ def run_stack_command(args: argparse.Namespace) -> int:
             mode="threads" if args.threads else "processes",
             engine=stack_engine_choice(args.engine),
         )
-        run = run_workload(
-            settings, endpoint=args.endpoint, protocol=args.protocol, progress=None if args.no_progress else sys.stderr
-        )
+        progress = None if args.no_progress else sys.stderr
+        axes = parse_sweep(args.sweep)
+        if axes:
+            runs = run_sweep(settings, axes, endpoint=args.endpoint, protocol=args.protocol, progress=progress)
+        else:
+            runs = [
+                SweepRun({}, run_workload(settings, endpoint=args.endpoint, protocol=args.protocol, progress=progress))
+            ]
     except ValueError as error:
         print(f"hotspan stack run: {error}", file=sys.stderr)
         return 2
     faults = ", ".join(settings.faults) or "none"
-    print(f"Stack run ({settings.workload}, engine: {run.config.engine_backend}, faults: {faults}): {run.summary}")
+    for swept in runs:
+        run = swept.run
+        what = f"{settings.workload}, engine: {run.config.engine_backend}, faults: {faults}"
+        what += "".join(f", {key}={value}" for key, value in swept.point.items())
+        print(f"Stack run ({what}): {run.summary}")
     if args.manifest:
-        write_manifest(args.manifest, run, endpoint=args.endpoint)
+        if axes:
+            write_sweep_manifest(args.manifest, runs, endpoint=args.endpoint)
+        else:
+            write_manifest(args.manifest, runs[0].run, endpoint=args.endpoint)
         print(f"Manifest: {args.manifest}")
     return 0

@@ -12,7 +12,7 @@ Propagation uses the process-wide W3C propagators of ``opentelemetry.propagate``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 import httpx
@@ -26,6 +26,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Span
+from opentelemetry.util.types import AttributeValue
 
 from processors.sdk import BaggageSampler, BaggageSpanProcessor, HotspotSpanProcessor
 
@@ -42,7 +43,11 @@ BAGGAGE_KEYS: tuple[str, ...] = (BAGGAGE_TENANT_ID, BAGGAGE_SAMPLE_POLICY)
 
 
 def build_tracer_provider(
-    service_name: str, span_processor: SpanProcessor, *, hotspan_sdk: bool = True
+    service_name: str,
+    span_processor: SpanProcessor,
+    *,
+    hotspan_sdk: bool = True,
+    resource_attributes: Mapping[str, AttributeValue] | None = None,
 ) -> TracerProvider:
     """A tracer provider for one service, exporting through ``span_processor``.
 
@@ -54,6 +59,8 @@ def build_tracer_provider(
             :class:`BaggageSpanProcessor` copying :data:`BAGGAGE_KEYS` onto every span, and
             :class:`HotspotSpanProcessor` (adaptive p95) in front of ``span_processor``. The vLLM
             emulator passes ``False``: real vLLM runs none of them, and its span must look the same.
+        resource_attributes: more resource attributes beside ``service.name`` (the engine's configuration,
+            ``engine.config_resource``).
 
     The provider does not register an ``atexit`` hook: its owner (the service's app lifespan) shuts it
     down, which flushes ``span_processor``.
@@ -61,7 +68,7 @@ def build_tracer_provider(
     Raises:
         processors.sdk.ConfigError: ``HOTSPAN_SAMPLING_POLICIES`` holds an invalid policy table.
     """
-    resource = Resource.create({SERVICE_NAME: service_name})
+    resource = Resource.create({**(resource_attributes or {}), SERVICE_NAME: service_name})
     if not hotspan_sdk:
         provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_span_processor(span_processor)

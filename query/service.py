@@ -13,10 +13,12 @@ from processors.pipeline.config import TracePipelineConfig
 from query.analysis import AnalysisService
 from query.anomaly import AnomalyDetector, AnomalySettings
 from query.diagnosis import DiagnosisService
+from query.throughput_latency import Latency, Throughput, ThroughputLatency, throughput_latency
 from query.topology import Topology, window_topology
 from query.trace_views import TraceViews
 from storage.analysis_store import AnalysisStore
 from storage.engine_metrics import EngineMetricsReader
+from storage.engine_reader import EngineReader, EngineWindow
 from storage.incident_store import IncidentStore
 from storage.reader import TraceReader
 from storage.rollup_reader import RollupReader
@@ -37,6 +39,7 @@ class QueryService:
         views: the trace model a trace page and its REST route show, read once per page load and kept.
         diagnosis: named causes over a window, with the configured rules, stage table and engine metrics.
         incidents: the incidents the anomaly detector (:mod:`query.anomaly`) opened, and the series it judges.
+        engines: vLLM's ``llm_request`` spans grouped by engine configuration (the throughput-latency view).
         engine_metrics: vLLM's metrics for the Services page; None without ``HOTSPAN_PROMETHEUS_URL``.
     """
 
@@ -45,6 +48,7 @@ class QueryService:
     views: TraceViews
     diagnosis: DiagnosisService
     incidents: IncidentStore
+    engines: EngineReader
     engine_metrics: EngineMetricsReader | None = None
 
     @classmethod
@@ -52,6 +56,7 @@ class QueryService:
         cls,
         store: Store,
         analysis_store: AnalysisStore,
+        engines: EngineReader,
         config: TracePipelineConfig,
         diagnosis: DiagnosisSettings,
         incidents: IncidentStore,
@@ -65,6 +70,7 @@ class QueryService:
             views=TraceViews(store, config.stage_rules),
             diagnosis=DiagnosisService(store, diagnosis, config.stage_rules),
             incidents=incidents,
+            engines=engines,
             engine_metrics=engine_metrics,
         )
 
@@ -76,3 +82,16 @@ class QueryService:
         """A detector judging this room's series into its incidents, explained by its diagnosis (not started:
         ``alerts.anomaly.AnomalyLoop`` runs it)."""
         return AnomalyDetector(self.incidents, self.store, self.store, self.diagnosis, settings)
+
+    def throughput_latency(
+        self,
+        window: EngineWindow,
+        *,
+        throughput: Throughput = "requests_per_s",
+        latency: Latency = "e2e_p95_ms",
+        tenant: str | None,
+    ) -> ThroughputLatency:
+        """Each engine configuration's throughput against its latency per bucket of ``window``, with the Pareto
+        frontier of (``throughput`` up, ``latency`` down) marked (:func:`query.throughput_latency.throughput_latency`).
+        Blocking; raises ``ValueError`` for an unknown objective."""
+        return throughput_latency(self.engines, window, throughput=throughput, latency=latency, tenant=tenant)

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from storage import analysis_sql
 from storage.clickhouse import ClickHouse
+from storage.layout import delete_statement
 from storage.tenancy import tenant_parameters
 
 GroupBy = Literal["service", "model", "tenant", ""]
@@ -327,8 +328,9 @@ class ClickHouseAnalysisStore:
         if not trace_ids:
             return
         parameters = {"owner": owner, "trace_ids": list(trace_ids), "start_ns": start_ns, "end_ns": end_ns}
-        self._ch.command(analysis_sql.DELETE_TRACE_SPANS, parameters)
-        self._ch.command(analysis_sql.DELETE_TRACE_INDEX, {"trace_ids": list(trace_ids)})
+        layout = self._ch.layout
+        self._ch.command(delete_statement(analysis_sql.DELETE_TRACE_SPANS, layout), parameters)
+        self._ch.command(delete_statement(analysis_sql.DELETE_TRACE_INDEX, layout), {"trace_ids": list(trace_ids)})
 
     def refresh_summaries(self, owner: str, arrived: Mapping[str, int], version: int) -> None:
         if not arrived:

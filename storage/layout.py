@@ -109,6 +109,7 @@ _ALTER = re.compile(
     r"^ALTER TABLE (?P<name>\w+)\s+(?P<action>ADD COLUMN|MODIFY SETTING|MODIFY QUERY)(?P<rest>.*)$", re.S
 )
 _INSERT = re.compile(r"^INSERT INTO \w+\s", re.S)
+_DELETE = re.compile(r"^\s*DELETE FROM (?P<name>\w+)(?P<rest>\s.*)$", re.S)
 _TRACE_COLUMN = re.compile(r"^\s*TraceId\s", re.M)
 _FROM = re.compile(r"\bFROM (\w+)\b")
 _REPLICABLE = {"MergeTree", "ReplacingMergeTree", "AggregatingMergeTree"}
@@ -142,6 +143,23 @@ def render_statement(sql: str, layout: Layout, database: str) -> list[str]:
     if _INSERT.match(statement):
         return [statement]
     raise UnrenderableMigration(f"no cluster rule for the statement starting {statement[:80]!r}")
+
+
+def delete_statement(sql: str, layout: Layout) -> str:
+    """A lightweight ``DELETE FROM T WHERE ...`` (``sql``) for ``layout``: as written on one node; on a cluster
+    against each shard's ``T_local`` (``ON CLUSTER`` when replicated), because ClickHouse deletes rows of
+    MergeTree tables only, not through a ``Distributed`` one. Subqueries in the condition keep reading the
+    ``Distributed`` tables they name.
+
+    Raises:
+        UnrenderableMigration: ``sql`` is not a ``DELETE FROM <table>`` statement.
+    """
+    deleted = _DELETE.match(sql)
+    if deleted is None:
+        raise UnrenderableMigration(f"not a DELETE statement: {sql[:80]!r}")
+    if not layout.clustered:
+        return sql
+    return f"DELETE FROM {layout.table(deleted['name'])}{_on_cluster(layout)}{deleted['rest']}"
 
 
 def ledger_statement(sql: str, layout: Layout) -> str:

@@ -73,12 +73,19 @@ def chdb_dsn(tmp_path_factory: pytest.TempPathFactory) -> str:
     return open_engine(tmp_path_factory.mktemp("chdb"))
 
 
+BASE_LAYOUT = os.environ.get("HOTSPAN_TEST_LAYOUT", LAYOUTS[0])
+"""The layout of every store a test does not ask both layouts of: one node, or the two-shard cluster with
+``HOTSPAN_TEST_LAYOUT=cluster`` (a whole-suite run on the cluster layout, tests/README.md)."""
+if BASE_LAYOUT not in LAYOUTS:
+    raise pytest.UsageError(f"HOTSPAN_TEST_LAYOUT must be one of {', '.join(LAYOUTS)}, not {BASE_LAYOUT!r}")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests marked ``both_layouts`` run once per table layout (``layout``: one node, and the two-shard cluster
     of ``tests/cluster_kit.py``), module-scoped so a module's shared server or store is built once per layout.
 
     The mark goes on a few representative tests (CI time), so the other tests of such a module are parametrized
-    too, with the one-node layout only: a module-scoped fixture built for an unparametrized ``layout`` would
+    too, with :data:`BASE_LAYOUT` only: a module-scoped fixture built for an unparametrized ``layout`` would
     otherwise be reused, unchanged, by the cluster runs (pytest caches it regardless of its dependency's param).
     """
     chosen = any("layout" in mark.args[0] for mark in metafunc.definition.iter_markers("parametrize"))
@@ -87,7 +94,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("both_layouts"):
         metafunc.parametrize("layout", LAYOUTS, scope="module")
     elif _marks_some_test(metafunc.module):
-        metafunc.parametrize("layout", LAYOUTS[:1], scope="module")
+        metafunc.parametrize("layout", [BASE_LAYOUT], scope="module")
 
 
 def _marks_some_test(module: object) -> bool:
@@ -102,8 +109,8 @@ def _marks_some_test(module: object) -> bool:
 
 @pytest.fixture(scope="module")
 def layout() -> str:
-    """The table layout of the test's stores: one node, unless the test is marked ``both_layouts``."""
-    return "one_node"
+    """The table layout of the test's stores: :data:`BASE_LAYOUT`, unless the test is marked ``both_layouts``."""
+    return BASE_LAYOUT
 
 
 @pytest.fixture

@@ -123,12 +123,14 @@ def query_room(ch: ClickHouse) -> QueryService:
     from processors.pipeline.config import TracePipelineConfig
     from query.service import QueryService
     from storage.analysis_store import ClickHouseAnalysisStore
+    from storage.engine_reader import ClickHouseEngineReader
     from storage.incident_store import ClickHouseIncidentStore
     from storage.reader import ClickHouseTraceReader
 
     return QueryService.build(
         ClickHouseTraceReader(ch),
         ClickHouseAnalysisStore(ch, STAGES),
+        ClickHouseEngineReader(ch),
         TracePipelineConfig(),
         load_diagnosis_settings(),
         ClickHouseIncidentStore(ch),

@@ -38,6 +38,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from instrumented_stack.engine.batching_core import BatchingEngineCore
+from instrumented_stack.engine.config_resource import engine_config_attributes
 from instrumented_stack.engine.core import EngineCore, EngineRequest, EngineResult, TokenListener
 from instrumented_stack.engine.metrics import EngineMetrics
 from instrumented_stack.engine.openai_protocol import (
@@ -102,6 +103,17 @@ class EngineConfig(BaseModel):
         capacity = self.scheduler.kv_capacity_tokens
         if capacity < self.max_model_len:
             raise ValueError(f"KV capacity ({capacity} tokens) is below max_model_len ({self.max_model_len})")
+        return self
+
+    @model_validator(mode="after")
+    def _longest_prompt_fits_a_step_without_chunking(self) -> Self:
+        # vLLM refuses the same configuration: without chunks, the longest prompt must fit one step.
+        budget = self.scheduler.max_num_batched_tokens
+        if not self.scheduler.enable_chunked_prefill and budget < self.max_model_len:
+            raise ValueError(
+                f"without chunked prefill, max_num_batched_tokens ({budget}) must be at least max_model_len "
+                f"({self.max_model_len})"
+            )
         return self
 
 
@@ -240,8 +252,9 @@ def create_engine_app(
 
     Args:
         config: engine settings.
-        span_processor: receives the engine's spans (``service.name`` = ``config.service_name``); it is
-            shut down, and so flushed, when the app's lifespan ends.
+        span_processor: receives the engine's spans (``service.name`` = ``config.service_name``, and the
+            configuration as ``vllm.config.*`` resource attributes, ``config_resource``); it is shut down, and
+            so flushed, when the app's lifespan ends.
         core: the engine core; default :class:`BatchingEngineCore` over ``config.scheduler`` and
             ``config.time_model``, recording into ``metrics``.
         tokenizer: tokenizes text prompts and makes output text; default the stack's BPE tokenizer from
@@ -250,7 +263,12 @@ def create_engine_app(
         metrics: where the default core records vLLM's metrics and what ``/metrics`` serves; default a
             new :class:`EngineMetrics` with its own registry.
     """
-    provider = build_tracer_provider(config.service_name, span_processor, hotspan_sdk=False)
+    provider = build_tracer_provider(
+        config.service_name,
+        span_processor,
+        hotspan_sdk=False,
+        resource_attributes=engine_config_attributes(config.served_model_name, config.scheduler),
+    )
     engine_metrics = metrics or EngineMetrics(config.served_model_name, config.max_model_len, config.engine_index)
     engine_core = core or BatchingEngineCore(config.scheduler, config.time_model, engine_metrics)
 

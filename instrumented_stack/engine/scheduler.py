@@ -2,7 +2,8 @@
 
 Sources (vllm-project/vllm, read for behaviour, not copied): ``vllm/v1/core/sched/scheduler.py``
 (``Scheduler.schedule``: running requests first, then waiting ones; token budget; preemption of the last
-running request when KV blocks run out; no new admissions in a step that preempted),
+running request when KV blocks run out; no new admissions in a step that preempted; without chunked prefill, a
+waiting request whose prompt exceeds the remaining budget is skipped for the step, keeping its place),
 ``vllm/v1/request.py`` (``num_computed_tokens``, statuses) and ``vllm/v1/metrics/stats.py`` (what is
 counted when).
 
@@ -46,6 +47,11 @@ class SchedulerConfig(BaseModel):
     block_size: int = Field(default=DEFAULT_BLOCK_SIZE, ge=1, description="--block-size: tokens per KV block")
     num_gpu_blocks: int = Field(default=16384, ge=1, description="KV capacity in blocks")
     enable_prefix_caching: bool = Field(default=True, description="--enable-prefix-caching")
+    enable_chunked_prefill: bool = Field(
+        default=True,
+        description="--enable-chunked-prefill: a prompt may be computed over several steps; off, a waiting "
+        "request is admitted only when its whole prompt fits the step's remaining token budget",
+    )
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -205,11 +211,16 @@ class Scheduler:
                 index += 1
 
         queries = hits = 0
+        skipped: list[Sequence] = []
         # vLLM v1 admits nothing new in a step that had to preempt.
         while not preempted and self.waiting and len(self.running) < self.config.max_num_seqs and budget > 0:
             sequence = self.waiting[0]
             cached = self._cached_prefix(sequence)
             cached_tokens = len(cached) * self.config.block_size
+            if not self.config.enable_chunked_prefill and sequence.known_tokens - cached_tokens > budget:
+                # vLLM v1 without chunked prefill: a prompt that does not fit whole waits, later ones may go first.
+                skipped.append(self.waiting.popleft())
+                continue
             tokens = min(sequence.known_tokens - cached_tokens, budget)
             needed = self.pool.blocks_for(cached_tokens + tokens) - len(cached)
             if not self.pool.can_allocate(cached, needed):
@@ -227,6 +238,7 @@ class Scheduler:
             self.running.append(sequence)
             work.append((sequence, tokens))
             budget -= tokens
+        self.waiting.extendleft(reversed(skipped))
 
         decoding = [(s, n) for s, n in work if n == 1 and s.num_output > 0 and s.known_tokens - s.num_computed == 1]
         decode_ids = {id(s) for s, _ in decoding}

@@ -25,8 +25,10 @@ count on both engines. Nothing is fetched (``HF_HUB_OFFLINE=1``).
 | ``scheduler.block_size`` | ``--block-size`` |
 | ``scheduler.num_gpu_blocks`` | ``--num-gpu-blocks-override`` |
 | ``scheduler.enable_prefix_caching`` (``prefix_cache_off``) | ``--[no-]enable-prefix-caching`` |
+| ``scheduler.enable_chunked_prefill`` | ``--[no-]enable-chunked-prefill`` |
 | ``engine_tls`` (``connection_per_request``) | ``--ssl-certfile`` / ``--ssl-keyfile`` |
 | ``service_name`` | ``OTEL_SERVICE_NAME`` (vLLM's tracer provider reads it) |
+| the configuration (``config_resource``) | ``OTEL_RESOURCE_ATTRIBUTES`` (``vllm.config.*``; the same provider) |
 
 No vLLM equivalent: the emulator's ``time_model`` (step costs and the ``speed`` factor: real vLLM takes the
 GPU's time, so the sizes in the fault table of ``instrumented_stack/README.md`` do not carry over) and
@@ -58,6 +60,7 @@ from tokenizers import AddedToken
 from tokenizers import Tokenizer as HfTokenizer
 
 from instrumented_stack.engine.app import EngineConfig
+from instrumented_stack.engine.config_resource import engine_config_attributes, resource_attributes_env
 from instrumented_stack.engine.process import EngineLaunch, EngineProcess, free_loopback_port
 from instrumented_stack.engine_probe import VLLM_EXTRA, VllmAvailability, cuda_gpus, probe_vllm
 from instrumented_stack.telemetry import OtlpProtocol, otlp_traces_url
@@ -285,6 +288,7 @@ def serve_args(
         "--num-gpu-blocks-override",
         str(scheduler.num_gpu_blocks),
         "--enable-prefix-caching" if scheduler.enable_prefix_caching else "--no-enable-prefix-caching",
+        "--enable-chunked-prefill" if scheduler.enable_chunked_prefill else "--no-enable-chunked-prefill",
         "--gpu-memory-utilization",
         str(vllm.gpu_memory_utilization),
         "--dtype",
@@ -357,6 +361,8 @@ def vllm_launch(
     if otlp_endpoint is not None:
         traces_endpoint, otel_env = vllm_otel(engine.service_name, otlp_endpoint, protocol)
         env |= otel_env
+        configuration = engine_config_attributes(engine.served_model_name, engine.scheduler)
+        env["OTEL_RESOURCE_ATTRIBUTES"] = resource_attributes_env(configuration)
     args = serve_args(
         engine, model_dir=model_dir, port=chosen_port, otlp_traces_endpoint=traces_endpoint, settings=settings, tls=tls
     )

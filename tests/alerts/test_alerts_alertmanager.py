@@ -9,12 +9,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from prometheus_support import WebhookReceiver, running_alertmanager, server_spans, wait_until
 
 from hotspan.server import RunningServer, start_server
-from hotspan.settings import load_settings
+from hotspan.settings import Settings, load_settings
 
 SERVICE = "slo-gateway"
 OPERATION = "POST /v1/chat"
@@ -34,7 +35,8 @@ def alertmanager(tmp_path: Path, receiver: WebhookReceiver) -> Iterator[str]:
 
 
 @pytest.fixture
-def served(chdb_dsn: str, tmp_path: Path, alertmanager: str) -> Iterator[RunningServer]:
+def slo_settings(chdb_dsn: str, tmp_path: Path, alertmanager: str) -> Settings:
+    """One SLO file and one store: what every query node of a deployment is given."""
     slo_file = tmp_path / "slo.yaml"
     slo_file.write_text(
         yaml.safe_dump(
@@ -59,7 +61,7 @@ def served(chdb_dsn: str, tmp_path: Path, alertmanager: str) -> Iterator[Running
         ),
         encoding="utf-8",
     )
-    settings = load_settings(
+    return load_settings(
         data_dir=tmp_path,
         clickhouse_dsn=chdb_dsn,
         clickhouse_database=f"a_{uuid.uuid4().hex[:12]}",
@@ -67,7 +69,11 @@ def served(chdb_dsn: str, tmp_path: Path, alertmanager: str) -> Iterator[Running
         grpc_port=-1,
         alerts_path=slo_file,
     )
-    server = start_server(settings)
+
+
+@pytest.fixture
+def served(slo_settings: Settings) -> Iterator[RunningServer]:
+    server = start_server(slo_settings)
     yield server
     server.stop()
 
@@ -109,3 +115,21 @@ def test_slow_window_reaches_alertmanager_webhook_then_resolves(
     assert resolved["alerts"][0]["labels"] == alert["labels"]
     assert resolved["alerts"][0]["status"] == "resolved"
     assert served.slo_evaluator.firing() == []
+
+
+def test_two_query_nodes_evaluating_one_slo_make_one_alert(
+    served: RunningServer, slo_settings: Settings, alertmanager: str, receiver: WebhookReceiver, tmp_path: Path
+) -> None:
+    """Query nodes scale out with an evaluator each, as Prometheus runs in HA pairs: both send the same labels, and
+    Alertmanager (which identifies an alert by its label set) keeps one alert and notifies once."""
+    second = start_server(slo_settings.model_copy(update={"data_dir": tmp_path / "second"}))
+    try:
+        now = time.time_ns()
+        served.storage.writer.write(server_spans(SERVICE, OPERATION, [2000.0] * 20, start_ns=now, seed=1))
+        wait_until(lambda: all(node.slo_evaluator.firing() for node in (served, second)), 30, "both nodes firing")
+        firing = wait_until(lambda: receiver.with_status("firing"), 30, "a firing notification")
+        alerts = httpx.get(f"{alertmanager}/api/v2/alerts", timeout=10).json()
+        assert [a["labels"]["slo"] for a in alerts] == ["chat-latency"]
+        assert [len(notification["alerts"]) for notification in firing] == [1] * len(firing)
+    finally:
+        second.stop()

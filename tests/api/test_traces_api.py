@@ -140,3 +140,29 @@ def test_filter_values_never_reach_sql_as_text(demo_server: RunningServer, hosti
         assert answer.status_code == 200 and answer.json() == {"traces": []}
     assert _get(demo_server, f"/api/v1/services/{hostile}/operations").json() == {"operations": []}
     assert len(_get(demo_server, "/api/v1/services").json()["services"]) == 8
+
+
+@pytest.mark.both_layouts
+def test_dependencies_count_each_cross_service_call_whose_child_starts_in_the_window(
+    demo_server: RunningServer,
+) -> None:
+    spans = _demo_spans()
+    by_id = {(s["traceId"], s["spanId"]): s for s in spans}
+    starts = sorted(int(s["startTimeUnixNano"]) for s in spans)
+    # From the median start on: some calls have their parent before the window, which must still count.
+    start_ms, end_ms = starts[len(starts) // 2] // 1_000_000, starts[-1] // 1_000_000 + 1
+    start_ns, end_ns = start_ms * 1_000_000, end_ms * 1_000_000
+    expected: Counter[tuple[str, str]] = Counter()
+    for child in spans:
+        parent = by_id.get((child["traceId"], child.get("parentSpanId", "")))
+        if parent and parent["service"] != child["service"] and start_ns <= int(child["startTimeUnixNano"]) <= end_ns:
+            expected[(parent["service"], child["service"])] += 1
+    assert any(
+        int(by_id[(s["traceId"], s["parentSpanId"])]["startTimeUnixNano"]) < start_ns
+        for s in spans
+        if s.get("parentSpanId")
+        and (s["traceId"], s["parentSpanId"]) in by_id
+        and int(s["startTimeUnixNano"]) >= start_ns
+    )
+    answer = _get(demo_server, "/api/dependencies", endTs=end_ms, lookback=end_ms - start_ms).json()["data"]
+    assert {(d["parent"], d["child"]): d["callCount"] for d in answer} == dict(expected) and expected

@@ -1,12 +1,14 @@
 """Hotspan split by role (``hotspan.roles``) over one store of the two-shard cluster layout, as
-``deploy/docker-compose.yml`` runs it: a collector receives, three pipeline workers (``HOTSPAN_PIPELINE_SHARD``
-0/3, 1/3, 2/3) analyse, a query node reads; each serves only its part and names its role on ``/healthz`` and
+``deploy/docker-compose.yml`` runs it: two collectors receive (each trace through one of them, as the OpenTelemetry
+Collector's ``loadbalancingexporter`` routes by trace ID), three pipeline workers (``HOTSPAN_PIPELINE_SHARD`` 0/3,
+1/3, 2/3) analyse, a query node reads; each serves only its part and names its role on ``/healthz`` and
 ``/metrics``."""
 
 from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,17 +27,43 @@ from testkit import TRACES
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 DEMO_TRACES, DEMO_SPANS = 141, 547
 WORKERS = 3
+COLLECTORS = ("collector-0", "collector-1")
+
+
+def _route(trace_id: str) -> int:
+    return zlib.crc32(trace_id.encode()) % len(COLLECTORS)
+
+
+def _share(lines: list[dict], collector: int) -> str:
+    """The demo capture's spans whose trace the load balancer routes to ``collector`` (trace ID hash, as the
+    ``loadbalancingexporter`` does), as one OTLP/JSON body."""
+    resource_spans = []
+    for line in lines:
+        for rs in line["resourceSpans"]:
+            scopes = [
+                dict(ss, spans=[s for s in ss["spans"] if _route(s["traceId"]) == collector]) for ss in rs["scopeSpans"]
+            ]
+            resource_spans.append(dict(rs, scopeSpans=[ss for ss in scopes if ss["spans"]]))
+    return json.dumps({"resourceSpans": [rs for rs in resource_spans if rs["scopeSpans"]]})
+
+
+def _post(server: RunningServer, body: str) -> None:
+    answer = httpx.post(
+        f"{server.base_url}/v1/traces", content=body, headers={"content-type": "application/json"}, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
 
 
 @pytest.fixture(scope="module")
 def roles(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, RunningServer]]:
-    """A collector, three pipeline workers and a query node on one cluster-layout store, the demo capture sent to
-    the collector in one request (so no trace gets late spans), and every trace analysed."""
+    """Two collectors, three pipeline workers and a query node on one cluster-layout store, the demo capture split
+    by trace between the collectors, each share in one request (so no trace gets late spans), and every trace
+    analysed."""
     with layout_settings(chdb_dsn, "cluster", "r") as where:
         servers: dict[str, RunningServer] = {}
         try:
             for name, role, shard in [
-                ("collector", "collector", "0/1"),
+                *((name, "collector", "0/1") for name in COLLECTORS),
                 *((f"pipeline-{i}", "pipeline", f"{i}/{WORKERS}") for i in range(WORKERS)),
                 ("query", "query", "0/1"),
             ]:
@@ -52,14 +80,8 @@ def roles(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
                     )
                 )
             lines = [json.loads(line) for line in DEMO.read_text().splitlines() if line.strip()]
-            body = json.dumps({"resourceSpans": [rs for line in lines for rs in line["resourceSpans"]]})
-            answer = httpx.post(
-                f"{servers['collector'].base_url}/v1/traces",
-                content=body,
-                headers={"content-type": "application/json"},
-                timeout=30,
-            )
-            assert answer.status_code == 200, answer.text
+            for i, name in enumerate(COLLECTORS):
+                _post(servers[name], _share(lines, i))
             _wait_until_analysed(servers["query"].storage.clickhouse)
             yield servers
         finally:
@@ -74,16 +96,21 @@ def _wait_until_analysed(ch: ClickHouse) -> None:
         time.sleep(0.2)
 
 
-def _calls(server: RunningServer) -> float:
-    """Spans the server's pipeline counted (``traces_span_metrics_calls_total``, once per analysed trace)."""
+def _counter(server: RunningServer, family_name: str) -> float:
+    """The sum of the samples of counter ``family_name`` (without ``_total``) on the server's ``/metrics``."""
     text = httpx.get(f"{server.base_url}/metrics", timeout=10).text
     return sum(
         sample.value
         for family in text_string_to_metric_families(text)
-        if family.name == "traces_span_metrics_calls"
+        if family.name == family_name
         for sample in family.samples
-        if sample.name == "traces_span_metrics_calls_total"
+        if sample.name == f"{family_name}_total"
     )
+
+
+def _calls(server: RunningServer) -> float:
+    """Spans the server's pipeline counted (``traces_span_metrics_calls_total``, once per analysed trace)."""
+    return _counter(server, "traces_span_metrics_calls")
 
 
 def test_each_quiet_trace_is_analysed_once_by_the_worker_of_its_hash(roles: dict[str, RunningServer]) -> None:
@@ -108,7 +135,7 @@ def test_each_quiet_trace_is_analysed_once_by_the_worker_of_its_hash(roles: dict
 @pytest.mark.parametrize(
     ("name", "served", "refused"),
     [
-        ("collector", [], ["/api/v1/services", "/ui/"]),
+        ("collector-1", [], ["/api/v1/services", "/ui/"]),
         ("pipeline-1", [], ["/api/v1/services", "/ui/"]),
         ("query", ["/api/v1/services", "/ui/", "/api/v1/traces?limit=5"], []),
     ],
@@ -132,9 +159,30 @@ def test_each_role_serves_its_part_only_and_names_itself(
     assert (server.trace_pipeline is not None) is (role == "pipeline")
 
 
-def test_the_query_node_reads_what_the_collector_wrote(roles: dict[str, RunningServer]) -> None:
+def test_the_query_node_reads_what_both_collectors_wrote(roles: dict[str, RunningServer]) -> None:
     services = httpx.get(f"{roles['query'].base_url}/api/v1/services", timeout=30).json()["services"]
     assert len(services) == 8
+    inserted = [_counter(roles[name], "hotspan_storage_inserted_spans") for name in COLLECTORS]
+    assert all(inserted) and sum(inserted) == DEMO_SPANS
+
+
+def test_a_share_resent_through_the_other_collector_is_stored_and_analysed_once(
+    roles: dict[str, RunningServer],
+) -> None:
+    """A load balancer that retries a request on the other collector: nothing is stored or analysed twice."""
+    first, other = (roles[name] for name in COLLECTORS)
+    lines = [json.loads(line) for line in DEMO.read_text().splitlines() if line.strip()]
+    repeated = _counter(other, "hotspan_storage_repeated_spans")
+    _post(other, _share(lines, 0))
+    assert other.pipeline.flush(), "the resent share was not written in 30 s"  # type: ignore[union-attr]
+    assert _counter(other, "hotspan_storage_repeated_spans") - repeated == _counter(
+        first, "hotspan_storage_inserted_spans"
+    )
+    for i in range(WORKERS):
+        assert roles[f"pipeline-{i}"].trace_pipeline.run_once(force=True).analysed == 0  # type: ignore[union-attr]
+    ch = roles["query"].storage.clickhouse
+    assert ch.query_rows("SELECT count() FROM otel_traces") == [(DEMO_SPANS,)]
+    assert ch.query_rows("SELECT count(), uniqExact(TraceId) FROM hotspan_trace_summary") == [(141, 141)]
 
 
 @pytest.mark.parametrize("shard", ["3/3", "1", "-1/2", "0/0"])

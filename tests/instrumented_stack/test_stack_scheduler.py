@@ -122,3 +122,30 @@ def test_freed_cached_blocks_are_evicted_tail_first() -> None:
     (fresh,) = pool.take((), 1)
     assert fresh == blocks[2], "the prompt's last block is evicted first"
     assert pool.lookup_prefix([11, 12, 13]) == blocks[:2]
+
+
+def test_without_chunked_prefill_a_prompt_waits_for_a_step_it_fits_whole() -> None:
+    scheduler = Scheduler(SchedulerConfig(max_num_batched_tokens=100, num_gpu_blocks=64, enable_chunked_prefill=False))
+    for offset, (name, prompt) in enumerate((("a", 60), ("long", 90), ("b", 30))):
+        # Prompts share no prefix, so every prompt token is computed.
+        _add(scheduler, _request(name, prompt, 2, [1000 * offset + i for i in range(prompt)]))
+    plan = scheduler.schedule(0.0)
+    # "long" does not fit the 40 tokens left after "a": it keeps its place while "b" (30) goes ahead.
+    assert [(s.request.request_id, n) for s, n in plan.work] == [("a", 60), ("b", 30)]
+    assert [s.request.request_id for s in scheduler.waiting] == ["long"]
+    scheduler.complete(plan, 0.5)
+    second = scheduler.schedule(1.0)
+    assert ("long", 90) in [(s.request.request_id, n) for s, n in second.work]
+    finished = scheduler.complete(second, 1.5).finished
+    assert {s.request.request_id for s in finished} == {"a", "b"}
+    assert [s.request.request_id for s in _run(scheduler)] == ["long"] and not scheduler.has_work
+
+
+def test_chunked_prefill_off_needs_a_budget_for_the_longest_prompt() -> None:
+    from instrumented_stack.engine import EngineConfig
+
+    with pytest.raises(ValueError, match="without chunked prefill"):
+        EngineConfig(max_model_len=8192, scheduler=SchedulerConfig(enable_chunked_prefill=False))
+    EngineConfig(
+        max_model_len=8192, scheduler=SchedulerConfig(enable_chunked_prefill=False, max_num_batched_tokens=8192)
+    )

@@ -199,6 +199,11 @@ def test_launch_runs_vllm_serve_with_offline_otel_env() -> None:
     http = vllm_launch(engine, model_dir=Path("/m"), otlp_endpoint="http://127.0.0.1:4318", port=1)
     assert _flag(list(http.command), "--otlp-traces-endpoint") == "http://127.0.0.1:4318/v1/traces"
     assert http.env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"
+    # The configuration reaches vLLM's default tracer provider as resource attributes (config_resource).
+    resource = dict(pair.split("=") for pair in http.env["OTEL_RESOURCE_ATTRIBUTES"].split(","))
+    assert resource["vllm.config.max_num_seqs"] == str(engine.scheduler.max_num_seqs)
+    assert resource["vllm.config.model"] == engine.served_model_name
+    assert resource["vllm.config.enable_prefix_caching"] == "true"
 
 
 def test_detailed_traces_and_extra_args_are_passed_on() -> None:

@@ -59,6 +59,7 @@ CACHED_REPORTED = frozenset(
         "pydantic_ai",
         "langgraph",
         "langfuse",
+        "langsmith",
         "agent_framework",
         "strands",
         "logfire",

@@ -3,6 +3,7 @@ as a bound parameter, never as SQL text. Checked on the SQL the reader actually 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,8 +11,9 @@ import pyarrow as pa
 import pytest
 
 from storage import trace_sql
+from storage.engine_reader import ClickHouseEngineReader, EngineWindow
 from storage.reader import ClickHouseTraceReader, TraceQuery
-from storage.tenancy import ALL_TENANTS
+from storage.tenancy import ALL_TENANTS, tenant_condition
 
 
 class RecordingStore:
@@ -46,10 +48,24 @@ def test_every_read_of_otel_traces_is_tenant_filtered(read: str, tenant: str | N
     store = RecordingStore()
     READS[read](ClickHouseTraceReader(store), tenant)  # type: ignore[arg-type]
     ((sql, parameters),) = store.sent
-    assert sql.count("FROM otel_traces") >= 1
-    assert sql.count("FROM otel_traces") == sql.count(trace_sql.TENANT_FILTER)
+    # The trace-ID → time-range lookup (otel_traces_trace_id_ts) holds no span data, only bounds a read.
+    span_reads = len(re.findall(r"FROM otel_traces\b", sql))
+    assert span_reads >= 1
+    assert span_reads == sql.count(trace_sql.TENANT_FILTER)
     assert parameters["tenant"] == (tenant or "") and parameters["all_tenants"] is (tenant is None)
     assert "acme" not in sql
+
+
+@pytest.mark.parametrize("tenant", ["acme", ALL_TENANTS])
+def test_the_throughput_latency_read_is_tenant_filtered(tenant: str | None) -> None:
+    store = RecordingStore()
+    ClickHouseEngineReader(store).engine_buckets(EngineWindow(0, 1, 1, model="m"), tenant=tenant)  # type: ignore[arg-type]
+    ((sql, parameters),) = store.sent
+    # Two tables, each read under the owner-tenant condition: the requests and the dropped traces.
+    assert re.findall(r"\bFROM (\w+)", sql) == ["hotspan_trace_summary", "hotspan_engine_requests"]
+    assert sql.count(tenant_condition()) == 2
+    assert parameters["tenant"] == (tenant or "") and parameters["model"] == "m"
+    assert "acme" not in sql and "'m'" not in sql
 
 
 def test_a_bad_tenant_name_never_reaches_the_store() -> None:

@@ -13,6 +13,7 @@ from pipeline.pipeline_support import Span, otlp_request, vllm_agent_trace
 
 from collector.batch import to_batch
 from collector.otlp_json import request_from_json
+from storage import analysis_sql
 from storage.clickhouse import ClickHouse
 from storage.layout import (
     KEEPER_PATH,
@@ -20,6 +21,7 @@ from storage.layout import (
     TRACE_SHARDING_KEY,
     Layout,
     UnrenderableMigration,
+    delete_statement,
     ledger_statement,
     render_statement,
 )
@@ -83,7 +85,7 @@ def test_replicated_cluster_ddl_parses_and_places_every_table(store: ClickHouse)
     views = [
         text for text in ddl if text.startswith(("CREATE MATERIALIZED VIEW", "ALTER TABLE hotspan_red_minutes_mv"))
     ]
-    assert len(views) == 5
+    assert len(views) == 6  # trace-ID lookup, arrivals, RED (and its first-copies query), service graph, engine
     assert all(re.search(r"FROM \w+_local\b", text) for text in views)
     assert all(re.search(r"\bTO \w+_local\b", text) for text in views if text.startswith("CREATE"))
     # TTL survives the rendering.
@@ -95,6 +97,17 @@ def test_a_statement_without_a_cluster_rule_is_refused() -> None:
         render_statement("DROP TABLE otel_traces", REPLICATED, DATABASE)
     with pytest.raises(UnrenderableMigration, match="no replicated variant"):
         render_statement("CREATE TABLE IF NOT EXISTS t (a UInt8) ENGINE = Log", REPLICATED, DATABASE)
+
+
+def test_deletes_reach_each_shards_own_table(store: ClickHouse) -> None:
+    """Tail sampling's deletes: ClickHouse deletes from MergeTree tables only, not through ``Distributed``."""
+    for sql in (analysis_sql.DELETE_TRACE_SPANS, analysis_sql.DELETE_TRACE_INDEX):
+        assert delete_statement(sql, SINGLE_NODE) == sql
+        replicated = _format(store, delete_statement(sql, REPLICATED))
+        assert re.match(rf"DELETE FROM \w+_local ON CLUSTER {REPLICATED.cluster} WHERE", replicated), replicated
+        assert _format(store, delete_statement(sql, LAYOUT)).startswith("DELETE FROM otel_traces")
+    with pytest.raises(UnrenderableMigration, match="not a DELETE"):
+        delete_statement("SELECT 1", REPLICATED)
 
 
 @pytest.mark.parametrize("layout", ["cluster"])
