@@ -158,7 +158,7 @@ def judged(chdb_dsn: str) -> Iterator[Judged]:
 
 
 def test_a_clean_minute_of_the_stack_opens_no_incident(judged: Judged) -> None:
-    assert judged.clean == [], [str(s) for c in judged.clean for s in c.incident.series]
+    assert judged.clean == [], [(str(s), c.incident.findings) for c in judged.clean for s in c.incident.series]
 
 
 @pytest.mark.parametrize("fault", _faults())
