@@ -17,6 +17,9 @@ incident: queue_saturation, tokenizer_cold_start, orchestration_cpu_hotspot, red
 retrieval_topk_blowup, event_loop_blocking; no incident (latency at engine speed 20 does not move enough):
 prefix_cache_off, connection_per_request, oversized_responses; an incident without the cause among its new findings:
 decode_bound (``info`` in the baseline window too), tier_flood (the window's diagnosis names host contention).
+Known weakness, measured there too: the clean minute opened an incident in 3 of about 10 runs at load 6-9, always on
+a series of a few to tens of ms (``llm.tokenize``, ``llm.prefill``, the retriever's ``vector_search`` p95 2-3x its
+baseline): with 24 calls a minute a p95 is the second slowest call, and five baseline minutes give a thin MAD.
 """
 
 from __future__ import annotations
