@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from alerts.config import AlertsConfig, BurnWindow, Slo
-from alerts.notify import AlertmanagerNotifier, Notifier, NotifyError, WebhookNotifier, rfc3339
+from alerts.notify import Notifier, build_notifiers, rfc3339, send_to_all
 from alerts.rules import alert_labels, objective_text, subject_text, traces_link
 from analysis.periodic import PeriodicWorker
 from query.diagnosis import DiagnosisService
@@ -196,7 +196,9 @@ class SloEvaluator:
                     resolved.append(self._alert(active, now, firing=False))
                     del self._active[key]
             changed += resolved
-            ok = self._send(changed, changed=True) and self._send(resend, changed=False)
+            ok = send_to_all(self._notifiers, changed, changed=True) and send_to_all(
+                self._notifiers, resend, changed=False
+            )
             # A resolution that could not be delivered is sent again next time (its endsAt stays in the past).
             self._unsent_resolved = [] if ok else [a for a in changed if a["endsAt"] <= rfc3339(now)]
             for key in delivered:
@@ -209,16 +211,6 @@ class SloEvaluator:
         """Label sets of the alerts firing now."""
         with self._lock:
             return [dict(active.labels) for active in self._active.values()]
-
-    def _send(self, alerts: list[dict[str, Any]], *, changed: bool) -> bool:
-        ok = True
-        for notifier in self._notifiers:
-            try:
-                notifier.send(alerts, changed=changed)
-            except NotifyError as exc:
-                log.warning("alert delivery failed: %s", exc)
-                ok = False
-        return ok
 
     def _alert(self, active: _Active, now: int, *, firing: bool) -> dict[str, Any]:
         hold_ns = int(4 * max(self.config.interval_s, self.config.resend_s) * NS_PER_S)
@@ -300,12 +292,7 @@ class SloEvaluator:
 
 def default_notifiers(config: AlertsConfig) -> list[Notifier]:
     """Alertmanager and/or webhook receivers named in ``config``."""
-    notifiers: list[Notifier] = []
-    if config.alertmanager_url:
-        notifiers.append(AlertmanagerNotifier(config.alertmanager_url))
-    if config.webhook_url:
-        notifiers.append(WebhookNotifier(config.webhook_url, f"{config.external_url.rstrip('/')}/ui/"))
-    return notifiers
+    return build_notifiers(config.alertmanager_url, config.webhook_url, config.external_url)
 
 
 def diagnosis_annotations(

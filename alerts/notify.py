@@ -107,6 +107,30 @@ class WebhookNotifier:
                 raise NotifyError(f"webhook {self.url}: HTTP {response.status_code}")
 
 
+def build_notifiers(alertmanager_url: str | None, webhook_url: str | None, external_url: str) -> list[Notifier]:
+    """Receivers for the URLs given (none for None): Alertmanager, and a webhook whose payloads name
+    ``external_url``'s UI."""
+    notifiers: list[Notifier] = []
+    if alertmanager_url:
+        notifiers.append(AlertmanagerNotifier(alertmanager_url))
+    if webhook_url:
+        notifiers.append(WebhookNotifier(webhook_url, f"{external_url.rstrip('/')}/ui/"))
+    return notifiers
+
+
+def send_to_all(notifiers: Sequence[Notifier], alerts: Sequence[dict[str, Any]], *, changed: bool) -> bool:
+    """Send ``alerts`` to every notifier (see :meth:`Notifier.send`); a failing one is logged and the others still
+    get them. Returns whether every notifier took them."""
+    ok = True
+    for notifier in notifiers:
+        try:
+            notifier.send(alerts, changed=changed)
+        except NotifyError as exc:
+            log.warning("alert delivery failed: %s", exc)
+            ok = False
+    return ok
+
+
 def alert_status(alert: dict[str, Any], now_ns: int) -> str:
     """``resolved`` when the alert's ``endsAt`` has passed, else ``firing``."""
     ends_at = alert.get("endsAt")

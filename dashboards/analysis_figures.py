@@ -83,7 +83,7 @@ def stage_percentile_table(percentiles: pl.DataFrame, drill: Callable[[str], Com
         html.Tr(
             className="hs-stage-row",
             children=[
-                html.Td([_swatch(STAGE_COLORS.get(row["stage"], NEUTRAL_COLOR)), stage_label(row["stage"])]),
+                html.Td([swatch(STAGE_COLORS.get(row["stage"], NEUTRAL_COLOR)), stage_label(row["stage"])]),
                 html.Td(f"{row['requests']:,}", style=_NUMBER),
                 *(html.Td(_ms(row[name]), style=_NUMBER) for name in ("p50_ns", "p95_ns", "p99_ns", "mean_ns")),
                 html.Td(_percent(row["share_of_e2e"]), style=_NUMBER),
@@ -135,7 +135,7 @@ def hotspot_table(
         html.Tr(
             className="hs-hotspot-row",
             children=[
-                html.Td([_swatch(service_color(row["service_name"])), row["service_name"]]),
+                html.Td([swatch(service_color(row["service_name"])), row["service_name"]]),
                 html.Td(shorten(row["name"], 80)),
                 html.Td(f"{row['spans']:,}", style=_NUMBER),
                 *(html.Td(_ms(row[name]), style=_NUMBER) for name in ("self_total_ns", "self_p95_ns", "self_mean_ns")),
@@ -224,7 +224,8 @@ def _finding_card(finding: Finding, trace_path: str, search: str | None) -> Comp
     return html.Article(className=f"hs-card hs-finding hs-finding-{finding.severity}", children=children)
 
 
-def _swatch(color: str) -> Component:
+def swatch(color: str) -> Component:
+    """A small square of ``color`` before a service's name (its colour on every page)."""
     return html.Span(className="hs-swatch", style={"background": color})
 
 

@@ -25,6 +25,7 @@ from dashboards.pages import (
     compare,
     diagnosis,
     hotspots,
+    incidents,
     search,
     services,
     stages,
@@ -43,6 +44,7 @@ PAGES: tuple[Page, ...] = (
     stages.PAGE,
     hotspots.PAGE,
     diagnosis.PAGE,
+    incidents.PAGE,
     throughput.PAGE,
     compare.PAGE,
 )

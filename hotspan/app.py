@@ -13,11 +13,14 @@ from dash.exceptions import DependencyException
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
+from alerts.anomaly import AnomalyLoop
 from alerts.config import AlertsConfig
 from alerts.evaluator import SloEvaluator, diagnosis_annotations
+from alerts.notify import build_notifiers
 from analysis import STAGES
 from api import analysis as analysis_api
 from api import diagnosis as diagnosis_api
+from api import incidents as incidents_api
 from api import red as red_api
 from api import throughput_latency as throughput_latency_api
 from api import topology as topology_api
@@ -48,12 +51,14 @@ from processors.pipeline.pipeline import TracePipeline
 from processors.pipeline.service_graph import ServiceGraphProcessor
 from processors.pipeline.tail_sampling import TailSampler, TailSamplingMetrics
 from processors.pipeline.trace_metrics import TraceMetrics, TraceMetricsProcessor
+from query.anomaly import AnomalySettings
 from query.service import QueryService
 from storage.analysis_store import ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
 from storage.engine_metrics import PrometheusEngineMetrics
 from storage.engine_reader import ClickHouseEngineReader
 from storage.faults import FaultInjectingClickHouse, FaultPlan
+from storage.incident_store import ClickHouseIncidentStore
 from storage.migrations import apply_migrations
 from storage.reader import ClickHouseTraceReader
 from storage.service_graph_writer import ClickHouseServiceGraphWriter
@@ -169,6 +174,7 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
         ClickHouseEngineReader(storage.clickhouse),
         trace_pipeline_config(settings),
         diagnosis_settings(settings),
+        ClickHouseIncidentStore(storage.clickhouse),
         engine_metrics,
     )
 
@@ -190,6 +196,32 @@ def open_slo_evaluator(config: AlertsConfig, query: QueryService) -> SloEvaluato
     """The built-in SLO evaluator for ``config`` (not started), reading through ``query``: its alerts name the
     cause the query room's diagnosis names."""
     return SloEvaluator(config, query.store, diagnose=partial(diagnosis_annotations, query.diagnosis))
+
+
+def open_anomaly_loop(
+    settings: Settings, query: QueryService, alerts: AlertsConfig | None, http_port: int
+) -> AnomalyLoop:
+    """The anomaly loop over the query room (not started): its detector with the ``HOTSPAN_ANOMALY_*`` settings,
+    sending incidents where ``HOTSPAN_ANOMALY_ALERTMANAGER_URL`` / ``_WEBHOOK_URL`` say, else where the SLO file
+    ``alerts`` sends its alerts; links point at the SLO file's ``external_url``, else at this server (bound to
+    ``http_port``)."""
+    detector = query.anomaly_detector(
+        AnomalySettings(
+            baseline_minutes=settings.anomaly_baseline_minutes,
+            min_calls=settings.anomaly_min_calls,
+            settle_s=settings.anomaly_settle_s,
+        )
+    )
+    alertmanager = settings.anomaly_alertmanager_url or (alerts.alertmanager_url if alerts else None)
+    webhook = settings.anomaly_webhook_url or (alerts.webhook_url if alerts else None)
+    external_url = alerts.external_url if alerts else f"http://{settings.host}:{http_port}"
+    return AnomalyLoop(
+        detector,
+        query.incidents,
+        build_notifiers(alertmanager, webhook, external_url),
+        interval_s=settings.anomaly_interval_s,
+        external_url=external_url,
+    )
 
 
 def open_trace_pipeline(
@@ -299,6 +331,7 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(topology_api.build_router(query.store))
     app.include_router(red_api.build_router(query.store))
     app.include_router(diagnosis_api.build_router(query.diagnosis))
+    app.include_router(incidents_api.build_router(query.incidents))
     app.include_router(analysis_api.build_router(query.analysis))
     app.include_router(throughput_latency_api.build_router(query))
 

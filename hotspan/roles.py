@@ -11,7 +11,9 @@ role            ingest  query  pipeline  scale-out
 ==============  ======  =====  ========  ===========================================================
 
 - ingest: OTLP/HTTP ``/v1/traces``, OTLP/gRPC, the spool and the writer (``collector``);
-- query: the REST and Jaeger APIs, the UI and the SLO evaluator (``query``, ``api``, ``dashboards``, ``alerts``);
+- query: the REST and Jaeger APIs, the UI, the SLO evaluator and the anomaly loop (``query``, ``api``, ``dashboards``,
+  ``alerts``); several query nodes each judge the same minutes into the same incidents (their IDs are derived from
+  the window), and Alertmanager merges their identical alerts;
 - pipeline: the quiet-trace analysis and its processors (``processors.pipeline``), on the worker's share of traces.
 
 Every role serves ``/healthz`` and ``/metrics``, both naming the role.

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import grpc
 import uvicorn
 
+from alerts.anomaly import AnomalyLoop
 from alerts.config import load_alerts_config
 from alerts.evaluator import SloEvaluator
 from collector.grpc_receiver import start_grpc_server
@@ -17,6 +18,7 @@ from collector.pipeline import IngestPipeline
 from hotspan.app import (
     Storage,
     create_app,
+    open_anomaly_loop,
     open_slo_evaluator,
     open_storage,
     open_trace_pipeline,
@@ -57,6 +59,8 @@ class RunningServer:
     trace_pipeline: TracePipeline | None = None
     slo_evaluator: SloEvaluator | None = None
     query: QueryService | None = None
+    anomaly_loop: AnomalyLoop | None = None
+    """The anomaly detector's loop (``HOTSPAN_ANOMALY``, query roles only)."""
     """The query room every read of this server goes through (REST API, UI, alerts)."""
 
     @property
@@ -71,6 +75,8 @@ class RunningServer:
         self.thread.join(timeout=10)
         if self.slo_evaluator is not None:
             self.slo_evaluator.stop()
+        if self.anomaly_loop is not None:
+            self.anomaly_loop.stop()
         if self.trace_pipeline is not None:
             self.trace_pipeline.stop()
         if self.pipeline is not None:
@@ -81,7 +87,8 @@ class RunningServer:
 
 def start_server(settings: Settings, storage: Storage | None = None) -> RunningServer:
     """Start the parts of ``settings.role`` (``hotspan.roles``): HTTP (uvicorn, in a thread) always, OTLP/gRPC
-    with ingest, the trace pipeline on the role's share of traces with pipeline, the SLO evaluator with query;
+    with ingest, the trace pipeline on the role's share of traces with pipeline, the SLO evaluator and the anomaly
+    loop (``HOTSPAN_ANOMALY``) with query;
     wait until HTTP accepts connections.
 
     Raises:
@@ -134,6 +141,10 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
         trace_pipeline.start()
     if slo_evaluator is not None:
         slo_evaluator.start()
+    anomaly_loop = None
+    if settings.anomaly and app.state.query is not None:
+        anomaly_loop = open_anomaly_loop(settings, app.state.query, alerts_config, http_port)
+        anomaly_loop.start()
     return RunningServer(
         settings,
         storage,
@@ -147,4 +158,5 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
         trace_pipeline,
         slo_evaluator,
         app.state.query,
+        anomaly_loop,
     )

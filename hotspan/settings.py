@@ -76,6 +76,19 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_CAPACITY_WINDOW_S``: how far back the capacity score reads the engines' metrics; seconds, default 300.
 - ``HOTSPAN_DIAGNOSIS_RULES``: YAML diagnosis rule table merged over the packaged one (``diagnosis.table``); path,
   default the packaged one.
+- ``HOTSPAN_ANOMALY``: whether query processes run the anomaly detector (``query.anomaly``, ``alerts.anomaly``): series
+  leaving their robust baseline open incidents with the diagnosis of their window; ``true`` or ``false``, default
+  ``true``.
+- ``HOTSPAN_ANOMALY_INTERVAL_S``: seconds between its evaluations (each judges the last whole minute); default 15.
+- ``HOTSPAN_ANOMALY_BASELINE_MINUTES``: minutes of trailing baseline (and the span of the seasonal one, a day back);
+  default 30.
+- ``HOTSPAN_ANOMALY_MIN_CALLS``: fewest calls in a minute's window before its latency or error rate is judged (and
+  the fewest per minute of a series whose throughput is judged); default 20.
+- ``HOTSPAN_ANOMALY_SETTLE_S``: how long after a minute ends it is judged (late spans, trace analysis); seconds,
+  default 20.
+- ``HOTSPAN_ANOMALY_ALERTMANAGER_URL`` / ``HOTSPAN_ANOMALY_WEBHOOK_URL``: where incidents are sent; default the SLO
+  file's ``alertmanager_url`` / ``webhook_url`` when ``HOTSPAN_ALERTS`` is set, else nowhere (incidents are still
+  stored and shown).
 - ``HOTSPAN_ALERTS``: SLO file (YAML, ``alerts.config``); when set, ``hotspan serve`` runs the built-in SLO
   evaluator (``alerts.evaluator``) that notifies the Alertmanager and/or webhook the file names; path,
   default none (no evaluator).
@@ -138,6 +151,13 @@ ENVIRONMENT = {
     "capacity_window_s": "HOTSPAN_CAPACITY_WINDOW_S",
     "diagnosis_rules_path": "HOTSPAN_DIAGNOSIS_RULES",
     "alerts_path": "HOTSPAN_ALERTS",
+    "anomaly": "HOTSPAN_ANOMALY",
+    "anomaly_interval_s": "HOTSPAN_ANOMALY_INTERVAL_S",
+    "anomaly_baseline_minutes": "HOTSPAN_ANOMALY_BASELINE_MINUTES",
+    "anomaly_min_calls": "HOTSPAN_ANOMALY_MIN_CALLS",
+    "anomaly_settle_s": "HOTSPAN_ANOMALY_SETTLE_S",
+    "anomaly_alertmanager_url": "HOTSPAN_ANOMALY_ALERTMANAGER_URL",
+    "anomaly_webhook_url": "HOTSPAN_ANOMALY_WEBHOOK_URL",
 }
 """Setting name → environment variable."""
 
@@ -190,6 +210,13 @@ class Settings(BaseModel):
     capacity_window_s: float = Field(300.0, gt=0)
     diagnosis_rules_path: Path | None = None
     alerts_path: Path | None = None
+    anomaly: bool = True
+    anomaly_interval_s: float = Field(15.0, gt=0)
+    anomaly_baseline_minutes: int = Field(30, ge=5)
+    anomaly_min_calls: int = Field(20, ge=1)
+    anomaly_settle_s: float = Field(20.0, ge=0)
+    anomaly_alertmanager_url: str | None = Field(None, pattern=r"^https?://")
+    anomaly_webhook_url: str | None = Field(None, pattern=r"^https?://")
 
     @field_validator("fault_injection")
     @classmethod

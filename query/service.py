@@ -11,6 +11,7 @@ from typing import Protocol
 from diagnosis import DiagnosisSettings
 from processors.pipeline.config import TracePipelineConfig
 from query.analysis import AnalysisService
+from query.anomaly import AnomalyDetector, AnomalySettings
 from query.diagnosis import DiagnosisService
 from query.throughput_latency import Latency, Throughput, ThroughputLatency, throughput_latency
 from query.topology import Topology, window_topology
@@ -18,6 +19,7 @@ from query.trace_views import TraceViews
 from storage.analysis_store import AnalysisStore
 from storage.engine_metrics import EngineMetricsReader
 from storage.engine_reader import EngineReader, EngineWindow
+from storage.incident_store import IncidentStore
 from storage.reader import TraceReader
 from storage.rollup_reader import EdgeScope, RollupReader
 
@@ -36,6 +38,7 @@ class QueryService:
         analysis: per-trace analysis and window aggregates (stages, hotspots, flame graphs, usage and cost).
         views: the trace model a trace page and its REST route show, read once per page load and kept.
         diagnosis: named causes over a window, with the configured rules, stage table and engine metrics.
+        incidents: the incidents the anomaly detector (:mod:`query.anomaly`) opened, and the series it judges.
         engines: vLLM's ``llm_request`` spans grouped by engine configuration (the throughput-latency view).
         engine_metrics: vLLM's metrics for the Services page; None without ``HOTSPAN_PROMETHEUS_URL``.
     """
@@ -44,6 +47,7 @@ class QueryService:
     analysis: AnalysisService
     views: TraceViews
     diagnosis: DiagnosisService
+    incidents: IncidentStore
     engines: EngineReader
     engine_metrics: EngineMetricsReader | None = None
 
@@ -55,6 +59,7 @@ class QueryService:
         engines: EngineReader,
         config: TracePipelineConfig,
         diagnosis: DiagnosisSettings,
+        incidents: IncidentStore,
         engine_metrics: EngineMetricsReader | None = None,
     ) -> QueryService:
         """The room over one store, with the pipeline's configuration (stage rules, prices) and the diagnosis
@@ -64,6 +69,7 @@ class QueryService:
             analysis=AnalysisService(store, analysis_store, config),
             views=TraceViews(store, config.stage_rules, max_read_spans=config.max_trace_spans),
             diagnosis=DiagnosisService(store, diagnosis, config.stage_rules),
+            incidents=incidents,
             engines=engines,
             engine_metrics=engine_metrics,
         )
@@ -72,6 +78,11 @@ class QueryService:
         """The service graph over ``[start_ns, end_ns]``, of ``scope``'s calls when given
         (:func:`query.topology.window_topology`)."""
         return window_topology(self.store, start_ns, end_ns, tenant=tenant, scope=scope)
+
+    def anomaly_detector(self, settings: AnomalySettings | None = None) -> AnomalyDetector:
+        """A detector judging this room's series into its incidents, explained by its diagnosis (not started:
+        ``alerts.anomaly.AnomalyLoop`` runs it)."""
+        return AnomalyDetector(self.incidents, self.store, self.store, self.diagnosis, settings)
 
     def throughput_latency(
         self,

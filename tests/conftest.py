@@ -32,6 +32,7 @@ ALONE = (
     "tests/reliability/",
     "tests/collector/test_overload.py",
     "tests/diagnosis/test_diagnosis_faults.py",
+    "tests/diagnosis/test_anomaly_faults.py",
     "tests/diagnosis/test_cpu_neighbour.py",
     "tests/instrumented_stack/test_stack_faults.py",
 )

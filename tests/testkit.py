@@ -124,6 +124,7 @@ def query_room(ch: ClickHouse) -> QueryService:
     from query.service import QueryService
     from storage.analysis_store import ClickHouseAnalysisStore
     from storage.engine_reader import ClickHouseEngineReader
+    from storage.incident_store import ClickHouseIncidentStore
     from storage.reader import ClickHouseTraceReader
 
     return QueryService.build(
@@ -132,4 +133,5 @@ def query_room(ch: ClickHouse) -> QueryService:
         ClickHouseEngineReader(ch),
         TracePipelineConfig(),
         load_diagnosis_settings(),
+        ClickHouseIncidentStore(ch),
     )

@@ -41,6 +41,7 @@ PAYLOADS = CORPUS[:: max(1, len(CORPUS) // 8)]
 PATH_VALUES = {
     "service": "acme-gateway",
     "trace_id": ACME_TRACE,
+    "incident_id": "0" * 32,
 }
 """Values for path parameters: acme's own, so the route reaches its query."""
 

@@ -1,0 +1,192 @@
+"""Issue 16's acceptance in real time: no incident on a steady clean run of the stack, one within two minutes of each
+injected fault, naming it.
+
+    .venv/bin/python benchmarks/anomaly_faults.py [--faults queue_saturation,retrieval_topk_blowup | all]
+        [--clean-s 390] [--fault-s 150] [--recover-s 150] [--users 4]
+
+Starts ``hotspan serve`` (its own process and data directory, the anomaly loop every 5 s, minutes judged 15 s after
+they end, traces analysed 2 s after they go quiet), then the instrumented stack in this process exporting over
+OTLP/HTTP: six and a half clean minutes (the detector judges once five minutes of baseline exist), then each fault
+switch in turn, its stack run for ``--fault-s`` while ``/api/v1/incidents`` is polled every 2 s, then clean again
+until the incident resolves (at most ``--recover-s``). The stack is the fault matrix's (Azure conversation rows,
+engine speed 20, 100 ms catalogue lookups), replayed by ``--users`` closed-loop users.
+
+Prints the incidents the clean run opened, then per fault: seconds from the fault's start to its incident's first
+appearance in the API, the incident's primary series, whether its new findings name the fault's expected cause
+(``tests/diagnosis/test_diagnosis_faults.py``'s table), and seconds of recovery until it resolved. The last line is
+``anomaly_fault_detection_max_s: <slowest detection>`` (``inf`` when a fault opened none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from instrumented_stack.faults import FAULTS, apply_faults
+from instrumented_stack.loadgen import UserSettings, replay_closed_loop
+from instrumented_stack.prompts import PromptBuilder
+from instrumented_stack.runner import with_speed
+from instrumented_stack.stack import Stack, StackConfig
+from instrumented_stack.telemetry import otlp_span_processors
+from instrumented_stack.tokenizer import default_tokenizer
+from instrumented_stack.tools import ToolsConfig
+from instrumented_stack.workload import load_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+# The fault matrix's stack parameters and answer key (fault switch -> the cause diagnosis names), kept in one place.
+sys.path.insert(0, str(ROOT / "tests" / "diagnosis"))
+from test_diagnosis_faults import EXPECTED_CAUSE, INTENTS, SPEED, TOOL_LATENCY_S  # noqa: E402
+
+SERVER_ENV = {
+    "HOTSPAN_ANOMALY_INTERVAL_S": "5",
+    "HOTSPAN_ANOMALY_SETTLE_S": "15",
+    "HOTSPAN_TRACE_IDLE_S": "2",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``hotspan serve`` on a free port; returns the process and its base URL once ``/healthz`` answers."""
+    port = free_port()
+    command = [sys.executable, "-m", "hotspan.cli", "serve", "--data-dir", str(data_dir)]
+    command += ["--http-port", str(port), "--grpc-port=-1"]
+    log = (data_dir / "serve.log").open("wb")
+    process = subprocess.Popen(command, cwd=ROOT, env=os.environ | SERVER_ENV, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    process.terminate()
+    raise RuntimeError(f"hotspan serve did not answer on {url}; see {data_dir / 'serve.log'}")
+
+
+class Load:
+    """The stack with ``faults`` on, replayed by ``users`` users in a background thread until :meth:`stop`."""
+
+    def __init__(self, url: str, faults: tuple[str, ...], users: int) -> None:
+        config = with_speed(
+            apply_faults(StackConfig(tools=ToolsConfig(lookup_latency_s=TOOL_LATENCY_S)), faults), SPEED
+        )
+        builder = PromptBuilder(default_tokenizer(), 7, INTENTS)
+        rows = load_workload("azure-conv", limit=200)
+        self._prompts = [builder.build(row) for row in itertools.islice(itertools.cycle(rows), 20_000)]
+        self._settings = UserSettings(tenants=config.credentials(("tenant-p0",)))
+        self._stack = Stack(config, otlp_span_processors(url))
+        self._users = users
+        self._duration_s = 0.0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def run_for(self, duration_s: float) -> None:
+        """Start the load for ``duration_s`` seconds (returns at once)."""
+        self._duration_s = duration_s
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def _run(self) -> None:
+        with self._stack as stack:
+            asyncio.run(
+                replay_closed_loop(
+                    stack.gateway_url, self._prompts, self._settings, users=self._users, duration_s=self._duration_s
+                )
+            )
+
+
+def incidents(url: str) -> list[dict[str, Any]]:
+    return httpx.get(f"{url}/api/v1/incidents", params={"limit": 1000}, timeout=30).json()["incidents"]
+
+
+def phase(url: str, faults: tuple[str, ...], users: int, duration_s: float) -> None:
+    load = Load(url, faults, users)
+    load.run_for(duration_s)
+    load.join()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--faults", default="queue_saturation,retrieval_topk_blowup")
+    parser.add_argument("--clean-s", type=float, default=390.0)
+    parser.add_argument("--fault-s", type=float, default=150.0)
+    parser.add_argument("--recover-s", type=float, default=150.0)
+    parser.add_argument("--users", type=int, default=4)
+    args = parser.parse_args()
+    faults = list(FAULTS) if args.faults == "all" else [name for name in args.faults.split(",") if name]
+    with tempfile.TemporaryDirectory(prefix="hotspan-anomaly-") as tmp:
+        process, url = serve(Path(tmp))
+        try:
+            phase(url, (), args.users, args.clean_s)
+            time.sleep(25)  # the last clean minute is judged 15 s after it ends
+            clean = incidents(url)
+            print(f"clean {args.clean_s:.0f} s: incidents opened {len(clean)}", flush=True)
+            for incident in clean:
+                print(f"  clean incident: {incident['service']} {incident['name']} {incident['metric']}", flush=True)
+            slowest = 0.0
+            for fault in faults:
+                seen = {incident["incident_id"] for incident in incidents(url)}
+                started = time.time()
+                load = Load(url, (fault,), args.users)
+                load.run_for(args.fault_s)
+                found = None
+                while found is None and time.time() - started < args.fault_s + 30:
+                    fresh = [i for i in incidents(url) if i["incident_id"] not in seen]
+                    found = fresh[-1] if fresh else None
+                    if found is None:
+                        time.sleep(2)
+                detected_s = time.time() - started
+                load.join()
+                if found is None:
+                    print(f"{fault}: no incident within {args.fault_s + 30:.0f} s", flush=True)
+                    slowest = float("inf")
+                    continue
+                slowest = max(slowest, detected_s)
+                new = [f["cause"] for f in found["findings"] if f["new"]]
+                named = EXPECTED_CAUSE[fault] in new
+                recovery_start = time.time()
+                recovery = Load(url, (), args.users)
+                recovery.run_for(args.recover_s)
+                resolved_s = None
+                while resolved_s is None and time.time() - recovery_start < args.recover_s:
+                    now = {i["incident_id"]: i for i in incidents(url)}
+                    if now[found["incident_id"]]["status"] == "resolved":
+                        resolved_s = time.time() - recovery_start
+                    else:
+                        time.sleep(2)
+                recovery.join()
+                print(
+                    f"{fault}: incident after {detected_s:.0f} s on {found['service']} {found['name']} "
+                    f"{found['metric']} (x{found['observed_value'] / max(found['baseline_value'], 1e-9):.1f}); "
+                    f"new causes {new}; names {EXPECTED_CAUSE[fault]}: {'yes' if named else 'no'}; "
+                    + (f"resolved after {resolved_s:.0f} s" if resolved_s is not None else "not resolved"),
+                    flush=True,
+                )
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    print(f"anomaly_fault_detection_max_s: {slowest:.0f}")
+
+
+if __name__ == "__main__":
+    main()

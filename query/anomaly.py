@@ -1,0 +1,468 @@
+"""Anomaly detection that explains itself: series that leave their robust baseline open incidents, each carrying
+the query room's diagnosis of its window against the baseline window, the service's topology neighbours and
+example traces; an incident resolves when its series are back.
+
+**Series.** Per (service, operation, span kind), from the per-minute RED rollup (``hotspan_red_minutes``): p95
+latency (``p95_ms``), error rate (``error_rate``, 0..1) and throughput (``throughput_per_min``); per (root service,
+stage), from the trace pipeline's request summaries: the p95 of the stage's critical-path time per request
+(``p95_ms``; a stage's error rate and throughput are its root's, already judged on the root's operation).
+
+**Windows.** An evaluation at ``now`` judges the last ``window_minutes`` whole minutes ending ``settle_s`` before
+``now`` (spans of a minute arrive until its requests end and their exporters flush; stage rows once the pipeline
+analysed the traces). A series' baseline is the same span of minutes one day earlier (``baseline_minutes``
+centred on the window's time of day: seasonal) when that holds ``min_baseline_minutes`` samples, else the
+``baseline_minutes`` minutes before the window (trailing).
+
+**Judgement.** :mod:`analysis.baseline`: median and MAD of the baseline's per-minute values, robust z-score of the
+window's value above ``z_limit`` plus a material change (:data:`METRIC_RULES`). Small samples judge nothing: a
+minute enters a latency or error-rate baseline with ``min_minute_calls`` calls, a window is judged with
+``min_calls``, and throughput only for series whose baseline median is ``min_calls`` per minute.
+
+**Incidents.** Deviating series of one evaluation are grouped by the connected part of the window's service
+graph their service sits in (one fault in an agent stack moves several services' series: one incident, not
+five). A group whose services meet an open incident's joins it; any other opens an incident, whose ID is derived
+from the tenant, the group and the window, so evaluating the same window again never duplicates it. An open
+incident keeps the baselines it was opened against (a trailing baseline would slowly learn the fault as normal)
+and resolves in the first window where none of its series scores above ``close_z`` (hysteresis: half the
+opening limit by default) and at least one could be judged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import polars as pl
+
+from analysis.baseline import Z_LIMIT, MetricRule, robust_baselines, robust_scores
+from diagnosis import DiagnosisReport
+from processors.pipeline.service_graph import USER
+from query.diagnosis import DiagnosisService
+from query.topology import window_topology
+from storage.incident_store import Incident, IncidentQuery, IncidentStore, SeriesKind
+from storage.reader import TraceQuery, TraceReader
+from storage.rollup_reader import RollupReader
+from units import NS_PER_MS, NS_PER_S
+
+log = logging.getLogger(__name__)
+
+MINUTE_NS = 60 * NS_PER_S
+DAY_NS = 86_400 * NS_PER_S
+KEYS = ("kind", "service", "name", "span_kind", "metric")
+"""Columns naming one series."""
+
+METRIC_RULES: dict[str, MetricRule] = {
+    "p95_ms": MetricRule("up", relative_floor=0.1, absolute_floor=1.0, min_ratio=1.5, min_delta=10.0),
+    "error_rate": MetricRule("up", relative_floor=0.0, absolute_floor=0.01, min_delta=0.05),
+    "throughput_per_min": MetricRule("down", relative_floor=0.1, absolute_floor=1.0, min_ratio=2.0),
+}
+"""Per metric: latency must grow 1.5x and 10 ms (a p95 of a few ms moves by that much with the host's load alone), the
+error rate 5 points, throughput halve, each beyond the robust z limit with the scale floored at 10 % of the median
+(latency, throughput) or 1 point (error rate)."""
+
+Change = Literal["opened", "updated", "resolved"]
+
+_KINDS: tuple[SeriesKind, ...] = ("operation", "stage")
+
+
+@dataclass(frozen=True)
+class AnomalySettings:
+    """The detector's knobs (module docstring); ``hotspan.settings`` sets them from ``HOTSPAN_ANOMALY_*``."""
+
+    window_minutes: int = 1
+    baseline_minutes: int = 30
+    min_baseline_minutes: int = 5
+    settle_s: float = 20.0
+    min_calls: int = 20
+    min_minute_calls: int = 5
+    z_limit: float = Z_LIMIT
+    close_z: float = Z_LIMIT / 2
+    example_traces: int = 5
+    diagnosis_traces: int = 500
+
+
+@dataclass(frozen=True)
+class IncidentChange:
+    """One incident version the detector wrote, and what happened: ``opened``, ``updated`` (more series deviated,
+    or its series still deviate in a later window) or ``resolved``."""
+
+    incident: Incident
+    change: Change
+
+
+@dataclass(frozen=True)
+class _Window:
+    start_ns: int
+    end_ns: int
+    baseline_start_ns: int
+    seasonal_start_ns: int
+    seasonal_end_ns: int
+
+
+class AnomalyDetector:
+    """Evaluates every active tenant's series and writes incident changes.
+
+    Args:
+        store: the series and incidents (:class:`storage.incident_store.IncidentStore`).
+        reader: traces, for examples (the query room's store).
+        rollups: the service-graph rollup, for neighbours and grouping (the query room's store).
+        diagnosis: the query room's diagnosis (the same rules the API, the UI and the SLO alerts use).
+        settings: the knobs.
+        clock: ns since the epoch.
+
+    Thread safety: :meth:`evaluate` calls are serialised.
+    """
+
+    def __init__(
+        self,
+        store: IncidentStore,
+        reader: TraceReader,
+        rollups: RollupReader,
+        diagnosis: DiagnosisService,
+        settings: AnomalySettings | None = None,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._rollups = rollups
+        self._diagnosis = diagnosis
+        self.settings = settings or AnomalySettings()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._judged: dict[str, int] = {}
+
+    def evaluate(self, now_ns: int | None = None) -> list[IncidentChange]:
+        """Judge the window ending ``settle_s`` before ``now_ns`` (default the clock) for every tenant with spans
+        in it or an open incident, write the changed incidents, return them. A tenant whose window was judged
+        already is skipped. Raises what storage raises (nothing is written then)."""
+        with self._lock:
+            window = self._window(self._clock() if now_ns is None else now_ns)
+            open_incidents = self._store.incidents(IncidentQuery(status="open", limit=10_000), tenant=None)
+            tenants = set(self._store.active_tenants(window.start_ns, window.end_ns))
+            tenants |= {incident.tenant for incident in open_incidents}
+            changes: list[IncidentChange] = []
+            judged = [tenant for tenant in sorted(tenants) if self._judged.get(tenant) != window.end_ns]
+            for tenant in judged:
+                mine = [incident for incident in open_incidents if incident.tenant == tenant]
+                changes += self._evaluate_tenant(tenant, window, mine, version=max(self._clock(), window.end_ns))
+            self._store.write([change.incident for change in changes])
+            # Only once written: a failed round judges the same window again next time.
+            self._judged |= dict.fromkeys(judged, window.end_ns)
+            return changes
+
+    def _window(self, now_ns: int) -> _Window:
+        s = self.settings
+        end = (now_ns - int(s.settle_s * NS_PER_S)) // MINUTE_NS * MINUTE_NS
+        start = end - s.window_minutes * MINUTE_NS
+        half = (s.baseline_minutes * MINUTE_NS) // 2
+        return _Window(
+            start_ns=start,
+            end_ns=end,
+            baseline_start_ns=start - s.baseline_minutes * MINUTE_NS,
+            seasonal_start_ns=start - DAY_NS - half,
+            seasonal_end_ns=end - DAY_NS + half,
+        )
+
+    def _evaluate_tenant(
+        self, tenant: str, window: _Window, open_incidents: list[Incident], *, version: int
+    ) -> list[IncidentChange]:
+        observed = self._observed(tenant, window)
+        changes: dict[str, IncidentChange] = {}
+        current: dict[str, Incident] = {}
+        for incident in open_incidents:
+            change = self._follow(incident, observed, window, version)
+            if change is not None:
+                changes[incident.incident_id] = change
+            if change is None or change.change != "resolved":
+                current[incident.incident_id] = incident if change is None else change.incident
+        followed = pl.DataFrame(
+            [{key: s[key] for key in KEYS} for i in current.values() for s in i.series],
+            schema=dict.fromkeys(KEYS, pl.String),
+        )
+        fresh = self._scored(tenant, observed, window).filter(pl.col("deviates")).join(followed, on=KEYS, how="anti")
+        if fresh.height == 0:
+            return list(changes.values())
+        topology = window_topology(self._rollups, window.start_ns, window.end_ns, tenant=tenant)
+        component = _components(topology.edges)
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for row in fresh.sort("score", descending=True).iter_rows(named=True):
+            groups.setdefault(component.get(row["service"], row["service"]), []).append(row)
+        for key, rows in groups.items():
+            target = next((i for i in current.values() if any(component.get(s, s) == key for s in i.services)), None)
+            if target is None:
+                incident_id = _incident_id(tenant, key, window)
+                if self._store.incidents(IncidentQuery(incident_id=incident_id, limit=1), tenant=tenant):
+                    continue  # this window was judged before (a restart): its incident stands as it is
+                opened = self._open(tenant, incident_id, rows, window, topology.edges, version)
+                changes[opened.incident_id] = IncidentChange(opened, "opened")
+                current[opened.incident_id] = opened
+            else:
+                joined = self._join(target, rows, window, version)
+                changes[joined.incident_id] = IncidentChange(joined, "updated")
+                current[joined.incident_id] = joined
+        return list(changes.values())
+
+    def _observed(self, tenant: str, window: _Window) -> pl.DataFrame:
+        """The window's value of every series: the :data:`KEYS`, ``value``, ``calls``."""
+        frames = [
+            _metric_values(
+                self._store.series(kind, window.start_ns, window.end_ns, tenant=tenant, whole=True),
+                kind,
+                min_calls=self.settings.min_calls,
+                per_minute=self.settings.window_minutes,
+            )
+            for kind in _KINDS
+        ]
+        return pl.concat(frames)
+
+    def _scored(self, tenant: str, observed: pl.DataFrame, window: _Window) -> pl.DataFrame:
+        """Every judged series: :data:`KEYS`, ``value``, ``calls``, ``median``, ``sigma``, ``samples``, ``scale``,
+        ``score``, ``deviates``, ``seasonal``, ``baseline_start_ns``, ``baseline_end_ns``."""
+        s = self.settings
+        scored = []
+        for kind in _KINDS:
+            trailing = self._baseline(tenant, kind, window.baseline_start_ns, window.start_ns)
+            seasonal = self._baseline(tenant, kind, window.seasonal_start_ns, window.seasonal_end_ns)
+            seasonal = seasonal.filter(pl.col("samples") >= s.min_baseline_minutes)
+            chosen = pl.concat(
+                [
+                    seasonal.with_columns(
+                        pl.lit(True).alias("seasonal"),
+                        pl.lit(window.seasonal_start_ns).alias("baseline_start_ns"),
+                        pl.lit(window.seasonal_end_ns).alias("baseline_end_ns"),
+                    ),
+                    trailing.join(seasonal.select(KEYS), on=list(KEYS), how="anti").with_columns(
+                        pl.lit(False).alias("seasonal"),
+                        pl.lit(window.baseline_start_ns).alias("baseline_start_ns"),
+                        pl.lit(window.start_ns).alias("baseline_end_ns"),
+                    ),
+                ]
+            )
+            for metric, rule in METRIC_RULES.items():
+                baselines = chosen.filter(pl.col("metric") == metric)
+                if metric == "throughput_per_min":
+                    baselines = baselines.filter(pl.col("median") >= s.min_calls)
+                mine = observed.filter((pl.col("kind") == kind) & (pl.col("metric") == metric))
+                scored.append(
+                    robust_scores(mine, baselines, KEYS, rule, z_limit=s.z_limit, min_samples=s.min_baseline_minutes)
+                )
+        return pl.concat(scored, how="diagonal_relaxed")
+
+    def _baseline(self, tenant: str, kind: SeriesKind, start_ns: int, end_ns: int) -> pl.DataFrame:
+        minutes = self._store.series(kind, start_ns, end_ns, tenant=tenant)
+        values = _metric_values(minutes, kind, min_calls=self.settings.min_minute_calls, per_minute=1)
+        return robust_baselines(values, KEYS)
+
+    def _follow(
+        self, incident: Incident, observed: pl.DataFrame, window: _Window, version: int
+    ) -> IncidentChange | None:
+        """An open incident in this window: resolved when none of its series is above ``close_z`` against the
+        baseline it opened with (and one could be judged), updated when one still deviates, else unchanged."""
+        kept = pl.DataFrame(
+            [
+                {key: series[key] for key in KEYS}
+                | {"median": series["baseline"], "sigma": series["baseline_scale"], "samples": 1 << 30}
+                for series in incident.series
+            ]
+        ).cast({"samples": pl.UInt32, "median": pl.Float64, "sigma": pl.Float64})
+        judged = []
+        for metric, rule in METRIC_RULES.items():
+            mine = observed.filter(pl.col("metric") == metric)
+            judged.append(
+                robust_scores(mine, kept.filter(pl.col("metric") == metric), KEYS, rule, z_limit=self.settings.close_z)
+            )
+        scores = pl.concat(judged)
+        if scores.height == 0:
+            return None
+        if scores["deviates"].any():
+            if incident.last_deviation_end_ns >= window.end_ns:
+                return None
+            updated = replace(incident, last_deviation_end_ns=window.end_ns, version=version)
+            return IncidentChange(updated, "updated")
+        resolved = replace(incident, status="resolved", resolved_at_ns=window.end_ns, version=version)
+        return IncidentChange(resolved, "resolved")
+
+    def _join(self, incident: Incident, rows: list[dict[str, Any]], window: _Window, version: int) -> Incident:
+        series = incident.series + [_series(row) for row in rows]
+        services = sorted(set(incident.services) | {row["service"] for row in rows})
+        return replace(incident, series=series, services=services, last_deviation_end_ns=window.end_ns, version=version)
+
+    def _open(
+        self,
+        tenant: str,
+        incident_id: str,
+        rows: list[dict[str, Any]],
+        window: _Window,
+        edges: pl.DataFrame,
+        version: int,
+    ) -> Incident:
+        top = rows[0]
+        baseline_start, baseline_end = int(top["baseline_start_ns"]), int(top["baseline_end_ns"])
+        findings = self._findings(tenant, top["service"], window, baseline_start, baseline_end)
+        return Incident(
+            tenant=tenant,
+            incident_id=incident_id,
+            status="open",
+            window_start_ns=window.start_ns,
+            window_end_ns=window.end_ns,
+            baseline_start_ns=baseline_start,
+            baseline_end_ns=baseline_end,
+            seasonal=bool(top["seasonal"]),
+            kind=top["kind"],
+            service=top["service"],
+            name=top["name"],
+            span_kind=top["span_kind"],
+            metric=top["metric"],
+            baseline_value=float(top["median"]),
+            observed_value=float(top["value"]),
+            score=float(top["score"]),
+            services=sorted({row["service"] for row in rows}),
+            series=[_series(row) for row in rows],
+            findings=findings,
+            neighbours=_neighbours(edges, top["service"]),
+            example_trace_ids=self._examples(tenant, top, window),
+            last_deviation_end_ns=window.end_ns,
+            version=version,
+        )
+
+    def _findings(
+        self, tenant: str, service: str, window: _Window, baseline_start: int, baseline_end: int
+    ) -> list[dict[str, Any]]:
+        """The window's findings against the baseline window's: each with ``new`` when the baseline window did
+        not have that cause at that severity or worse; new ones first. Empty when diagnosis fails (an incident
+        never waits on it)."""
+        limit = self.settings.diagnosis_traces
+        try:
+            now = self._diagnosis.diagnose(
+                tenant=tenant, start_ns=window.start_ns, end_ns=window.end_ns - 1, service=service, limit=limit
+            )
+            before = self._diagnosis.diagnose(
+                tenant=tenant, start_ns=baseline_start, end_ns=baseline_end - 1, service=service, limit=limit
+            )
+        except Exception:
+            log.exception("diagnosis of an incident window of %s failed; the incident names no cause", service)
+            return []
+        return compare_findings(now, before)
+
+    def _examples(self, tenant: str, top: dict[str, Any], window: _Window) -> list[str]:
+        """The slowest (latency, throughput) or failed (error rate) traces of the primary series in the window."""
+        operation = top["kind"] == "operation"
+        query = TraceQuery(
+            service=top["service"],
+            operation=top["name"] if operation else None,
+            span_kind=top["span_kind"] if operation else None,
+            start_ns=window.start_ns,
+            end_ns=window.end_ns - 1,
+            status_code="Error" if top["metric"] == "error_rate" else None,
+            min_duration_ns=round(top["median"] * NS_PER_MS) if top["metric"] == "p95_ms" and operation else None,
+            limit=100,
+        )
+        try:
+            found = self._reader.search(query, tenant=tenant)
+        except Exception:
+            log.exception("example traces of an incident on %s could not be read", top["service"])
+            return []
+        slowest = found.sort("duration_ns", descending=True).head(self.settings.example_traces)
+        return [str(trace_id) for trace_id in slowest["trace_id"].to_list()]
+
+
+def _metric_values(rows: pl.DataFrame, kind: SeriesKind, *, min_calls: int, per_minute: int) -> pl.DataFrame:
+    """Series rows (:data:`storage.incident_store.SERIES_SCHEMA`) as one row per series, bucket and metric: the
+    :data:`KEYS`, ``bucket_ns``, ``value`` and ``calls``. Latency and error rate need ``min_calls`` calls in the
+    bucket; throughput is calls per minute (the bucket spans ``per_minute`` minutes); stages give latency only."""
+    enough = pl.col("calls") >= min_calls
+    metrics = {
+        "p95_ms": pl.when(enough).then(pl.col("p95_ns") / NS_PER_MS),
+        "error_rate": pl.when(enough).then(pl.col("errors") / pl.col("calls")),
+        "throughput_per_min": pl.col("calls") / per_minute,
+    }
+    chosen = {"p95_ms": metrics["p95_ms"]} if kind == "stage" else metrics
+    base = rows.with_columns(pl.lit(kind).alias("kind"))
+    frames = [
+        base.select(
+            "kind",
+            "service",
+            "name",
+            "span_kind",
+            pl.lit(metric).alias("metric"),
+            "bucket_ns",
+            value.cast(pl.Float64).alias("value"),
+            "calls",
+        )
+        for metric, value in chosen.items()
+    ]
+    return pl.concat(frames)
+
+
+def compare_findings(window: DiagnosisReport, baseline: DiagnosisReport) -> list[dict[str, Any]]:
+    """The findings of ``window`` as dicts (``cause``, ``title``, ``severity``, ``confidence``, ``remedy``,
+    ``new``), ``new`` when ``baseline`` has no finding of that cause at that severity or worse; new ones first,
+    then in the window report's rank order. Pure."""
+    order = ("info", "warning", "critical")
+    before = {f.cause: order.index(f.severity) for f in baseline.findings}
+    found = [
+        {
+            "cause": f.cause,
+            "title": f.title,
+            "severity": f.severity,
+            "confidence": f.confidence,
+            "remedy": f.remedy,
+            "new": before.get(f.cause, -1) < order.index(f.severity),
+        }
+        for f in window.findings
+    ]
+    return sorted(found, key=lambda f: not f["new"])
+
+
+def _incident_id(tenant: str, group: str, window: _Window) -> str:
+    """The ID of the incident a group of series opens in a window: the same whenever that window is judged."""
+    return hashlib.sha256(f"{tenant}\0{group}\0{window.start_ns}".encode()).hexdigest()[:32]
+
+
+def _series(row: dict[str, Any]) -> dict[str, Any]:
+    """A deviating series as an incident keeps it: keys, observed value, its baseline (median and floored
+    scale, kept to judge recovery), score, calls, whether the baseline was seasonal."""
+    return {key: row[key] for key in KEYS} | {
+        "observed": float(row["value"]),
+        "baseline": float(row["median"]),
+        "baseline_scale": float(row["scale"]),
+        "score": float(row["score"]),
+        "calls": int(row["calls"]),
+        "seasonal": bool(row["seasonal"]),
+    }
+
+
+def _components(edges: pl.DataFrame) -> dict[str, str]:
+    """Each node of the service graph → the smallest name of its connected part (the outside caller ``user``
+    left out, or every service would be one part through it)."""
+    parent: dict[str, str] = {}
+
+    def root(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for client, server in edges.select("client", "server").iter_rows():
+        if USER in (client, server):
+            continue
+        a, b = root(client), root(server)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    return {node: root(node) for node in list(parent)}
+
+
+def _neighbours(edges: pl.DataFrame, service: str) -> list[str]:
+    """Nodes with an edge to or from ``service`` in the window's service graph, sorted."""
+    found: Iterable[str] = (
+        server if client == service else client
+        for client, server in edges.select("client", "server").iter_rows()
+        if service in (client, server)
+    )
+    return sorted(set(found) - {service})

@@ -1,0 +1,132 @@
+"""SQL of the anomaly detector: the per-minute series it baselines (from the RED rollup and the request summaries)
+and its incidents (``hotspan_incidents``, migration 0060). Every value is a bound ``{name:Type}`` parameter; the
+templates are ``str.format`` strings (bound parameters written ``{{name:Type}}``) whose fields take fixed fragments
+chosen by :mod:`storage.incident_store`: ``{bucket}`` (one of :data:`MINUTE_BUCKET`, :data:`SUMMARY_MINUTE_BUCKET`,
+:data:`WHOLE_WINDOW`) and ``{conditions}`` (the tenant condition, :func:`storage.tenancy.tenant_condition`, and
+fixed filters).
+
+A series row is one (service, name, span kind) in one bucket: ``calls``, ``errors`` and ``p95_ns`` (Float64 ns, NaN
+without values). Windows are half-open ``[start_ns, end_ns)`` on whole minutes.
+"""
+
+from __future__ import annotations
+
+MINUTE_BUCKET = "toInt64(toUnixTimestamp(Timestamp)) * 1000000000"
+"""Bucket of a RED rollup row: its minute (the rollup is per minute already), ns."""
+
+SUMMARY_MINUTE_BUCKET = "toInt64(toUnixTimestamp(toStartOfMinute(Timestamp))) * 1000000000"
+"""Bucket of a request summary: the minute its request started, ns."""
+
+WHOLE_WINDOW = "{start_ns:Int64}"
+"""One bucket for the whole window, named by its start."""
+
+OPERATION_SERIES = """
+SELECT
+    ServiceName AS service,
+    SpanName AS name,
+    SpanKind AS span_kind,
+    {bucket} AS bucket_ns,
+    sum(Calls) AS calls,
+    sum(Errors) AS errors,
+    quantilesMerge(0.5, 0.95, 0.99)(DurationQuantiles)[2] AS p95_ns
+FROM hotspan_red_minutes
+WHERE Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+  AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}})
+  AND {conditions}
+GROUP BY service, name, span_kind, bucket_ns
+ORDER BY service, name, span_kind, bucket_ns
+"""
+"""Per (service, operation, span kind) and bucket, from ``hotspan_red_minutes``: spans, failed spans, p95 duration
+(ClickHouse's ``quantiles`` states merged; exact below 8192 values)."""
+
+STAGE_SERIES = """
+SELECT
+    RootService AS service,
+    stage AS name,
+    '' AS span_kind,
+    {bucket} AS bucket_ns,
+    count() AS calls,
+    countIf(ErrorCount > 0) AS errors,
+    quantile(0.95)(stage_ns) AS p95_ns
+FROM hotspan_trace_summary FINAL
+ARRAY JOIN mapKeys(StageNs) AS stage, mapValues(StageNs) AS stage_ns
+WHERE Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+  AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}})
+  AND {conditions}
+GROUP BY service, name, span_kind, bucket_ns
+ORDER BY service, name, span_kind, bucket_ns
+"""
+"""Per (root service, stage) and bucket, from the trace pipeline's request summaries: requests that spent time in
+the stage, those of them with an error span, and the p95 of the stage's critical-path time per request (ns)."""
+
+ACTIVE_TENANTS = """
+SELECT DISTINCT Tenant FROM hotspan_red_minutes
+WHERE Timestamp >= fromUnixTimestamp64Nano({start_ns:Int64})
+  AND Timestamp < fromUnixTimestamp64Nano({end_ns:Int64})
+ORDER BY Tenant
+"""
+"""Tenants that stored spans in a window: the detector evaluates each (it acts for every tenant, as the pipeline
+does; what it writes is each tenant's own)."""
+
+INCIDENT_COLUMNS = """
+    Tenant AS tenant,
+    IncidentId AS incident_id,
+    Status AS status,
+    toUnixTimestamp64Nano(Timestamp) AS window_start_ns,
+    toUnixTimestamp64Nano(WindowEnd) AS window_end_ns,
+    toUnixTimestamp64Nano(BaselineStart) AS baseline_start_ns,
+    toUnixTimestamp64Nano(BaselineEnd) AS baseline_end_ns,
+    Seasonal AS seasonal,
+    Kind AS kind,
+    ServiceName AS service,
+    Name AS name,
+    SpanKind AS span_kind,
+    Metric AS metric,
+    BaselineValue AS baseline_value,
+    ObservedValue AS observed_value,
+    Score AS score,
+    Services AS services,
+    Series AS series,
+    Findings AS findings,
+    Neighbours AS neighbours,
+    ExampleTraceIds AS example_trace_ids,
+    toUnixTimestamp64Nano(LastDeviationEnd) AS last_deviation_end_ns,
+    toUnixTimestamp64Nano(ResolvedAt) AS resolved_at_ns,
+    Version AS version"""
+
+INCIDENTS = (
+    """
+SELECT * FROM (
+    SELECT"""
+    + INCIDENT_COLUMNS
+    + """
+    FROM hotspan_incidents
+    WHERE {conditions}
+    ORDER BY Version DESC
+    LIMIT 1 BY Tenant, IncidentId
+)
+WHERE {latest}
+ORDER BY window_start_ns DESC, incident_id
+LIMIT {{limit:UInt32}}
+"""
+)
+"""Incidents, each at its newest version (``LIMIT 1 BY`` after ordering by version: correct before any merge and
+on a cluster, where versions of one incident may sit on different shards). ``{conditions}`` filter what never
+changes (tenant, ID, opening time, series); ``{latest}`` what a later version changes (status, resolution)."""
+
+INCIDENT_FILTERS = {
+    "incident_id": "IncidentId = {incident_id:String}",
+    "service": "has(Services, {service:String})",
+    "metric": "Metric = {metric:String}",
+    "end_ns": "Timestamp <= fromUnixTimestamp64Nano({end_ns:Int64})",
+}
+"""Optional conditions on what never changes in an incident, by parameter name: an ID, a service among those that
+deviated, the primary metric, opened by ``end_ns``. (A condition on what changes must go to :data:`LATEST_FILTERS`:
+here it would pick an older version instead of dropping the incident.)"""
+
+LATEST_FILTERS = {
+    "status": "status = {status:String}",
+    "start_ns": "(resolved_at_ns IS NULL OR resolved_at_ns >= {start_ns:Int64})",
+}
+"""Conditions on an incident's newest version (``{latest}``): its status; still open at ``start_ns`` (with
+``end_ns`` among the others: open at some moment of the window)."""

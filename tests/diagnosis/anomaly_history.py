@@ -1,0 +1,68 @@
+"""Stored history for the anomaly detector's tests: steady minutes of agent requests, one minute of queue saturation,
+steady minutes again (:mod:`diagnosis_support`'s requests), laid on whole minutes; and the detector's settings for
+it (shorter baselines, smaller minimum counts than the defaults: 24 requests a minute)."""
+
+from __future__ import annotations
+
+import numpy as np
+from diagnosis_support import T0, Chat, Request, SpanSpec, build_all
+
+from query.anomaly import MINUTE_NS, AnomalySettings
+
+STEADY_MINUTES = 8
+FAULT_MINUTE = STEADY_MINUTES
+RECOVERY_MINUTES = 2
+MINUTES = FAULT_MINUTE + 1 + RECOVERY_MINUTES
+PER_MINUTE = 24
+BASE = (T0 // MINUTE_NS + 1) * MINUTE_NS
+"""Start of the first minute (whole minutes, as the rollups are)."""
+SETTINGS = AnomalySettings(
+    window_minutes=1, baseline_minutes=10, min_baseline_minutes=5, settle_s=0, min_calls=10, min_minute_calls=5
+)
+
+
+def steady(minute: int, rng: np.random.Generator) -> list[SpanSpec]:
+    """Requests spread over the minute, tool and engine times jittered by a few ms."""
+    return build_all(
+        Request(
+            trace=minute * 1000 + i,
+            start_ms=(BASE - T0) / 1e6 + minute * 60_000 + i * 2_400,
+            tool_ms=float(rng.normal(20.0, 2.0)),
+            chats=(
+                Chat(
+                    prompt=f"q {minute} {i}",
+                    decode_ms=float(rng.normal(20.0, 2.0)),
+                    prefill_ms=float(rng.normal(8.0, 1.0)),
+                ),
+            ),
+        )
+        for i in range(PER_MINUTE)
+    )
+
+
+def saturated(minute: int) -> list[SpanSpec]:
+    """Two bursts of twelve requests 20 ms apart, each waiting 25 ms more in the engine's queue than the one
+    before (``diagnosis_cases.queue_saturation``'s shape)."""
+    return build_all(
+        Request(
+            trace=minute * 1000 + burst * 100 + i,
+            start_ms=(BASE - T0) / 1e6 + minute * 60_000 + burst * 30_000 + i * 20.0,
+            chats=(Chat(prompt=f"queued {minute} {burst} {i}", queue_ms=25.0 * (i + 1)),),
+        )
+        for burst in range(2)
+        for i in range(12)
+    )
+
+
+def history(seed: int = 11) -> list[list[SpanSpec]]:
+    """The spans of every minute, in order: :data:`STEADY_MINUTES` steady, the fault, :data:`RECOVERY_MINUTES`
+    steady."""
+    rng = np.random.default_rng(seed)
+    minutes = [steady(m, rng) for m in range(STEADY_MINUTES)]
+    minutes.append(saturated(FAULT_MINUTE))
+    return minutes + [steady(FAULT_MINUTE + 1 + m, rng) for m in range(RECOVERY_MINUTES)]
+
+
+def at_end_of(minute: int) -> int:
+    """The clock at the end of ``minute``: when the detector judges it (settle 0)."""
+    return BASE + (minute + 1) * MINUTE_NS

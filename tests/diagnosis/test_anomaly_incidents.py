@@ -1,0 +1,133 @@
+"""The anomaly detector on stored history: steady minutes of agent requests, then a minute of queue saturation,
+then steady minutes again. Spans go through the collector's decode path and the trace pipeline (service graph,
+request summaries) into one embedded ClickHouse database; the detector is evaluated minute by minute with the
+clock set to each minute's end.
+
+Checked: no incident on the steady part (including the first minutes, whose baselines are too short), exactly
+one incident on the fault minute naming the deviating series with their baselines, the diagnosis finding of the
+fault as new against the baseline window, topology neighbours and example traces of the fault minute; evaluating
+the same window again (another detector, as after a restart) duplicates nothing; the incident resolves once the
+series are back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from anomaly_history import FAULT_MINUTE, MINUTES, SETTINGS, at_end_of, saturated
+from anomaly_history import history as history_minutes
+from diagnosis_support import otlp_request
+
+from collector.ingest import Ingestor
+from hotspan.app import Storage, open_trace_pipeline, trace_processors
+from processors.pipeline.config import TracePipelineConfig
+from query.anomaly import DAY_NS, MINUTE_NS, AnomalyDetector, IncidentChange
+from query.service import QueryService
+from storage.clickhouse import ClickHouse
+from storage.incident_store import ClickHouseIncidentStore, IncidentQuery
+from storage.reader import ClickHouseTraceReader
+from storage.writer import ClickHouseTraceWriter
+from testkit import migrated_database, query_room
+
+TENANT = "anomaly"
+SEASONAL = "seasonal"
+"""A tenant with the same history, then nothing until the fault minute's time one day later, which repeats the
+fault: no trailing baseline, a seasonal one."""
+NEXT_DAY_FAULT = FAULT_MINUTE + 24 * 60
+
+
+@dataclass(frozen=True)
+class History:
+    ch: ClickHouse
+    query: QueryService
+    fault_traces: set[str]
+
+
+@pytest.fixture(scope="module")
+def history(chdb_dsn: str) -> Iterator[History]:
+    minutes = history_minutes()
+    with migrated_database(chdb_dsn, "anomaly") as ch:
+        ingestor = Ingestor(ClickHouseTraceWriter(ch))
+        for spans in minutes:
+            ingestor.export(otlp_request(spans), tenant=TENANT)
+            ingestor.export(otlp_request(spans), tenant=SEASONAL)
+        ingestor.export(otlp_request(saturated(NEXT_DAY_FAULT)), tenant=SEASONAL)
+        storage = Storage(ch, ClickHouseTraceReader(ch), ClickHouseTraceWriter(ch))
+        open_trace_pipeline(storage, TracePipelineConfig(), trace_processors(storage)).run_once(force=True)
+        yield History(ch, query_room(ch), {span.trace_id for span in minutes[FAULT_MINUTE]})
+
+
+def _detector(history: History) -> AnomalyDetector:
+    store = ClickHouseIncidentStore(history.ch)
+    return AnomalyDetector(store, history.query.store, history.query.store, history.query.diagnosis, SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def changes(history: History) -> list[list[IncidentChange]]:
+    """What one detector wrote for :data:`TENANT` after each minute, in order."""
+    detector = _detector(history)
+    judged = [detector.evaluate(at_end_of(m)) for m in range(MINUTES)]
+    return [[c for c in minute if c.incident.tenant == TENANT] for minute in judged]
+
+
+def test_steady_minutes_open_no_incident(changes: list[list[IncidentChange]]) -> None:
+    assert [c for minute in changes[:FAULT_MINUTE] for c in minute] == []
+
+
+def test_the_fault_minute_opens_exactly_one_incident_naming_series_cause_neighbours_and_examples(
+    changes: list[list[IncidentChange]], history: History
+) -> None:
+    assert [c.change for c in changes[FAULT_MINUTE]] == ["opened"]
+    incident = changes[FAULT_MINUTE][0].incident
+    assert incident.status == "open" and incident.tenant == TENANT
+    assert (incident.window_start_ns, incident.window_end_ns) == (
+        at_end_of(FAULT_MINUTE - 1),
+        at_end_of(FAULT_MINUTE),
+    )
+    assert incident.baseline_end_ns == incident.window_start_ns and not incident.seasonal
+    # The engine's queue grew: its latency is among the deviating series, well above its baseline.
+    engine = [s for s in incident.series if s["service"] == "vllm" and s["name"] == "llm_request"]
+    assert [s["metric"] for s in engine] == ["p95_ms"], incident.series
+    assert engine[0]["observed"] > 3 * engine[0]["baseline"] and engine[0]["score"] > SETTINGS.z_limit
+    assert incident.score == max(s["score"] for s in incident.series)
+    assert incident.observed_value > incident.baseline_value
+    assert {"gateway", "agent", "vllm"} <= set(incident.services)
+    new = {f["cause"] for f in incident.findings if f["new"]}
+    assert "queue_saturation" in new, incident.findings
+    assert incident.neighbours, incident
+    assert incident.example_trace_ids and set(incident.example_trace_ids) <= history.fault_traces
+
+
+def test_evaluating_the_same_windows_again_duplicates_nothing(
+    changes: list[list[IncidentChange]], history: History
+) -> None:
+    again = _detector(history)
+    assert again.evaluate(at_end_of(FAULT_MINUTE)) == []
+    stored = ClickHouseIncidentStore(history.ch).incidents(IncidentQuery(), tenant=TENANT)
+    assert len(stored) == 1
+
+
+def test_the_incident_resolves_when_the_series_are_back(changes: list[list[IncidentChange]], history: History) -> None:
+    after = [c for minute in changes[FAULT_MINUTE + 1 :] for c in minute]
+    assert [c.change for c in after] == ["resolved"]
+    resolved = after[0].incident
+    assert resolved.incident_id == changes[FAULT_MINUTE][0].incident.incident_id
+    assert resolved.resolved_at_ns == at_end_of(FAULT_MINUTE + 1)
+    stored = ClickHouseIncidentStore(history.ch).incidents(IncidentQuery(), tenant=TENANT)
+    assert [(i.incident_id, i.status) for i in stored] == [(resolved.incident_id, "resolved")]
+    assert ClickHouseIncidentStore(history.ch).incidents(IncidentQuery(), tenant="someone-else") == []
+
+
+def test_a_day_of_history_gives_a_seasonal_baseline(changes: list[list[IncidentChange]], history: History) -> None:
+    opened = _detector(history).evaluate(at_end_of(NEXT_DAY_FAULT))
+    assert [(c.change, c.incident.tenant) for c in opened] == [("opened", SEASONAL)]
+    incident = opened[0].incident
+    half = SETTINGS.baseline_minutes * MINUTE_NS // 2
+    # The baseline is the same time of day one day earlier (its minutes hold the first day's fault minute too: the
+    # median and MAD pass over it), not the empty trailing minutes.
+    assert incident.seasonal and all(series["seasonal"] for series in incident.series)
+    assert incident.baseline_start_ns == incident.window_start_ns - DAY_NS - half
+    assert incident.baseline_end_ns == incident.window_end_ns - DAY_NS + half
+    assert any(f["cause"] == "queue_saturation" for f in incident.findings)
