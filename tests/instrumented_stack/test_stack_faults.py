@@ -91,12 +91,14 @@ def test_decode_bound_moves_llm_decode(scenario: Scenario) -> None:
 
 
 def test_orchestration_cpu_hotspot_moves_agent_validation(scenario: Scenario) -> None:
-    """validate_tool_args checks every tool's schema, rebuilt: its median duration grows at least 10x."""
+    """validate_tool_args checks every tool's schema, rebuilt: its median duration grows at least 4x (measured
+    5-10x on two shared cores: the cached check's span is 0.5-0.9 ms there, not the tens of microseconds of the
+    check alone, so 10x failed in about a third of runs)."""
     clean, faulty = scenario(), scenario("orchestration_cpu_hotspot")
     _all_ok(faulty)
     spans = named(faulty.spans, "validate_tool_args")
     assert {span.attributes["tool.schemas_checked"] for span in spans} == {2}
-    assert median_s(spans) >= 10 * median_s(named(clean.spans, "validate_tool_args"))
+    assert median_s(spans) >= 4 * median_s(named(clean.spans, "validate_tool_args"))
 
 
 def test_redundant_llm_calls_double_the_llm_calls_with_the_same_prompt(scenario: Scenario) -> None:
