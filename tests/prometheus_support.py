@@ -85,27 +85,36 @@ def _process(command: list[str], ready_url: str, log: Path) -> Iterator[None]:
 
 
 @contextmanager
+def serving(name: str, workdir: Path, config: dict[str, Any], flags: list[str]) -> Iterator[str]:
+    """The Debian binary ``name`` on a free loopback port with ``config`` (written as ``<name>.yml`` in
+    ``workdir``) and ``flags`` (``{workdir}`` stands for ``workdir``), until the block ends; yields its base URL
+    once ``/-/ready`` answers."""
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / f"{name}.yml"
+    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    command = [
+        binary(name),
+        f"--config.file={config_path}",
+        *(flag.format(workdir=workdir) for flag in flags),
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--log.level=warn",
+    ]
+    url = f"http://127.0.0.1:{port}"
+    with _process(command, f"{url}/-/ready", workdir / f"{name}.log"):
+        yield url
+
+
+@contextmanager
 def running_prometheus(workdir: Path, targets: list[str], rule_files: list[Path] = ()) -> Iterator[str]:
     """Prometheus scraping ``targets`` (``host:port``, path ``/metrics``) every second and evaluating
     ``rule_files`` every second; yields its base URL."""
-    port = free_port()
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
         "rule_files": [str(path) for path in rule_files],
         "scrape_configs": [{"job_name": "hotspan", "static_configs": [{"targets": targets}]}],
     }
-    workdir.mkdir(parents=True, exist_ok=True)
-    config_path = workdir / "prometheus.yml"
-    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    command = [
-        binary("prometheus"),
-        f"--config.file={config_path}",
-        f"--storage.tsdb.path={workdir / 'tsdb'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--log.level=warn",
-    ]
-    url = f"http://127.0.0.1:{port}"
-    with _process(command, f"{url}/-/ready", workdir / "prometheus.log"):
+    with serving("prometheus", workdir, config, ["--storage.tsdb.path={workdir}/tsdb"]) as url:
         yield url
 
 
@@ -113,7 +122,6 @@ def running_prometheus(workdir: Path, targets: list[str], rule_files: list[Path]
 def running_alertmanager(workdir: Path, webhook_url: str) -> Iterator[str]:
     """Alertmanager routing everything to ``webhook_url`` within a second (resolved notifications on);
     yields its base URL."""
-    port = free_port()
     config = {
         "route": {
             "receiver": "test",
@@ -124,19 +132,8 @@ def running_alertmanager(workdir: Path, webhook_url: str) -> Iterator[str]:
         },
         "receivers": [{"name": "test", "webhook_configs": [{"url": webhook_url, "send_resolved": True}]}],
     }
-    workdir.mkdir(parents=True, exist_ok=True)
-    config_path = workdir / "alertmanager.yml"
-    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    command = [
-        binary("prometheus-alertmanager"),
-        f"--config.file={config_path}",
-        f"--storage.path={workdir / 'am-data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--cluster.listen-address=",
-        "--log.level=warn",
-    ]
-    url = f"http://127.0.0.1:{port}"
-    with _process(command, f"{url}/-/ready", workdir / "alertmanager.log"):
+    flags = ["--storage.path={workdir}/am-data", "--cluster.listen-address="]
+    with serving("prometheus-alertmanager", workdir, config, flags) as url:
         yield url
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import httpx
 import pytest
 from diagnosis_support import build_all, clean_requests, otlp_request
 from prometheus_standin import PrometheusStandIn
+from prometheus_support import serving, wait_until
 
 from collector.ingest import Ingestor
 from diagnosis import EngineMetrics, PrometheusMetricsSource, diagnose_window
@@ -197,41 +197,20 @@ class _Exposition:
 @pytest.fixture
 def real_prometheus(tmp_path: Path) -> Iterator[tuple[str, _Exposition]]:
     """A real Prometheus scraping an :class:`_Exposition` every 100 ms; skipped where none is installed."""
-    binary = shutil.which("prometheus")
-    if binary is None:
+    if shutil.which("prometheus") is None:
         pytest.skip("no prometheus binary (Debian: apt-get install prometheus); the stand-in tests still ran")
     page = _Exposition()
     page.set(0, 0, 0, 0)
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 100ms, scrape_timeout: 100ms}\n"
-        f"scrape_configs: [{{job_name: vllm, static_configs: [{{targets: ['{page.target}']}}]}}]\n"
-    )
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    config = {
+        "global": {"scrape_interval": "100ms", "scrape_timeout": "100ms"},
+        "scrape_configs": [{"job_name": "vllm", "static_configs": [{"targets": [page.target]}]}],
+    }
     try:
-        # Ready, and scraping: Prometheus applies static targets on its discovery cycle (about 5 s).
-        deadline = time.monotonic() + 30
-        while not _scraping(url):
-            if time.monotonic() > deadline:
-                pytest.fail("prometheus did not scrape its target within 30 s")
-            time.sleep(0.2)
-        yield url, page
+        with serving("prometheus", tmp_path, config, ["--storage.tsdb.path={workdir}/data"]) as url:
+            # Ready, and scraping: Prometheus applies static targets on its discovery cycle (about 5 s).
+            wait_until(lambda: _scraping(url), 30, "prometheus to scrape its target")
+            yield url, page
     finally:
-        process.terminate()
-        process.wait(timeout=10)
         page.server.shutdown()
 
 
