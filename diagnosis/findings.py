@@ -40,7 +40,7 @@ EVIDENCE_UNIT_SUFFIXES: tuple[str, ...] = (
 """Every evidence key ends with one of these (before any statistic): a unit (``_ms``, ``_tokens``), a
 dimensionless kind (``_share`` in [0, 1], ``_ratio``, ``_correlation`` in [-1, 1], ``_count``), or a label
 (``_name``, ``_ids``, ``_key``, ``_source``)."""
-EVIDENCE_STATISTICS: tuple[str, ...] = ("_p25", "_p50", "_p95", "_p99", "_min", "_max", "_mean", "_total")
+EVIDENCE_STATISTICS: tuple[str, ...] = ("_p5", "_p25", "_p50", "_p95", "_p99", "_min", "_max", "_mean", "_total")
 """Statistic suffixes that may follow the unit."""
 
 

@@ -54,7 +54,7 @@ and queue ahead of the users' later requests for the seconds the fault runs last
 
 
 def _decode_bound(config: StackConfig) -> StackConfig:
-    return _agent(_engine(config, max_num_seqs=256), output_tokens_factor=4.0)
+    return _agent(_engine(config, max_num_seqs=256), output_tokens_factor=8.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +97,7 @@ FAULTS: dict[str, Fault] = {
         ),
         Fault(
             "decode_bound",
-            "agent asks for 4x the output tokens and the engine runs up to 256 sequences per batch",
+            "agent asks for 8x the output tokens and the engine runs up to 256 sequences per batch",
             "llm.decode",
             _decode_bound,
         ),

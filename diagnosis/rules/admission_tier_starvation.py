@@ -10,8 +10,11 @@ For each tier, the time its requests started over is split in two halves at the 
 *starves* when, from the first half to the second, a lower tier's load grows by ``volume_growth_ratio`` (its
 arrivals in the same halves, counts + 1 so a tier that appears counts, or the number of its requests in flight
 during the higher tier's requests, so a backlog building up counts; at least ``min_lower_requests`` of them
-alongside the second half's) while the higher tier's p95 latency grows by
-``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. Of several such pairs the one whose
+alongside the second half's) while the higher tier's median or p95 latency grows by
+``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. The median counts as well as the p95
+because a half often holds a handful of requests, whose p95 is their slowest one: one request of the first half
+already caught by the rising load (the stack's tier flood: 0.5-1.6 s before, one at 3.2 s, 3-3.6 s after) is
+enough to hide the growth from the p95 alone. Of several such pairs the one whose
 higher tier suffered most is reported, with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`,
 what the Services page shows).
 """
@@ -44,10 +47,11 @@ class AdmissionTierStarvationConfig(RuleConfig):
         "first, that makes it a rising load (ratio).",
     )
     latency_growth_ratio: float = Field(
-        gt=1, description="Growth of a higher tier's p95 latency, second half over first, that worsens it (ratio)."
+        gt=1,
+        description="Growth of a higher tier's median or p95 latency, second half over first, that worsens it (ratio).",
     )
     latency_growth_critical: float = Field(
-        gt=1, description="Growth of the higher tier's p95 latency that makes it critical (ratio)."
+        gt=1, description="Growth of the higher tier's median or p95 latency that makes it critical (ratio)."
     )
     drop_share_rise: float = Field(
         gt=0,
@@ -93,7 +97,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         if found is None:
             return None
         high, low, higher = found
-        growth = high["latency_ms_p95_second"] / high["latency_ms_p95_first"]
+        growth = _latency_growth(high)
         drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
         critical = growth >= config.latency_growth_critical or drop_rise >= config.drop_share_critical
         volume_growth = _volume_growth(low)
@@ -104,8 +108,9 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         overall = tier_stats(requests)
         return Finding(
             cause=self.cause,
-            title=f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s p95 latency went "
-            f"{high['latency_ms_p95_first']:.0f} -> {high['latency_ms_p95_second']:.0f} ms and its drops "
+            title=f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s latency went "
+            f"{high['latency_ms_p50_first']:.0f} -> {high['latency_ms_p50_second']:.0f} ms (p50), "
+            f"{high['latency_ms_p95_first']:.0f} -> {high['latency_ms_p95_second']:.0f} ms (p95) and its drops "
             f"{high['dropped_share_first']:.0%} -> {high['dropped_share_second']:.0%}",
             severity="critical" if critical else "warning",
             confidence=confidence(base, samples=samples, full=config.full_confidence_requests),
@@ -120,6 +125,8 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 "lower_second_half_in_flight_count_mean": ratio(low["in_flight_second"]),
                 "lower_volume_growth_ratio": ratio(volume_growth),
                 "higher_request_count": samples,
+                "higher_first_half_ms_p50": ratio(high["latency_ms_p50_first"]),
+                "higher_second_half_ms_p50": ratio(high["latency_ms_p50_second"]),
                 "higher_first_half_ms_p95": ratio(high["latency_ms_p95_first"]),
                 "higher_second_half_ms_p95": ratio(high["latency_ms_p95_second"]),
                 "higher_latency_growth_ratio": ratio(growth),
@@ -152,7 +159,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
             high = rows[rank]
             if min(high["request_count_first"], high["request_count_second"]) < config.min_requests_per_half:
                 continue
-            growth = high["latency_ms_p95_second"] / max(high["latency_ms_p95_first"], 1e-6)
+            growth = _latency_growth(high)
             drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
             if growth < config.latency_growth_ratio and drop_rise < config.drop_share_rise:
                 continue
@@ -217,6 +224,13 @@ def _with_half(requests: pl.DataFrame, twice_middle: int) -> pl.DataFrame:
     return requests.with_columns(pl.when(first).then(pl.lit("first")).otherwise(pl.lit("second")).alias("half"))
 
 
+def _latency_growth(halves: dict[str, Any]) -> float:
+    """The larger growth, second half over first, of a tier's median and p95 latency (a :func:`_halves` row)."""
+    return max(
+        halves[f"latency_ms_{stat}_second"] / max(halves[f"latency_ms_{stat}_first"], 1e-6) for stat in ("p50", "p95")
+    )
+
+
 def _halves(requests: pl.DataFrame, twice_middle: int) -> list[dict[str, Any]]:
     """Per tier (by rank), :func:`tier_stats` of each half of ``requests`` (split by :func:`_with_half`) side
     by side: ``<stat>_first`` and ``<stat>_second`` (a tier absent from a half has count 0 and null latency
@@ -226,12 +240,18 @@ def _halves(requests: pl.DataFrame, twice_middle: int) -> list[dict[str, Any]]:
     for tier, rank in stats.select("tier", "rank").unique(maintain_order=True).iter_rows():
         rows[tier] = {"tier": tier, "rank": rank}
         for half in ("first", "second"):
-            rows[tier] |= {f"request_count_{half}": 0, f"dropped_share_{half}": 0.0, f"latency_ms_p95_{half}": None}
+            rows[tier] |= {
+                f"request_count_{half}": 0,
+                f"dropped_share_{half}": 0.0,
+                f"latency_ms_p50_{half}": None,
+                f"latency_ms_p95_{half}": None,
+            }
     for row in stats.iter_rows(named=True):
         half = row["half"]
         rows[row["tier"]] |= {
             f"request_count_{half}": row["request_count"],
             f"dropped_share_{half}": row["dropped_share"],
+            f"latency_ms_p50_{half}": row["latency_ms_p50"],
             f"latency_ms_p95_{half}": row["latency_ms_p95"],
         }
     return sorted(rows.values(), key=lambda row: (row["rank"], row["tier"]))

@@ -182,8 +182,11 @@ def idle_loop() -> list[SpanSpec]:
     )
 
 
-def busy_host(stretched: tuple[str, ...] = ("gateway", "agent", "retriever", "tools")) -> list[SpanSpec]:
-    """30 healthy requests, 45 ms apart; in every other one the named services wait for a CPU: the gateway
+def busy_host(
+    stretched: tuple[str, ...] = ("gateway", "agent", "retriever", "tools"), unhurried_every: int = 2
+) -> list[SpanSpec]:
+    """30 healthy requests, 45 ms apart; in all but every ``unhurried_every``-th one (every other one by default)
+    the named services wait for a CPU: the gateway
     8 ms before calling the agent; the agent 8 ms in tokenizing, in validating tool arguments and before reading
     the LLM's answer; the retriever 8 ms in its vector search and its decoding; the tools service 25 ms in its
     lookup. Each wait is well past its span's usual self time (5 ms and 1x the baseline are the packaged line)."""
@@ -206,7 +209,7 @@ def busy_host(stretched: tuple[str, ...] = ("gateway", "agent", "retriever", "to
             ),
         )
         for request in clean_requests(30)
-        for waits in [request.trace % 2 == 0]
+        for waits in [request.trace % unhurried_every != 0]
     )
 
 
@@ -243,17 +246,20 @@ def tiered_request(
     return [replace(span, attributes={**span.attributes, **tagged}) if not span.parent else span for span in spans]
 
 
-def tier_window(p2_first: int, p2_second: int, p0_queue_second_ms: float, p0_drops_second: int = 0) -> list[SpanSpec]:
+def tier_window(
+    p2_first: int, p2_second: int, p0_queue_second_ms: float, p0_drops_second: int = 0, p0_caught_first: int = 0
+) -> list[SpanSpec]:
     """Two 1 s halves: eight P0 requests in each (the second half's waiting ``p0_queue_second_ms`` in the
-    engine queue, 1 ms before; the last ``p0_drops_second`` of them refused with 429) and ``p2_first`` /
-    ``p2_second`` P2 requests spread over the halves."""
+    engine queue, 1 ms before, except the first half's last ``p0_caught_first``, already caught by the rising
+    load; the last ``p0_drops_second`` of the second half refused with 429) and ``p2_first`` / ``p2_second`` P2
+    requests spread over the halves."""
     spans: list[SpanSpec] = []
     number = 0
     for half, p2 in ((0, p2_first), (1, p2_second)):
         for i in range(8):
             dropped = half == 1 and i >= 8 - p0_drops_second
             extra = {"http.response.status_code": "429"} if dropped else {}
-            queue = p0_queue_second_ms if half else 1.0
+            queue = p0_queue_second_ms if half or i >= 8 - p0_caught_first else 1.0
             spans += tiered_request(number, half * TIER_HALF_MS + i * 120.0, "P0", queue, extra)
             number += 1
         for i in range(p2):

@@ -22,6 +22,16 @@ def test_a_rising_low_tier_starving_the_high_tier() -> None:
     assert len(evidence["example_trace_ids"]) == 3
 
 
+def test_a_first_half_request_already_caught_does_not_hide_the_starving() -> None:
+    # Two of the first half's eight P0 requests already wait as long as the second half's: the half's p95 is the
+    # wait, its median is not.
+    evidence = by_cause(diagnose(tier_window(1, 12, p0_queue_second_ms=60.0, p0_caught_first=2)))[
+        "admission_tier_starvation"
+    ].evidence
+    assert evidence["higher_second_half_ms_p95"] / evidence["higher_first_half_ms_p95"] < 1.5
+    assert evidence["higher_second_half_ms_p50"] / evidence["higher_first_half_ms_p50"] >= 1.5
+
+
 def test_drops_of_the_high_tier_count_as_starving() -> None:
     finding = by_cause(diagnose(tier_window(p2_first=0, p2_second=10, p0_queue_second_ms=1.0, p0_drops_second=3)))[
         "admission_tier_starvation"

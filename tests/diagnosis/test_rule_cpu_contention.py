@@ -66,8 +66,11 @@ def test_contention_keeps_timing_only_causes_at_info() -> None:
     assert traced.severity == "warning"
     # A validation step slow on half the calls passes the median test; its least delayed calls are cheap.
     busy_step = by_cause(diagnose(cases.busy_host()))["orchestration_cpu_hotspot"]
-    assert busy_step.severity == "info" and busy_step.evidence["self_ms_p25"] == 0.05
+    assert busy_step.severity == "info" and busy_step.evidence["self_ms_p5"] == 0.05
     assert by_cause(diagnose(cases.busy_host(("agent",))))["orchestration_cpu_hotspot"].severity == "warning"
+    # Delayed on three calls in four (p25 over the line), its fastest calls still show the step is cheap.
+    mostly_delayed = by_cause(diagnose(cases.busy_host(unhurried_every=4)))["orchestration_cpu_hotspot"]
+    assert mostly_delayed.severity == "info" and mostly_delayed.evidence["self_ms_p25"] > 1.0, mostly_delayed
 
 
 def test_a_blocking_call_needs_more_calls_on_a_busy_host() -> None:

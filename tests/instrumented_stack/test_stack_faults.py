@@ -78,16 +78,16 @@ def test_connection_per_request_moves_network(scenario: Scenario) -> None:
 
 
 def test_decode_bound_moves_llm_decode(scenario: Scenario) -> None:
-    """Four times the output tokens in batches of up to 256: summed time_in_model_decode grows at least 1.3x
-    (measured about 2x: other requests' prefill chunks share the clean run's decode steps, so it is less
-    than 4x)."""
+    """Eight times the output tokens in batches of up to 256: summed time_in_model_decode grows at least 3x
+    (measured 6-7x: other requests' prefill chunks share the clean run's decode steps, so it is less
+    than 8x)."""
     clean, faulty = scenario(), scenario("decode_bound")
     _all_ok(faulty)
     before, after = engine_sum(clean.spans, "time_in_model_decode"), engine_sum(faulty.spans, "time_in_model_decode")
-    assert after >= 1.3 * before, (before, after)
+    assert after >= 3 * before, (before, after)
     tokens = [span.attributes["gen_ai.usage.completion_tokens"] for span in named(faulty.spans, "llm_request")]
     clean_tokens = [span.attributes["gen_ai.usage.completion_tokens"] for span in named(clean.spans, "llm_request")]
-    assert sum(tokens) == 4 * sum(clean_tokens)
+    assert sum(tokens) == 8 * sum(clean_tokens)
 
 
 def test_orchestration_cpu_hotspot_moves_agent_validation(scenario: Scenario) -> None:
