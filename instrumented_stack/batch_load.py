@@ -3,7 +3,8 @@
 While the stack is open, :class:`BatchLoad` sends ``POST /v1/agent`` as ``tenant`` (whose API key gives it its
 tier, P2 in the demo tenants) open loop: the rate grows linearly, ``rate_per_s_per_s`` more requests per second
 every second from 0, up to ``max_rate_per_s``, the way a backfill or evaluation job ramps up, until it has sent
-``max_requests``. Answers are read
+``max_requests``; with ``after_first_request`` the clock starts when the gateway has had its first request
+(its ``/metrics``), so the job joins the users' traffic however long they took to start. Answers are read
 and dropped (429s included: the gateway refuses what its SLA cannot hold). Like the users it is not
 instrumented, so each request is a trace rooted at the gateway. It runs on its own thread and event loop;
 :meth:`BatchLoad.stop` stops sending and waits for the requests in flight.
@@ -17,6 +18,7 @@ import math
 import threading
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, Field
 
 from instrumented_stack.loadgen import TENANT_HEADER, TenantCredentials
@@ -35,6 +37,11 @@ class BatchLoadConfig(BaseModel):
     )
     max_tokens: int = Field(default=16, ge=1, description="answer length in tokens")
     start_after_s: float = Field(default=0.0, ge=0, description="first request this long after the start, seconds")
+    after_first_request: bool = Field(
+        default=False,
+        description="the start is when the gateway has had its first request (the users'), not when the client "
+        "starts: on a busy host the users' first requests can come a second after the stack opens",
+    )
     rate_per_s_per_s: float = Field(default=8.0, gt=0, description="growth of the request rate, requests/s per s")
     max_rate_per_s: float = Field(default=40.0, gt=0, description="the rate stops growing here, requests/s")
     max_requests: int = Field(default=1_000, ge=1, description="the job's size: it stops after this many requests")
@@ -49,6 +56,12 @@ def send_offset_s(config: BatchLoadConfig, n: int) -> float:
     ramp_s = peak / growth
     ramp_count = growth * ramp_s**2 / 2
     return math.sqrt(2 * n / growth) if n <= ramp_count else ramp_s + (n - ramp_count) / peak
+
+
+GATEWAY_POLL_S = 0.005
+"""How often the gateway's ``/metrics`` is read while waiting for its first request, seconds."""
+GATEWAY_REQUESTS = "gateway_requests_total"
+"""The gateway's request counter (``instrumented_stack.gateway``)."""
 
 
 class BatchLoad:
@@ -98,8 +111,10 @@ class BatchLoad:
     async def _send_all(self) -> None:
         self._stopping = asyncio.Event()
         config = self._config
-        started = self._loop.time() + config.start_after_s
         async with httpx.AsyncClient(base_url=self._gateway_url, timeout=config.timeout_s) as http:
+            if config.after_first_request:
+                await self._first_request(http)
+            started = self._loop.time() + config.start_after_s
             in_flight: set[asyncio.Task[None]] = set()
             for n in range(1, config.max_requests + 1):
                 delay = started + send_offset_s(config, n) - self._loop.time()
@@ -115,6 +130,17 @@ class BatchLoad:
             if in_flight:
                 await asyncio.wait(in_flight, timeout=config.timeout_s)
 
+    async def _first_request(self, http: httpx.AsyncClient) -> None:
+        """Return once the gateway has had a request (or :meth:`stop` was called)."""
+        assert self._stopping is not None
+        while not self._stopping.is_set():
+            with contextlib.suppress(httpx.HTTPError):
+                response = await http.get("/metrics")
+                if response.status_code == 200 and _requests(response.text) > 0:
+                    return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), GATEWAY_POLL_S)
+
     async def _send(self, http: httpx.AsyncClient, body: dict[str, object]) -> None:
         self.sent += 1
         try:
@@ -124,3 +150,13 @@ class BatchLoad:
         else:
             status = response.status_code
         self.statuses[status] = self.statuses.get(status, 0) + 1
+
+
+def _requests(exposition: str) -> float:
+    """:data:`GATEWAY_REQUESTS` summed over its labels, from a Prometheus exposition."""
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if sample.name == GATEWAY_REQUESTS
+    )

@@ -46,9 +46,14 @@ def _tier_flood(config: StackConfig) -> StackConfig:
 TIER_FLOOD_SLOTS = 8
 """Gateway slots under the tier flood: more than the six users of the fault runs, so they alone never wait."""
 TIER_FLOOD = BatchLoadConfig(
-    start_after_s=0.02, rate_per_s_per_s=200.0, max_rate_per_s=300.0, max_requests=60, max_tokens=256
+    after_first_request=True,
+    rate_per_s_per_s=200.0,
+    max_rate_per_s=300.0,
+    max_requests=60,
+    max_tokens=256,
 )
-"""The flood: 60 long requests (256 tokens) from 20 ms after the stack opens (after the users' first requests),
+"""The flood: 60 long requests (256 tokens) from the gateway's first request (the users': on a busy host they can
+come a second after the stack opens, after a flood timed from the opening), the first one 0.1 s later,
 the rate rising by 200 requests/s every second, so all are sent by 0.8 s; in arrival order they hold the slots
 and queue ahead of the users' later requests for the seconds the fault runs last at speed 20."""
 
@@ -135,8 +140,8 @@ FAULTS: dict[str, Fault] = {
         Fault(
             "tier_flood",
             f"a P2 batch tenant sends {TIER_FLOOD.max_requests} requests of {TIER_FLOOD.max_tokens} tokens from "
-            f"{TIER_FLOOD.start_after_s} s, the rate rising by {TIER_FLOOD.rate_per_s_per_s:.0f} requests/s every "
-            f"second (up to {TIER_FLOOD.max_rate_per_s:.0f}/s), "
+            "the gateway's first request, the rate rising by "
+            f"{TIER_FLOOD.rate_per_s_per_s:.0f} requests/s every second (up to {TIER_FLOOD.max_rate_per_s:.0f}/s), "
             f"while the gateway admits {TIER_FLOOD_SLOTS} requests at once (64 before) in arrival order, whatever "
             "their tier: P0 requests queue behind the batch backlog (up to P2's SLA, 5 s of it)",
             "gateway",

@@ -15,6 +15,8 @@
    ``baggage``: the tenant and sampling policy (``x-sample-policy``) travel as W3C baggage ``tenant_id`` and
    ``sample_policy`` and are set on the gateway's span.
 
+``GET /metrics`` (Prometheus text, not traced): ``gateway_requests_total`` by ``tier``, requests authenticated.
+
 Errors (``{"error": {...}}``): 401 bad credentials, 422 invalid body, 429 admission refused, the agent's
 status when the agent fails, 502 when the agent cannot be reached.
 """
@@ -29,10 +31,11 @@ from typing import Annotated
 
 import httpx
 from fastapi import FastAPI, Header, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace import SpanKind, Tracer
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 from instrumented_stack.admission import Admission, AdmissionController, AdmissionOrder, AdmissionRejected, Tier
@@ -176,6 +179,9 @@ def create_gateway_app(config: GatewayConfig, span_processor: SpanProcessor) -> 
     """
     provider = build_tracer_provider(config.service_name, span_processor)
     tracer = provider.get_tracer(__name__)
+    # A registry per app: several gateways can share one process (the threaded stack, tests).
+    registry = CollectorRegistry()
+    requests_by_tier = Counter("gateway_requests", "Requests authenticated, by tier.", ["tier"], registry=registry)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -191,7 +197,7 @@ def create_gateway_app(config: GatewayConfig, span_processor: SpanProcessor) -> 
             provider.shutdown()
 
     app = FastAPI(title="Hotspan instrumented stack: gateway", lifespan=lifespan)
-    instrument_fastapi_app(app, provider)
+    instrument_fastapi_app(app, provider, excluded_urls="/metrics")
 
     @app.exception_handler(GatewayError)
     async def on_gateway_error(_: Request, error: GatewayError) -> JSONResponse:
@@ -217,6 +223,7 @@ def create_gateway_app(config: GatewayConfig, span_processor: SpanProcessor) -> 
     ) -> GatewayAnswer:
         span = trace.get_current_span()
         tenant, tier = _authenticate(config, authorization, x_tenant_id)
+        requests_by_tier.labels(tier).inc()
         span.set_attribute(GATEWAY_TIER, tier)
         ctx = context.get_current()
         for key, value in ((BAGGAGE_TENANT_ID, tenant), (BAGGAGE_SAMPLE_POLICY, x_sample_policy)):
@@ -247,5 +254,14 @@ def create_gateway_app(config: GatewayConfig, span_processor: SpanProcessor) -> 
             input_tokens=answer["input_tokens"],
             output_tokens=answer["output_tokens"],
         )
+
+    @app.get(
+        "/metrics",
+        operation_id="metrics",
+        description="Prometheus metrics (text exposition format): gateway_requests_total by tier.",
+        response_class=Response,
+    )
+    async def prometheus_metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -147,15 +147,21 @@ def otlp_span_processors(
     return make
 
 
-def instrument_fastapi_app(app: FastAPI, provider: TracerProvider) -> None:
+def instrument_fastapi_app(app: FastAPI, provider: TracerProvider, excluded_urls: str | None = None) -> None:
     """Trace ``app``'s requests as SERVER spans of ``provider`` (``opentelemetry-instrumentation-fastapi``).
 
     Incoming ``traceparent`` and ``baggage`` are extracted, so handlers see the caller's baggage. The
     per-message ``http send``/``http receive`` spans are left out: they add nothing to request latency
     analysis. Metrics go to a no-op meter provider, keeping services in one process independent.
+    ``excluded_urls`` (comma-separated regular expressions, the instrumentation's own option) are not traced:
+    a scraped ``/metrics`` is not a user request.
     """
     FastAPIInstrumentor.instrument_app(
-        app, tracer_provider=provider, meter_provider=NoOpMeterProvider(), exclude_spans=["receive", "send"]
+        app,
+        tracer_provider=provider,
+        meter_provider=NoOpMeterProvider(),
+        exclude_spans=["receive", "send"],
+        excluded_urls=excluded_urls,
     )
 
 

@@ -61,6 +61,8 @@ def _gateway(serve: Serve, spans: InMemorySpans, gate: Gate | None = None, **con
 
 def test_bearer_token_names_the_tenant_and_bad_tokens_are_401(in_memory_spans: InMemorySpans, serve: Serve) -> None:
     url = _gateway(serve, in_memory_spans)
+    # Scraped before any request (its span, were it traced, would end before the requests' spans).
+    assert "gateway_requests_total{" not in httpx.get(f"{url}/metrics").text
     assert httpx.post(f"{url}/v1/agent", json=BODY).status_code == 401
     wrong = httpx.post(f"{url}/v1/agent", json=BODY, headers={"authorization": "Bearer nope-nope-nope"})
     assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
@@ -71,6 +73,9 @@ def test_bearer_token_names_the_tenant_and_bad_tokens_are_401(in_memory_spans: I
         s for s in _wait_for_spans(in_memory_spans, 3) if s.kind == SpanKind.SERVER and s.attributes.get("tenant_id")
     ]
     assert [(s.attributes["tenant_id"], s.attributes["gateway.priority_tier"]) for s in server] == [("urgent", "P0")]
+    # Authenticated requests are counted by tier on /metrics, which is scraped, not traced.
+    assert not any(s.attributes.get("http.route") == "/metrics" for s in in_memory_spans.spans())
+    assert 'gateway_requests_total{tier="P0"} 1.0' in httpx.get(f"{url}/metrics").text
 
 
 def test_a_tier_whose_wait_would_break_its_sla_gets_429_and_an_event(
