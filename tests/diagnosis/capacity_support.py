@@ -19,12 +19,14 @@ def add_engine(
     running: float,
     requests: float,
     ttft_counts: tuple[float, ...],
+    start: float = T,
 ) -> None:
-    """Constant gauges, and counters rising linearly from 0 at ``T`` to their window total at ``T + 60``."""
-    times = [T - 30 + 5 * i for i in range(19)]
+    """Constant gauges, and counters rising linearly from 0 at ``start`` (Unix seconds) to their window total a
+    minute later; samples every 5 s from half a minute before ``start``."""
+    times = [start - 30 + 5 * i for i in range(19)]
 
     def ramp(total: float) -> list[tuple[float, float]]:
-        return [(t, total * min(1.0, max(0.0, (t - T) / WINDOW_S))) for t in times]
+        return [(t, total * min(1.0, max(0.0, (t - start) / WINDOW_S))) for t in times]
 
     standin.add("vllm:kv_cache_usage_perc", labels, [(t, kv) for t in times])
     standin.add("vllm:num_requests_waiting", labels, [(t, waiting) for t in times])
