@@ -34,3 +34,15 @@ def add_engine(
     standin.add("vllm:request_success_total", {**labels, "finished_reason": "stop"}, ramp(requests))
     for bound, count in zip(BOUNDS, ttft_counts, strict=True):
         standin.add("vllm:time_to_first_token_seconds_bucket", {**labels, "le": bound}, ramp(count))
+
+
+def add_llama_pair(standin: PrometheusStandIn) -> None:
+    """Two engines of the ``vllm-llama`` job (model ``llama``) over the minute after ``T``: ``a:8000`` healthy,
+    ``b:8000`` queueing and over a 2 s TTFT SLO."""
+    job = {"job": "vllm-llama", "model_name": "llama"}
+    # A: a fifth of the cache, no queue, 60 requests whose TTFT p95 is in (0.25, 0.5] s.
+    add_engine(standin, {**job, "instance": "a:8000"}, kv=0.2, waiting=0, running=4, requests=60,
+               ttft_counts=(30, 60, 60, 60, 60))  # fmt: skip
+    # B: 60 % of the cache, two waiting beside four running, 30 requests all in (1, 2.5] s.
+    add_engine(standin, {**job, "instance": "b:8000"}, kv=0.6, waiting=2, running=4, requests=30,
+               ttft_counts=(0, 0, 0, 30, 30))  # fmt: skip

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from capacity_support import WINDOW_S, T, add_engine
+from capacity_support import WINDOW_S, T, add_llama_pair
 from prometheus_standin import PrometheusStandIn
 
 from hotspan.server import RunningServer
@@ -28,13 +28,7 @@ def test_scores_parts_and_inputs_then_a_vanished_prometheus(chdb_dsn: str, tmp_p
     server = None
     try:
         with PrometheusStandIn() as standin:
-            job = {"job": "vllm-llama", "model_name": "llama"}
-            # A: a fifth of the cache, no queue, 60 requests whose TTFT p95 is in (0.25, 0.5] s.
-            add_engine(standin, {**job, "instance": "a:8000"}, kv=0.2, waiting=0, running=4, requests=60,
-                       ttft_counts=(30, 60, 60, 60, 60))  # fmt: skip
-            # B: 93 % of the cache, two waiting beside four running, 30 requests all in (1, 2.5] s.
-            add_engine(standin, {**job, "instance": "b:8000"}, kv=0.93, waiting=2, running=4, requests=30,
-                       ttft_counts=(0, 0, 0, 30, 30))  # fmt: skip
+            add_llama_pair(standin)
             server = serve_in_process(chdb_dsn, tmp_path, "cap", grpc_port=-1, prometheus_url=standin.url, **CAPACITY)
             answer = _get(server, end_ns=END_NS)
         assert answer.status_code == 200, answer.text
@@ -59,13 +53,13 @@ def test_scores_parts_and_inputs_then_a_vanished_prometheus(chdb_dsn: str, tmp_p
         assert healthy["parts"] == pytest.approx(parts)
         assert healthy["score"] == pytest.approx(100 * math.prod(parts.values()) ** 0.25, abs=0.05)
         assert healthy["weakest_part"] == "rate"
-        full = engines["b:8000/llama"]
-        # TTFT p95 2.425 s is over the 2 s SLO: no headroom at all, less even than the cache's 2 %.
-        assert full["parts"]["ttft"] == 0.0 and full["weakest_part"] == "ttft"
-        assert full["parts"]["kv_cache"] == pytest.approx(1 - 0.93 / 0.95)
+        busy = engines["b:8000/llama"]
+        # TTFT p95 2.425 s is over the 2 s SLO: no headroom left, the part that limits the score.
+        assert busy["parts"]["ttft"] == 0.0 and busy["weakest_part"] == "ttft"
+        assert busy["parts"]["kv_cache"] == pytest.approx(1 - 0.6 / 0.95)
         [service] = body["services"]
         assert (service["name"], service["service"]) == ("vllm-llama", "vllm-llama")
-        assert service["inputs"]["kv_cache_usage"] == pytest.approx(0.93)  # the fullest engine's
+        assert service["inputs"]["kv_cache_usage"] == pytest.approx(0.6)  # the fullest engine's
         assert service["score"] < healthy["score"]
 
         # The stand-in is gone: the same question is answered, with the reason.
