@@ -97,7 +97,7 @@ def capacity_panel(report: CapacityReport) -> Component:
     header = html.Tr(
         [html.Th("Service / engine"), html.Th("Score")]
         + [html.Th(PART_LABELS[part]) for part in PARTS]
-        + [html.Th("Limited by")]
+        + [html.Th("Weakest part")]
     )
     rows = []
     engines = report.of_scope("engine")
