@@ -64,6 +64,15 @@ def format_share(share: float | None) -> str:
     return "—" if share is None or share != share else f"{share:.1%}"
 
 
+def format_per_second(value: float | None, unit: str) -> str:
+    """A rate with its unit, three significant digits below 100: ``"1.50 req/s"``, ``"0.0420 req/s"``,
+    ``"1,235 req/s"``; ``"—"`` for None or NaN."""
+    if value is None or value != value:
+        return "—"
+    number = f"{value:,.0f}" if abs(value) >= 99.95 else f"{value:#.3g}"
+    return f"{number} {unit}/s"
+
+
 def format_time_ns(unix_ns: int, *, zone: bool = True) -> str:
     """A Unix time in ns as UTC with milliseconds: ``"2024-10-30 12:24:28.889 UTC"`` (without `` UTC``
     when ``zone`` is False, for columns whose header names the zone)."""

@@ -60,6 +60,8 @@ ENGINE_LABELS = ("instance", "engine", "model_name")
 """Labels naming an engine (with the service's ``job``)."""
 SERVICE_LABEL = "job"
 DEFAULT_SERVICE = "vllm"
+PARTS = ("kv_cache", "queue", "ttft", "rate")
+"""The parts a score may have, in the order they are shown."""
 PART_FLOOR = 0.01
 """Smallest part in the product, so an exhausted part caps the score instead of zeroing it."""
 
@@ -113,6 +115,13 @@ class CapacityScore:
     score: float | None
     parts: dict[str, float]
     inputs: CapacityInputs
+
+    @property
+    def weakest_part(self) -> str | None:
+        """The part with the least headroom (the first in :data:`PARTS` order on a tie), which limits the score;
+        ``None`` without parts."""
+        ranked = sorted(self.parts, key=lambda name: (self.parts[name], PARTS.index(name)))
+        return ranked[0] if ranked else None
 
 
 def capacity_scores(

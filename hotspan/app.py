@@ -19,6 +19,7 @@ from alerts.evaluator import SloEvaluator, diagnosis_annotations
 from alerts.notify import build_notifiers
 from analysis import STAGES
 from api import analysis as analysis_api
+from api import capacity as capacity_api
 from api import diagnosis as diagnosis_api
 from api import incidents as incidents_api
 from api import red as red_api
@@ -52,6 +53,7 @@ from processors.pipeline.service_graph import ServiceGraphProcessor
 from processors.pipeline.tail_sampling import TailSampler, TailSamplingMetrics
 from processors.pipeline.trace_metrics import TraceMetrics, TraceMetricsProcessor
 from query.anomaly import AnomalySettings
+from query.capacity import CapacityService
 from query.service import QueryService
 from storage.analysis_store import ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
@@ -176,20 +178,30 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
         diagnosis_settings(settings),
         ClickHouseIncidentStore(storage.clickhouse),
         engine_metrics,
+        capacity_service(settings),
     )
 
 
-def capacity_collector(settings: Settings, clock: Callable[[], float] = time.time) -> CapacityCollector:
-    """The capacity score's ``/metrics`` collector over ``settings.prometheus_url`` (which must be set) with the
-    configured TTFT SLO, sized rate and window; ``clock`` (Unix seconds) ends the window."""
-    assert settings.prometheus_url is not None
-    source = PrometheusMetricsSource(settings.prometheus_url, timeout_s=settings.prometheus_timeout_s)
+def capacity_service(settings: Settings) -> CapacityService:
+    """The capacity score over ``settings.prometheus_url`` (``not_configured`` without one) with the configured
+    TTFT SLO, sized rate and window."""
+    source = (
+        PrometheusMetricsSource(settings.prometheus_url, timeout_s=settings.prometheus_timeout_s)
+        if settings.prometheus_url
+        else None
+    )
     capacity = CapacitySettings(
         ttft_slo_s=settings.capacity_ttft_slo_s,
         max_rate_per_s=settings.capacity_max_rate_per_s,
         window_s=settings.capacity_window_s,
     )
-    return CapacityCollector(source, capacity, clock=clock)
+    return CapacityService(source, capacity)
+
+
+def capacity_collector(settings: Settings, clock: Callable[[], float] = time.time) -> CapacityCollector:
+    """The capacity score's ``/metrics`` collector over :func:`capacity_service`; ``clock`` (Unix seconds) ends
+    the window."""
+    return CapacityCollector(capacity_service(settings), clock=clock)
 
 
 def open_slo_evaluator(config: AlertsConfig, query: QueryService) -> SloEvaluator:
@@ -282,7 +294,8 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     )
     app.state.tail_sampling_metrics = TailSamplingMetrics(app.state.metrics_registry) if parts.pipeline else None
     if settings.prometheus_url and parts.query:
-        app.state.metrics_registry.register(capacity_collector(settings))
+        # The same scores the REST API and the Services page read.
+        app.state.metrics_registry.register(CapacityCollector(app.state.query.capacity))
 
     app.state.health = StorageProbe(
         lambda: ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
@@ -334,6 +347,7 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(incidents_api.build_router(query.incidents))
     app.include_router(analysis_api.build_router(query.analysis))
     app.include_router(throughput_latency_api.build_router(query))
+    app.include_router(capacity_api.build_router(query.capacity))
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

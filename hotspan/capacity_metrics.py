@@ -8,7 +8,8 @@ Families (labels ``scope`` = ``engine`` or ``service``, ``name`` = the engine or
   ttft_p95_seconds}``: what the parts were computed from;
 - ``hotspan_capacity_up``: 1 when the last read of the engines' metrics succeeded, else 0.
 
-The scores are computed at most once per ``cache_s`` (scrapes in between get the same values), so a Prometheus
+The scores come from the query room's :class:`query.capacity.CapacityService` (what the REST API and the Services
+page show too), computed at most once per ``cache_s`` (scrapes in between get the same values), so a Prometheus
 scraping Hotspan every 15 s costs the engines' Prometheus five range queries per period. ``alerts/capacity.rules.yml``
 is an example alerting rule over them.
 """
@@ -24,9 +25,8 @@ from dataclasses import fields
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from diagnosis.capacity import CapacityScore, CapacitySettings, capacity_scores
-from diagnosis.metrics import PrometheusMetricsSource
-from storage.prometheus import PrometheusError
+from diagnosis.capacity import CapacityScore
+from query.capacity import CapacityService
 
 log = logging.getLogger(__name__)
 
@@ -37,21 +37,18 @@ class CapacityCollector(Collector):
     """A prometheus_client collector of the capacity scores (module docstring). Thread-safe.
 
     Args:
-        source: the engines' Prometheus.
-        settings: SLO, saturation, sized rate and window of the score.
+        service: the scores, over the engines' Prometheus.
         cache_s: seconds a computation serves scrapes.
         clock: seconds since the epoch (tests pass their own).
     """
 
     def __init__(
         self,
-        source: PrometheusMetricsSource,
-        settings: CapacitySettings,
+        service: CapacityService,
         cache_s: float = 15.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._source = source
-        self._settings = settings
+        self._service = service
         self._cache_s = cache_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -85,11 +82,10 @@ class CapacityCollector(Collector):
             now = self._clock()
             if now - self._computed_at >= self._cache_s:
                 self._computed_at = now
-                try:
-                    self._scores, self._up = capacity_scores(self._source, round(now * 1e9), self._settings), True
-                except PrometheusError as error:
-                    log.warning("capacity score: engine metrics unavailable: %s", error)
-                    self._scores, self._up = [], False
+                report = self._service.report(round(now * 1e9))
+                if report.status != "ok":
+                    log.warning("capacity score: %s", report.message)
+                self._scores, self._up = report.scores, report.status == "ok"
             return self._scores, self._up
 
 

@@ -69,7 +69,8 @@ Environment variables (all optional), with defaults and units:
   plots them under the trace-derived latency and diagnosis reads them as evidence; default none (neither).
 - ``HOTSPAN_PROMETHEUS_TIMEOUT_S``: per-query timeout of those reads; seconds, default 5.
 - ``HOTSPAN_CAPACITY_TTFT_SLO_S``: the p95 time-to-first-token objective the capacity score
-  (``diagnosis.capacity``, on ``/metrics`` when ``HOTSPAN_PROMETHEUS_URL`` is set) measures headroom against;
+  (``diagnosis.capacity``, when ``HOTSPAN_PROMETHEUS_URL`` is set: on the Services page, ``GET /api/v1/capacity``
+  and ``/metrics``) measures headroom against;
   seconds, default 2.
 - ``HOTSPAN_CAPACITY_MAX_RATE_PER_S``: requests per second one engine is sized for (a load test's figure); the
   capacity score's rate part; default none (the rate is exported, not scored).

@@ -5,13 +5,14 @@ REST API, the Dash UI and the SLO evaluator, so they read and assemble the same 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from diagnosis import DiagnosisSettings
 from processors.pipeline.config import TracePipelineConfig
 from query.analysis import AnalysisService
 from query.anomaly import AnomalyDetector, AnomalySettings
+from query.capacity import CapacityService
 from query.diagnosis import DiagnosisService
 from query.throughput_latency import Latency, Throughput, ThroughputLatency, throughput_latency
 from query.topology import Topology, window_topology
@@ -41,6 +42,8 @@ class QueryService:
         incidents: the incidents the anomaly detector (:mod:`query.anomaly`) opened, and the series it judges.
         engines: vLLM's ``llm_request`` spans grouped by engine configuration (the throughput-latency view).
         engine_metrics: vLLM's metrics for the Services page; None without ``HOTSPAN_PROMETHEUS_URL``.
+        capacity: the capacity health score per engine and service (the API, the Services page and ``/metrics``);
+            one reporting ``not_configured`` without ``HOTSPAN_PROMETHEUS_URL``.
     """
 
     store: Store
@@ -50,6 +53,7 @@ class QueryService:
     incidents: IncidentStore
     engines: EngineReader
     engine_metrics: EngineMetricsReader | None = None
+    capacity: CapacityService = field(default_factory=lambda: CapacityService(None))
 
     @classmethod
     def build(
@@ -61,6 +65,7 @@ class QueryService:
         diagnosis: DiagnosisSettings,
         incidents: IncidentStore,
         engine_metrics: EngineMetricsReader | None = None,
+        capacity: CapacityService | None = None,
     ) -> QueryService:
         """The room over one store, with the pipeline's configuration (stage rules, prices) and the diagnosis
         settings, so every reader shares them."""
@@ -72,6 +77,7 @@ class QueryService:
             incidents=incidents,
             engines=engines,
             engine_metrics=engine_metrics,
+            capacity=capacity or CapacityService(None),
         )
 
     def topology(self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None) -> Topology:

@@ -1,13 +1,15 @@
-"""Services page (``/ui/services``): RED per service or operation from the per-minute rollup, a table with
-sparklines, p95 latency over time, latency and drops per admission tier (P0, P1 ...) of the window's requests, and,
-when a Prometheus URL is configured, vLLM's engine metrics for the same window underneath."""
+"""Services page (``/ui/services``): the capacity health score of each vLLM service and engine at the window's end,
+RED per service or operation from the per-minute rollup, a table with sparklines, p95 latency over time, latency
+and drops per admission tier (P0, P1 ...) of the window's requests, and, when a Prometheus URL is configured,
+vLLM's engine metrics for the same window underneath."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from dash import Dash, Output, dcc, html
+from dash import Dash, Input, Output, dcc, html
 from dash.development.base_component import Component
 
+from dashboards.capacity_figures import capacity_panel
 from dashboards.controls import (
     PERSIST,
     chosen_rollup_window,
@@ -43,7 +45,8 @@ SCOPE = ("service", "operation")
 
 
 def layout(**query: str) -> Component:
-    """Controls, the RED table, the latency figure and the engine panel; callbacks fill them."""
+    """Controls, the capacity panel, the RED table, the latency figure, the tier table and the engine panel;
+    callbacks fill them."""
     fields = [
         radio_field("Group by", "services-group-by", {"service": "Service", "operation": "Operation"}, "service"),
         field(
@@ -53,6 +56,12 @@ def layout(**query: str) -> Component:
     ]
     return window_page(
         "services",
+        section(
+            "Capacity",
+            "health score 0-100 per vLLM service and engine (diagnosis.capacity), from Prometheus, over the last"
+            " HOTSPAN_CAPACITY_WINDOW_S of the window",
+            dcc.Loading(html.Div(id="services-capacity"), type="dot"),
+        ),
         section(
             "Rate, errors, duration",
             "from the per-minute RED rollup; sparklines: calls and p95",
@@ -81,7 +90,20 @@ def layout(**query: str) -> Component:
 
 
 def register_callbacks(app: Dash, query: QueryService) -> None:
-    """Wire the controls to the query room's RED rollups, admission tiers and engine metrics."""
+    """Wire the controls to the query room's capacity scores, RED rollups, admission tiers and engine metrics."""
+
+    # A callback of its own: a slow or failing Prometheus must not hold back the RED table.
+    @app.callback(
+        Output("services-capacity", "children"),
+        Input("services-lookback", "value"),
+        Input("services-refresh", "n_clicks"),
+    )
+    def load_capacity(lookback: str | None, _clicks: int | None) -> Component:
+        try:
+            _, end, _ = chosen_rollup_window(query.store, lookback, read_tenant())
+        except (StorageError, ValueError) as exc:
+            return html.P(str(exc), className="hs-message")
+        return capacity_panel(query.capacity.report(end))
 
     @app.callback(
         Output("services-table", "children"),

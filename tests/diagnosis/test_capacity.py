@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from capacity_support import WINDOW_S, T, add_engine
+from capacity_support import WINDOW_S, T, add_llama_pair
 from prometheus_standin import PrometheusStandIn
 
 from diagnosis import PrometheusMetricsSource
@@ -17,13 +17,7 @@ SETTINGS = CapacitySettings(ttft_slo_s=2.0, kv_saturation=0.95, max_rate_per_s=2
 
 def _scores() -> dict[tuple[str, str], CapacityScore]:
     with PrometheusStandIn() as standin:
-        job = {"job": "vllm-llama", "model_name": "llama"}
-        # A: a fifth of the cache, no queue, 60 requests whose TTFT p95 is in (0.25, 0.5] s.
-        add_engine(standin, {**job, "instance": "a:8000"}, kv=0.2, waiting=0, running=4, requests=60,
-                ttft_counts=(30, 60, 60, 60, 60))  # fmt: skip
-        # B: 60 % of the cache, two waiting beside four running, 30 requests all in (1, 2.5] s.
-        add_engine(standin, {**job, "instance": "b:8000"}, kv=0.6, waiting=2, running=4, requests=30,
-                ttft_counts=(0, 0, 0, 30, 30))  # fmt: skip
+        add_llama_pair(standin)
         source = PrometheusMetricsSource(standin.url)
         scores = capacity_scores(source, int((T + WINDOW_S) * 1e9), SETTINGS)
     return {(score.scope, score.name): score for score in scores}

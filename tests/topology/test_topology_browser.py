@@ -43,6 +43,8 @@ def test_services_page_shows_red_table_with_sparklines(browser: Browser, ui_url:
     assert rows.first.locator("img").count() == 2
     page.wait_for_selector("#services-latency .scatterlayer .trace", timeout=TIMEOUT_MS)
     assert "HOTSPAN_PROMETHEUS_URL" in page.inner_text("#services-engine")
+    page.wait_for_selector("#services-capacity .hs-capacity-status", timeout=TIMEOUT_MS)
+    assert "HOTSPAN_PROMETHEUS_URL is not set" in page.inner_text("#services-capacity")  # one line, no empty box
     page.wait_for_selector("#services-tiers .hs-hint", timeout=TIMEOUT_MS)
     assert "carries an admission tier" in page.inner_text("#services-tiers")  # the demo has no tiers
     nav = page.get_attribute('#\\{\\"index\\"\\:\\"\\/services\\"\\,\\"type\\"\\:\\"nav-link\\"\\}', "class")
