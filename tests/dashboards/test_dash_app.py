@@ -191,3 +191,33 @@ def test_a_short_id_several_traces_start_lists_them(ingestor: Ingestor, query: Q
     assert "starts several traces" in several and ids[0] in several and ids[1] in several and ids[2] not in several
     assert _component(page("/ui/trace/abcdef02"), "trace-meta")["data"]["trace_id"] == ids[2]
     assert "is not a trace ID" in json.dumps(_component(page("/ui/trace/abcdef03"), "trace-header"))
+
+
+def test_the_layout_holds_the_page_its_referrer_opens(ingestor: Ingestor, query: QueryService) -> None:
+    ingest_otlp_json_file(ingestor, DEMO)
+    with serving(mounted_ui(query)) as url:
+
+        def layout(referrer: str | None) -> dict:
+            headers = {"Referer": referrer} if referrer is not None else {}
+            answer = httpx.get(f"{url}/ui/_dash-layout", headers=headers, timeout=60)
+            assert answer.status_code == 200
+            return answer.json()
+
+        # The trace page's address: its page, read once, and a Location already there (so the router stays idle).
+        path = f"/ui/trace/{LARGEST_DEMO_TRACE}"
+        opened = layout(f"{url}{path}")
+        assert _component(opened, "trace-meta")["data"]["span_count"] == 18
+        assert _component(opened, "_pages_location")["pathname"] == path
+        assert _component(opened, "_pages_location")["search"] == ""
+        assert _component(opened, "_pages_store")["data"] == {"title": f"Trace {LARGEST_DEMO_TRACE[:8]} · Hotspan"}
+        # A query string reaches the page as the router passes it, and the Location carries it as the browser does.
+        searched = layout(f"{url}/ui/?service=frontend")
+        assert _component(searched, "_pages_location")["search"] == "?service=frontend"
+        assert _component(searched, "search-service")["value"] == "frontend"
+
+        # No referrer, another host's or an address outside the app: the router fills the page, as Dash does.
+        other_host = url.replace("127.0.0.1", "localhost")
+        for referrer in (None, "", f"{url}/elsewhere/trace/{LARGEST_DEMO_TRACE}", f"{other_host}{path}"):
+            empty = layout(referrer)
+            assert _component(empty, "_pages_content").get("children") is None, referrer
+            assert "pathname" not in _component(empty, "_pages_location"), referrer
