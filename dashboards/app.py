@@ -20,6 +20,7 @@ from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
 from dashboards.first_page import page_container
+from dashboards.lazy_libraries import defer_libraries
 from dashboards.pages import (
     QUERY_CONFIG,
     Page,
@@ -97,6 +98,7 @@ def build_dash_app(query: QueryService, *, requests_pathname_prefix: str = "/ui/
             layout=page.layout,
             order=order,
         )
+    defer_libraries(app)
     app.server.config[QUERY_CONFIG] = query
     app.server.config["SEND_FILE_MAX_AGE_DEFAULT"] = ASSETS_MAX_AGE_S
     # A function: each page load's layout holds the page being opened (dashboards.first_page).

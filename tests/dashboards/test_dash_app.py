@@ -4,6 +4,7 @@ its callbacks answering over HTTP against a real embedded store."""
 from __future__ import annotations
 
 import json
+import re
 
 import dash
 import httpx
@@ -221,3 +222,22 @@ def test_the_layout_holds_the_page_its_referrer_opens(ingestor: Ingestor, query:
             empty = layout(referrer)
             assert _component(empty, "_pages_content").get("children") is None, referrer
             assert "pathname" not in _component(empty, "_pages_location"), referrer
+
+
+def test_grid_and_graph_libraries_load_on_first_use(query: QueryService) -> None:
+    app = build_dash_app(query)
+    client = app.server.test_client()
+    index = client.get("/trace").data.decode()
+    config = json.loads(re.search(r'<script id="hs-lazy-libraries" type="application/json">(.*?)</script>', index)[1])
+    assert set(config) == {"dash_ag_grid", "dash_cytoscape"}
+    assert config["dash_ag_grid"]["components"] == ["AgGrid"]
+    for library in config.values():
+        (script,) = library["scripts"]
+        # Not run by every page, still served and kept a year like Dash's own bundles.
+        assert f'src="{script}"' not in index
+        answer = client.get(script.removeprefix("/ui"))
+        assert answer.status_code == 200 and "max-age=31536000" in answer.headers["Cache-Control"]
+    assert "/ui/assets/lazy_libraries.js" in index
+    # Built again in the same process (as tests do), the app still knows where the libraries are.
+    again = build_dash_app(query).server.test_client().get("/trace").data.decode()
+    assert config["dash_ag_grid"]["scripts"][0] in again
