@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import dash
 import httpx
@@ -241,3 +242,18 @@ def test_grid_and_graph_libraries_load_on_first_use(query: QueryService) -> None
     # Built again in the same process (as tests do), the app still knows where the libraries are.
     again = build_dash_app(query).server.test_client().get("/trace").data.decode()
     assert config["dash_ag_grid"]["scripts"][0] in again
+
+
+def test_a_trace_page_request_reads_the_trace_ahead_of_its_layout(ingestor: Ingestor, query: QueryService) -> None:
+    ingest_otlp_json_file(ingestor, DEMO)
+    with serving(mounted_ui(query)) as url:
+        path = f"/ui/trace/{LARGEST_DEMO_TRACE}"
+        reads = query.views.reads
+        assert httpx.get(f"{url}{path}", timeout=60).status_code == 200
+        deadline = time.monotonic() + 30
+        while query.views.reads == reads and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert query.views.reads == reads + 1  # read while the browser would still be running the page's scripts
+        layout = httpx.get(f"{url}/ui/_dash-layout", headers={"Referer": f"{url}{path}"}, timeout=60).json()
+        assert _component(layout, "trace-meta")["data"]["span_count"] == 18
+        assert query.views.reads == reads + 1  # the layout found it kept: one read for the page load
