@@ -8,13 +8,14 @@ and per size, the median of ``--repeat`` runs of:
 - **REST fetch**: ``GET /api/v1/traces/{id}``, the whole answer read (what Jaeger UI does before drawing);
 - **read**: the page's storage read alone (``query.trace_views.TraceViews.read``: the whole trace, or its first
   ``HOTSPAN_MAX_TRACE_SPANS`` spans above that), in process;
-- **model build**: the trace page's server work when it first loads a trace, what its load callback does: the
+- **model build**: the trace page's server work when it first loads a trace, what its layout request does: the
   read, the :class:`query.trace_view.TraceView` (``query.trace_views.TraceViews.load``, nothing kept), the header,
   the stage panel and the widget's starting data with the first window of rows (``dashboards.trace_panels``);
 - **page ready**: the trace's first page load, in a fresh page (tab) of a browser profile that opened Hotspan
   before (its scripts in the HTTP cache, as for anyone who used the UI before), navigating to ``/ui/trace/<id>``
   until the timeline has drawn its first rows (``#trace-timeline[data-ready]`` and rows drawn): the page's HTML,
-  its scripts run, the load callback (the read, the model, the first window) and the canvas paint; one sample;
+  its scripts run, the layout request (the read, the model, the first window; the read starts with the HTML
+  request) and the canvas paint; one sample;
 - **reopened**: the median of the next ``--repeat`` loads of the same page, the server's model of the unchanged
   trace kept (``query.trace_views``: one small query instead of the read and the analysis);
 - **cold**: as reopened, in a new browser profile each time (nothing cached: every script downloaded and compiled);
@@ -124,7 +125,7 @@ def label(size: int) -> str:
 
 
 def page_load_work(server: RunningServer, trace_id: str) -> int:
-    """What the trace page's load callback does on the server (``dashboards.pages.trace``) the first time it loads a
+    """What the trace page's layout request does on the server (``dashboards.pages.trace``) the first time it loads a
     trace (nothing kept); returns the spans."""
     view = TraceViews(server.storage.reader).load(trace_id, tenant=None)
     assert view is not None

@@ -19,6 +19,8 @@ import dash
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
+from dashboards.first_page import page_container
+from dashboards.lazy_libraries import defer_libraries
 from dashboards.pages import (
     QUERY_CONFIG,
     Page,
@@ -96,9 +98,11 @@ def build_dash_app(query: QueryService, *, requests_pathname_prefix: str = "/ui/
             layout=page.layout,
             order=order,
         )
+    defer_libraries(app)
     app.server.config[QUERY_CONFIG] = query
     app.server.config["SEND_FILE_MAX_AGE_DEFAULT"] = ASSETS_MAX_AGE_S
-    app.layout = _shell(app)
+    # A function: each page load's layout holds the page being opened (dashboards.first_page).
+    app.layout = lambda: _shell(app)
     _register_shell_callbacks(app)
     for page in PAGES:
         page.register_callbacks(app, query)
@@ -106,7 +110,8 @@ def build_dash_app(query: QueryService, *, requests_pathname_prefix: str = "/ui/
 
 
 def _shell(app: Dash) -> Component:
-    """Nav bar (brand, page links, trace ID lookup) above the current page."""
+    """Nav bar (brand, page links, trace ID lookup) above the current page (already in it when the layout request
+    names it: :func:`dashboards.first_page.page_container`)."""
     links = [
         dcc.Link(
             page.name,
@@ -145,7 +150,7 @@ def _shell(app: Dash) -> Component:
                     ),
                 ],
             ),
-            html.Main(dash.page_container, className="hs-main"),
+            html.Main(page_container(app), className="hs-main"),
         ],
     )
 

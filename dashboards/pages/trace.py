@@ -10,6 +10,7 @@ in the browser (``assets/trace_timeline.js``) from windows of rows (:func:`query
 
 from __future__ import annotations
 
+import threading
 import uuid
 from urllib.parse import unquote
 
@@ -40,6 +41,8 @@ LANE_BINS = 1_200
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 FLAME_ID = {"type": "trace-flame", "index": 0}
 """The flame graph's id: a pattern so its click callback can exist before the graph does."""
+READ_AHEAD_THREADS = 2
+"""Trace reads started ahead of the page's layout request at most at once (more page loads read in the layout)."""
 _DETAIL_HINT = "Click a row of the timeline (anywhere on it) or a tile of the flame graph to see its span."
 
 
@@ -118,7 +121,9 @@ def title(trace_id: str | None = None) -> str:
 
 def register_callbacks(app: Dash, query: QueryService) -> None:
     """Wire the page: serve windows of rows, the flame graph and span details from the view the layout read
-    (:func:`layout`), through the query room's kept trace views."""
+    (:func:`layout`), through the query room's kept trace views; read a trace ahead when its page's HTML is asked
+    for (:func:`_read_ahead`)."""
+    _read_ahead(app, query)
 
     @app.callback(
         Output("trace-request-facts", "children"),
@@ -201,6 +206,40 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         if not 0 <= span < view.size:
             return no_update
         return group_detail(view, span) if aggregate else span_detail(view, span)
+
+
+def _read_ahead(app: Dash, query: QueryService) -> None:
+    """When the browser asks for a trace page's HTML (``<prefix>trace/<32-hex ID>``), start reading and modelling
+    that trace in a thread. The layout request that reads it (:func:`layout`) comes only once the page's scripts
+    have run (about 0.3-1 s later on two busy cores); by then the view is kept, or being built, and
+    :meth:`query.trace_views.TraceViews.load` waits for that one build instead of reading again (still one read per
+    page load). At most :data:`READ_AHEAD_THREADS` at once; beyond that, or for a short or malformed ID (which
+    the layout resolves or explains), the layout reads as before. Errors are left for the layout to report."""
+    prefix = app.config.routes_pathname_prefix + "trace/"
+    slots = threading.BoundedSemaphore(READ_AHEAD_THREADS)
+
+    def read(trace_id: str, tenant: str | None) -> None:
+        try:
+            query.views.load(trace_id, tenant=tenant)
+        except (StorageError, ValueError):
+            pass  # the layout's own read reports it
+        finally:
+            slots.release()
+
+    @app.server.before_request
+    def start() -> None:
+        path = flask.request.path
+        if flask.request.method != "GET" or not path.startswith(prefix):
+            return
+        raw = unquote(path.removeprefix(prefix)).strip()
+        if len(raw) != 32:
+            return
+        try:
+            trace_id = normalize_trace_id(raw)
+        except FormError:
+            return
+        if slots.acquire(blocking=False):
+            threading.Thread(target=read, args=(trace_id, read_tenant()), name="trace-read-ahead", daemon=True).start()
 
 
 def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict | None]:

@@ -104,6 +104,8 @@ def test_aggregate_rows_drill_down_to_their_traces_with_the_scope_in_the_url(bro
     page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
     page.goto(f"{served}{search}")
     page.wait_for_selector("#search-count:has-text('longest first')", timeout=TIMEOUT_MS)
+    # The grid's script loads when the grid is first drawn (dashboards/lazy_libraries.py), maybe after the count.
+    page.wait_for_selector("#search-results .ag-center-cols-container .ag-row", timeout=TIMEOUT_MS)
     durations = page.evaluate(
         "() => [...document.querySelectorAll('#search-results .ag-center-cols-container .ag-row')]"
         ".sort((a, b) => Number(a.getAttribute('row-index')) - Number(b.getAttribute('row-index')))"

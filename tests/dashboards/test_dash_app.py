@@ -4,6 +4,8 @@ its callbacks answering over HTTP against a real embedded store."""
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import dash
 import httpx
@@ -191,3 +193,61 @@ def test_a_short_id_several_traces_start_lists_them(ingestor: Ingestor, query: Q
     assert "starts several traces" in several and ids[0] in several and ids[1] in several and ids[2] not in several
     assert _component(page("/ui/trace/abcdef02"), "trace-meta")["data"]["trace_id"] == ids[2]
     assert "is not a trace ID" in json.dumps(_component(page("/ui/trace/abcdef03"), "trace-header"))
+
+
+def test_the_layout_holds_the_page_its_referrer_opens(ingestor: Ingestor, query: QueryService) -> None:
+    ingest_otlp_json_file(ingestor, DEMO)
+    with serving(mounted_ui(query)) as url:
+
+        def layout(referrer: str | None) -> dict:
+            headers = {"Referer": referrer} if referrer is not None else {}
+            answer = httpx.get(f"{url}/ui/_dash-layout", headers=headers, timeout=60)
+            assert answer.status_code == 200
+            return answer.json()
+
+        # The trace page's HTML starts reading the trace, while the browser would still be running the page's scripts.
+        path = f"/ui/trace/{LARGEST_DEMO_TRACE}"
+        reads = query.views.reads
+        assert httpx.get(f"{url}{path}", timeout=60).status_code == 200
+        deadline = time.monotonic() + 30
+        while query.views.reads == reads and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert query.views.reads == reads + 1
+        # Its layout: the page, its model found kept (one read for the page load), and a Location already at the
+        # address (so the router stays idle).
+        opened = layout(f"{url}{path}")
+        assert _component(opened, "trace-meta")["data"]["span_count"] == 18
+        assert query.views.reads == reads + 1
+        assert _component(opened, "_pages_location")["pathname"] == path
+        assert _component(opened, "_pages_location")["search"] == ""
+        assert _component(opened, "_pages_store")["data"] == {"title": f"Trace {LARGEST_DEMO_TRACE[:8]} · Hotspan"}
+        # A query string reaches the page as the router passes it, and the Location carries it as the browser does.
+        searched = layout(f"{url}/ui/?service=frontend")
+        assert _component(searched, "_pages_location")["search"] == "?service=frontend"
+        assert _component(searched, "search-service")["value"] == "frontend"
+
+        # No referrer, another host's or an address outside the app: the router fills the page, as Dash does.
+        other_host = url.replace("127.0.0.1", "localhost")
+        for referrer in (None, "", f"{url}/elsewhere/trace/{LARGEST_DEMO_TRACE}", f"{other_host}{path}"):
+            empty = layout(referrer)
+            assert _component(empty, "_pages_content").get("children") is None, referrer
+            assert "pathname" not in _component(empty, "_pages_location"), referrer
+
+
+def test_grid_and_graph_libraries_load_on_first_use(query: QueryService) -> None:
+    app = build_dash_app(query)
+    client = app.server.test_client()
+    index = client.get("/trace").data.decode()
+    config = json.loads(re.search(r'<script id="hs-lazy-libraries" type="application/json">(.*?)</script>', index)[1])
+    assert set(config) == {"dash_ag_grid", "dash_cytoscape"}
+    assert config["dash_ag_grid"]["components"] == ["AgGrid"]
+    for library in config.values():
+        (script,) = library["scripts"]
+        # Not run by every page, still served and kept a year like Dash's own bundles.
+        assert f'src="{script}"' not in index
+        answer = client.get(script.removeprefix("/ui"))
+        assert answer.status_code == 200 and "max-age=31536000" in answer.headers["Cache-Control"]
+    assert "/ui/assets/lazy_libraries.js" in index
+    # Built again in the same process (as tests do), the app still knows where the libraries are.
+    again = build_dash_app(query).server.test_client().get("/trace").data.decode()
+    assert config["dash_ag_grid"]["scripts"][0] in again

@@ -194,11 +194,11 @@ def test_the_ui_shows_only_the_sessions_tenant(secured_server: RunningServer) ->
         text = json.dumps(found)
         assert ACME_TRACE in text and not [m for m in foreign_markers("acme") if m in text]
         for trace_id in (BETA_TRACE, DEFAULT_TRACE):
-            page = json.dumps(_trace_page(client, trace_id))
-            # The page names the ID it was asked for; nothing else of the trace may show.
-            assert "not found" in page and not [m for m in foreign_markers("acme") if m in page and m != trace_id]
-        shared = json.dumps(_trace_page(client, SHARED_TRACE))
-        assert "acme-gateway" in shared and "beta-intruder" not in shared
+            for page in (json.dumps(_trace_page(client, trace_id)), json.dumps(_trace_layout(client, trace_id))):
+                # The page names the ID it was asked for; nothing else of the trace may show.
+                assert "not found" in page and not [m for m in foreign_markers("acme") if m in page and m != trace_id]
+        for shared in (json.dumps(_trace_page(client, SHARED_TRACE)), json.dumps(_trace_layout(client, SHARED_TRACE))):
+            assert "acme-gateway" in shared and "beta-intruder" not in shared
         # Later requests of the page (rows, a span's detail) read the view kept for this session's tenant.
         rows = json.dumps(_dash_call(client, "trace-rows.data", {"trace-request.data": {"trace_id": SHARED_TRACE}}))
         assert "beta-intruder" not in rows
@@ -207,6 +207,16 @@ def test_the_ui_shows_only_the_sessions_tenant(secured_server: RunningServer) ->
 def _trace_page(client: httpx.Client, trace_id: str) -> dict[str, Any]:
     """The trace page as Dash's pages router renders it for this session (the layout reads the trace)."""
     return _dash_call(client, "_pages_content.children", {"_pages_location.pathname": f"/ui/trace/{trace_id}"})
+
+
+def _trace_layout(client: httpx.Client, trace_id: str) -> dict[str, Any]:
+    """The trace page as a page load of this session gets it: its HTML (which starts reading the trace ahead), then
+    the layout, which holds the page its ``Referer`` names (``dashboards/first_page.py``)."""
+    address = f"{str(client.base_url).rstrip('/')}/ui/trace/{trace_id}"
+    assert client.get(address).status_code == 200
+    answer = client.get("/ui/_dash-layout", headers={"Referer": address})
+    assert answer.status_code == 200, answer.text[:300]
+    return answer.json()
 
 
 def _stored_tenants(server: RunningServer, service: str) -> list[str]:
