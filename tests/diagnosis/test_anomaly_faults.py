@@ -63,7 +63,7 @@ CLEAN_MINUTES = 6
 """Baseline minutes (5, the detector's minimum) and one clean minute judged against them."""
 BASE = 1_780_000_000_000_000_000 // MINUTE_NS * MINUTE_NS
 """Start of the first minute of history (2026-05-28), far from other tests' times."""
-SETTINGS = AnomalySettings(baseline_minutes=10, min_baseline_minutes=5, settle_s=0)
+SETTINGS = AnomalySettings(baseline_minutes=10, min_baseline_minutes=5, settle_s=0, min_calls=10)
 DEFAULT_FAULTS = ("queue_saturation", "retrieval_topk_blowup")
 """Faults of the default run: the engine's queue (latency of every LLM call) and the retriever's (one stage of
 each request); both named from traces alone."""
