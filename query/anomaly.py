@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -275,7 +276,9 @@ class AnomalyDetector:
                     service=row["service"],
                     name=row["name"],
                     span_kind=row["span_kind"],
-                    threshold_ns=float(row["median"]) * NS_PER_MS,
+                    # Durations are whole ns; rounding up keeps a p95 interpolated a hair below equal values of
+                    # a steady series from counting those values as slower.
+                    threshold_ns=math.ceil(float(row["median"]) * NS_PER_MS),
                     start_ns=window.start_ns,
                     end_ns=window.end_ns,
                     baseline_start_ns=int(row["baseline_start_ns"]),

@@ -64,7 +64,7 @@ _IN_WINDOW = """Timestamp >= fromUnixTimestamp64Nano({{{{start_ns:Int64}}}})
         AND Timestamp < fromUnixTimestamp64Nano({{{{end_ns:Int64}}}})"""
 _IN_BASELINE = """Timestamp >= fromUnixTimestamp64Nano({{{{baseline_start_ns:Int64}}}})
         AND Timestamp < fromUnixTimestamp64Nano({{{{baseline_end_ns:Int64}}}})"""
-_THRESHOLD = "{{{{threshold_ns:Float64}}}}"
+_THRESHOLD = "{{{{threshold_ns:Int64}}}}"
 
 EXCEEDANCES = f"""
 SELECT

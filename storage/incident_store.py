@@ -145,15 +145,15 @@ class Exceedances:
 
 @dataclass(frozen=True)
 class CountedSeries:
-    """What :meth:`IncidentStore.exceedances` counts: a series (:data:`SeriesKind` and its keys), a threshold (ns),
-    the window ``[start_ns, end_ns)`` and the baseline window ``[baseline_start_ns, baseline_end_ns)``, which ends
-    at or before ``start_ns``."""
+    """What :meth:`IncidentStore.exceedances` counts: a series (:data:`SeriesKind` and its keys), a threshold
+    (whole ns), the window ``[start_ns, end_ns)`` and the baseline window ``[baseline_start_ns, baseline_end_ns)``,
+    which ends at or before ``start_ns``."""
 
     kind: SeriesKind
     service: str
     name: str
     span_kind: str
-    threshold_ns: float
+    threshold_ns: int
     start_ns: int
     end_ns: int
     baseline_start_ns: int
