@@ -11,7 +11,7 @@ minutes of the past; the detector runs with its clock at the judged minute's end
 not how soon: ``benchmarks/anomaly_faults.py`` runs the stack in real time against a served Hotspan and measures the
 time from fault start to incident.
 
-The clean minute runs by default (about 30-40 s, ``alone``: the stack's timings need the host to itself); the faults
+The clean minute runs by default (22-44 s, ``alone``: the stack's timings need the host to itself); the faults
 are opt-in (each runs the stack again): ``HOTSPAN_ANOMALY_FAULTS=default`` runs :data:`DEFAULT_FAULTS`, ``all``
 every fault switch, a comma-separated list those.
 
@@ -19,11 +19,14 @@ Measured on this shared two-core host (load 4-12), on 25 captured clean runs and
 offline with the detector: the clean minute opened an incident in 13 of 25 runs with a point comparison of the p95
 alone (a p95 of 24 calls is the second slowest: two calls a host stall delayed 2-3x sufficed), in 0 of 25 with the
 count test (:func:`analysis.baseline.exceeds_baseline_rate`) and latency required to double (a stall at load 12
-slowed half the minute's LLM calls 1.6-1.7x). Named by an incident: queue_saturation, tokenizer_cold_start,
-orchestration_cpu_hotspot, redundant_llm_calls, retrieval_topk_blowup (its minute has 18-21 retrieval calls, hence
-``min_calls=10`` here), event_loop_blocking; no incident (latency at engine speed 20 does not move enough):
-prefix_cache_off, connection_per_request, oversized_responses, decode_bound (decode grows under 2x with six users);
-an incident without the cause among its new findings: tier_flood (the window's diagnosis names host contention).
+slowed half the minute's LLM calls 1.6-1.7x); this test by default, 5 runs at load 8-15: quiet, 22-27 s each. Named
+by an incident: queue_saturation, tokenizer_cold_start, orchestration_cpu_hotspot, redundant_llm_calls,
+retrieval_topk_blowup (its minute held under 20 retrieval calls, a clean one 20-21: hence ``min_calls=10`` here),
+event_loop_blocking. No incident, the fault moving no series enough at engine speed 20: prefix_cache_off and
+connection_per_request (no latency series scores above 1.3), oversized_responses (``llm.prefill`` scores 4.1),
+decode_bound (``llm.decode`` 4.0: its baseline spread is wide, decode time follows each row's output length). An
+incident without the cause among its new findings: tier_flood (the gateway's p95 grows 60x; the window's diagnosis
+names host contention only).
 """
 
 from __future__ import annotations
