@@ -15,10 +15,21 @@ e-Handbook of Statistical Methods §1.3.5.17, which recommends flagging above 3.
 outlier; the scale is therefore floored at a share of the median and an absolute amount (:class:`MetricRule`), and
 a deviation also needs a material change (a ratio and an absolute delta): a robust score above the limit *and*
 a change an operator would care about. Too few baseline samples (``min_samples``) judge nothing.
+
+**Counted, not pointed.** A p95 of a minute of two dozen calls is its second slowest call, so a score above the limit
+can rest on two calls one host stall delayed. :func:`exceeds_baseline_rate` is the count test a detector confirms such a
+deviation with: how many of the window's calls are slower than the baseline's p95 (the median of its minutes' p95,
+robust to a bad minute in it) against the share of the baseline window's calls that are (about 5 %), judged with the
+binomial tail at the same false-alarm rate as the score's limit. It is the proportion-of-failures test of Value-at-Risk
+backtesting (Kupiec, "Techniques for Verifying the Accuracy of Risk Measurement Models", J. Derivatives 3(2), 1995:
+exceedances of a quantile counted and tested against their binomial count) and the shape of a latency SLI, the share of
+requests slower than a threshold (Google, The Site Reliability Workbook, ch. 2, 2018). A fault that slows every call
+passes it with a handful of calls; a stall that delays two or three of two dozen does not.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -123,3 +134,38 @@ def robust_scores(
         .with_columns(((pl.col("score") > z_limit) & ratio_ok & (pl.col("worse") >= rule.min_delta)).alias("deviates"))
         .drop("worse")
     )
+
+
+def normal_tail(z: float) -> float:
+    """``P(Z > z)`` for a standard normal ``Z``: the false-alarm rate of a one-sided limit ``z``."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """``P(X >= k)`` for ``X ~ Binomial(n, p)``, summed in log space from ``k`` up (exact; stops once the terms,
+    past the mode, no longer change the sum)."""
+    if k <= 0 or p >= 1.0:
+        return 1.0
+    if k > n or p <= 0.0:
+        return 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(k, n + 1):
+        term = math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
+        total += term
+        if i > n * p and term < total * 1e-16:
+            break
+    return min(total, 1.0)
+
+
+def exceeds_baseline_rate(
+    over: int, calls: int, baseline_over: int, baseline_calls: int, *, z_limit: float = Z_LIMIT
+) -> bool:
+    """Whether ``over`` of a window's ``calls`` beyond a threshold are more than the baseline's rate explains:
+    the binomial tail of ``over`` at the baseline rate is below the normal tail of ``z_limit`` (the false-alarm
+    rate of the robust score's limit). The baseline rate is the Jeffreys estimate ``(baseline_over + 0.5) /
+    (baseline_calls + 1)`` (Brown, Cai & DasGupta, "Interval Estimation for a Binomial Proportion", Statistical
+    Science 16(2), 2001), so a baseline without a single exceedance still allows some. Counts are calls (spans or
+    requests), not minutes."""
+    rate = (baseline_over + 0.5) / (baseline_calls + 1)
+    return binomial_tail(over, calls, rate) < normal_tail(z_limit)

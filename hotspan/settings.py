@@ -84,7 +84,9 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_ANOMALY_BASELINE_MINUTES``: minutes of trailing baseline (and the span of the seasonal one, a day back);
   default 30.
 - ``HOTSPAN_ANOMALY_MIN_CALLS``: fewest calls in a minute's window before its latency or error rate is judged (and
-  the fewest per minute of a series whose throughput is judged); default 20.
+  the fewest per minute of a series whose throughput is judged); default 20. A deviation must also be borne out by a
+  count of slow or failed calls (``analysis.baseline.exceeds_baseline_rate``), so a lower value judges quieter series
+  without letting two slow calls open an incident.
 - ``HOTSPAN_ANOMALY_SETTLE_S``: how long after a minute ends it is judged (late spans, trace analysis); seconds,
   default 20.
 - ``HOTSPAN_ANOMALY_ALERTMANAGER_URL`` / ``HOTSPAN_ANOMALY_WEBHOOK_URL``: where incidents are sent; default the SLO

@@ -59,6 +59,51 @@ ORDER BY service, name, span_kind, bucket_ns
 """Per (root service, stage) and bucket, from the trace pipeline's request summaries: requests that spent time in
 the stage, those of them with an error span, and the p95 of the stage's critical-path time per request (ns)."""
 
+# Filled by two str.format passes (parts, then the tenant condition): bound parameters carry four braces here.
+_IN_WINDOW = """Timestamp >= fromUnixTimestamp64Nano({{{{start_ns:Int64}}}})
+        AND Timestamp < fromUnixTimestamp64Nano({{{{end_ns:Int64}}}})"""
+_IN_BASELINE = """Timestamp >= fromUnixTimestamp64Nano({{{{baseline_start_ns:Int64}}}})
+        AND Timestamp < fromUnixTimestamp64Nano({{{{baseline_end_ns:Int64}}}})"""
+_THRESHOLD = "{{{{threshold_ns:Int64}}}}"
+
+EXCEEDANCES = f"""
+SELECT
+    countIf({_IN_WINDOW}) AS calls,
+    countIf({_IN_WINDOW} AND {{value}} > {_THRESHOLD}) AS over,
+    countIf({_IN_WINDOW} AND {{failed}}) AS errors,
+    countIf({_IN_BASELINE}) AS baseline_calls,
+    countIf({_IN_BASELINE} AND {{value}} > {_THRESHOLD}) AS baseline_over,
+    countIf({_IN_BASELINE} AND {{failed}}) AS baseline_errors
+FROM {{source}}
+WHERE {{series}} AND (({_IN_WINDOW}) OR ({_IN_BASELINE}))
+"""
+"""One series counted call by call in a window ``[start_ns, end_ns)`` and in its baseline window
+``[baseline_start_ns, baseline_end_ns)`` (disjoint): its calls, those slower than ``threshold_ns`` and the failed
+ones. A template of templates: ``{source}`` (a table), ``{series}`` (the condition naming one series
+and its tenant), ``{value}`` (a call's duration, ns) and ``{failed}`` (a call failed) come from
+:data:`OPERATION_EXCEEDANCE_PARTS` or :data:`STAGE_EXCEEDANCE_PARTS`; the result is then a ``str.format`` template
+whose ``{conditions}`` field takes the tenant condition."""
+
+OPERATION_EXCEEDANCE_PARTS = {
+    "source": "otel_traces",
+    "series": "ServiceName = {{service:String}} AND SpanName = {{name:String}} AND {kind} = {{span_kind:String}}"
+    " AND Version = 0 AND {conditions}",
+    "value": "Duration",
+    "failed": "{status} = 'Error'",
+}
+"""A (service, operation, span kind)'s spans as the RED rollup counts them (each span's first stored copy,
+migration 0032); ``{kind}`` and ``{status}`` take :mod:`storage.trace_sql`'s normalising expressions."""
+
+STAGE_EXCEEDANCE_PARTS = {
+    "source": "(SELECT Tenant, Timestamp, RootService, ErrorCount, StageNs FROM hotspan_trace_summary FINAL)"
+    " ARRAY JOIN mapKeys(StageNs) AS stage, mapValues(StageNs) AS stage_ns",
+    "series": "RootService = {{service:String}} AND stage = {{name:String}} AND {conditions}",
+    "value": "stage_ns",
+    "failed": "ErrorCount > 0",
+}
+"""A (root service, stage)'s requests, as :data:`STAGE_SERIES` counts them: the stage's critical-path time per
+request, a request failed when it holds an error span."""
+
 ACTIVE_TENANTS = """
 SELECT DISTINCT Tenant FROM hotspan_red_minutes
 WHERE Timestamp >= fromUnixTimestamp64Nano({start_ns:Int64})

@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol
 import polars as pl
 import pyarrow as pa
 
-from storage import incident_sql
+from storage import incident_sql, trace_sql
 from storage.clickhouse import ClickHouse
 from storage.tenancy import tenant_condition, tenant_parameters
 
@@ -38,6 +38,14 @@ SERIES_SCHEMA = {
 ones, p95 duration (ns; null without values)."""
 
 _SERIES_SQL = {"operation": incident_sql.OPERATION_SERIES, "stage": incident_sql.STAGE_SERIES}
+_EXCEEDANCES_SQL = {
+    "operation": incident_sql.EXCEEDANCES.format(**incident_sql.OPERATION_EXCEEDANCE_PARTS).format(
+        kind=trace_sql.KIND, status=trace_sql.STATUS, conditions=trace_sql.TENANT_FILTER
+    ),
+    "stage": incident_sql.EXCEEDANCES.format(**incident_sql.STAGE_EXCEEDANCE_PARTS).format(
+        conditions=tenant_condition()
+    ),
+}
 _MINUTE = {"operation": incident_sql.MINUTE_BUCKET, "stage": incident_sql.SUMMARY_MINUTE_BUCKET}
 
 
@@ -116,6 +124,42 @@ class IncidentQuery:
     incident_id: str | None = None
 
 
+@dataclass(frozen=True)
+class Exceedances:
+    """One series counted call by call in a window and in its baseline window
+    (:meth:`IncidentStore.exceedances`).
+
+    Attributes:
+        calls, over, errors: the window's calls (spans, or requests for a stage), those slower than the threshold, the
+            failed ones.
+        baseline_calls, baseline_over, baseline_errors: the same in the baseline window.
+    """
+
+    calls: int
+    over: int
+    errors: int
+    baseline_calls: int
+    baseline_over: int
+    baseline_errors: int
+
+
+@dataclass(frozen=True)
+class CountedSeries:
+    """What :meth:`IncidentStore.exceedances` counts: a series (:data:`SeriesKind` and its keys), a threshold
+    (whole ns), the window ``[start_ns, end_ns)`` and the baseline window ``[baseline_start_ns, baseline_end_ns)``,
+    which ends at or before ``start_ns``."""
+
+    kind: SeriesKind
+    service: str
+    name: str
+    span_kind: str
+    threshold_ns: int
+    start_ns: int
+    end_ns: int
+    baseline_start_ns: int
+    baseline_end_ns: int
+
+
 class IncidentStore(Protocol):
     """The detector's reads and writes. Thread-safe, blocking; empty results, never None.
 
@@ -127,6 +171,11 @@ class IncidentStore(Protocol):
     ) -> pl.DataFrame:
         """Series rows (:data:`SERIES_SCHEMA`) of ``kind`` over ``[start_ns, end_ns)``: one per minute, or one for
         the whole window with ``whole``."""
+        ...
+
+    def exceedances(self, series: CountedSeries, *, tenant: str | None) -> Exceedances:
+        """``series`` counted call by call: calls, calls slower than its threshold and failed calls, in its window
+        and in its baseline window (zeros where none)."""
         ...
 
     def active_tenants(self, start_ns: int, end_ns: int) -> list[str]:
@@ -160,6 +209,14 @@ class ClickHouseIncidentStore:
         if frame.height == 0:
             return pl.DataFrame(schema=SERIES_SCHEMA)
         return frame.cast(SERIES_SCHEMA).with_columns(pl.col("p95_ns").fill_nan(None))  # type: ignore[arg-type]
+
+    def exceedances(self, series: CountedSeries, *, tenant: str | None) -> Exceedances:
+        parameters = asdict(series) | tenant_parameters(tenant)
+        del parameters["kind"]
+        if series.kind == "stage":
+            del parameters["span_kind"]
+        (row,) = self._ch.query_rows(_EXCEEDANCES_SQL[series.kind], parameters)
+        return Exceedances(*(int(value) for value in row))
 
     def active_tenants(self, start_ns: int, end_ns: int) -> list[str]:
         rows = self._ch.query_rows(incident_sql.ACTIVE_TENANTS, {"start_ns": start_ns, "end_ns": end_ns})

@@ -1,12 +1,23 @@
-"""The anomaly detector's statistics: median and scaled MAD, robust z-scores, floors and material change."""
+"""The anomaly detector's statistics: median and scaled MAD, robust z-scores, floors and material change, the count
+test of exceedances."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import polars as pl
 import pytest
 
-from analysis.baseline import MAD_TO_SIGMA, MetricRule, robust_baselines, robust_scores
+from analysis.baseline import (
+    MAD_TO_SIGMA,
+    MetricRule,
+    binomial_tail,
+    exceeds_baseline_rate,
+    normal_tail,
+    robust_baselines,
+    robust_scores,
+)
 
 LATENCY = MetricRule("up", relative_floor=0.1, absolute_floor=1.0, min_ratio=1.5, min_delta=5.0)
 THROUGHPUT = MetricRule("down", relative_floor=0.1, absolute_floor=1.0, min_ratio=2.0)
@@ -74,3 +85,27 @@ def test_too_few_baseline_samples_judge_nothing() -> None:
     base = robust_baselines(_samples({"a": [10.0, 11.0, 10.0]}), ["s"])
     scored = robust_scores(pl.DataFrame({"s": ["a"], "value": [1000.0]}), base, ["s"], LATENCY, min_samples=5)
     assert scored.height == 0
+
+
+def test_binomial_tail_matches_the_sum_of_its_terms() -> None:
+    n, p = 24, 0.05
+    # P(X >= 3) = 1 - P(0) - P(1) - P(2), written out.
+    head = sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(3))
+    assert binomial_tail(3, n, p) == pytest.approx(1 - head, rel=1e-12)
+    assert binomial_tail(0, n, p) == 1.0 and binomial_tail(25, n, p) == 0.0
+    assert binomial_tail(24, n, p) == pytest.approx(p**24, rel=1e-9)
+    # Large counts stay finite and exact enough: half of 100 000 calls at a 5 % rate is impossible.
+    assert binomial_tail(50_000, 100_000, p) < 1e-300 or binomial_tail(50_000, 100_000, p) == 0.0
+    assert normal_tail(5.0) == pytest.approx(2.8665e-7, rel=1e-4)
+
+
+def test_a_stall_of_two_calls_is_not_an_exceedance_and_a_slowed_minute_is() -> None:
+    # Baseline: five minutes of 24 calls, about 5 % of them slower than the baseline's p95.
+    assert not exceeds_baseline_rate(2, 24, 6, 120)
+    assert not exceeds_baseline_rate(6, 24, 6, 120)  # a quarter of the minute: still within chance at z = 5
+    assert exceeds_baseline_rate(20, 24, 6, 120)
+    # A baseline without one exceedance still allows some (Jeffreys rate 0.5 / 121): two calls are not enough.
+    assert not exceeds_baseline_rate(2, 24, 0, 120)
+    assert exceeds_baseline_rate(12, 24, 0, 120)
+    # A looser limit accepts fewer.
+    assert exceeds_baseline_rate(7, 24, 6, 120, z_limit=3.0) and not exceeds_baseline_rate(7, 24, 6, 120)

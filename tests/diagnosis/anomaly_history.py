@@ -4,6 +4,8 @@ it (shorter baselines, smaller minimum counts than the defaults: 24 requests a m
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 from diagnosis_support import T0, Chat, Request, SpanSpec, build_all
 
@@ -21,17 +23,22 @@ SETTINGS = AnomalySettings(
 )
 
 
-def steady(minute: int, rng: np.random.Generator) -> list[SpanSpec]:
-    """Requests spread over the minute, tool and engine times jittered by a few ms."""
+STALL = 15.0
+"""How much slower a stalled request's tool and engine times are (a host stall of a few hundred ms)."""
+
+
+def steady(minute: int, rng: np.random.Generator, stalled: Collection[int] = ()) -> list[SpanSpec]:
+    """Requests spread over the minute, tool and engine times jittered by a few ms; the requests numbered in
+    ``stalled`` :data:`STALL` times slower (one host stall, not a fault)."""
     return build_all(
         Request(
             trace=minute * 1000 + i,
             start_ms=(BASE - T0) / 1e6 + minute * 60_000 + i * 2_400,
-            tool_ms=float(rng.normal(20.0, 2.0)),
+            tool_ms=float(rng.normal(20.0, 2.0)) * (STALL if i in stalled else 1.0),
             chats=(
                 Chat(
                     prompt=f"q {minute} {i}",
-                    decode_ms=float(rng.normal(20.0, 2.0)),
+                    decode_ms=float(rng.normal(20.0, 2.0)) * (STALL if i in stalled else 1.0),
                     prefill_ms=float(rng.normal(8.0, 1.0)),
                 ),
             ),
@@ -54,12 +61,12 @@ def saturated(minute: int) -> list[SpanSpec]:
     )
 
 
-def history(seed: int = 11) -> list[list[SpanSpec]]:
-    """The spans of every minute, in order: :data:`STEADY_MINUTES` steady, the fault, :data:`RECOVERY_MINUTES`
-    steady."""
+def history(seed: int = 11, *, stall: bool = False) -> list[list[SpanSpec]]:
+    """The spans of every minute, in order: :data:`STEADY_MINUTES` steady, the fault (with ``stall``: a steady
+    minute two of whose requests stalled instead), :data:`RECOVERY_MINUTES` steady."""
     rng = np.random.default_rng(seed)
     minutes = [steady(m, rng) for m in range(STEADY_MINUTES)]
-    minutes.append(saturated(FAULT_MINUTE))
+    minutes.append(steady(FAULT_MINUTE, rng, stalled=(5, 17)) if stall else saturated(FAULT_MINUTE))
     return minutes + [steady(FAULT_MINUTE + 1 + m, rng) for m in range(RECOVERY_MINUTES)]
 
 

@@ -3,7 +3,8 @@ then steady minutes again. Spans go through the collector's decode path and the 
 request summaries) into one embedded ClickHouse database; the detector is evaluated minute by minute with the
 clock set to each minute's end.
 
-Checked: no incident on the steady part (including the first minutes, whose baselines are too short), exactly
+Checked: no incident on the steady part (including the first minutes, whose baselines are too short) nor on a minute
+where two of the 24 requests stalled (its p95 is theirs, but two slow calls are not a deviation), exactly
 one incident on the fault minute naming the deviating series with their baselines, the diagnosis finding of the
 fault as new against the baseline window, topology neighbours and example traces of the fault minute; evaluating
 the same window again (another detector, as after a restart) duplicates nothing; the incident resolves once the
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import polars as pl
 import pytest
 from anomaly_history import FAULT_MINUTE, MINUTES, SETTINGS, at_end_of, saturated
 from anomaly_history import history as history_minutes
@@ -36,6 +38,9 @@ SEASONAL = "seasonal"
 """A tenant with the same history, then nothing until the fault minute's time one day later, which repeats the
 fault: no trailing baseline, a seasonal one."""
 NEXT_DAY_FAULT = FAULT_MINUTE + 24 * 60
+STALLED = "stalled"
+"""A tenant with the same steady minutes whose fault minute is steady too, but for two requests a stall slowed
+:data:`anomaly_history.STALL` times: its p95 leaves the baseline, its count of slow calls does not."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,8 @@ def history(chdb_dsn: str) -> Iterator[History]:
             ingestor.export(otlp_request(spans), tenant=TENANT)
             ingestor.export(otlp_request(spans), tenant=SEASONAL)
         ingestor.export(otlp_request(saturated(NEXT_DAY_FAULT)), tenant=SEASONAL)
+        for spans in history_minutes(stall=True):
+            ingestor.export(otlp_request(spans), tenant=STALLED)
         storage = Storage(ch, ClickHouseTraceReader(ch), ClickHouseTraceWriter(ch))
         open_trace_pipeline(storage, TracePipelineConfig(), trace_processors(storage)).run_once(force=True)
         yield History(ch, query_room(ch), {span.trace_id for span in minutes[FAULT_MINUTE]})
@@ -131,3 +138,15 @@ def test_a_day_of_history_gives_a_seasonal_baseline(changes: list[list[IncidentC
     assert incident.baseline_start_ns == incident.window_start_ns - DAY_NS - half
     assert incident.baseline_end_ns == incident.window_end_ns - DAY_NS + half
     assert any(f["cause"] == "queue_saturation" for f in incident.findings)
+
+
+def test_two_stalled_requests_move_the_p95_but_open_no_incident(
+    changes: list[list[IncidentChange]], history: History
+) -> None:
+    store = ClickHouseIncidentStore(history.ch)
+    minute = store.series("operation", at_end_of(FAULT_MINUTE - 1), at_end_of(FAULT_MINUTE), tenant=STALLED)
+    before = store.series("operation", at_end_of(FAULT_MINUTE - 2), at_end_of(FAULT_MINUTE - 1), tenant=STALLED)
+    engine = pl.col("name") == "llm_request"
+    # The p95 of 24 calls is the second slowest: the stalled pair's, several times the minute before's.
+    assert minute.filter(engine)["p95_ns"][0] > 5 * before.filter(engine)["p95_ns"][0]
+    assert store.incidents(IncidentQuery(), tenant=STALLED) == []
