@@ -302,7 +302,23 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     )
     app.state.health.start()
 
-    @app.get("/healthz", operation_id="health", response_model=Health, tags=["service"])
+    _route_health(app, app, settings)
+    return app
+
+
+def create_admin_app(app: FastAPI, settings: Settings) -> FastAPI:
+    """The admin listener's application (``HOTSPAN_ADMIN_PORT``): ``/healthz`` only, answered from ``app``'s
+    state (its storage probe and ingest pipeline), the same answer as ``app``'s own ``/healthz``. No auth: health
+    is public on the main port too."""
+    admin = FastAPI(title="Hotspan admin", docs_url=None, redoc_url=None, openapi_url=None)
+    _route_health(admin, app, settings)
+    return admin
+
+
+def _route_health(target: FastAPI, app: FastAPI, settings: Settings) -> None:
+    """``GET /healthz`` on ``target``, reporting ``app``'s storage probe and ingest pipeline."""
+
+    @target.get("/healthz", operation_id="health", response_model=Health, tags=["service"])
     async def health() -> Health:
         """Liveness and storage reachability, from the background probe's last answer (``hotspan.health``):
         answered at once, whatever else the server is doing; and the process's role."""
@@ -311,8 +327,6 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
         if reachable and ingest is not None and not ingest.inserting_ok:
             reachable, detail = False, f"inserts failing; {ingest.spooled_spans} spans wait in the spool"
         return Health(status="ok" if reachable else "degraded", storage=detail, role=settings.role)
-
-    return app
 
 
 def _mount_ingest(app: FastAPI, settings: Settings) -> IngestPipeline:

@@ -120,6 +120,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     server = start_server(_settings(args))
     print(f"Hotspan ({server.settings.role}): health {server.base_url}/healthz", flush=True)
+    if server.admin is not None:
+        print(f"Admin health: http://{server.settings.host}:{server.admin.port}/healthz", flush=True)
     if server.pipeline is not None:
         grpc = f"{server.settings.host}:{server.grpc_port}"
         print(f"OTLP/HTTP: {server.base_url}/v1/traces   OTLP/gRPC: {grpc}", flush=True)

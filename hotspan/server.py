@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import grpc
 import uvicorn
+from fastapi import FastAPI
 
 from alerts.anomaly import AnomalyLoop
 from alerts.config import load_alerts_config
@@ -17,6 +18,7 @@ from collector.grpc_receiver import start_grpc_server
 from collector.pipeline import IngestPipeline
 from hotspan.app import (
     Storage,
+    create_admin_app,
     create_app,
     open_anomaly_loop,
     open_slo_evaluator,
@@ -41,6 +43,35 @@ senders' bodies queued enough steps ahead of a ``/healthz`` to delay it by 1.2-1
 same cores answered in 0.03 s; at 1 ms, 0.6 s (``tests/reliability/test_reliability_overload.py``)."""
 
 
+@dataclass(frozen=True)
+class HttpListener:
+    """One uvicorn server on a thread (and event loop) of its own: ``port`` is the bound one."""
+
+    server: uvicorn.Server
+    thread: threading.Thread
+    port: int
+
+    @classmethod
+    def start(cls, app: FastAPI, host: str, port: int, name: str) -> HttpListener:
+        """Serve ``app`` on ``host:port`` (0: a free port) on a daemon thread named ``name``; return once it
+        accepts connections. Raises ``RuntimeError`` when the port cannot be bound or it is not up in 30 s."""
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+        thread = threading.Thread(target=server.run, name=name, daemon=True)
+        thread.start()
+        for _ in range(300):
+            if server.started:
+                return cls(server, thread, server.servers[0].sockets[0].getsockname()[1])
+            if not thread.is_alive():
+                raise RuntimeError(f"HTTP server failed to start on {host}:{port}")
+            threading.Event().wait(0.1)
+        raise RuntimeError(f"HTTP server did not start on {host}:{port} within 30 s")
+
+    def stop(self) -> None:
+        """Stop accepting and finish in-flight requests (waits up to 10 s)."""
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
 @dataclass
 class RunningServer:
     """A started server; ``http_port``/``grpc_port`` are the bound ports (useful when 0 was asked). The parts its
@@ -61,7 +92,8 @@ class RunningServer:
     query: QueryService | None = None
     anomaly_loop: AnomalyLoop | None = None
     """The anomaly detector's loop (``HOTSPAN_ANOMALY``, query roles only)."""
-    """The query room every read of this server goes through (REST API, UI, alerts)."""
+    admin: HttpListener | None = None
+    """The admin listener (``HOTSPAN_ADMIN_PORT``: ``/healthz`` on a thread of its own); None without one."""
 
     @property
     def base_url(self) -> str:
@@ -73,6 +105,8 @@ class RunningServer:
             self.grpc_server.stop(grace=5).wait()
         self.uvicorn_server.should_exit = True
         self.thread.join(timeout=10)
+        if self.admin is not None:
+            self.admin.stop()
         if self.slo_evaluator is not None:
             self.slo_evaluator.stop()
         if self.anomaly_loop is not None:
@@ -118,19 +152,11 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
             max_request_spans=settings.max_request_spans,
             interceptors=auth.grpc_interceptors(),
         )
-    config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="hotspan-http", daemon=True)
-    thread.start()
-    for _ in range(300):
-        if server.started:
-            break
-        if not thread.is_alive():
-            raise RuntimeError(f"HTTP server failed to start on {settings.host}:{settings.http_port}")
-        threading.Event().wait(0.1)
-    else:
-        raise RuntimeError("HTTP server did not start within 30 s")
-    http_port = server.servers[0].sockets[0].getsockname()[1]
+    main = HttpListener.start(app, settings.host, settings.http_port, "hotspan-http")
+    server, thread, http_port = main.server, main.thread, main.port
+    admin = None
+    if settings.admin_port >= 0:
+        admin = HttpListener.start(create_admin_app(app, settings), settings.host, settings.admin_port, "hotspan-admin")
     trace_pipeline = None
     if parts.pipeline:
         # The query room's configuration when there is one: the API analyses traces with the same rule tables.
@@ -159,4 +185,5 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
         slo_evaluator,
         app.state.query,
         anomaly_loop,
+        admin,
     )

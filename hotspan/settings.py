@@ -123,6 +123,7 @@ ENVIRONMENT = {
     "host": "HOTSPAN_HOST",
     "http_port": "HOTSPAN_HTTP_PORT",
     "grpc_port": "HOTSPAN_GRPC_PORT",
+    "admin_port": "HOTSPAN_ADMIN_PORT",
     "max_body_bytes": "HOTSPAN_MAX_BODY_BYTES",
     "max_request_spans": "HOTSPAN_MAX_REQUEST_SPANS",
     "body_read_timeout_s": "HOTSPAN_BODY_READ_TIMEOUT_S",
@@ -182,6 +183,15 @@ class Settings(BaseModel):
     host: str = "127.0.0.1"
     http_port: int = Field(4318, ge=0, le=65535)
     grpc_port: int = Field(4317, ge=-1, le=65535)
+    admin_port: int = Field(
+        -1,
+        ge=-1,
+        le=65535,
+        description="A second HTTP listener serving only /healthz, on a thread and event loop of its own, so a "
+        "probe is answered at once even while the main port's loop works through a burst of senders (Jaeger's "
+        "admin port and the OpenTelemetry Collector's health_check extension keep health off the data path the "
+        "same way); -1: none, 0: a free port.",
+    )
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     max_request_spans: int = Field(200_000, ge=1)
     body_read_timeout_s: float = Field(30.0, gt=0)

@@ -76,6 +76,8 @@ def roles(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
                         role=role,
                         pipeline_shard=shard,
                         trace_idle_s=0.3,
+                        # The query node with an admin listener (HOTSPAN_ADMIN_PORT), the others without.
+                        admin_port=0 if role == "query" else -1,
                         **where,
                     )
                 )
@@ -157,6 +159,11 @@ def test_each_role_serves_its_part_only_and_names_itself(
     assert (accepted == 200) is ingests
     assert (server.pipeline is not None, server.grpc_server is not None) == (ingests, ingests)
     assert (server.trace_pipeline is not None) is (role == "pipeline")
+    assert (server.admin is not None) is (role == "query")
+    if server.admin is not None:
+        admin = f"http://{server.settings.host}:{server.admin.port}"
+        assert httpx.get(f"{admin}/healthz", timeout=10).json() == {"status": "ok", "storage": "ok", "role": role}
+        assert [httpx.get(f"{admin}{path}", timeout=10).status_code for path in ("/metrics", "/ui/")] == [404, 404]
 
 
 def test_the_query_node_reads_what_both_collectors_wrote(roles: dict[str, RunningServer]) -> None:
