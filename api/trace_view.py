@@ -24,6 +24,16 @@ from query.trace_view import TraceView
 from query.trace_views import TraceViews
 
 
+class TraceOperation(BaseModel):
+    service_name: str
+    name: str = Field(description="Span name.")
+    span_count: int = Field(description="Spans of the operation in the whole trace, each once.")
+    duration_ns_sum: int = Field(description="Their summed duration, ns.")
+    duration_ns_max: int = Field(description="The longest one, ns.")
+    error_count: int = Field(description="Spans with status Error.")
+    first_start_ns: int = Field(description="The first one's start, ns since the Unix epoch.")
+
+
 class TraceViewResponse(BaseModel):
     trace_id: str
     start_time_unix_nano: int = Field(description="The trace's first span start, ns since the Unix epoch.")
@@ -37,6 +47,11 @@ class TraceViewResponse(BaseModel):
     stages: list[str] = Field(description="Stage names; the rows' `stage` and the pieces' `stage` index this list.")
     stage_totals_ns: dict[str, int] = Field(description="ns per stage on the critical paths of the trace's roots.")
     dominant_stage: str | None
+    operations: list[TraceOperation] | None = Field(
+        None,
+        description="When the view holds only the trace's first spans (`stored_spans` > `span_count`): the whole "
+        "trace by operation, summed in the store (each span once), most summed time first; null otherwise.",
+    )
     window: dict[str, Any] = Field(
         description="`total` visible rows, `offset`, and the window's `rows`, `pieces`, `critical`, `gaps`, "
         "`density`, `matches` as aligned column lists, times in ns after the trace's start "
@@ -105,5 +120,10 @@ def _response(view: TraceView, rows: dict[str, Any]) -> TraceViewResponse:
         stages=list(STAGES),
         stage_totals_ns={stage: int(ns) for stage, ns in zip(STAGES, lane.totals_ns, strict=True) if ns},
         dominant_stage=lane.dominant,
+        operations=(
+            None
+            if view.operations is None
+            else [TraceOperation(**row) for row in view.operations.iter_rows(named=True)]
+        ),
         window=rows,
     )

@@ -142,7 +142,45 @@ def header(view: TraceView) -> Component:
         )
     if problems:
         children.append(html.Div(" ".join(problems), className="hs-warning"))
+    if view.operations is not None:
+        children.append(whole_trace_operations(view.operations, view.stored_spans))
     return html.Div(children)
+
+
+WHOLE_TRACE_ROWS = 20
+"""Operations the whole-trace table of a trace read in part lists (the most summed time first)."""
+
+
+def whole_trace_operations(operations: pl.DataFrame, stored_spans: int) -> Component:
+    """The whole trace of a view read in part, by operation (``TraceView.operations``: summed in the store over
+    all ``stored_spans``): its :data:`WHOLE_TRACE_ROWS` operations of most summed span time, with their span count,
+    summed and longest span time and errors."""
+    shown = operations.head(WHOLE_TRACE_ROWS)
+    header = html.Tr([html.Th(name) for name in ("Service", "Operation", "Spans", "Summed", "Longest", "Errors")])
+    rows = [
+        html.Tr(
+            [
+                html.Td(row["service_name"]),
+                html.Td(row["name"]),
+                html.Td(f"{row['span_count']:,}"),
+                html.Td(format_duration_ns(row["duration_ns_sum"])),
+                html.Td(format_duration_ns(row["duration_ns_max"])),
+                html.Td(f"{row['error_count']:,}"),
+            ]
+        )
+        for row in shown.iter_rows(named=True)
+    ]
+    return html.Details(
+        [
+            html.Summary(
+                f"The whole trace by operation: all {stored_spans:,} spans, summed in storage "
+                f"({min(operations.height, WHOLE_TRACE_ROWS)} of {operations.height} operations, most time first)"
+            ),
+            html.Table([html.Thead(header), html.Tbody(rows)], className="hs-analysis-table hs-whole-trace"),
+        ],
+        open=True,
+        id="trace-whole-operations",
+    )
 
 
 def request_facts(view: TraceView) -> Component:

@@ -131,12 +131,20 @@ class TraceView:
         analysis: the analysis of exactly the spans read (the whole trace, or its first spans by start when it
             was larger than the read's bound).
         stored_spans: spans the store holds for the trace; default (or anything smaller) the spans read.
+        operations: for a trace read in part, the whole trace by operation as
+            ``storage.reader.TraceReader.trace_operations`` sums it; None when the view holds the whole trace.
 
     Raises:
         ValueError: ``analysis`` holds no spans, or more than one trace.
     """
 
-    def __init__(self, trace_id: str, analysis: TraceAnalysis, stored_spans: int | None = None) -> None:
+    def __init__(
+        self,
+        trace_id: str,
+        analysis: TraceAnalysis,
+        stored_spans: int | None = None,
+        operations: pl.DataFrame | None = None,
+    ) -> None:
         reported = analysis.reported_tree
         if reported.size == 0 or reported.trace_count != 1:
             raise ValueError(f"a trace view needs the spans of one trace, got {reported.trace_count} traces")
@@ -150,6 +158,9 @@ class TraceView:
         """Ancestors in the drawn tree (0 for a root)."""
         self.stored_spans = max(stored_spans or 0, self.spans.height)
         """Spans the store holds for the trace; more than :attr:`size` when only its first spans were read."""
+        self.operations = operations
+        """The whole trace by operation (``service_name``, ``name``, ``span_count``, ``duration_ns_sum``,
+        ``duration_ns_max``, ``error_count``, ``first_start_ns``) when only its first spans were read; else None."""
         self.span_start_ns: IntArray = tree.start_ns
         self.span_end_ns: IntArray = tree.end_ns
         self.start_ns = int(tree.start_ns.min())
@@ -460,17 +471,23 @@ class TraceView:
 
 
 def build_trace_view(
-    trace_id: str, spans: pl.DataFrame, rules: StageRules | None = None, *, stored_spans: int | None = None
+    trace_id: str,
+    spans: pl.DataFrame,
+    rules: StageRules | None = None,
+    *,
+    stored_spans: int | None = None,
+    operations: pl.DataFrame | None = None,
 ) -> TraceView:
     """The view of one trace's spans (as ``storage.reader.TraceReader.trace`` returns them) with the stage
     ``rules`` (default: the packaged table, read from its file on each call: pass it when building many);
-    ``stored_spans``: what the store holds when ``spans`` are only the trace's first ones (:class:`TraceView`).
+    ``stored_spans`` and ``operations``: what the store holds, and its sum by operation, when ``spans`` are only
+    the trace's first ones (:class:`TraceView`).
 
     Raises:
         ValueError: ``spans`` is empty, holds several traces, or breaks the span-frame contract
             (:mod:`analysis.spans`).
     """
-    return TraceView(trace_id, analyze(spans, rules), stored_spans)
+    return TraceView(trace_id, analyze(spans, rules), stored_spans, operations)
 
 
 def _display_order(parent: IntArray, depth: IntArray, primary_root: int) -> tuple[IntArray, IntArray, IntArray]:

@@ -10,7 +10,8 @@ Kept per (tenant, trace ID), least recently used first out, bounded by the spans
 A read is bounded too: a trace of more spans than ``max_read_spans`` (``HOTSPAN_MAX_TRACE_SPANS``, the bound of the
 trace pipeline and of the trace APIs' pages) is read as its first that many spans by start
 (``TraceReader.trace_page``, which costs memory for those only), and its view says how many the store holds
-(:attr:`query.trace_view.TraceView.stored_spans`); the whole trace is never held.
+(:attr:`query.trace_view.TraceView.stored_spans`) and its operations summed over the whole trace in the store
+(``TraceReader.trace_operations``, :attr:`query.trace_view.TraceView.operations`); the whole trace is never held.
 """
 
 from __future__ import annotations
@@ -139,7 +140,13 @@ class TraceViews:
             spans = self._read_spans(trace_id, tenant, state[0])
             with self._lock:
                 self.reads += 1
-            view = build_trace_view(trace_id, spans, self.rules, stored_spans=state[0]) if spans.height else None
+            # A trace read in part is still summed whole, by operation, in the store.
+            operations = self._reader.trace_operations(trace_id, tenant=tenant) if state[0] > self._max_read else None
+            view = (
+                build_trace_view(trace_id, spans, self.rules, stored_spans=state[0], operations=operations)
+                if spans.height
+                else None
+            )
             with self._lock:
                 self._building.pop(key, None)
                 self._kept.pop(key, None)

@@ -190,6 +190,14 @@ class TraceReader(Protocol):
         when unknown."""
         ...
 
+    def trace_operations(self, trace_id: str, *, tenant: str | None, limit: int = 100) -> pl.DataFrame:
+        """The whole trace (each span once) by operation, summed in the store without reading its spans: one row
+        per (``service_name``, ``name``) with ``span_count``, ``duration_ns_sum`` and ``duration_ns_max`` (span
+        durations, ns), ``error_count`` and ``first_start_ns`` (ns since the Unix epoch); the ``limit`` rows of
+        most summed time, most first. Zero rows when the trace is unknown. How a trace too large to read
+        whole is still shown whole."""
+        ...
+
     def trace_ids_with_prefix(self, prefix: str, *, tenant: str | None, limit: int = 10) -> list[str]:
         """Up to ``limit`` stored trace IDs of the tenant that start with ``prefix`` (lowercase hex), sorted: how
         a short ID a page showed (its first 8 or 16 characters) is found again."""
@@ -286,6 +294,12 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
         spans, rows = self._ch.query_rows(trace_sql.TRACE_STATE, parameters)[0]
         return int(spans), int(rows)
+
+    def trace_operations(self, trace_id: str, *, tenant: str | None, limit: int = 100) -> pl.DataFrame:
+        parameters = {"trace_id": trace_id, "limit": max(1, limit), **tenant_parameters(tenant)}
+        frame = pl.from_arrow(self._ch.query_arrow(trace_sql.TRACE_OPERATIONS, parameters))
+        assert isinstance(frame, pl.DataFrame)
+        return frame
 
     def trace_ids_with_prefix(self, prefix: str, *, tenant: str | None, limit: int = 10) -> list[str]:
         # Another tenant's IDs with the prefix can crowd the candidates out; four times the limit keeps that rare.

@@ -173,6 +173,24 @@ LIMIT 1 BY {IDENTITY}
 """
 """Every span of one trace, each once (its latest copy), ordered by start, then span ID."""
 
+TRACE_OPERATIONS = f"""
+SELECT ServiceName AS service_name, SpanName AS name, count() AS span_count,
+    sum(Duration) AS duration_ns_sum, max(Duration) AS duration_ns_max,
+    countIf(StatusCode = 'STATUS_CODE_ERROR') AS error_count,
+    toUnixTimestamp64Nano(min(Timestamp)) AS first_start_ns
+FROM (
+    SELECT ServiceName, SpanName, Duration, StatusCode, Timestamp
+    FROM otel_traces
+    WHERE {TRACE_WHERE} AND {LATEST_COPY.format(where=TRACE_WHERE)}
+    LIMIT 1 BY {IDENTITY}
+)
+GROUP BY service_name, name
+ORDER BY duration_ns_sum DESC, service_name, name
+LIMIT {{limit:UInt64}}
+"""
+"""One trace's spans (each once, its latest copy) grouped by (service, span name), the most time first: the whole
+trace summed in ClickHouse, where the trace is too large to read (``TraceReader.trace_operations``)."""
+
 _SPAN_ORDER = f"Timestamp, SpanId, SpanKind, SpanName, {TENANT}"
 """The order of a trace's spans that pages follow (an identity in another order: one row per span, not per copy)."""
 

@@ -57,3 +57,18 @@ def test_errors(client: TestClient) -> None:
     assert client.get("/api/v1/traces/nothex/view").json()["error"]["code"] == "invalid_trace_id"
     assert client.get(f"/api/v1/traces/{TRACE}/view", params={"mode": "sideways"}).status_code == 400
     assert client.get(f"/api/v1/traces/{TRACE}/view", params={"limit": 100_000}).status_code == 400
+
+
+def test_a_view_read_in_part_sums_the_whole_trace_by_operation(
+    client: TestClient, reader: ClickHouseTraceReader
+) -> None:
+    assert client.get(f"/api/v1/traces/{TRACE}/view", params={"limit": 1}).json()["operations"] is None
+    app = FastAPI()
+    app.include_router(trace_view.build_router(TraceViews(reader, load_stage_rules(), max_read_spans=1_000)))
+    body = TestClient(app).get(f"/api/v1/traces/{TRACE}/view", params={"limit": 1}).json()
+    assert (body["span_count"], body["stored_spans"]) == (1_000, 2 + 149 * 20)
+    operations = body["operations"]
+    assert sum(operation["span_count"] for operation in operations) == body["stored_spans"]
+    llm = next(operation for operation in operations if operation["name"] == "llm_request")
+    assert llm["span_count"] == 149 and llm["service_name"] == "vllm"
+    assert llm["duration_ns_max"] <= llm["duration_ns_sum"]

@@ -81,6 +81,22 @@ def test_header_says_when_only_the_first_spans_were_read() -> None:
     assert "3 of 1,000,000" in shown and "shows its first 3 by start time" in shown
     assert page_meta(part, "load-1")["stored_spans"] == 1_000_000
     assert "by start time" not in " ".join(texts(header(view)))
+    # With the whole trace summed by operation in the store, the header lists it, with units.
+    operations = pl.DataFrame(
+        {
+            "service_name": ["agent", "vllm"],
+            "name": ["execute_tool", "llm_request"],
+            "span_count": [600_000, 400_000],
+            "duration_ns_sum": [90 * 10**9, 40 * 10**9],
+            "duration_ns_max": [2 * 10**9, 250 * MS],
+            "error_count": [3, 0],
+            "first_start_ns": [0, 10],
+        }
+    )
+    summed = " ".join(texts(header(TraceView(view.trace_id, view.analysis, 1_000_000, operations))))
+    assert "all 1,000,000 spans, summed in storage" in summed
+    assert "600,000" in summed and "llm_request" in summed and "1.5 min" in summed and "250.00 ms" in summed
+    assert "summed in storage" not in shown
 
 
 def test_stage_panel_names_the_dominant_stage_in_words() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import polars as pl
 import pyarrow as pa
 import pytest
 
@@ -74,5 +75,16 @@ def test_a_trace_over_the_read_bound_is_read_in_part(store: ClickHouse, reader: 
     assert view.size == 120 and view.stored_spans == stored > 120
     first = reader.trace(B, tenant=None)["span_id"].head(120).to_list()
     assert view.spans["span_id"].to_list() == first  # the first spans by start, as the trace pages order them
+    # The whole trace, by operation, summed in the store: every stored span counted once, a re-sent copy too.
+    ClickHouseTraceWriter(store).write(agent_trace(300, trace_id=B).slice(0, 10))
+    whole_sum = reader.trace(B, tenant=None).group_by("service_name", "name").agg(pl.len(), pl.col("duration_ns").sum())
+    again = TraceViews(reader, RULES, max_read_spans=120).load(B, tenant=None)
+    assert again is not None and again.operations is not None
+    operations = again.operations
+    assert int(operations["span_count"].sum()) == stored
+    assert sorted(operations.select("service_name", "name", "span_count", "duration_ns_sum").rows()) == sorted(
+        whole_sum.rows()
+    )
+    assert operations["duration_ns_sum"].is_sorted(descending=True)
     whole = TraceViews(reader, RULES).load(B, tenant=None)
-    assert whole is not None and not whole.truncated and whole.size == stored
+    assert whole is not None and not whole.truncated and whole.size == stored and whole.operations is None
