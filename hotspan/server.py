@@ -80,10 +80,8 @@ class RunningServer:
 
     settings: Settings
     storage: Storage
-    uvicorn_server: uvicorn.Server
-    thread: threading.Thread
+    http: HttpListener
     grpc_server: grpc.Server | None
-    http_port: int
     grpc_port: int
     pipeline: IngestPipeline | None
     health: StorageProbe
@@ -96,6 +94,10 @@ class RunningServer:
     """The admin listener (``HOTSPAN_ADMIN_PORT``: ``/healthz`` on a thread of its own); None without one."""
 
     @property
+    def http_port(self) -> int:
+        return self.http.port
+
+    @property
     def base_url(self) -> str:
         return f"http://{self.settings.host}:{self.http_port}"
 
@@ -103,8 +105,7 @@ class RunningServer:
         """Stop accepting, finish in-flight requests (up to 5 s), release the store."""
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=5).wait()
-        self.uvicorn_server.should_exit = True
-        self.thread.join(timeout=10)
+        self.http.stop()
         if self.admin is not None:
             self.admin.stop()
         if self.slo_evaluator is not None:
@@ -152,8 +153,7 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
             max_request_spans=settings.max_request_spans,
             interceptors=auth.grpc_interceptors(),
         )
-    main = HttpListener.start(app, settings.host, settings.http_port, "hotspan-http")
-    server, thread, http_port = main.server, main.thread, main.port
+    http = HttpListener.start(app, settings.host, settings.http_port, "hotspan-http")
     admin = None
     if settings.admin_port >= 0:
         admin = HttpListener.start(create_admin_app(app, settings), settings.host, settings.admin_port, "hotspan-admin")
@@ -169,15 +169,13 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
         slo_evaluator.start()
     anomaly_loop = None
     if settings.anomaly and app.state.query is not None:
-        anomaly_loop = open_anomaly_loop(settings, app.state.query, alerts_config, http_port)
+        anomaly_loop = open_anomaly_loop(settings, app.state.query, alerts_config, http.port)
         anomaly_loop.start()
     return RunningServer(
         settings,
         storage,
-        server,
-        thread,
+        http,
         grpc_server,
-        http_port,
         grpc_port,
         app.state.pipeline,
         app.state.health,
