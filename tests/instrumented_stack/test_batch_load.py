@@ -4,11 +4,10 @@ for the gateway's first request (against a loopback stand-in for the gateway, it
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from prometheus_support import wait_until
 
 from instrumented_stack.batch_load import BatchLoad, BatchLoadConfig, send_offset_s
 from instrumented_stack.loadgen import TenantCredentials
@@ -56,13 +55,6 @@ class _StandInServer(ThreadingHTTPServer):
     posts = 0
 
 
-def _wait_for(condition: Callable[[], bool], deadline_s: float = 10.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met before the deadline"
-        time.sleep(0.01)
-
-
 def test_after_first_request_the_job_waits_for_the_gateways_first_request() -> None:
     server = _StandInServer(("127.0.0.1", 0), _GatewayStandIn)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -72,10 +64,10 @@ def test_after_first_request_the_job_waits_for_the_gateways_first_request() -> N
     try:
         batch.start()
         # A gateway nobody has called yet, read again and again: nothing is sent.
-        _wait_for(lambda: server.polls >= 5)
+        wait_until(lambda: server.polls >= 5, 10.0, "five reads of the gateway's /metrics", every_s=0.01)
         assert server.posts == 0
         server.requests = 1
-        _wait_for(lambda: server.posts == 3)
+        wait_until(lambda: server.posts == 3, 10.0, "the job's three requests", every_s=0.01)
     finally:
         batch.stop()
         server.shutdown()
