@@ -24,11 +24,17 @@ MAX_INCIDENTS = 1_000
 
 
 class SeriesOut(BaseModel):
-    kind: Literal["operation", "stage"] = Field(description="`operation` (RED rollup) or `stage` (request summaries).")
+    kind: Literal["operation", "stage", "finding"] = Field(
+        description="`operation` (RED rollup), `stage` (request summaries) or `finding` (a diagnosis cause new in "
+        "the window's findings of a root service)."
+    )
     service: str = Field(description="The service (the root service for a stage).")
     name: str = Field(description="The operation (span name) or the stage.")
-    span_kind: str = Field(description="The operation's span kind; empty for a stage.")
-    metric: str = Field(description="`p95_ms` (ms), `error_rate` (0..1) or `throughput_per_min` (calls per minute).")
+    span_kind: str = Field(description="The operation's span kind; empty for a stage or a finding.")
+    metric: str = Field(
+        description="`p95_ms` (ms), `error_rate` (0..1), `throughput_per_min` (calls per minute) or `severity` (a "
+        "finding's: 0 none, 1 info, 2 warning, 3 critical)."
+    )
     observed: float = Field(description="The window's value, in the metric's unit.")
     baseline: float = Field(description="The baseline median, in the metric's unit.")
     baseline_scale: float = Field(description="The baseline's robust sigma (1.4826 x MAD, floored), same unit.")
@@ -54,7 +60,7 @@ class IncidentOut(BaseModel):
     baseline_start_ns: int
     baseline_end_ns: int
     seasonal: bool
-    kind: Literal["operation", "stage"] = Field(description="Of the primary series (the largest score).")
+    kind: Literal["operation", "stage", "finding"] = Field(description="Of the primary series (the largest score).")
     service: str
     name: str
     span_kind: str

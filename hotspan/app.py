@@ -222,6 +222,7 @@ def open_anomaly_loop(
             baseline_minutes=settings.anomaly_baseline_minutes,
             min_calls=settings.anomaly_min_calls,
             settle_s=settings.anomaly_settle_s,
+            findings=settings.anomaly_findings,
         )
     )
     alertmanager = settings.anomaly_alertmanager_url or (alerts.alertmanager_url if alerts else None)

@@ -89,6 +89,9 @@ Environment variables (all optional), with defaults and units:
   without letting two slow calls open an incident.
 - ``HOTSPAN_ANOMALY_SETTLE_S``: how long after a minute ends it is judged (late spans, trace analysis); seconds,
   default 20.
+- ``HOTSPAN_ANOMALY_FINDINGS``: whether a diagnosis finding new at ``warning`` or worse against the baseline window
+  opens an incident by itself (faults that cost little latency yet: megabyte responses, a connection per call); it
+  costs one diagnosis per root service and minute; ``true`` or ``false``, default ``true``.
 - ``HOTSPAN_ANOMALY_ALERTMANAGER_URL`` / ``HOTSPAN_ANOMALY_WEBHOOK_URL``: where incidents are sent; default the SLO
   file's ``alertmanager_url`` / ``webhook_url`` when ``HOTSPAN_ALERTS`` is set, else nowhere (incidents are still
   stored and shown).
@@ -160,6 +163,7 @@ ENVIRONMENT = {
     "anomaly_baseline_minutes": "HOTSPAN_ANOMALY_BASELINE_MINUTES",
     "anomaly_min_calls": "HOTSPAN_ANOMALY_MIN_CALLS",
     "anomaly_settle_s": "HOTSPAN_ANOMALY_SETTLE_S",
+    "anomaly_findings": "HOTSPAN_ANOMALY_FINDINGS",
     "anomaly_alertmanager_url": "HOTSPAN_ANOMALY_ALERTMANAGER_URL",
     "anomaly_webhook_url": "HOTSPAN_ANOMALY_WEBHOOK_URL",
 }
@@ -228,6 +232,7 @@ class Settings(BaseModel):
     anomaly_baseline_minutes: int = Field(30, ge=5)
     anomaly_min_calls: int = Field(20, ge=1)
     anomaly_settle_s: float = Field(20.0, ge=0)
+    anomaly_findings: bool = True
     anomaly_alertmanager_url: str | None = Field(None, pattern=r"^https?://")
     anomaly_webhook_url: str | None = Field(None, pattern=r"^https?://")
 

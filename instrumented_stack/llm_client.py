@@ -4,8 +4,10 @@ One call records (names and attributes from the GenAI semconv inference span, ``
 
 - ``chat {model}`` (CLIENT): ``gen_ai.operation.name=chat``, ``gen_ai.provider.name``,
   ``gen_ai.request.*``, ``server.address``/``server.port``, ``llm.prompt.sha256`` (first 16 hex digits of
-  the prompt's SHA-256: equal prompts sent twice have equal values), then ``gen_ai.response.*`` and
-  ``gen_ai.usage.input_tokens``/``output_tokens``; on failure ``error.type`` and status ERROR.
+  the prompt's SHA-256: equal prompts sent twice have equal values), then ``gen_ai.response.*``,
+  ``gen_ai.usage.input_tokens``/``output_tokens`` and ``gen_ai.usage.cache_read.input_tokens`` (the prompt tokens
+  the server's prefix cache served, OpenAI's ``usage.prompt_tokens_details.cached_tokens``, which vLLM reports); on
+  failure ``error.type`` and status ERROR.
   - ``tokenize`` (INTERNAL): the prompt tokenized by a tokenizer worker (``llm.prompt_tokens``,
     ``llm.tokenizer.worker``), with a ``load_tokenizer`` child when the worker had to load it first;
   - ``connect`` and ``tls_handshake`` (INTERNAL) when the call opened a new connection
@@ -49,6 +51,7 @@ from instrumented_stack.semconv import (
     GEN_AI_RESPONSE_FINISH_REASONS,
     GEN_AI_RESPONSE_ID,
     GEN_AI_RESPONSE_MODEL,
+    GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
     LLM_OUTPUT_CHARS,
@@ -105,6 +108,7 @@ class ChatResult:
         text: the assistant message content, stripped.
         finish_reason: why generation stopped (``length``, ``stop``, ...).
         input_tokens, output_tokens: usage reported by the server.
+        cached_input_tokens: prompt tokens served from the server's prefix cache, when it reports them.
     """
 
     response_id: str
@@ -113,6 +117,7 @@ class ChatResult:
     finish_reason: str
     input_tokens: int
     output_tokens: int
+    cached_input_tokens: int | None = None
 
 
 def prompt_signature(prompt: str) -> str:
@@ -231,6 +236,8 @@ class LlmClient:
                     GEN_AI_USAGE_OUTPUT_TOKENS: result.output_tokens,
                 }
             )
+            if result.cached_input_tokens is not None:
+                span.set_attribute(GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, result.cached_input_tokens)
             return result
 
     def _tokenize(self, prompt: str) -> int:
@@ -277,6 +284,7 @@ def _parse_chat_response(payload: dict[str, Any], requested_model: str) -> ChatR
     """
     choice = payload["choices"][0]
     usage = payload.get("usage") or {}
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
     return ChatResult(
         response_id=str(payload.get("id", "")),
         model=str(payload.get("model") or requested_model),
@@ -284,4 +292,5 @@ def _parse_chat_response(payload: dict[str, Any], requested_model: str) -> ChatR
         finish_reason=str(choice.get("finish_reason")),
         input_tokens=int(usage.get("prompt_tokens", 0)),
         output_tokens=int(usage.get("completion_tokens", 0)),
+        cached_input_tokens=None if cached is None else int(cached),
     )

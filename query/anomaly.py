@@ -6,6 +6,10 @@ example traces; an incident resolves when its series are back.
 latency (``p95_ms``), error rate (``error_rate``, 0..1) and throughput (``throughput_per_min``); per (root service,
 stage), from the trace pipeline's request summaries: the p95 of the stage's critical-path time per request
 (``p95_ms``; a stage's error rate and throughput are its root's, already judged on the root's operation).
+Per (root service, diagnosis cause): the severity of the cause in the window's diagnosis of that root service's
+requests (``severity``, :data:`SEVERITY_LEVELS`): a fault can cost little latency at the moment (connections
+opened per call, megabyte responses, a prefix cache switched off on a lightly loaded engine) and still be a
+fault the diagnosis rules name from structure (connect spans, body sizes, cached-token counts).
 
 **Windows.** An evaluation at ``now`` judges the last ``window_minutes`` whole minutes ending ``settle_s`` before
 ``now`` (spans of a minute arrive until its requests end and their exporters flush; stage rows once the pipeline
@@ -18,7 +22,12 @@ window's value above ``z_limit`` plus a material change (:data:`METRIC_RULES`), 
 the window's calls slower than the baseline's p95 (or failed) than the baseline window's share explains, at the same
 false-alarm rate (a binomial test, Kupiec's proportion of failures). Small samples judge nothing: a
 minute enters a latency or error-rate baseline with ``min_minute_calls`` calls, a window is judged with
-``min_calls``, and throughput only for series whose baseline median is ``min_calls`` per minute.
+``min_calls``, and throughput only for series whose baseline median is ``min_calls`` per minute. A finding
+deviates when the window's diagnosis of a root service with ``min_calls`` requests has its cause at ``warning`` or
+worse and the baseline window's diagnosis of that service (seasonal when it holds ``min_calls`` requests, else
+trailing; neither: not judged) had it lower or not at all (``info`` is worth knowing, not a deviation; a warning the
+baseline had too is how that service runs); the rules' own thresholds and least samples judge the finding. Each
+window costs one diagnosis per root service, and one or two of its baseline only when a warning shows.
 
 **Incidents.** Deviating series of one evaluation are grouped by the connected part of the window's service
 graph their service sits in (one fault in an agent stack moves several services' series: one incident, not
@@ -47,7 +56,7 @@ from diagnosis import DiagnosisReport
 from processors.pipeline.service_graph import USER
 from query.diagnosis import DiagnosisService
 from query.topology import window_topology
-from storage.incident_store import CountedSeries, Incident, IncidentQuery, IncidentStore, SeriesKind
+from storage.incident_store import CountedSeries, Incident, IncidentKind, IncidentQuery, IncidentStore, SeriesKind
 from storage.reader import TraceQuery, TraceReader
 from storage.rollup_reader import RollupReader
 from units import NS_PER_MS, NS_PER_S
@@ -69,6 +78,12 @@ and a loaded two-core host slowed half the LLM calls of a clean minute 1.6-1.7x;
 their series 2.5x or more), the error rate 5 points, throughput halve, each beyond the robust z limit with the scale
 floored at 10 % of the median (latency, throughput) or 1 point (error rate)."""
 
+SEVERITY_LEVELS = ("none", "info", "warning", "critical")
+"""A finding series' value: the index of its cause's severity in a diagnosis (``none``: the cause is absent)."""
+FINDING_LEVEL = SEVERITY_LEVELS.index("warning")
+"""Least severity at which a finding is a deviation (opens an incident, or keeps it open)."""
+FINDING_KIND: IncidentKind = "finding"
+
 Change = Literal["opened", "updated", "resolved"]
 
 _KINDS: tuple[SeriesKind, ...] = ("operation", "stage")
@@ -88,6 +103,7 @@ class AnomalySettings:
     close_z: float = Z_LIMIT / 2
     example_traces: int = 5
     diagnosis_traces: int = 500
+    findings: bool = True
 
 
 @dataclass(frozen=True)
@@ -177,10 +193,11 @@ class AnomalyDetector:
         self, tenant: str, window: _Window, open_incidents: list[Incident], *, version: int
     ) -> list[IncidentChange]:
         observed = self._observed(tenant, window)
+        reports = self._root_diagnoses(tenant, observed, window)
         changes: dict[str, IncidentChange] = {}
         current: dict[str, Incident] = {}
         for incident in open_incidents:
-            change = self._follow(incident, observed, window, version)
+            change = self._follow(incident, observed, reports, window, version)
             if change is not None:
                 changes[incident.incident_id] = change
             if change is None or change.change != "resolved":
@@ -191,6 +208,8 @@ class AnomalyDetector:
         )
         fresh = self._scored(tenant, observed, window).filter(pl.col("deviates")).join(followed, on=KEYS, how="anti")
         fresh = self._confirmed(tenant, fresh, window)
+        findings = self._new_findings(tenant, reports, window).join(followed, on=KEYS, how="anti")
+        fresh = pl.concat([fresh, findings], how="diagonal_relaxed")
         if fresh.height == 0:
             return list(changes.values())
         topology = window_topology(self._rollups, window.start_ns, window.end_ns, tenant=tenant)
@@ -259,6 +278,93 @@ class AnomalyDetector:
                 )
         return pl.concat(scored, how="diagonal_relaxed")
 
+    def _root_diagnoses(self, tenant: str, observed: pl.DataFrame, window: _Window) -> dict[str, DiagnosisReport]:
+        """The window's diagnosis of each root service with ``min_calls`` requests in it (read off its stage
+        series), by service; none with ``findings`` off. A service whose diagnosis fails is left out (logged): its
+        findings are not judged."""
+        if not self.settings.findings:
+            return {}
+        roots = (
+            observed.filter(pl.col("kind") == "stage")
+            .group_by("service")
+            .agg(pl.col("calls").max())
+            .filter(pl.col("calls") >= self.settings.min_calls)
+        )
+        reports = {}
+        for service in sorted(roots["service"].to_list()):
+            report = self._diagnose(tenant, service, window.start_ns, window.end_ns)
+            if report is not None:
+                reports[service] = report
+        return reports
+
+    def _new_findings(self, tenant: str, reports: dict[str, DiagnosisReport], window: _Window) -> pl.DataFrame:
+        """Finding rows that deviate (module docstring), shaped as :meth:`_scored`'s rows plus the finding's
+        ``example_trace_ids``: ``value`` the window's severity level, ``median`` the baseline window's, ``score``
+        the rise."""
+        rows = []
+        for service, report in reports.items():
+            severe = [f for f in report.findings if SEVERITY_LEVELS.index(f.severity) >= FINDING_LEVEL]
+            if not severe:
+                continue
+            chosen = self._finding_baseline(tenant, service, window)
+            if chosen is None:
+                continue
+            baseline, (baseline_start, baseline_end, seasonal) = chosen
+            for finding in severe:
+                level, before = SEVERITY_LEVELS.index(finding.severity), _severity_level(baseline, finding.cause)
+                if level <= before:
+                    continue
+                examples = finding.evidence.get("example_trace_ids")
+                rows.append(
+                    {
+                        "kind": FINDING_KIND,
+                        "service": service,
+                        "name": finding.cause,
+                        "span_kind": "",
+                        "metric": "severity",
+                        "value": float(level),
+                        "calls": report.trace_count,
+                        "median": float(before),
+                        "scale": 1.0,
+                        "score": float(level - before),
+                        "deviates": True,
+                        "seasonal": seasonal,
+                        "baseline_start_ns": baseline_start,
+                        "baseline_end_ns": baseline_end,
+                        "example_trace_ids": [str(i) for i in examples] if isinstance(examples, list) else [],
+                    }
+                )
+        return pl.DataFrame(rows, schema=_FINDING_SCHEMA)
+
+    def _finding_baseline(
+        self, tenant: str, service: str, window: _Window
+    ) -> tuple[DiagnosisReport, tuple[int, int, bool]] | None:
+        """The diagnosis a finding of ``service`` is judged against, with its window's start, end (ns) and whether
+        it is seasonal: as for series, the same time one day earlier when that holds ``min_calls`` requests, else
+        the trailing baseline window when that does; None when neither does (nothing to be new against)."""
+        for start, end, seasonal in (
+            (window.seasonal_start_ns, window.seasonal_end_ns, True),
+            (window.baseline_start_ns, window.start_ns, False),
+        ):
+            report = self._diagnose(tenant, service, start, end)
+            if report is not None and report.trace_count >= self.settings.min_calls:
+                return report, (start, end, seasonal)
+        return None
+
+    def _diagnose(self, tenant: str, service: str, start_ns: int, end_ns: int) -> DiagnosisReport | None:
+        """The diagnosis of ``service``'s traces in ``[start_ns, end_ns)``; None when it fails (logged)."""
+        try:
+            return self._diagnosis.diagnose(
+                tenant=tenant,
+                start_ns=start_ns,
+                end_ns=end_ns - 1,
+                service=service,
+                limit=self.settings.diagnosis_traces,
+            )
+        except Exception:
+            log.exception("diagnosis of %s's traces failed; their findings are not judged or named", service)
+            return None
+
     def _confirmed(self, tenant: str, deviating: pl.DataFrame, window: _Window) -> pl.DataFrame:
         """The deviating rows the window's calls bear out one by one (:func:`analysis.baseline.exceeds_baseline_rate` at
         ``z_limit``): latency where more calls are slower than the baseline's p95 (the median of its minutes') than the
@@ -302,27 +408,40 @@ class AnomalyDetector:
         return robust_baselines(values, KEYS)
 
     def _follow(
-        self, incident: Incident, observed: pl.DataFrame, window: _Window, version: int
+        self,
+        incident: Incident,
+        observed: pl.DataFrame,
+        reports: dict[str, DiagnosisReport],
+        window: _Window,
+        version: int,
     ) -> IncidentChange | None:
         """An open incident in this window: resolved when none of its series is above ``close_z`` against the
-        baseline it opened with (and one could be judged), updated when one still deviates, else unchanged."""
-        kept = pl.DataFrame(
-            [
-                {key: series[key] for key in KEYS}
-                | {"median": series["baseline"], "sigma": series["baseline_scale"], "samples": 1 << 30}
-                for series in incident.series
-            ]
-        ).cast({"samples": pl.UInt32, "median": pl.Float64, "sigma": pl.Float64})
-        judged = []
-        for metric, rule in METRIC_RULES.items():
-            mine = observed.filter(pl.col("metric") == metric)
-            judged.append(
-                robust_scores(mine, kept.filter(pl.col("metric") == metric), KEYS, rule, z_limit=self.settings.close_z)
-            )
-        scores = pl.concat(judged)
-        if scores.height == 0:
+        baseline it opened with and none of its findings is still ``warning`` or worse (and one could be judged),
+        updated when one still deviates, else unchanged."""
+        measured = [series for series in incident.series if series["kind"] != FINDING_KIND]
+        deviates: list[bool] = []
+        if measured:
+            kept = pl.DataFrame(
+                [
+                    {key: series[key] for key in KEYS}
+                    | {"median": series["baseline"], "sigma": series["baseline_scale"], "samples": 1 << 30}
+                    for series in measured
+                ]
+            ).cast({"samples": pl.UInt32, "median": pl.Float64, "sigma": pl.Float64})
+            for metric, rule in METRIC_RULES.items():
+                mine = observed.filter(pl.col("metric") == metric)
+                scores = robust_scores(
+                    mine, kept.filter(pl.col("metric") == metric), KEYS, rule, z_limit=self.settings.close_z
+                )
+                deviates += scores["deviates"].to_list()
+        deviates += [
+            _severity_level(reports[series["service"]], series["name"]) >= FINDING_LEVEL
+            for series in incident.series
+            if series["kind"] == FINDING_KIND and series["service"] in reports
+        ]
+        if not deviates:
             return None
-        if scores["deviates"].any():
+        if any(deviates):
             if incident.last_deviation_end_ns >= window.end_ns:
                 return None
             updated = replace(incident, last_deviation_end_ns=window.end_ns, version=version)
@@ -377,23 +496,28 @@ class AnomalyDetector:
         self, tenant: str, service: str, window: _Window, baseline_start: int, baseline_end: int
     ) -> list[dict[str, Any]]:
         """The window's findings against the baseline window's: each with ``new`` when the baseline window did
-        not have that cause at that severity or worse; new ones first. Empty when diagnosis fails (an incident
-        never waits on it)."""
-        limit = self.settings.diagnosis_traces
-        try:
-            now = self._diagnosis.diagnose(
-                tenant=tenant, start_ns=window.start_ns, end_ns=window.end_ns - 1, service=service, limit=limit
-            )
-            before = self._diagnosis.diagnose(
-                tenant=tenant, start_ns=baseline_start, end_ns=baseline_end - 1, service=service, limit=limit
-            )
-        except Exception:
-            log.exception("diagnosis of an incident window of %s failed; the incident names no cause", service)
+        not have that cause at that severity or worse; new ones first. Then the new findings of the span across
+        the window's start (as long again before it as the window lasts, and the window) that neither has: a
+        cause that is a change within one diagnosis, such as ``admission_tier_starvation`` (a lower tier's load
+        rising while a higher tier slows), is seen where the change is, and a fault that fills the whole window
+        leaves no change inside it. Empty when diagnosis fails (an incident never waits on it)."""
+        now = self._diagnose(tenant, service, window.start_ns, window.end_ns)
+        before = self._diagnose(tenant, service, baseline_start, baseline_end)
+        if now is None or before is None:
             return []
-        return compare_findings(now, before)
+        found = compare_findings(now, before)
+        across = self._diagnose(tenant, service, 2 * window.start_ns - window.end_ns, window.end_ns)
+        if across is not None:
+            seen = {finding["cause"] for finding in found}
+            changes = [f for f in compare_findings(across, before) if f["new"] and f["cause"] not in seen]
+            found = [f for f in found if f["new"]] + changes + [f for f in found if not f["new"]]
+        return found
 
     def _examples(self, tenant: str, top: dict[str, Any], window: _Window) -> list[str]:
-        """The slowest (latency, throughput) or failed (error rate) traces of the primary series in the window."""
+        """The slowest (latency, throughput) or failed (error rate) traces of the primary series in the window; a
+        finding's own examples."""
+        if top["kind"] == FINDING_KIND:
+            return list(top["example_trace_ids"])[: self.settings.example_traces]
         operation = top["kind"] == "operation"
         query = TraceQuery(
             service=top["service"],
@@ -460,6 +584,30 @@ def compare_findings(window: DiagnosisReport, baseline: DiagnosisReport) -> list
         for f in window.findings
     ]
     return sorted(found, key=lambda f: not f["new"])
+
+
+def _severity_level(report: DiagnosisReport, cause: str) -> int:
+    """The index in :data:`SEVERITY_LEVELS` of ``cause``'s finding in ``report`` (0 when absent)."""
+    return max((SEVERITY_LEVELS.index(f.severity) for f in report.findings if f.cause == cause), default=0)
+
+
+_FINDING_SCHEMA = {
+    "kind": pl.String,
+    "service": pl.String,
+    "name": pl.String,
+    "span_kind": pl.String,
+    "metric": pl.String,
+    "value": pl.Float64,
+    "calls": pl.UInt64,
+    "median": pl.Float64,
+    "scale": pl.Float64,
+    "score": pl.Float64,
+    "deviates": pl.Boolean,
+    "seasonal": pl.Boolean,
+    "baseline_start_ns": pl.Int64,
+    "baseline_end_ns": pl.Int64,
+    "example_trace_ids": pl.List(pl.String),
+}
 
 
 def _incident_id(tenant: str, group: str, window: _Window) -> str:

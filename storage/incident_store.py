@@ -22,6 +22,9 @@ from storage.tenancy import tenant_condition, tenant_parameters
 SeriesKind = Literal["operation", "stage"]
 """What a series is about: a (service, operation, span kind) of the RED rollup, or a (root service, stage) of the
 request summaries."""
+IncidentKind = Literal["operation", "stage", "finding"]
+"""What an incident's series is about: a :data:`SeriesKind`, or ``finding``: a diagnosis cause (``name``) new in the
+window's findings for a root service (``service``), judged by its severity (``metric`` ``severity``)."""
 
 IncidentStatus = Literal["open", "resolved"]
 
@@ -62,9 +65,12 @@ class Incident:
             the same time one day earlier, else the trailing minutes before the window.
         kind, service, name, span_kind, metric: the primary series (the largest robust score): ``operation``
             (``name`` a span name, ``span_kind`` its kind) or ``stage`` (``service`` the root service, ``name`` a
-            stage, ``span_kind`` empty); ``metric`` ``p95_ms``, ``error_rate`` or ``throughput_per_min``.
+            stage, ``span_kind`` empty) or ``finding`` (``service`` the root service, ``name`` a diagnosis cause,
+            ``span_kind`` empty); ``metric`` ``p95_ms``, ``error_rate``, ``throughput_per_min`` or ``severity``
+            (a finding's: 0 none, 1 info, 2 warning, 3 critical).
         baseline_value, observed_value: the primary series' baseline median and observed value, in the metric's
-            unit (ms, 0..1, calls per minute); ``score`` its robust z-score (:mod:`analysis.baseline`).
+            unit (ms, 0..1, calls per minute, severity); ``score`` its robust z-score (:mod:`analysis.baseline`), for
+            a finding the severity's rise over the baseline window's (1 to 3).
         services: every service with a deviating series in the incident.
         series: every deviating series: dicts with the keys above plus ``baseline_scale``, ``calls``.
         findings: the diagnosis findings of the window (dicts: ``cause``, ``title``, ``severity``,
@@ -84,7 +90,7 @@ class Incident:
     baseline_start_ns: int
     baseline_end_ns: int
     seasonal: bool
-    kind: SeriesKind
+    kind: IncidentKind
     service: str
     name: str
     span_kind: str

@@ -1,12 +1,15 @@
-"""Stored history for the anomaly detector's tests: steady minutes of agent requests, one minute of queue saturation,
-steady minutes again (:mod:`diagnosis_support`'s requests), laid on whole minutes; and the detector's settings for
-it (shorter baselines, smaller minimum counts than the defaults: 24 requests a minute)."""
+"""Stored history for the anomaly detector's tests: steady minutes of agent requests, one minute of queue saturation
+(or of megabyte tool responses that cost no latency), steady minutes again (:mod:`diagnosis_support`'s requests),
+laid on whole minutes; and the detector's settings for it (shorter baselines, smaller minimum counts than the
+defaults: 24 requests a minute)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
 import numpy as np
+from diagnosis_cases import is_tool_client
 from diagnosis_support import T0, Chat, Request, SpanSpec, build_all
 
 from query.anomaly import MINUTE_NS, AnomalySettings
@@ -61,12 +64,32 @@ def saturated(minute: int) -> list[SpanSpec]:
     )
 
 
-def history(seed: int = 11, *, stall: bool = False) -> list[list[SpanSpec]]:
+PAYLOAD_BYTES = 1_800_000
+"""A tool response body of the oversized minute: the brief's 1.8 MB, uncompressed."""
+
+
+def oversized(minute: int, rng: np.random.Generator) -> list[SpanSpec]:
+    """A steady minute whose tool calls answer :data:`PAYLOAD_BYTES` bodies without compression, timed as before:
+    a fault no latency series shows."""
+    body = {"http.response.body.size": str(PAYLOAD_BYTES)}
+    return [
+        replace(span, attributes={**span.attributes, **body}) if is_tool_client(span) else span
+        for span in steady(minute, rng)
+    ]
+
+
+def history(seed: int = 11, *, stall: bool = False, payload: bool = False) -> list[list[SpanSpec]]:
     """The spans of every minute, in order: :data:`STEADY_MINUTES` steady, the fault (with ``stall``: a steady
-    minute two of whose requests stalled instead), :data:`RECOVERY_MINUTES` steady."""
+    minute two of whose requests stalled instead; with ``payload``: :func:`oversized`), :data:`RECOVERY_MINUTES`
+    steady."""
     rng = np.random.default_rng(seed)
     minutes = [steady(m, rng) for m in range(STEADY_MINUTES)]
-    minutes.append(steady(FAULT_MINUTE, rng, stalled=(5, 17)) if stall else saturated(FAULT_MINUTE))
+    if stall:
+        minutes.append(steady(FAULT_MINUTE, rng, stalled=(5, 17)))
+    elif payload:
+        minutes.append(oversized(FAULT_MINUTE, rng))
+    else:
+        minutes.append(saturated(FAULT_MINUTE))
     return minutes + [steady(FAULT_MINUTE + 1 + m, rng) for m in range(RECOVERY_MINUTES)]
 
 

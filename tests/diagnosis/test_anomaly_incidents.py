@@ -8,7 +8,8 @@ where two of the 24 requests stalled (its p95 is theirs, but two slow calls are 
 one incident on the fault minute naming the deviating series with their baselines, the diagnosis finding of the
 fault as new against the baseline window, topology neighbours and example traces of the fault minute; evaluating
 the same window again (another detector, as after a restart) duplicates nothing; the incident resolves once the
-series are back.
+series are back. A minute of uncompressed megabyte tool responses moves no latency series, and opens one incident
+on the diagnosis finding new against the baseline window alone, resolved once the finding is gone.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collector.ingest import Ingestor
 from hotspan.app import Storage, open_trace_pipeline, trace_processors
 from processors.pipeline.config import TracePipelineConfig
 from query.anomaly import DAY_NS, MINUTE_NS, AnomalyDetector, IncidentChange
+from query.incident_text import incident_summary
 from query.service import QueryService
 from storage.clickhouse import ClickHouse
 from storage.incident_store import ClickHouseIncidentStore, IncidentQuery
@@ -41,6 +43,10 @@ NEXT_DAY_FAULT = FAULT_MINUTE + 24 * 60
 STALLED = "stalled"
 """A tenant with the same steady minutes whose fault minute is steady too, but for two requests a stall slowed
 :data:`anomaly_history.STALL` times: its p95 leaves the baseline, its count of slow calls does not."""
+
+PAYLOAD = "payload"
+"""A tenant with the same steady minutes whose fault minute's tool calls answer uncompressed megabyte bodies, timed
+as a steady minute (:func:`anomaly_history.oversized`)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,8 @@ def history(chdb_dsn: str) -> Iterator[History]:
         ingestor.export(otlp_request(saturated(NEXT_DAY_FAULT)), tenant=SEASONAL)
         for spans in history_minutes(stall=True):
             ingestor.export(otlp_request(spans), tenant=STALLED)
+        for spans in history_minutes(payload=True):
+            ingestor.export(otlp_request(spans), tenant=PAYLOAD)
         storage = Storage(ch, ClickHouseTraceReader(ch), ClickHouseTraceWriter(ch))
         open_trace_pipeline(storage, TracePipelineConfig(), trace_processors(storage)).run_once(force=True)
         yield History(ch, query_room(ch), {span.trace_id for span in minutes[FAULT_MINUTE]})
@@ -72,10 +80,15 @@ def _detector(history: History) -> AnomalyDetector:
 
 
 @pytest.fixture(scope="module")
-def changes(history: History) -> list[list[IncidentChange]]:
-    """What one detector wrote for :data:`TENANT` after each minute, in order."""
+def judged(history: History) -> list[list[IncidentChange]]:
+    """What one detector wrote after each minute, in order."""
     detector = _detector(history)
-    judged = [detector.evaluate(at_end_of(m)) for m in range(MINUTES)]
+    return [detector.evaluate(at_end_of(m)) for m in range(MINUTES)]
+
+
+@pytest.fixture(scope="module")
+def changes(judged: list[list[IncidentChange]]) -> list[list[IncidentChange]]:
+    """What the detector wrote for :data:`TENANT` after each minute, in order."""
     return [[c for c in minute if c.incident.tenant == TENANT] for minute in judged]
 
 
@@ -150,3 +163,23 @@ def test_two_stalled_requests_move_the_p95_but_open_no_incident(
     # The p95 of 24 calls is the second slowest: the stalled pair's, several times the minute before's.
     assert minute.filter(engine)["p95_ns"][0] > 5 * before.filter(engine)["p95_ns"][0]
     assert store.incidents(IncidentQuery(), tenant=STALLED) == []
+
+
+def test_a_fault_no_latency_shows_opens_an_incident_on_its_new_finding(judged: list[list[IncidentChange]]) -> None:
+    mine = [[c for c in minute if c.incident.tenant == PAYLOAD] for minute in judged]
+    assert [c for minute in mine[:FAULT_MINUTE] for c in minute] == []
+    assert [c.change for c in mine[FAULT_MINUTE]] == ["opened"]
+    incident = mine[FAULT_MINUTE][0].incident
+    # Timing is a steady minute's: the finding is the only deviating series.
+    assert [(s["kind"], s["service"], s["name"], s["metric"]) for s in incident.series] == [
+        ("finding", "gateway", "oversized_payload", "severity")
+    ], incident.series
+    assert (incident.kind, incident.name, incident.metric) == ("finding", "oversized_payload", "severity")
+    assert incident.baseline_value == 0 and incident.observed_value >= 2
+    assert incident_summary(incident).startswith("gateway finding oversized_payload: ")
+    new = [f["cause"] for f in incident.findings if f["new"]]
+    assert new and new[0] == "oversized_payload", incident.findings
+    assert incident.example_trace_ids
+    after = [c for minute in mine[FAULT_MINUTE + 1 :] for c in minute]
+    assert [(c.change, c.incident.incident_id) for c in after] == [("resolved", incident.incident_id)]
+    assert after[0].incident.resolved_at_ns == at_end_of(FAULT_MINUTE + 1)

@@ -117,6 +117,8 @@ def test_spans_follow_genai_semconv(stack_run: RunSummary, stack_spans: InMemory
             "input_tokens": engine.attributes["gen_ai.usage.prompt_tokens"],
             "output_tokens": engine.attributes["gen_ai.usage.completion_tokens"],
         }
+        # The engine's usage.prompt_tokens_details.cached_tokens, under semconv's name for it.
+        assert 0 <= chat.attributes["gen_ai.usage.cache_read.input_tokens"] <= usage["input_tokens"]
         tokenize = _only(spans, "agent", SpanKind.INTERNAL, "tokenize")
         assert tokenize.attributes["llm.prompt_tokens"] == engine.attributes["gen_ai.usage.prompt_tokens"]
         assert chat.attributes["gen_ai.response.id"] == engine.attributes["gen_ai.request.id"]
