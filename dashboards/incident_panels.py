@@ -78,7 +78,7 @@ def incident_detail(incident: Incident, drill: Callable[[Incident], Component]) 
         children=[
             html.Thead(
                 html.Tr(
-                    [html.Th(n) for n in ("Kind", "Service", "Operation or stage", "Metric")]
+                    [html.Th(n) for n in ("Kind", "Service", "Operation, stage or cause", "Metric")]
                     + [html.Th(n, style=_NUMBER) for n in ("Observed", "Baseline", "Score", "Calls")]
                 )
             ),

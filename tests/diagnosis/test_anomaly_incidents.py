@@ -14,6 +14,7 @@ on the diagnosis finding new against the baseline window alone, resolved once th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,13 +22,16 @@ import polars as pl
 import pytest
 from anomaly_history import FAULT_MINUTE, MINUTES, SETTINGS, at_end_of, saturated
 from anomaly_history import history as history_minutes
+from dash import html
 from diagnosis_support import otlp_request
+from plotly.utils import PlotlyJSONEncoder
 
 from collector.ingest import Ingestor
+from dashboards.incident_panels import incident_detail
 from hotspan.app import Storage, open_trace_pipeline, trace_processors
 from processors.pipeline.config import TracePipelineConfig
 from query.anomaly import DAY_NS, MINUTE_NS, AnomalyDetector, IncidentChange
-from query.incident_text import incident_summary
+from query.incident_text import incident_summary, series_text
 from query.service import QueryService
 from storage.clickhouse import ClickHouse
 from storage.incident_store import ClickHouseIncidentStore, IncidentQuery
@@ -177,6 +181,9 @@ def test_a_fault_no_latency_shows_opens_an_incident_on_its_new_finding(judged: l
     assert (incident.kind, incident.name, incident.metric) == ("finding", "oversized_payload", "severity")
     assert incident.baseline_value == 0 and incident.observed_value >= 2
     assert incident_summary(incident).startswith("gateway finding oversized_payload: ")
+    assert series_text(incident.series[0]) == "gateway finding oversized_payload critical (baseline none)"
+    shown = json.dumps(incident_detail(incident, lambda _: html.Span()).to_plotly_json(), cls=PlotlyJSONEncoder)
+    assert '"critical"' in shown and '"none"' in shown and "oversized_payload" in shown
     new = [f["cause"] for f in incident.findings if f["new"]]
     assert new and new[0] == "oversized_payload", incident.findings
     assert incident.example_trace_ids
