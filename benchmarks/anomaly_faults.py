@@ -45,8 +45,12 @@ from instrumented_stack.tools import ToolsConfig
 from instrumented_stack.workload import load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
+# Run as a script, Python puts benchmarks/ first on sys.path, where benchmarks/analysis.py would shadow the analysis
+# package the fault matrix's module imports.
+if sys.path and Path(sys.path[0]).resolve() == ROOT / "benchmarks":
+    sys.path[0] = str(ROOT)
 # The fault matrix's stack parameters and answer key (fault switch -> the cause diagnosis names), kept in one place.
-sys.path.insert(0, str(ROOT / "tests" / "diagnosis"))
+sys.path[1:1] = [str(ROOT / "tests" / "diagnosis"), str(ROOT / "tests")]
 from test_diagnosis_faults import EXPECTED_CAUSE, INTENTS, SPEED, TOOL_LATENCY_S  # noqa: E402
 
 SERVER_ENV = {
