@@ -2,14 +2,18 @@
 injected fault, naming it.
 
     .venv/bin/python benchmarks/anomaly_faults.py [--faults queue_saturation,retrieval_topk_blowup | all]
-        [--clean-s 390] [--fault-s 150] [--recover-s 150] [--users 4]
+        [--clean-s 390] [--fault-s 150] [--recover-s 150] [--users 4] [--prometheus]
 
 Starts ``hotspan serve`` (its own process and data directory, the anomaly loop every 5 s, minutes judged 15 s after
 they end, traces analysed 2 s after they go quiet), then the instrumented stack in this process exporting over
 OTLP/HTTP: six and a half clean minutes (the detector judges once five minutes of baseline exist), then each fault
 switch in turn, its stack run for ``--fault-s`` while ``/api/v1/incidents`` is polled every 2 s, then clean again
 until the incident resolves (at most ``--recover-s``). The stack is the fault matrix's (Azure conversation rows,
-engine speed 20, 100 ms catalogue lookups), replayed by ``--users`` closed-loop users.
+engine speed 20, 100 ms catalogue lookups), replayed by ``--users`` closed-loop users. With ``--prometheus`` a real
+Prometheus (the Debian binary) scrapes the running stack's engine every second (its ``/metrics``, found through a
+file_sd target file rewritten as each phase's stack starts) and the served Hotspan's diagnosis reads it
+(``HOTSPAN_PROMETHEUS_URL``), as in a deployment with vLLM's metrics: faults only the engine's metrics show (prefix
+caching switched off on a workload whose prompts share no prefix) can then be named.
 
 Prints the incidents the clean run opened, then per fault: seconds from the fault's start to its incident's first
 appearance in the API, the incident's primary series, whether its new findings name the fault's expected cause
@@ -21,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
+import json
 import os
 import socket
 import subprocess
@@ -29,8 +35,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -51,6 +59,7 @@ if sys.path and Path(sys.path[0]).resolve() == ROOT / "benchmarks":
     sys.path[0] = str(ROOT)
 # The fault matrix's stack parameters and answer key (fault switch -> the cause diagnosis names), kept in one place.
 sys.path[1:1] = [str(ROOT / "tests" / "diagnosis"), str(ROOT / "tests")]
+from prometheus_support import serving  # noqa: E402
 from test_diagnosis_faults import EXPECTED_CAUSE, INTENTS, SPEED, TOOL_LATENCY_S  # noqa: E402
 
 SERVER_ENV = {
@@ -66,13 +75,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``hotspan serve`` on a free port; returns the process and its base URL once ``/healthz`` answers."""
+def serve(data_dir: Path, prometheus_url: str | None) -> tuple[subprocess.Popen[bytes], str]:
+    """``hotspan serve`` on a free port (reading engine metrics from ``prometheus_url`` when given); returns the
+    process and its base URL once ``/healthz`` answers."""
     port = free_port()
     command = [sys.executable, "-m", "hotspan.cli", "serve", "--data-dir", str(data_dir)]
     command += ["--http-port", str(port), "--grpc-port=-1"]
     log = (data_dir / "serve.log").open("wb")
-    process = subprocess.Popen(command, cwd=ROOT, env=os.environ | SERVER_ENV, stdout=log, stderr=log)
+    env = os.environ | SERVER_ENV | ({"HOTSPAN_PROMETHEUS_URL": prometheus_url} if prometheus_url else {})
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -86,10 +97,34 @@ def serve(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError(f"hotspan serve did not answer on {url}; see {data_dir / 'serve.log'}")
 
 
-class Load:
-    """The stack with ``faults`` on, replayed by ``users`` users in a background thread until :meth:`stop`."""
+@contextlib.contextmanager
+def scraped_engines(workdir: Path) -> Iterator[tuple[str, Path]]:
+    """A real Prometheus scraping, every second, the targets listed in a file_sd file; yields its URL and the file
+    (write ``[{"targets": ["host:port"]}]`` to it, atomically, to point it at another engine)."""
+    targets = workdir / "engines.json"
+    targets.write_text("[]", encoding="utf-8")
+    config = {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+        "scrape_configs": [{"job_name": "vllm", "file_sd_configs": [{"files": [str(targets)]}]}],
+    }
+    with serving("prometheus", workdir / "prometheus", config, ["--storage.tsdb.path={workdir}/tsdb"]) as url:
+        yield url, targets
 
-    def __init__(self, url: str, faults: tuple[str, ...], users: int) -> None:
+
+def point_at(targets: Path | None, engine_url: str) -> None:
+    """Make the Prometheus of :func:`scraped_engines` scrape ``engine_url`` (nothing without one)."""
+    if targets is None:
+        return
+    staged = targets.with_suffix(".tmp")
+    staged.write_text(json.dumps([{"targets": [urlsplit(engine_url).netloc]}]), encoding="utf-8")
+    staged.replace(targets)
+
+
+class Load:
+    """The stack with ``faults`` on, replayed by ``users`` users in a background thread until :meth:`stop`; the
+    Prometheus ``targets`` file (when given) pointed at its engine once it runs."""
+
+    def __init__(self, url: str, faults: tuple[str, ...], users: int, targets: Path | None = None) -> None:
         config = with_speed(
             apply_faults(StackConfig(tools=ToolsConfig(lookup_latency_s=TOOL_LATENCY_S)), faults), SPEED
         )
@@ -99,6 +134,7 @@ class Load:
         self._settings = UserSettings(tenants=config.credentials(("tenant-p0",)))
         self._stack = Stack(config, otlp_span_processors(url))
         self._users = users
+        self._targets = targets
         self._duration_s = 0.0
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -112,6 +148,7 @@ class Load:
 
     def _run(self) -> None:
         with self._stack as stack:
+            point_at(self._targets, stack.urls.engine)
             asyncio.run(
                 replay_closed_loop(
                     stack.gateway_url, self._prompts, self._settings, users=self._users, duration_s=self._duration_s
@@ -123,8 +160,8 @@ def incidents(url: str) -> list[dict[str, Any]]:
     return httpx.get(f"{url}/api/v1/incidents", params={"limit": 1000}, timeout=30).json()["incidents"]
 
 
-def phase(url: str, faults: tuple[str, ...], users: int, duration_s: float) -> None:
-    load = Load(url, faults, users)
+def phase(url: str, faults: tuple[str, ...], users: int, duration_s: float, targets: Path | None) -> None:
+    load = Load(url, faults, users, targets)
     load.run_for(duration_s)
     load.join()
 
@@ -136,12 +173,14 @@ def main() -> None:
     parser.add_argument("--fault-s", type=float, default=150.0)
     parser.add_argument("--recover-s", type=float, default=150.0)
     parser.add_argument("--users", type=int, default=4)
+    parser.add_argument("--prometheus", action="store_true", help="diagnosis reads the engine's metrics too")
     args = parser.parse_args()
     faults = list(FAULTS) if args.faults == "all" else [name for name in args.faults.split(",") if name]
-    with tempfile.TemporaryDirectory(prefix="hotspan-anomaly-") as tmp:
-        process, url = serve(Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="hotspan-anomaly-") as tmp, contextlib.ExitStack() as scope:
+        prometheus_url, targets = scope.enter_context(scraped_engines(Path(tmp))) if args.prometheus else (None, None)
+        process, url = serve(Path(tmp), prometheus_url)
         try:
-            phase(url, (), args.users, args.clean_s)
+            phase(url, (), args.users, args.clean_s, targets)
             time.sleep(25)  # the last clean minute is judged 15 s after it ends
             clean = incidents(url)
             print(f"clean {args.clean_s:.0f} s: incidents opened {len(clean)}", flush=True)
@@ -151,7 +190,7 @@ def main() -> None:
             for fault in faults:
                 seen = {incident["incident_id"] for incident in incidents(url)}
                 started = time.time()
-                load = Load(url, (fault,), args.users)
+                load = Load(url, (fault,), args.users, targets)
                 load.run_for(args.fault_s)
                 found = None
                 while found is None and time.time() - started < args.fault_s + 30:
@@ -169,7 +208,7 @@ def main() -> None:
                 new = [f["cause"] for f in found["findings"] if f["new"]]
                 named = EXPECTED_CAUSE[fault] in new
                 recovery_start = time.time()
-                recovery = Load(url, (), args.users)
+                recovery = Load(url, (), args.users, targets)
                 recovery.run_for(args.recover_s)
                 resolved_s = None
                 while resolved_s is None and time.time() - recovery_start < args.recover_s:
