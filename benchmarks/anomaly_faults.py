@@ -2,14 +2,15 @@
 injected fault, naming it.
 
     .venv/bin/python benchmarks/anomaly_faults.py [--faults queue_saturation,retrieval_topk_blowup | all]
-        [--clean-s 390] [--fault-s 150] [--recover-s 150] [--users 4] [--prometheus]
+        [--clean-s 390] [--fault-s 150] [--recover-s 300] [--users 4] [--prometheus]
 
 Starts ``hotspan serve`` (its own process and data directory, the anomaly loop every 5 s, minutes judged 15 s after
 they end, traces analysed 2 s after they go quiet), then the instrumented stack in this process exporting over
 OTLP/HTTP: six and a half clean minutes (the detector judges once five minutes of baseline exist), then each fault
 switch in turn, its stack run for ``--fault-s`` while ``/api/v1/incidents`` is polled every 2 s, then clean again
-until the incident resolves (at most ``--recover-s``). The stack is the fault matrix's (Azure conversation rows,
-engine speed 20, 100 ms catalogue lookups), replayed by ``--users`` closed-loop users. With ``--prometheus`` a real
+for ``--recover-s`` while it is watched until the incident resolves. Each phase's stack starts :data:`OVERLAP_S`
+before the previous one ends (no gap in traffic between them). The stack is the fault matrix's (Azure conversation
+rows, engine speed 20, 100 ms catalogue lookups), replayed by ``--users`` closed-loop users. With ``--prometheus`` a real
 Prometheus (the Debian binary) scrapes the running stack's engine every second (its ``/metrics``, found through a
 file_sd target file rewritten as each phase's stack starts) and the served Hotspan's diagnosis reads it
 (``HOTSPAN_PROMETHEUS_URL``), as in a deployment with vLLM's metrics: faults only the engine's metrics show (prefix
@@ -62,6 +63,10 @@ sys.path[1:1] = [str(ROOT / "tests" / "diagnosis"), str(ROOT / "tests")]
 from prometheus_support import serving  # noqa: E402
 from test_diagnosis_faults import EXPECTED_CAUSE, INTENTS, SPEED, TOOL_LATENCY_S  # noqa: E402
 
+OVERLAP_S = 15.0
+"""Seconds each phase's stack serves beside the next one's, as a rolling deploy does: a gap between two stacks
+(start-up, cold tokenizers, an empty prefix cache) would show as a throughput dip that opens an incident of its own
+in the minute the fault starts."""
 SERVER_ENV = {
     "HOTSPAN_ANOMALY_INTERVAL_S": "5",
     "HOTSPAN_ANOMALY_SETTLE_S": "15",
@@ -160,10 +165,16 @@ def incidents(url: str) -> list[dict[str, Any]]:
     return httpx.get(f"{url}/api/v1/incidents", params={"limit": 1000}, timeout=30).json()["incidents"]
 
 
-def phase(url: str, faults: tuple[str, ...], users: int, duration_s: float, targets: Path | None) -> None:
-    load = Load(url, faults, users, targets)
-    load.run_for(duration_s)
-    load.join()
+def _first_new(url: str, seen: set[str], until: float) -> dict[str, Any] | None:
+    """The newest incident not in ``seen``, polled every 2 s until ``until`` (epoch s); with ``seen_at``, when the
+    poll first found it."""
+    while True:
+        fresh = [i for i in incidents(url) if i["incident_id"] not in seen]
+        if fresh:
+            return fresh[-1] | {"seen_at": time.time()}
+        if time.time() >= until:
+            return None
+        time.sleep(2)
 
 
 def main() -> None:
@@ -171,7 +182,7 @@ def main() -> None:
     parser.add_argument("--faults", default="queue_saturation,retrieval_topk_blowup")
     parser.add_argument("--clean-s", type=float, default=390.0)
     parser.add_argument("--fault-s", type=float, default=150.0)
-    parser.add_argument("--recover-s", type=float, default=150.0)
+    parser.add_argument("--recover-s", type=float, default=300.0)
     parser.add_argument("--users", type=int, default=4)
     parser.add_argument("--prometheus", action="store_true", help="diagnosis reads the engine's metrics too")
     args = parser.parse_args()
@@ -180,51 +191,54 @@ def main() -> None:
         prometheus_url, targets = scope.enter_context(scraped_engines(Path(tmp))) if args.prometheus else (None, None)
         process, url = serve(Path(tmp), prometheus_url)
         try:
-            phase(url, (), args.users, args.clean_s, targets)
-            time.sleep(25)  # the last clean minute is judged 15 s after it ends
+            previous = Load(url, (), args.users, targets)
+            previous.run_for(args.clean_s)
+            time.sleep(args.clean_s - OVERLAP_S)
             clean = incidents(url)
             print(f"clean {args.clean_s:.0f} s: incidents opened {len(clean)}", flush=True)
             for incident in clean:
                 print(f"  clean incident: {incident['service']} {incident['name']} {incident['metric']}", flush=True)
             slowest = 0.0
             for fault in faults:
-                seen = {incident["incident_id"] for incident in incidents(url)}
+                known = incidents(url)
+                still_open = sum(1 for i in known if i["status"] == "open")
+                seen = {incident["incident_id"] for incident in known}
                 started = time.time()
                 load = Load(url, (fault,), args.users, targets)
                 load.run_for(args.fault_s)
-                found = None
-                while found is None and time.time() - started < args.fault_s + 30:
-                    fresh = [i for i in incidents(url) if i["incident_id"] not in seen]
-                    found = fresh[-1] if fresh else None
-                    if found is None:
-                        time.sleep(2)
-                detected_s = time.time() - started
+                previous.join()
+                found = _first_new(url, seen, started + args.fault_s - OVERLAP_S)
+                recovery_start = time.time()
+                previous = Load(url, (), args.users, targets)
+                previous.run_for(args.recover_s)
                 load.join()
+                found = found or _first_new(url, seen, started + args.fault_s + 30)
                 if found is None:
-                    print(f"{fault}: no incident within {args.fault_s + 30:.0f} s", flush=True)
+                    print(f"{fault}: no incident within {args.fault_s + 30:.0f} s ({still_open} open at its start)")
                     slowest = float("inf")
+                    time.sleep(max(0.0, recovery_start + args.recover_s - OVERLAP_S - time.time()))
                     continue
+                detected_s = (found["seen_at"] or time.time()) - started
                 slowest = max(slowest, detected_s)
                 new = [f["cause"] for f in found["findings"] if f["new"]]
                 named = EXPECTED_CAUSE[fault] in new
-                recovery_start = time.time()
-                recovery = Load(url, (), args.users, targets)
-                recovery.run_for(args.recover_s)
                 resolved_s = None
-                while resolved_s is None and time.time() - recovery_start < args.recover_s:
+                while resolved_s is None and time.time() - recovery_start < args.recover_s - OVERLAP_S:
                     now = {i["incident_id"]: i for i in incidents(url)}
                     if now[found["incident_id"]]["status"] == "resolved":
                         resolved_s = time.time() - recovery_start
                     else:
                         time.sleep(2)
-                recovery.join()
+                time.sleep(max(0.0, recovery_start + args.recover_s - OVERLAP_S - time.time()))
                 print(
                     f"{fault}: incident after {detected_s:.0f} s on {found['service']} {found['name']} "
                     f"{found['metric']} (x{found['observed_value'] / max(found['baseline_value'], 1e-9):.1f}); "
                     f"new causes {new}; names {EXPECTED_CAUSE[fault]}: {'yes' if named else 'no'}; "
-                    + (f"resolved after {resolved_s:.0f} s" if resolved_s is not None else "not resolved"),
+                    + (f"resolved after {resolved_s:.0f} s" if resolved_s is not None else "not resolved")
+                    + f" ({still_open} open at its start)",
                     flush=True,
                 )
+            previous.join()
         finally:
             process.terminate()
             process.wait(timeout=30)
