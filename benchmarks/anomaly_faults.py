@@ -10,8 +10,8 @@ OTLP/HTTP: six and a half clean minutes (the detector judges once five minutes o
 switch in turn, its stack run for ``--fault-s`` while ``/api/v1/incidents`` is polled every 2 s, then clean again
 for ``--recover-s`` while it is watched until the incident resolves. Each phase's stack starts :data:`OVERLAP_S`
 before the previous one ends (no gap in traffic between them). The stack is the fault matrix's (Azure conversation
-rows, engine speed 20, 100 ms catalogue lookups), replayed by ``--users`` closed-loop users. With ``--prometheus`` a real
-Prometheus (the Debian binary) scrapes the running stack's engine every second (its ``/metrics``, found through a
+rows, engine speed 20, 100 ms catalogue lookups), replayed by ``--users`` closed-loop users. With ``--prometheus``
+a real Prometheus (the Debian binary) scrapes the running stack's engine every second (its ``/metrics``, found through a
 file_sd target file rewritten as each phase's stack starts) and the served Hotspan's diagnosis reads it
 (``HOTSPAN_PROMETHEUS_URL``), as in a deployment with vLLM's metrics: faults only the engine's metrics show (prefix
 caching switched off on a workload whose prompts share no prefix) can then be named.
