@@ -214,3 +214,33 @@ def test_an_adjusted_genai_trace_marks_the_moved_span(browser: Browser, served: 
     page.mouse.move(0, 0)
     screenshot(page, "ui-trace-genai.png")
     assert errors == []
+
+
+def test_pages_run_without_dashs_polyfill(browser: Browser, served: Served) -> None:
+    """The page loads no @babel/polyfill (dashboards/polyfill.py); the flame graph, a dcc.Graph that Dash's lazy
+    loader brings in through a regenerator-compiled async function, still draws; the asset standing in for the
+    polyfill's regenerator runs that function's state machine to its end."""
+    page, errors = new_page(browser)
+    open_trace(page, f"{served.url}/ui/trace/{GENAI_TRACE}")
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
+    assert page.evaluate("() => window._babelPolyfill === undefined")
+    assert page.locator("script[src*='polyfill']").count() == 0
+    steps = page.evaluate(
+        """() => {
+            let ready = false;
+            const run = regeneratorRuntime.mark(function loader() {
+                return regeneratorRuntime.wrap(function (context) {
+                    for (;;) switch (context.prev = context.next) {
+                        case 0: return context.next = 2, "awaited";
+                        case 2: ready = context.sent;
+                        case 3: case "end": return context.stop();
+                    }
+                }, loader);
+            });
+            const generator = run();
+            const steps = [generator.next(), generator.next(true), generator.next()];
+            return [...steps.map((step) => [step.value ?? null, step.done]), ready];
+        }"""
+    )
+    assert steps == [["awaited", False], [None, True], [None, True], True]
+    assert errors == []
