@@ -142,6 +142,19 @@
       this.setWindow(meta.rows, 0);
       this.drawMinimap();
       this.root.dataset.ready = "1";
+      this.fillAfterPaint();
+    }
+
+    // The page's starting data holds only the first screenful of rows (dashboards/trace_panels.py,
+    // FIRST_WINDOW_ROWS), so that the first paint comes sooner; once it is on screen, ask for a full window around
+    // the rows in view, unless the reader asked for something else meanwhile (a newer request wins).
+    fillAfterPaint() {
+      const win = this.win;
+      const seq = this.seq;
+      if (win.offset === 0 && win.rows.span.length >= this.total) return;
+      window.requestAnimationFrame(() => setTimeout(() => {
+        if (this.win === win && this.seq === seq) this.fetch(Math.floor(this.topPx() / ROW) - OVERSCAN, false);
+      }, 0));
     }
 
     setRows(payload) {

@@ -23,6 +23,7 @@ from browser_kit import (
     timeline_total,
     wait_total,
 )
+from dashboards.trace_panels import FIRST_WINDOW_ROWS
 from hotspan.importer import StoreSink, import_paths
 from query.trace_views import TraceViews
 from storage.clickhouse import ClickHouse
@@ -109,6 +110,27 @@ def test_a_real_trace_collapses_expands_and_opens_spans_reading_it_once(browser:
     screenshot(page, "ui-trace-smartthings.png")
     # Scrolling, collapsing and opening spans read the kept view: one read for the page load.
     assert served.views.reads == reads + 1
+    assert errors == []
+
+
+def test_the_first_paint_carries_a_screenful_and_the_rest_follows(browser: Browser, served: Served) -> None:
+    page, errors = new_page(browser)
+    open_trace(page, f"{served.url}/ui/trace/{SMARTTHINGS_TRACE}")
+    widget = "document.getElementById('trace-timeline').hsTimeline"
+    spans = served.reader.trace(SMARTTHINGS_TRACE, tenant=None).height
+    assert spans > FIRST_WINDOW_ROWS
+    # The page's starting data: the first rows only, enough for the first view.
+    assert page.evaluate(f"() => {widget}.meta.rows.rows.span.length") == FIRST_WINDOW_ROWS
+    assert page.evaluate(f"() => {widget}.viewHeight") / 22 < FIRST_WINDOW_ROWS
+    # After the first paint the widget asks for a full window: here the whole trace.
+    page.wait_for_function(f"() => {widget}.win.rows.span.length === {spans}", timeout=TIMEOUT_MS)
+    assert page.evaluate(f"() => {widget}.win.offset") == 0
+    # Scrolled to its end, the last rows are drawn from that window ("…" stands for rows not yet fetched).
+    page.evaluate("() => { const s = document.getElementById('trace-scroll'); s.scrollTop = s.scrollHeight; }")
+    last = spans - 1
+    page.wait_for_function(f"() => ({TIMELINE_ROWS_JS})().some(row => row.position === {last})", timeout=TIMEOUT_MS)
+    in_view = page.evaluate(f"() => Math.ceil({widget}.viewHeight / 22)")
+    assert int(page.get_attribute("#trace-timeline", "data-drawn") or 0) >= in_view - 1
     assert errors == []
 
 
