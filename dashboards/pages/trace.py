@@ -20,6 +20,7 @@ from dash.development.base_component import Component
 
 from dashboards.pages import Page, query_room
 from dashboards.query_form import FormError, normalize_trace_id
+from dashboards.static_html import static_html
 from dashboards.tenancy import read_tenant
 from dashboards.trace_panels import (
     flame_figure,
@@ -271,7 +272,9 @@ def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict |
         id="trace-compare-link",
         className="hs-drill",
     )
-    return html.Div([header(view), compare]), stage_panel(view), page_meta(view, uuid.uuid4().hex)
+    # Header and stage panel are drawn once and never updated: one component each for Dash (dashboards/static_html).
+    head, stages = static_html(header(view)), static_html(stage_panel(view))
+    return html.Div([head, compare]), stages, page_meta(view, uuid.uuid4().hex)
 
 
 def _kept(data: dict | None) -> TraceView | None:
@@ -298,8 +301,10 @@ def _notice(headline: str, detail: str) -> Component:
 
 
 def _section_title(text: str, hint: str) -> Component:
-    """A card heading with a muted hint beside it."""
-    return html.Div(className="hs-section-title", children=[html.H3(text), html.Span(hint, className="hs-hint")])
+    """A card heading with a muted hint beside it (static: one component for Dash)."""
+    return static_html(
+        html.Div(className="hs-section-title", children=[html.H3(text), html.Span(hint, className="hs-hint")])
+    )
 
 
 PAGE = Page(

@@ -81,6 +81,10 @@ def test_a_real_trace_collapses_expands_and_opens_spans_reading_it_once(browser:
     spans = served.reader.trace(SMARTTHINGS_TRACE, tenant=None).height
     assert timeline_total(page) == spans  # a small trace: nothing aggregated, nothing collapsed
     assert "Most of this trace's time is" in page.inner_text("#trace-stages")
+    # Header and stage panel are static HTML (one Dash component each), drawn as the same elements.
+    assert page.locator("#trace-header .hs-facts .hs-fact dd").count() == 6
+    assert page.locator("#trace-stages .hs-stage-legend .hs-stage-chip .hs-swatch").count() >= 1
+    assert page.locator(".hs-trace .hs-section-title h3").all_inner_texts() == ["Stages", "Timeline", "Flame graph"]
     assert page.inner_text(".hs-nav-link.active") == "Trace"  # highlighted in the browser, for /ui/trace/<id>
     # A 1.43 ms root above 1.7 min of redirects: the Stages page's attribution differs and the panel says so.
     assert "The Stages page counts this request as its root span's" in page.inner_text("#trace-stages")
