@@ -63,6 +63,7 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
             dcc.Store(id="trace-rows"),
             dcc.Store(id="trace-selected"),
             dcc.Store(id="trace-painted"),
+            dcc.Store(id="trace-flame-wanted"),
             html.Div(
                 className="hs-card hs-trace-header",
                 children=[
@@ -106,8 +107,9 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
                         "width = self time of a tile and everything below it; large traces merge siblings by "
                         "service and operation; click a tile for its (longest) span",
                     ),
-                    # Filled once the timeline has painted (trace-painted): Plotly's script loads with the first
-                    # graph on a page and would hold up the paint.
+                    # Filled when it first comes near the viewport (trace-flame-wanted, set by the timeline widget
+                    # after its first paint): Plotly's script (4.8 MB) loads with the first graph on a page, and
+                    # run right after the paint it held up the page's first interactions for 100-150 ms.
                     html.Div(id="trace-flame-box", children=html.P("Loading…", className="hs-hint")),
                 ],
             ),
@@ -128,16 +130,25 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
 
     @app.callback(
         Output("trace-request-facts", "children"),
-        Output("trace-flame-box", "children"),
         Input("trace-painted", "data"),
         State("trace-meta", "data"),
         prevent_initial_call=True,
     )
-    def load_details(_painted: str | None, meta: dict | None) -> tuple[Component, Component]:
+    def load_facts(_painted: str | None, meta: dict | None) -> Component:
+        view = _kept(meta)
+        return request_facts(view) if view is not None else html.Div()
+
+    @app.callback(
+        Output("trace-flame-box", "children"),
+        Input("trace-flame-wanted", "data"),
+        State("trace-meta", "data"),
+        prevent_initial_call=True,
+    )
+    def load_flame(_wanted: str | None, meta: dict | None) -> Component:
         view = _kept(meta)
         if view is None:
-            return html.Div(), html.P("No trace.", className="hs-hint")
-        return request_facts(view), dcc.Graph(
+            return html.P("No trace.", className="hs-hint")
+        return dcc.Graph(
             id=FLAME_ID, className="hs-trace-flame", figure=flame_figure(trace_flame(view)), config=_GRAPH_CONFIG
         )
 

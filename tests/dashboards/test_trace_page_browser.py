@@ -42,6 +42,7 @@ GENAI_TRACE = "4a1b2c3d4e5f60718293a4b5c6d7e8f9"
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 DEMO_TRACE = "43e16db8b39d2847d082975ab07acfa6"
 BIG_TRACE = "5ca1ab1e" * 4
+WIDGET_JS = "document.getElementById('trace-timeline').hsTimeline"
 
 
 @dataclass
@@ -120,7 +121,7 @@ def test_a_real_trace_collapses_expands_and_opens_spans_reading_it_once(browser:
 def test_the_first_paint_carries_a_screenful_and_the_rest_follows(browser: Browser, served: Served) -> None:
     page, errors = new_page(browser)
     open_trace(page, f"{served.url}/ui/trace/{SMARTTHINGS_TRACE}")
-    widget = "document.getElementById('trace-timeline').hsTimeline"
+    widget = WIDGET_JS
     spans = served.reader.trace(SMARTTHINGS_TRACE, tenant=None).height
     assert spans > FIRST_WINDOW_ROWS
     # The page's starting data: the first rows only, enough for the first view.
@@ -135,6 +136,20 @@ def test_the_first_paint_carries_a_screenful_and_the_rest_follows(browser: Brows
     page.wait_for_function(f"() => ({TIMELINE_ROWS_JS})().some(row => row.position === {last})", timeout=TIMEOUT_MS)
     in_view = page.evaluate(f"() => Math.ceil({widget}.viewHeight / 22)")
     assert int(page.get_attribute("#trace-timeline", "data-drawn") or 0) >= in_view - 1
+    assert errors == []
+
+
+def test_the_flame_graph_loads_when_scrolled_near(browser: Browser, served: Served) -> None:
+    page, errors = new_page(browser, height=700)
+    page.goto(f"{served.url}/ui/trace/{SMARTTHINGS_TRACE}")
+    page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#trace-request-facts > *", state="attached", timeout=TIMEOUT_MS)
+    # Painted, its request facts in, the flame graph far below the fold: neither it nor Plotly has loaded.
+    page.wait_for_function(f"() => {WIDGET_JS}.win.rows.span.length > {FIRST_WINDOW_ROWS}", timeout=TIMEOUT_MS)
+    assert "Loading" in page.inner_text("#trace-flame-box")
+    assert page.evaluate("() => window.Plotly === undefined")
+    page.locator("#trace-flame-box").scroll_into_view_if_needed()
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
     assert errors == []
 
 
