@@ -35,6 +35,7 @@ from dashboards.pages import (
     topology,
     trace,
 )
+from dashboards.polyfill import ModernDash
 from dashboards.query_form import FormError, normalize_trace_id
 from query.service import QueryService
 
@@ -77,7 +78,7 @@ def build_dash_app(query: QueryService, *, requests_pathname_prefix: str = "/ui/
     Returns:
         The app; serve ``app.server`` (a Flask WSGI app).
     """
-    app = Dash(
+    app = ModernDash(
         __name__,
         use_pages=True,
         pages_folder="",

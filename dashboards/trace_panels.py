@@ -29,8 +29,11 @@ from dashboards.format import (
 from query.trace_rows import AGGREGATE_ABOVE, Expansion, lane_window, window
 from query.trace_view import TraceView
 
-FIRST_WINDOW_ROWS = 420
-"""Rows the page sends with its first paint (the widget asks for more as the reader scrolls)."""
+FIRST_WINDOW_ROWS = 64
+"""Rows the page sends with its first paint: the timeline shows at most 33 (720 px of 22 px rows,
+``assets/trace_timeline.js``), so a view and most of another. Once that paint is done the widget asks for a full
+window (its ``FETCH_ROWS``), and for others as the reader scrolls. A smaller start is less for the server to encode
+and for Dash to carry in the page's first data: at 1k spans 420 rows were 78 kB of the layout's 103 kB."""
 WHOLE_LANE_BINS = 1_000
 """Bins of the whole-trace stage lane in the minimap."""
 SLOWEST_MEMBERS = 10
@@ -57,7 +60,7 @@ def page_meta(view: TraceView, load_id: str, expansion: Expansion | None = None)
     (``name``, ``label``, ``color``, indexed by stage codes), ``minimap`` (bands: ``start``, ``end`` in ns after
     the trace's start, ``service``), ``lane`` (the whole trace's stage lane), ``expansion`` (the starting one),
     ``aggregatable`` (repeated siblings can be grouped: the trace is larger than
-    :data:`query.trace_rows.AGGREGATE_ABOVE`), and ``rows`` (the first window,
+    :data:`query.trace_rows.AGGREGATE_ABOVE`), and ``rows`` (the first window, :data:`FIRST_WINDOW_ROWS` rows,
     :func:`query.trace_rows.window`)."""
     expansion = expansion or Expansion()
     minimap = view.minimap

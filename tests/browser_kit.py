@@ -54,14 +54,17 @@ flags, hidden and y (px from the top of the rows canvas)."""
 
 def open_trace(page: Page, url: str) -> None:
     """Go to a trace page and wait until its timeline has drawn its first rows and the details loaded after the
-    first paint (the request facts above the timeline, the flame graph below it) are in: the page has settled,
-    so a row stays where the test reads it."""
+    first paint (the request facts above the timeline; the flame graph below it, which loads when scrolled near)
+    are in, then scroll back to the top: the page has settled, so a row stays where the test reads it."""
     page.goto(url)
     page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
     page.wait_for_function("() => Number(document.getElementById('trace-timeline').dataset.drawn) > 0")
+    page.locator("#trace-flame-box").scroll_into_view_if_needed()
     page.wait_for_function(
         "() => !document.getElementById('trace-flame-box').innerText.includes('Loading')", timeout=TIMEOUT_MS
     )
+    page.wait_for_selector("#trace-request-facts > *", state="attached", timeout=TIMEOUT_MS)
+    page.evaluate("() => window.scrollTo(0, 0)")
 
 
 def timeline_total(page: Page) -> int:

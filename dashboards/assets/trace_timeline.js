@@ -10,7 +10,8 @@
  *
  * Dash wiring (dashboards/pages/trace.py): the clientside callback hotspan.renderTrace gets the page's meta
  * (services, stages, minimap, first window) and each later window; the widget writes its requests into the
- * "trace-request" store and selections into "trace-selected" with dash_clientside.set_props. No build step.
+ * "trace-request" store and selections into "trace-selected" with dash_clientside.set_props, and asks for the flame
+ * graph ("trace-flame-wanted") once its box comes near the viewport. No build step.
  */
 (function () {
   "use strict";
@@ -27,6 +28,7 @@
   const FLAG = { ERROR: 1, CRITICAL: 2, PARENT: 4, COLLAPSED: 8, AGGREGATE: 16, ADJUSTED: 32, BROKEN: 64, MATCH: 128 };
   const FONT = "12px Inter, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif";
   const SMALL_FONT = "10px Inter, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif";
+  const NEAR_PX = 200;
   const CRITICAL_COLOR = "#111827";
   const ERROR_COLOR = "#d62728";
 
@@ -142,6 +144,19 @@
       this.setWindow(meta.rows, 0);
       this.drawMinimap();
       this.root.dataset.ready = "1";
+      this.fillAfterPaint();
+    }
+
+    // The page's starting data holds only the first screenful of rows (dashboards/trace_panels.py,
+    // FIRST_WINDOW_ROWS), so that the first paint comes sooner; once it is on screen, ask for a full window around
+    // the rows in view, unless the reader asked for something else meanwhile (a newer request wins).
+    fillAfterPaint() {
+      const win = this.win;
+      const seq = this.seq;
+      if (win.offset === 0 && win.rows.span.length >= this.total) return;
+      window.requestAnimationFrame(() => setTimeout(() => {
+        if (this.win === win && this.seq === seq) this.fetch(Math.floor(this.topPx() / ROW) - OVERSCAN, false);
+      }, 0));
     }
 
     setRows(payload) {
@@ -608,6 +623,18 @@
     }
   }
 
+  // Calls `then` once `element` is within NEAR_PX of the viewport (at once if it already is): the flame graph
+  // below the timeline loads Plotly's 4.8 MB script only for a reader who scrolls towards it.
+  function whenNear(element, then) {
+    if (!element) return;
+    const observer = new IntersectionObserver((entries) => {
+      if (!entries.some((entry) => entry.isIntersecting)) return;
+      observer.disconnect();
+      then();
+    }, { rootMargin: NEAR_PX + "px" });
+    observer.observe(element);
+  }
+
   function escapeHtml(text) {
     return String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
   }
@@ -621,7 +648,8 @@
         const widget = root.hsTimeline || new Timeline(root);
         if (!widget.meta || widget.meta.load_id !== meta.load_id) {
           widget.setMeta(meta);
-          return meta.load_id; // first paint done: the page's slower parts (flame graph) load now
+          whenNear(document.getElementById("trace-flame-box"), () => setProps("trace-flame-wanted", meta.load_id));
+          return meta.load_id; // first paint done: the page's slower parts (request facts) load now
         }
         if (rows && rows.seq !== widget.lastSeq) { widget.lastSeq = rows.seq; widget.setRows(rows); }
         return window.dash_clientside.no_update;

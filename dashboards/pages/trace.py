@@ -20,6 +20,7 @@ from dash.development.base_component import Component
 
 from dashboards.pages import Page, query_room
 from dashboards.query_form import FormError, normalize_trace_id
+from dashboards.static_html import static_html
 from dashboards.tenancy import read_tenant
 from dashboards.trace_panels import (
     flame_figure,
@@ -62,6 +63,7 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
             dcc.Store(id="trace-rows"),
             dcc.Store(id="trace-selected"),
             dcc.Store(id="trace-painted"),
+            dcc.Store(id="trace-flame-wanted"),
             html.Div(
                 className="hs-card hs-trace-header",
                 children=[
@@ -105,8 +107,9 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
                         "width = self time of a tile and everything below it; large traces merge siblings by "
                         "service and operation; click a tile for its (longest) span",
                     ),
-                    # Filled once the timeline has painted (trace-painted): Plotly's script loads with the first
-                    # graph on a page and would hold up the paint.
+                    # Filled when it first comes near the viewport (trace-flame-wanted, set by the timeline widget
+                    # after its first paint): Plotly's script (4.8 MB) loads with the first graph on a page, and
+                    # run right after the paint it held up the page's first interactions for 100-150 ms.
                     html.Div(id="trace-flame-box", children=html.P("Loading…", className="hs-hint")),
                 ],
             ),
@@ -127,16 +130,25 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
 
     @app.callback(
         Output("trace-request-facts", "children"),
-        Output("trace-flame-box", "children"),
         Input("trace-painted", "data"),
         State("trace-meta", "data"),
         prevent_initial_call=True,
     )
-    def load_details(_painted: str | None, meta: dict | None) -> tuple[Component, Component]:
+    def load_facts(_painted: str | None, meta: dict | None) -> Component:
+        view = _kept(meta)
+        return request_facts(view) if view is not None else html.Div()
+
+    @app.callback(
+        Output("trace-flame-box", "children"),
+        Input("trace-flame-wanted", "data"),
+        State("trace-meta", "data"),
+        prevent_initial_call=True,
+    )
+    def load_flame(_wanted: str | None, meta: dict | None) -> Component:
         view = _kept(meta)
         if view is None:
-            return html.Div(), html.P("No trace.", className="hs-hint")
-        return request_facts(view), dcc.Graph(
+            return html.P("No trace.", className="hs-hint")
+        return dcc.Graph(
             id=FLAME_ID, className="hs-trace-flame", figure=flame_figure(trace_flame(view)), config=_GRAPH_CONFIG
         )
 
@@ -271,7 +283,9 @@ def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict |
         id="trace-compare-link",
         className="hs-drill",
     )
-    return html.Div([header(view), compare]), stage_panel(view), page_meta(view, uuid.uuid4().hex)
+    # Header and stage panel are drawn once and never updated: one component each for Dash (dashboards/static_html).
+    head, stages = static_html(header(view)), static_html(stage_panel(view))
+    return html.Div([head, compare]), stages, page_meta(view, uuid.uuid4().hex)
 
 
 def _kept(data: dict | None) -> TraceView | None:
@@ -298,8 +312,10 @@ def _notice(headline: str, detail: str) -> Component:
 
 
 def _section_title(text: str, hint: str) -> Component:
-    """A card heading with a muted hint beside it."""
-    return html.Div(className="hs-section-title", children=[html.H3(text), html.Span(hint, className="hs-hint")])
+    """A card heading with a muted hint beside it (static: one component for Dash)."""
+    return static_html(
+        html.Div(className="hs-section-title", children=[html.H3(text), html.Span(hint, className="hs-hint")])
+    )
 
 
 PAGE = Page(

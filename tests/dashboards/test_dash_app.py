@@ -126,7 +126,7 @@ def test_mounted_under_ui_in_fastapi(ingestor: Ingestor, query: QueryService) ->
         meta = _component(loaded, "trace-meta")["data"]
         assert meta["span_count"] == 18 and len(meta["services"]) == 4
         assert meta["rows"]["total"] == 18 and len(meta["rows"]["rows"]["span"]) == 18
-        details = _call(url, "trace-flame-box.children", {"trace-meta.data": meta, "trace-painted.data": "1"})
+        details = _call(url, "trace-flame-box.children", {"trace-meta.data": meta, "trace-flame-wanted.data": "1"})
         assert details["trace-flame-box"]["children"]["props"]["figure"]["data"][0]["type"] == "icicle"
         window = _call(
             url,

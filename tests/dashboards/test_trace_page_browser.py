@@ -23,6 +23,7 @@ from browser_kit import (
     timeline_total,
     wait_total,
 )
+from dashboards.trace_panels import FIRST_WINDOW_ROWS
 from hotspan.importer import StoreSink, import_paths
 from query.trace_views import TraceViews
 from storage.clickhouse import ClickHouse
@@ -41,6 +42,7 @@ GENAI_TRACE = "4a1b2c3d4e5f60718293a4b5c6d7e8f9"
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 DEMO_TRACE = "43e16db8b39d2847d082975ab07acfa6"
 BIG_TRACE = "5ca1ab1e" * 4
+WIDGET_JS = "document.getElementById('trace-timeline').hsTimeline"
 
 
 @dataclass
@@ -80,6 +82,10 @@ def test_a_real_trace_collapses_expands_and_opens_spans_reading_it_once(browser:
     spans = served.reader.trace(SMARTTHINGS_TRACE, tenant=None).height
     assert timeline_total(page) == spans  # a small trace: nothing aggregated, nothing collapsed
     assert "Most of this trace's time is" in page.inner_text("#trace-stages")
+    # Header and stage panel are static HTML (one Dash component each), drawn as the same elements.
+    assert page.locator("#trace-header .hs-facts .hs-fact dd").count() == 6
+    assert page.locator("#trace-stages .hs-stage-legend .hs-stage-chip .hs-swatch").count() >= 1
+    assert page.locator(".hs-trace .hs-section-title h3").all_inner_texts() == ["Stages", "Timeline", "Flame graph"]
     assert page.inner_text(".hs-nav-link.active") == "Trace"  # highlighted in the browser, for /ui/trace/<id>
     # A 1.43 ms root above 1.7 min of redirects: the Stages page's attribution differs and the panel says so.
     assert "The Stages page counts this request as its root span's" in page.inner_text("#trace-stages")
@@ -109,6 +115,41 @@ def test_a_real_trace_collapses_expands_and_opens_spans_reading_it_once(browser:
     screenshot(page, "ui-trace-smartthings.png")
     # Scrolling, collapsing and opening spans read the kept view: one read for the page load.
     assert served.views.reads == reads + 1
+    assert errors == []
+
+
+def test_the_first_paint_carries_a_screenful_and_the_rest_follows(browser: Browser, served: Served) -> None:
+    page, errors = new_page(browser)
+    open_trace(page, f"{served.url}/ui/trace/{SMARTTHINGS_TRACE}")
+    widget = WIDGET_JS
+    spans = served.reader.trace(SMARTTHINGS_TRACE, tenant=None).height
+    assert spans > FIRST_WINDOW_ROWS
+    # The page's starting data: the first rows only, enough for the first view.
+    assert page.evaluate(f"() => {widget}.meta.rows.rows.span.length") == FIRST_WINDOW_ROWS
+    assert page.evaluate(f"() => {widget}.viewHeight") / 22 < FIRST_WINDOW_ROWS
+    # After the first paint the widget asks for a full window: here the whole trace.
+    page.wait_for_function(f"() => {widget}.win.rows.span.length === {spans}", timeout=TIMEOUT_MS)
+    assert page.evaluate(f"() => {widget}.win.offset") == 0
+    # Scrolled to its end, the last rows are drawn from that window ("…" stands for rows not yet fetched).
+    page.evaluate("() => { const s = document.getElementById('trace-scroll'); s.scrollTop = s.scrollHeight; }")
+    last = spans - 1
+    page.wait_for_function(f"() => ({TIMELINE_ROWS_JS})().some(row => row.position === {last})", timeout=TIMEOUT_MS)
+    in_view = page.evaluate(f"() => Math.ceil({widget}.viewHeight / 22)")
+    assert int(page.get_attribute("#trace-timeline", "data-drawn") or 0) >= in_view - 1
+    assert errors == []
+
+
+def test_the_flame_graph_loads_when_scrolled_near(browser: Browser, served: Served) -> None:
+    page, errors = new_page(browser, height=700)
+    page.goto(f"{served.url}/ui/trace/{SMARTTHINGS_TRACE}")
+    page.wait_for_selector("#trace-timeline[data-ready='1']", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#trace-request-facts > *", state="attached", timeout=TIMEOUT_MS)
+    # Painted, its request facts in, the flame graph far below the fold: neither it nor Plotly has loaded.
+    page.wait_for_function(f"() => {WIDGET_JS}.win.rows.span.length > {FIRST_WINDOW_ROWS}", timeout=TIMEOUT_MS)
+    assert "Loading" in page.inner_text("#trace-flame-box")
+    assert page.evaluate("() => window.Plotly === undefined")
+    page.locator("#trace-flame-box").scroll_into_view_if_needed()
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
     assert errors == []
 
 
@@ -213,4 +254,34 @@ def test_an_adjusted_genai_trace_marks_the_moved_span(browser: Browser, served: 
     page.wait_for_selector("#trace-span-detail:has-text('Adjusted')", timeout=TIMEOUT_MS)
     page.mouse.move(0, 0)
     screenshot(page, "ui-trace-genai.png")
+    assert errors == []
+
+
+def test_pages_run_without_dashs_polyfill(browser: Browser, served: Served) -> None:
+    """The page loads no @babel/polyfill (dashboards/polyfill.py); the flame graph, a dcc.Graph that Dash's lazy
+    loader brings in through a regenerator-compiled async function, still draws; the asset standing in for the
+    polyfill's regenerator runs that function's state machine to its end."""
+    page, errors = new_page(browser)
+    open_trace(page, f"{served.url}/ui/trace/{GENAI_TRACE}")
+    page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)
+    assert page.evaluate("() => window._babelPolyfill === undefined")
+    assert page.locator("script[src*='polyfill']").count() == 0
+    steps = page.evaluate(
+        """() => {
+            let ready = false;
+            const run = regeneratorRuntime.mark(function loader() {
+                return regeneratorRuntime.wrap(function (context) {
+                    for (;;) switch (context.prev = context.next) {
+                        case 0: return context.next = 2, "awaited";
+                        case 2: ready = context.sent;
+                        case 3: case "end": return context.stop();
+                    }
+                }, loader);
+            });
+            const generator = run();
+            const steps = [generator.next(), generator.next(true), generator.next()];
+            return [...steps.map((step) => [step.value ?? null, step.done]), ready];
+        }"""
+    )
+    assert steps == [["awaited", False], [None, True], [None, True], True]
     assert errors == []

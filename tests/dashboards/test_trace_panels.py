@@ -14,7 +14,15 @@ from span_frames import spans_frame
 from analysis import STAGES
 from analysis.stage_rules import load_stage_rules
 from dashboards.colors import SERVICE_PALETTE, STAGE_COLORS, service_color
-from dashboards.trace_panels import flame_figure, group_detail, header, page_meta, span_detail, stage_panel
+from dashboards.trace_panels import (
+    FIRST_WINDOW_ROWS,
+    flame_figure,
+    group_detail,
+    header,
+    page_meta,
+    span_detail,
+    stage_panel,
+)
 from query.trace_flame import trace_flame
 from query.trace_view import TraceView, build_trace_view
 from units import NS_PER_MS as MS
@@ -65,6 +73,14 @@ def test_page_meta_is_plain_json_with_every_part_the_widget_draws() -> None:
     assert decoded["rows"]["total"] == 3 and not decoded["aggregatable"]
     assert len(decoded["minimap"]["start"]) == 3
     assert decoded["lane"]["start"][0] == 0
+
+
+def test_page_meta_starts_with_a_screenful_of_rows() -> None:
+    children = [(f"c{i:03d}", "root", i * MS, MS) for i in range(200)]
+    view = build_trace_view("cd" * 16, spans_frame([("root", "", 0, 300 * MS), *children]), RULES)
+    rows = page_meta(view, "load-1")["rows"]
+    assert rows["total"] == 201 and rows["offset"] == 0
+    assert len(rows["rows"]["span"]) == FIRST_WINDOW_ROWS
 
 
 def test_header_names_the_repairs() -> None:
