@@ -351,15 +351,18 @@ class AnomalyDetector:
                 return report, (start, end, seasonal)
         return None
 
-    def _diagnose(self, tenant: str, service: str, start_ns: int, end_ns: int) -> DiagnosisReport | None:
-        """The diagnosis of ``service``'s traces in ``[start_ns, end_ns)``; None when it fails (logged)."""
+    def _diagnose(
+        self, tenant: str, service: str, start_ns: int, end_ns: int, *, limit: int | None = None
+    ) -> DiagnosisReport | None:
+        """The diagnosis of ``service``'s traces in ``[start_ns, end_ns)`` (the ``limit`` most recently active,
+        default ``diagnosis_traces``); None when it fails (logged)."""
         try:
             return self._diagnosis.diagnose(
                 tenant=tenant,
                 start_ns=start_ns,
                 end_ns=end_ns - 1,
                 service=service,
-                limit=self.settings.diagnosis_traces,
+                limit=limit or self.settings.diagnosis_traces,
             )
         except Exception:
             log.exception("diagnosis of %s's traces failed; their findings are not judged or named", service)
@@ -506,7 +509,10 @@ class AnomalyDetector:
         if now is None or before is None:
             return []
         found = compare_findings(now, before)
-        across = self._diagnose(tenant, service, 2 * window.start_ns - window.end_ns, window.end_ns)
+        # Twice the window's traces: a diagnosis reads the most recently active ones, and with the window's own
+        # limit a busy service's span would hold only the window, not the change into it.
+        limit = 2 * self.settings.diagnosis_traces
+        across = self._diagnose(tenant, service, 2 * window.start_ns - window.end_ns, window.end_ns, limit=limit)
         if across is not None:
             seen = {finding["cause"] for finding in found}
             changes = [f for f in compare_findings(across, before) if f["new"] and f["cause"] not in seen]
