@@ -52,6 +52,7 @@ from instrumented_stack.telemetry import otlp_span_processors
 from instrumented_stack.tokenizer import default_tokenizer
 from instrumented_stack.tools import ToolsConfig
 from instrumented_stack.workload import load_workload
+from query.incident_text import metric_value
 
 ROOT = Path(__file__).resolve().parent.parent
 # Run as a script, Python puts benchmarks/ first on sys.path, where benchmarks/analysis.py would shadow the analysis
@@ -165,6 +166,14 @@ def incidents(url: str) -> list[dict[str, Any]]:
     return httpx.get(f"{url}/api/v1/incidents", params={"limit": 1000}, timeout=30).json()["incidents"]
 
 
+def _change(incident: dict[str, Any]) -> str:
+    """An incident's primary series change in words: ``x4.2``, or a finding's ``warning (baseline none)``."""
+    observed, baseline = incident["observed_value"], incident["baseline_value"]
+    if incident["metric"] == "severity":
+        return f"{metric_value('severity', observed)} (baseline {metric_value('severity', baseline)})"
+    return f"x{observed / max(baseline, 1e-9):.1f}"
+
+
 def _first_new(url: str, seen: set[str], until: float) -> dict[str, Any] | None:
     """The newest incident not in ``seen``, polled every 2 s until ``until`` (epoch s); with ``seen_at``, when the
     poll first found it."""
@@ -232,7 +241,7 @@ def main() -> None:
                 time.sleep(max(0.0, recovery_start + args.recover_s - OVERLAP_S - time.time()))
                 print(
                     f"{fault}: incident after {detected_s:.0f} s on {found['service']} {found['name']} "
-                    f"{found['metric']} (x{found['observed_value'] / max(found['baseline_value'], 1e-9):.1f}); "
+                    f"{found['metric']} ({_change(found)}); "
                     f"new causes {new}; names {EXPECTED_CAUSE[fault]}: {'yes' if named else 'no'}; "
                     + (f"resolved after {resolved_s:.0f} s" if resolved_s is not None else "not resolved")
                     + f" ({still_open} open at its start)",
