@@ -52,7 +52,6 @@ from instrumented_stack.telemetry import otlp_span_processors
 from instrumented_stack.tokenizer import default_tokenizer
 from instrumented_stack.tools import ToolsConfig
 from instrumented_stack.workload import load_workload
-from query.incident_text import metric_value
 
 ROOT = Path(__file__).resolve().parent.parent
 # Run as a script, Python puts benchmarks/ first on sys.path, where benchmarks/analysis.py would shadow the analysis
@@ -63,6 +62,8 @@ if sys.path and Path(sys.path[0]).resolve() == ROOT / "benchmarks":
 sys.path[1:1] = [str(ROOT / "tests" / "diagnosis"), str(ROOT / "tests")]
 from prometheus_support import serving  # noqa: E402
 from test_diagnosis_faults import EXPECTED_CAUSE, INTENTS, SPEED, TOOL_LATENCY_S  # noqa: E402
+
+from query.incident_text import metric_value  # noqa: E402
 
 OVERLAP_S = 15.0
 """Seconds each phase's stack serves beside the next one's, as a rolling deploy does: a gap between two stacks
