@@ -52,7 +52,7 @@ from typing import Any, Literal
 import polars as pl
 
 from analysis.baseline import Z_LIMIT, MetricRule, exceeds_baseline_rate, robust_baselines, robust_scores
-from diagnosis import DiagnosisReport
+from diagnosis import SEVERITIES, DiagnosisReport
 from processors.pipeline.service_graph import USER
 from query.diagnosis import DiagnosisService
 from query.topology import window_topology
@@ -78,7 +78,7 @@ and a loaded two-core host slowed half the LLM calls of a clean minute 1.6-1.7x;
 their series 2.5x or more), the error rate 5 points, throughput halve, each beyond the robust z limit with the scale
 floored at 10 % of the median (latency, throughput) or 1 point (error rate)."""
 
-SEVERITY_LEVELS = ("none", "info", "warning", "critical")
+SEVERITY_LEVELS = ("none", *SEVERITIES)
 """A finding series' value: the index of its cause's severity in a diagnosis (``none``: the cause is absent)."""
 FINDING_LEVEL = SEVERITY_LEVELS.index("warning")
 """Least severity at which a finding is a deviation (opens an incident, or keeps it open)."""
@@ -223,7 +223,7 @@ class AnomalyDetector:
                 incident_id = _incident_id(tenant, key, window)
                 if self._store.incidents(IncidentQuery(incident_id=incident_id, limit=1), tenant=tenant):
                     continue  # this window was judged before (a restart): its incident stands as it is
-                opened = self._open(tenant, incident_id, rows, window, topology.edges, version)
+                opened = self._open(tenant, incident_id, rows, window, topology.edges, reports, version)
                 changes[opened.incident_id] = IncidentChange(opened, "opened")
                 current[opened.incident_id] = opened
             else:
@@ -464,11 +464,14 @@ class AnomalyDetector:
         rows: list[dict[str, Any]],
         window: _Window,
         edges: pl.DataFrame,
+        reports: dict[str, DiagnosisReport],
         version: int,
     ) -> Incident:
         top = rows[0]
         baseline_start, baseline_end = int(top["baseline_start_ns"]), int(top["baseline_end_ns"])
-        findings = self._findings(tenant, top["service"], window, baseline_start, baseline_end)
+        findings = self._findings(
+            tenant, top["service"], window, baseline_start, baseline_end, reports.get(top["service"])
+        )
         return Incident(
             tenant=tenant,
             incident_id=incident_id,
@@ -496,15 +499,22 @@ class AnomalyDetector:
         )
 
     def _findings(
-        self, tenant: str, service: str, window: _Window, baseline_start: int, baseline_end: int
+        self,
+        tenant: str,
+        service: str,
+        window: _Window,
+        baseline_start: int,
+        baseline_end: int,
+        diagnosed: DiagnosisReport | None,
     ) -> list[dict[str, Any]]:
         """The window's findings against the baseline window's: each with ``new`` when the baseline window did
         not have that cause at that severity or worse; new ones first. Then the new findings of the span across
         the window's start (as long again before it as the window lasts, and the window) that neither has: a
         cause that is a change within one diagnosis, such as ``admission_tier_starvation`` (a lower tier's load
         rising while a higher tier slows), is seen where the change is, and a fault that fills the whole window
-        leaves no change inside it. Empty when diagnosis fails (an incident never waits on it)."""
-        now = self._diagnose(tenant, service, window.start_ns, window.end_ns)
+        leaves no change inside it. ``diagnosed``: the window's diagnosis of ``service`` when this evaluation
+        made it already (:meth:`_root_diagnoses`). Empty when diagnosis fails (an incident never waits on it)."""
+        now = diagnosed or self._diagnose(tenant, service, window.start_ns, window.end_ns)
         before = self._diagnose(tenant, service, baseline_start, baseline_end)
         if now is None or before is None:
             return []
@@ -576,8 +586,6 @@ def compare_findings(window: DiagnosisReport, baseline: DiagnosisReport) -> list
     """The findings of ``window`` as dicts (``cause``, ``title``, ``severity``, ``confidence``, ``remedy``,
     ``new``), ``new`` when ``baseline`` has no finding of that cause at that severity or worse; new ones first,
     then in the window report's rank order. Pure."""
-    order = ("info", "warning", "critical")
-    before = {f.cause: order.index(f.severity) for f in baseline.findings}
     found = [
         {
             "cause": f.cause,
@@ -585,7 +593,7 @@ def compare_findings(window: DiagnosisReport, baseline: DiagnosisReport) -> list
             "severity": f.severity,
             "confidence": f.confidence,
             "remedy": f.remedy,
-            "new": before.get(f.cause, -1) < order.index(f.severity),
+            "new": _severity_level(baseline, f.cause) < SEVERITY_LEVELS.index(f.severity),
         }
         for f in window.findings
     ]
