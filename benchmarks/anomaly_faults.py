@@ -219,6 +219,7 @@ def main() -> None:
                 previous.join()
                 found = _first_new(url, seen, started + args.fault_s - OVERLAP_S)
                 recovery_start = time.time()
+                next_phase_at = recovery_start + args.recover_s - OVERLAP_S
                 previous = Load(url, (), args.users, targets)
                 previous.run_for(args.recover_s)
                 load.join()
@@ -226,20 +227,20 @@ def main() -> None:
                 if found is None:
                     print(f"{fault}: no incident within {args.fault_s + 30:.0f} s ({still_open} open at its start)")
                     slowest = float("inf")
-                    time.sleep(max(0.0, recovery_start + args.recover_s - OVERLAP_S - time.time()))
+                    time.sleep(max(0.0, next_phase_at - time.time()))
                     continue
                 detected_s = (found["seen_at"] or time.time()) - started
                 slowest = max(slowest, detected_s)
                 new = [f["cause"] for f in found["findings"] if f["new"]]
                 named = EXPECTED_CAUSE[fault] in new
                 resolved_s = None
-                while resolved_s is None and time.time() - recovery_start < args.recover_s - OVERLAP_S:
+                while resolved_s is None and time.time() < next_phase_at:
                     now = {i["incident_id"]: i for i in incidents(url)}
                     if now[found["incident_id"]]["status"] == "resolved":
                         resolved_s = time.time() - recovery_start
                     else:
                         time.sleep(2)
-                time.sleep(max(0.0, recovery_start + args.recover_s - OVERLAP_S - time.time()))
+                time.sleep(max(0.0, next_phase_at - time.time()))
                 print(
                     f"{fault}: incident after {detected_s:.0f} s on {found['service']} {found['name']} "
                     f"{found['metric']} ({_change(found)}); "
