@@ -49,7 +49,13 @@ class IncidentFinding(BaseModel):
     severity: str
     confidence: float
     remedy: str
-    new: bool = Field(description="The baseline window did not show this cause at this severity or worse.")
+    new: bool = Field(
+        description="The baseline window did not show this cause at this severity or worse, or showed it at this "
+        "severity with a share of latency at least 10 points lower."
+    )
+    baseline_title: str | None = Field(
+        default=None, description="The baseline window's finding of this cause, when it had one (before and after)."
+    )
 
 
 class IncidentOut(BaseModel):

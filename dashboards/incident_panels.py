@@ -133,12 +133,21 @@ def _findings(findings: Sequence[dict[str, Any]]) -> Component:
                         ],
                     ),
                     html.H3(f["title"]),
+                    *_before(f),
                     html.P([html.B("Remedy: "), f["remedy"]], className="hs-remedy"),
                 ],
             )
             for f in findings
         ],
     )
+
+
+def _before(finding: dict[str, Any]) -> list[Component]:
+    """The baseline window's finding of the same cause, when it had one and said something else."""
+    before = finding.get("baseline_title")
+    if not before or before == finding["title"]:
+        return []
+    return [html.P(["In the baseline: ", before], className="hs-hint hs-finding-before")]
 
 
 def _top_cause(findings: Sequence[dict[str, Any]]) -> str:

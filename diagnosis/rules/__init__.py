@@ -66,4 +66,10 @@ CLIENT_SIDE_CAUSES: frozenset[str] = frozenset(
 """The causes found from client-side spans alone (no engine span, no engine metric): what any LLM or agent
 instrumentation records is enough for them."""
 
-__all__ = ["CLIENT_SIDE_CAUSES", "RULES", "Rule", "RuleConfig"]
+LATENCY_SHARE_EVIDENCE: dict[str, str] = {
+    cause: rule.latency_share for cause, rule in RULES.items() if rule.latency_share is not None
+}
+"""Cause -> the evidence key of its finding holding the share (0..1) of end-to-end latency it accounts for
+(:attr:`Rule.latency_share`), for the rules that measure one."""
+
+__all__ = ["CLIENT_SIDE_CAUSES", "LATENCY_SHARE_EVIDENCE", "RULES", "Rule", "RuleConfig"]

@@ -32,6 +32,10 @@ class Rule(ABC, Generic[ConfigT]):
     """The finding's cause name, and the rule's key in the rule table."""
     config_model: ClassVar[type[RuleConfig]]
     """The pydantic model of the rule's ``config`` in the table."""
+    latency_share: ClassVar[str | None] = None
+    """The finding's evidence key holding the share (0..1) of end-to-end latency on the critical path that the
+    cause accounts for, where the rule measures one: comparing two windows' findings of the same cause and
+    severity, a rise in it says the cause costs more than it did (``query.anomaly.compare_findings``)."""
 
     def __init__(self, config: ConfigT) -> None:
         self.config = config

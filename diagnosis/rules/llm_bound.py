@@ -47,6 +47,7 @@ class LlmBound(Rule[LlmBoundConfig]):
 
     cause = "llm_bound"
     config_model = LlmBoundConfig
+    latency_share = "llm_share"
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config

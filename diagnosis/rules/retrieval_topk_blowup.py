@@ -73,6 +73,7 @@ class RetrievalTopkBlowup(Rule[RetrievalTopkBlowupConfig]):
 
     cause = "retrieval_topk_blowup"
     config_model = RetrievalTopkBlowupConfig
+    latency_share = "retrieval_share"
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config

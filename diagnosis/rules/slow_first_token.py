@@ -54,6 +54,7 @@ class SlowFirstToken(Rule[SlowFirstTokenConfig]):
 
     cause = "slow_first_token"
     config_model = SlowFirstTokenConfig
+    latency_share = "first_token_share"
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config

@@ -27,12 +27,12 @@ redundant_llm_calls, retrieval_topk_blowup (its minute held under 20 retrieval c
 series at engine speed 20 (no score above 1.3; ``llm.prefill`` 4.1), by their findings, new at ``critical`` against
 the baseline window (the detector's finding series); tier_flood (the gateway's p95 grows 60x) by the change across
 the window's start: the flood fills the whole fault minute, so only the span from the clean minute before into it
-shows the P2 load rising while P0 slows. Not named: prefix_cache_off (this workload's prompts share no prefix, so
-traces cannot tell the cache is off; the engine's metrics can, which this offline test has none of) and
-decode_bound (no incident, or one on ``llm.decode`` whose decode_bound finding is ``info`` before and after:
-decode leading latency is the normal state, and the rule raises it only when TPOT grows with the batch; the
-minute's p95 decode time scores 1.9-4, its baseline spread wide because decode time follows each row's output
-length).
+shows the P2 load rising while P0 slows; decode_bound, when its minute opens an incident (on ``llm.decode``), by
+its finding's share of latency (``info`` before and after, decode's share 73% then 91%: new by
+:data:`query.anomaly.WORSE_SHARE_RISE`). Not named: prefix_cache_off (this workload's prompts share no prefix, so
+traces cannot tell the cache is off; the engine's metrics can, which this offline test has none of), and
+decode_bound when its minute opens no incident: its p95 decode time scores 1.9-7 against a baseline spread wide
+because decode time follows each row's output length.
 """
 
 from __future__ import annotations
