@@ -14,14 +14,22 @@ alongside the second half's) while the higher tier's median or p95 latency grows
 ``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. The median counts as well as the p95
 because a half often holds a handful of requests, whose p95 is their slowest one: one request of the first half
 already caught by the rising load (the stack's tier flood: 0.5-1.6 s before, one at 3.2 s, 3-3.6 s after) is
-enough to hide the growth from the p95 alone. Of several such pairs the one whose
-higher tier suffered most is reported, with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`,
+enough to hide the growth from the p95 alone.
+
+A flood shorter than half the window hides in its half: ten seconds of a backlog among two minutes of steady
+requests moved the P0 p95 of the live stack's second half 1.3x. So the higher tier's requests are also compared
+by load: those that ran alongside ``alongside_in_flight_min`` or more of the lower tier's requests in flight
+against those that did not, with the same thresholds (at least ``min_requests_per_half`` in each group, the lower
+tier's requests in flight ``volume_growth_ratio`` times as many alongside as apart); the same ten seconds are 5x
+at the p95 there. Of the pairs starving by either comparison the one whose higher tier suffered most is
+reported (evidence ``comparison_name``), with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`,
 what the Services page shows).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -70,6 +78,12 @@ class AdmissionTierStarvationConfig(RuleConfig):
     full_confidence_requests: int = Field(
         ge=2, description="Higher-tier requests at which the sample no longer limits confidence. Count."
     )
+    alongside_in_flight_min: float = Field(
+        gt=0,
+        description="Lower-tier requests in flight during a higher-tier request (time-averaged) from which that "
+        "request ran alongside the lower tier's load, in the comparison by load: at 1, a lower-tier "
+        "request for the whole of it. Count.",
+    )
 
 
 def tier_settings(config: AdmissionTierStarvationConfig) -> TierSettings:
@@ -96,7 +110,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         found = self._worst_pair(requests)
         if found is None:
             return None
-        high, low, higher = found
+        high, low, higher = found.high, found.low, found.split
         growth = _latency_growth(high)
         drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
         critical = growth >= config.latency_growth_critical or drop_rise >= config.drop_share_critical
@@ -108,13 +122,11 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         overall = tier_stats(requests)
         return Finding(
             cause=self.cause,
-            title=f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s latency went "
-            f"{high['latency_ms_p50_first']:.0f} -> {high['latency_ms_p50_second']:.0f} ms (p50), "
-            f"{high['latency_ms_p95_first']:.0f} -> {high['latency_ms_p95_second']:.0f} ms (p95) and its drops "
-            f"{high['dropped_share_first']:.0%} -> {high['dropped_share_second']:.0%}",
+            title=_title(found.comparison, high, low, volume_growth),
             severity="critical" if critical else "warning",
             confidence=confidence(base, samples=samples, full=config.full_confidence_requests),
             evidence={
+                "comparison_name": found.comparison,
                 "higher_tier_name": high["tier"],
                 "lower_tier_name": low["tier"],
                 "tier_names": overall["tier"].to_list(),
@@ -145,32 +157,106 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
             "replicas.",
         )
 
-    def _worst_pair(self, requests: pl.DataFrame) -> tuple[dict[str, Any], dict[str, Any], pl.DataFrame] | None:
-        """The starving pair whose higher tier suffered most, ``None`` when no pair starves: the higher tier's
-        :func:`_halves` row, the lower tier's row (its request counts in the same two halves) and the higher
-        tier's requests (with ``half``)."""
-        config = self.config
-        best: tuple[float, dict[str, Any], dict[str, Any], pl.DataFrame] | None = None
-        for rank in requests["rank"].unique().sort().to_list():
+    def _worst_pair(self, requests: pl.DataFrame) -> _Starving | None:
+        """The starving pair whose higher tier suffered most by either comparison (:data:`COMPARISONS`),
+        ``None`` when no pair starves."""
+        best: tuple[float, _Starving] | None = None
+        ranks = requests["rank"].unique().sort().to_list()
+        for rank in ranks:
             higher = requests.filter(pl.col("rank") == rank)
             lo, hi = int(higher["start_ns"].min()), int(higher["start_ns"].max())  # type: ignore[arg-type]
-            halves = _halves(requests.filter(pl.col("start_ns").is_between(lo, hi)), lo + hi)
-            rows = {row["rank"]: row for row in halves}
-            high = rows[rank]
-            if min(high["request_count_first"], high["request_count_second"]) < config.min_requests_per_half:
-                continue
-            growth = _latency_growth(high)
-            drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
-            if growth < config.latency_growth_ratio and drop_rise < config.drop_share_rise:
-                continue
-            score = max(growth, 1.0 + drop_rise)
-            split = _with_half(higher, lo + hi)
-            for low in (row for row in halves if row["rank"] > rank):
-                low |= _alongside(requests.filter(pl.col("rank") == low["rank"]), split)
-                enough = low["alongside_second"] >= config.min_lower_requests
-                if enough and _volume_growth(low) >= config.volume_growth_ratio and (best is None or score > best[0]):
-                    best = (score, high, low, split)
-        return None if best is None else best[1:]
+            by_time = {
+                row["rank"]: row
+                for row in _halves(_with_half(requests.filter(pl.col("start_ns").is_between(lo, hi)), lo + hi))
+            }
+            for lower_rank in (other for other in ranks if other > rank):
+                lower = requests.filter(pl.col("rank") == lower_rank)
+                by_load = _by_load(higher, lower, self.config.alongside_in_flight_min)
+                (loaded,) = _halves(by_load)
+                candidates = []
+                if min(loaded["request_count_first"], loaded["request_count_second"]) > 0:
+                    candidates.append(("lower_in_flight", loaded, _lower_row(lower, by_load), by_load))
+                if lower_rank in by_time:
+                    split = _with_half(higher, lo + hi)
+                    candidates.append(("halves", by_time[rank], by_time[lower_rank] | _alongside(lower, split), split))
+                for comparison, high, low, split in candidates:
+                    score = self._starving(high, low)
+                    if score is not None and (best is None or score > best[0]):
+                        best = (score, _Starving(comparison, high, low, split))
+        return None if best is None else best[1]
+
+    def _starving(self, high: dict[str, Any], low: dict[str, Any]) -> float | None:
+        """How much the higher tier (a :func:`_halves` row) suffered, ``None`` unless the pair starves: enough
+        requests on both sides, latency or drops grown, and the lower tier's load risen beside it."""
+        config = self.config
+        if min(high["request_count_first"], high["request_count_second"]) < config.min_requests_per_half:
+            return None
+        growth = _latency_growth(high)
+        drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
+        if growth < config.latency_growth_ratio and drop_rise < config.drop_share_rise:
+            return None
+        if low["alongside_second"] < config.min_lower_requests or _volume_growth(low) < config.volume_growth_ratio:
+            return None
+        return max(growth, 1.0 + drop_rise)
+
+
+COMPARISONS = ("halves", "lower_in_flight")
+"""How a higher tier's requests are split in two: ``halves``, first and second half of their time range;
+``lower_in_flight``, apart from the lower tier's load (``first``) and alongside it (``second``)."""
+
+
+@dataclass(frozen=True)
+class _Starving:
+    """A starving pair: the comparison (:data:`COMPARISONS`), the higher tier's :func:`_halves` row, the lower
+    tier's row (counts and requests in flight on each side) and the higher tier's requests with ``half``."""
+
+    comparison: str
+    high: dict[str, Any]
+    low: dict[str, Any]
+    split: pl.DataFrame
+
+
+def _by_load(higher: pl.DataFrame, lower: pl.DataFrame, in_flight_min: float) -> pl.DataFrame:
+    """``higher`` with ``half``: ``second`` where ``in_flight_min`` or more of ``lower``'s requests were in
+    flight during the request (time-averaged), else ``first``."""
+    starts = lower["start_ns"].to_numpy()
+    in_flight = mean_concurrency(
+        starts,
+        starts + lower["duration_ns"].to_numpy(),
+        higher["start_ns"].to_numpy(),
+        (higher["start_ns"] + higher["duration_ns"]).to_numpy(),
+    )
+    alongside = pl.Series(in_flight >= in_flight_min)
+    return higher.with_columns(pl.when(alongside).then(pl.lit("second")).otherwise(pl.lit("first")).alias("half"))
+
+
+def _lower_row(lower: pl.DataFrame, split: pl.DataFrame) -> dict[str, Any]:
+    """The lower tier's row for a comparison by load: its requests overlapping each side's higher-tier requests
+    (``request_count_first`` / ``_second``) and :func:`_alongside`."""
+    starts = lower["start_ns"].to_numpy()
+    ends = starts + lower["duration_ns"].to_numpy()
+    counts = {}
+    for half in ("first", "second"):
+        side = split.filter(pl.col("half") == half)
+        side_starts = side["start_ns"].to_numpy()
+        seen = mean_concurrency(side_starts, side_starts + side["duration_ns"].to_numpy(), starts, ends) > 0
+        counts[f"request_count_{half}"] = int(seen.sum())
+    return {"tier": lower["tier"][0], "rank": lower["rank"][0], **counts, **_alongside(lower, split)}
+
+
+def _title(comparison: str, high: dict[str, Any], low: dict[str, Any], volume_growth: float) -> str:
+    """The finding's line: the higher tier's latency and drops on each side of the comparison."""
+    change = (
+        f"{high['latency_ms_p50_first']:.0f} -> {high['latency_ms_p50_second']:.0f} ms (p50), "
+        f"{high['latency_ms_p95_first']:.0f} -> {high['latency_ms_p95_second']:.0f} ms (p95) and its drops "
+        f"{high['dropped_share_first']:.0%} -> {high['dropped_share_second']:.0%}"
+    )
+    if comparison == "halves":
+        return f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s latency went {change}"
+    return (
+        f"Tier {high['tier']}'s requests alongside tier {low['tier']}'s ({low['in_flight_second']:.1f} in flight on "
+        f"average, against {low['in_flight_first']:.1f}) went {change}"
+    )
 
 
 _PER_TIER_EVIDENCE = {
@@ -231,11 +317,11 @@ def _latency_growth(halves: dict[str, Any]) -> float:
     )
 
 
-def _halves(requests: pl.DataFrame, twice_middle: int) -> list[dict[str, Any]]:
-    """Per tier (by rank), :func:`tier_stats` of each half of ``requests`` (split by :func:`_with_half`) side
-    by side: ``<stat>_first`` and ``<stat>_second`` (a tier absent from a half has count 0 and null latency
-    there)."""
-    stats = tier_stats(_with_half(requests, twice_middle), ("half",))
+def _halves(requests: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per tier (by rank), :func:`tier_stats` of each half of ``requests`` (its ``half`` column: ``first`` or
+    ``second``) side by side: ``<stat>_first`` and ``<stat>_second`` (a tier absent from a half has count 0 and
+    null latency there)."""
+    stats = tier_stats(requests, ("half",))
     rows: dict[str, dict[str, Any]] = {}
     for tier, rank in stats.select("tier", "rank").unique(maintain_order=True).iter_rows():
         rows[tier] = {"tier": tier, "rank": rank}

@@ -266,3 +266,17 @@ def tier_window(
             spans += tiered_request(number, half * TIER_HALF_MS + i * TIER_HALF_MS / p2 + 7.0, "P2", 1.0, {})
             number += 1
     return spans
+
+
+def tier_burst(p0_queue_alongside_ms: float) -> list[SpanSpec]:
+    """Four seconds of P0 requests, one every 120 ms, and a short P2 flood in the first second: twelve P2
+    requests from 600 ms waiting 400 ms each. The P0 requests started while the flood is in flight wait
+    ``p0_queue_alongside_ms``, the others 1 ms: the flood sits in the first half of the P0 requests' time."""
+    spans: list[SpanSpec] = []
+    for number in range(12):
+        spans += tiered_request(number, 600.0 + number * 10.0, "P2", 400.0, {})
+    for i in range(34):
+        start = i * 120.0
+        queue = p0_queue_alongside_ms if 620.0 <= start < 1_000.0 else 1.0
+        spans += tiered_request(12 + i, start, "P0", queue, {})
+    return spans

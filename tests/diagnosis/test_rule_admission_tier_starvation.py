@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnosis_cases import tier_window
+from diagnosis_cases import tier_burst, tier_window
 from diagnosis_support import by_cause, diagnose, frame
 
 from analysis.tree import build_tree
@@ -30,6 +30,19 @@ def test_a_first_half_request_already_caught_does_not_hide_the_starving() -> Non
     ].evidence
     assert evidence["higher_second_half_ms_p95"] / evidence["higher_first_half_ms_p95"] < 1.5
     assert evidence["higher_second_half_ms_p50"] / evidence["higher_first_half_ms_p50"] >= 1.5
+
+
+def test_a_short_flood_in_one_half_is_found_by_comparing_the_requests_alongside_it() -> None:
+    # Four P0 requests started while twelve P2 requests were in flight, 30 before or after: the halves hardly
+    # differ, the requests alongside the flood against the others do.
+    finding = by_cause(diagnose(tier_burst(p0_queue_alongside_ms=300.0)))["admission_tier_starvation"]
+    evidence = finding.evidence
+    assert evidence["comparison_name"] == "lower_in_flight" and finding.severity == "critical"
+    assert evidence["higher_first_half_ms_p50"] * 2 < evidence["higher_second_half_ms_p50"]
+    assert evidence["lower_first_half_in_flight_count_mean"] < 1 <= evidence["lower_second_half_in_flight_count_mean"]
+    assert finding.title.startswith("Tier P0's requests alongside tier P2's")
+    # The same flood with the P0 requests alongside it as fast as the others: priority admission working.
+    assert "admission_tier_starvation" not in by_cause(diagnose(tier_burst(p0_queue_alongside_ms=1.0)))
 
 
 def test_drops_of_the_high_tier_count_as_starving() -> None:
