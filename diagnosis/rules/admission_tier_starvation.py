@@ -169,6 +169,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 row["rank"]: row
                 for row in _halves(_with_half(requests.filter(pl.col("start_ns").is_between(lo, hi)), lo + hi))
             }
+            halves = _with_half(higher, lo + hi)
             for lower_rank in (other for other in ranks if other > rank):
                 lower = requests.filter(pl.col("rank") == lower_rank)
                 by_load = _by_load(higher, lower, self.config.alongside_in_flight_min)
@@ -177,8 +178,8 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 if min(loaded["request_count_first"], loaded["request_count_second"]) > 0:
                     candidates.append(("lower_in_flight", loaded, _lower_row(lower, by_load), by_load))
                 if lower_rank in by_time:
-                    split = _with_half(higher, lo + hi)
-                    candidates.append(("halves", by_time[rank], by_time[lower_rank] | _alongside(lower, split), split))
+                    low = by_time[lower_rank] | _alongside(lower, halves)
+                    candidates.append(("halves", by_time[rank], low, halves))
                 for comparison, high, low, split in candidates:
                     score = self._starving(high, low)
                     if score is not None and (best is None or score > best[0]):
