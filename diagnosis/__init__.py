@@ -19,11 +19,12 @@ from diagnosis.metrics import (
     MetricsSource,
     PrometheusMetricsSource,
 )
-from diagnosis.rules import CLIENT_SIDE_CAUSES, LATENCY_SHARE_EVIDENCE, RULES
+from diagnosis.rules import CAUSE_STAGES, CLIENT_SIDE_CAUSES, LATENCY_SHARE_EVIDENCE, RULES
 from diagnosis.settings import DiagnosisSettings, load_diagnosis_settings
 from diagnosis.table import RuleTable, RuleTableError, default_rule_table, load_rule_table, parse_rule_table
 
 __all__ = [
+    "CAUSE_STAGES",
     "CLIENT_SIDE_CAUSES",
     "LATENCY_SHARE_EVIDENCE",
     "RULES",

@@ -45,14 +45,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import polars as pl
 
 from analysis.baseline import Z_LIMIT, MetricRule, exceeds_baseline_rate, robust_baselines, robust_scores
-from diagnosis import LATENCY_SHARE_EVIDENCE, SEVERITIES, DiagnosisReport, Finding
+from diagnosis import CAUSE_STAGES, LATENCY_SHARE_EVIDENCE, SEVERITIES, DiagnosisReport, Finding
 from processors.pipeline.service_graph import USER
 from query.diagnosis import DiagnosisService
 from query.topology import window_topology
@@ -469,8 +469,9 @@ class AnomalyDetector:
     ) -> Incident:
         top = rows[0]
         baseline_start, baseline_end = int(top["baseline_start_ns"]), int(top["baseline_end_ns"])
+        stages = {row["name"] for row in rows if row["kind"] == "stage"}
         findings = self._findings(
-            tenant, top["service"], window, baseline_start, baseline_end, reports.get(top["service"])
+            tenant, top["service"], window, baseline_start, baseline_end, stages, reports.get(top["service"])
         )
         return Incident(
             tenant=tenant,
@@ -505,27 +506,30 @@ class AnomalyDetector:
         window: _Window,
         baseline_start: int,
         baseline_end: int,
+        stages: Collection[str],
         diagnosed: DiagnosisReport | None,
     ) -> list[dict[str, Any]]:
-        """The window's findings against the baseline window's: each with ``new`` when the baseline window did
-        not have that cause at that severity or worse; new ones first. Then the new findings of the span across
-        the window's start (as long again before it as the window lasts, and the window) that neither has: a
-        cause that is a change within one diagnosis, such as ``admission_tier_starvation`` (a lower tier's load
-        rising while a higher tier slows), is seen where the change is, and a fault that fills the whole window
-        leaves no change inside it. ``diagnosed``: the window's diagnosis of ``service`` when this evaluation
-        made it already (:meth:`_root_diagnoses`). Empty when diagnosis fails (an incident never waits on it)."""
+        """The window's findings against the baseline window's (:func:`compare_findings`, ``stages`` the
+        incident's deviating stage series): each with ``new`` when the baseline window did not have that cause
+        at that severity or worse, or had it with a lower share of latency; new ones first. Then the new findings
+        of the span across the window's start (as long again before it as the window lasts, and the window) that
+        neither has: a cause that is a change within one diagnosis, such as ``admission_tier_starvation`` (a
+        lower tier's load rising while a higher tier slows), is seen where the change is, and a fault that fills
+        the whole window leaves no change inside it. ``diagnosed``: the window's diagnosis of ``service`` when
+        this evaluation made it already (:meth:`_root_diagnoses`). Empty when diagnosis fails (an incident never
+        waits on it)."""
         now = diagnosed or self._diagnose(tenant, service, window.start_ns, window.end_ns)
         before = self._diagnose(tenant, service, baseline_start, baseline_end)
         if now is None or before is None:
             return []
-        found = compare_findings(now, before)
+        found = compare_findings(now, before, stages)
         # Twice the window's traces: a diagnosis reads the most recently active ones, and with the window's own
         # limit a busy service's span would hold only the window, not the change into it.
         limit = 2 * self.settings.diagnosis_traces
         across = self._diagnose(tenant, service, 2 * window.start_ns - window.end_ns, window.end_ns, limit=limit)
         if across is not None:
             seen = {finding["cause"] for finding in found}
-            changes = [f for f in compare_findings(across, before) if f["new"] and f["cause"] not in seen]
+            changes = [f for f in compare_findings(across, before, stages) if f["new"] and f["cause"] not in seen]
             found = [f for f in found if f["new"]] + changes + [f for f in found if not f["new"]]
         return found
 
@@ -582,14 +586,18 @@ def _metric_values(rows: pl.DataFrame, kind: SeriesKind, *, min_calls: int, per_
     return pl.concat(frames)
 
 
-def compare_findings(window: DiagnosisReport, baseline: DiagnosisReport) -> list[dict[str, Any]]:
+def compare_findings(
+    window: DiagnosisReport, baseline: DiagnosisReport, deviating_stages: Collection[str] = ()
+) -> list[dict[str, Any]]:
     """The findings of ``window`` as dicts (``cause``, ``title``, ``severity``, ``confidence``, ``remedy``,
     ``new``, ``baseline_title``): ``new`` when ``baseline`` has no finding of that cause at that severity or
     worse, or has it at the same severity with a share of latency (:data:`diagnosis.LATENCY_SHARE_EVIDENCE`) at
-    least :data:`WORSE_SHARE_RISE` lower: ``decode_bound`` is ``info`` whenever decode leads latency, the normal
-    state of serving, so outputs growing eightfold change its share (73% to 91% on the stack), not its severity.
-    ``baseline_title``: the baseline's finding of that cause, for the before and after. New ones first, then in
-    the window report's rank order. Pure."""
+    least :data:`WORSE_SHARE_RISE` lower, or lower at all where the cause's stage
+    (:data:`diagnosis.CAUSE_STAGES`) is among ``deviating_stages`` (the incident's stage series): ``decode_bound``
+    is ``info`` whenever decode leads latency, the normal state of serving, so outputs growing eightfold change
+    its share (73% to 91% on the stack; 76% to 83% in a live minute the fault filled half of, where the
+    ``llm.decode`` p95 deviated x3.3), not its severity. ``baseline_title``: the baseline's finding of that cause,
+    for the before and after. New ones first, then in the window report's rank order. Pure."""
     before = {f.cause: f for f in baseline.findings}
     found = [
         {
@@ -598,7 +606,7 @@ def compare_findings(window: DiagnosisReport, baseline: DiagnosisReport) -> list
             "severity": f.severity,
             "confidence": f.confidence,
             "remedy": f.remedy,
-            "new": _is_new(f, before.get(f.cause)),
+            "new": _is_new(f, before.get(f.cause), CAUSE_STAGES.get(f.cause) in deviating_stages),
             "baseline_title": before[f.cause].title if f.cause in before else None,
         }
         for f in window.findings
@@ -612,8 +620,9 @@ severity new. Ten points: a clean minute of the stack moved decode's share by 2.
 fault by 18.6."""
 
 
-def _is_new(finding: Finding, baseline: Finding | None) -> bool:
-    """Whether ``finding`` is worse than ``baseline``'s finding of its cause (see :func:`compare_findings`)."""
+def _is_new(finding: Finding, baseline: Finding | None, stage_deviates: bool) -> bool:
+    """Whether ``finding`` is worse than ``baseline``'s finding of its cause (see :func:`compare_findings`);
+    ``stage_deviates``: the cause's stage is among the incident's deviating series."""
     level = SEVERITY_LEVELS.index(finding.severity)
     if baseline is None or SEVERITY_LEVELS.index(baseline.severity) < level:
         return level > 0
@@ -621,7 +630,9 @@ def _is_new(finding: Finding, baseline: Finding | None) -> bool:
     if key is None or baseline.severity != finding.severity:
         return False
     now, then = finding.evidence.get(key), baseline.evidence.get(key)
-    return isinstance(now, int | float) and isinstance(then, int | float) and now - then >= WORSE_SHARE_RISE
+    if not (isinstance(now, int | float) and isinstance(then, int | float)):
+        return False
+    return now - then >= WORSE_SHARE_RISE or (stage_deviates and now > then)
 
 
 def _severity_level(report: DiagnosisReport, cause: str) -> int:

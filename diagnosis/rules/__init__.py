@@ -72,4 +72,7 @@ LATENCY_SHARE_EVIDENCE: dict[str, str] = {
 """Cause -> the evidence key of its finding holding the share (0..1) of end-to-end latency it accounts for
 (:attr:`Rule.latency_share`), for the rules that measure one."""
 
-__all__ = ["CLIENT_SIDE_CAUSES", "LATENCY_SHARE_EVIDENCE", "RULES", "Rule", "RuleConfig"]
+CAUSE_STAGES: dict[str, str] = {cause: rule.stage for cause, rule in RULES.items() if rule.stage is not None}
+"""Cause -> the stage whose share of latency its finding reports (:attr:`Rule.stage`), where it is one stage's."""
+
+__all__ = ["CAUSE_STAGES", "CLIENT_SIDE_CAUSES", "LATENCY_SHARE_EVIDENCE", "RULES", "Rule", "RuleConfig"]

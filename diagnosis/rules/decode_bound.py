@@ -86,6 +86,7 @@ class DecodeBound(Rule[DecodeBoundConfig]):
     cause = "decode_bound"
     config_model = DecodeBoundConfig
     latency_share = "decode_share"
+    stage = "llm.decode"
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config

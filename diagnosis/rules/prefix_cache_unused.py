@@ -85,6 +85,7 @@ class PrefixCacheUnused(Rule[PrefixCacheUnusedConfig]):
     cause = "prefix_cache_unused"
     config_model = PrefixCacheUnusedConfig
     latency_share = "prefill_share"
+    stage = "llm.prefill"
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config

@@ -70,6 +70,7 @@ class QueueSaturation(Rule[QueueSaturationConfig]):
     cause = "queue_saturation"
     config_model = QueueSaturationConfig
     latency_share = "queue_share"
+    stage = "llm.queue"
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config

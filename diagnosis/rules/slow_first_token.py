@@ -55,6 +55,7 @@ class SlowFirstToken(Rule[SlowFirstTokenConfig]):
     cause = "slow_first_token"
     config_model = SlowFirstTokenConfig
     latency_share = "first_token_share"
+    stage = "llm.first_token"
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config

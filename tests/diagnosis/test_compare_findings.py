@@ -10,7 +10,8 @@ import inspect
 
 import pytest
 
-from diagnosis import LATENCY_SHARE_EVIDENCE, RULES, DiagnosisReport, Finding, Severity
+from analysis import STAGES
+from diagnosis import CAUSE_STAGES, LATENCY_SHARE_EVIDENCE, RULES, DiagnosisReport, Finding, Severity
 from query.anomaly import compare_findings
 
 
@@ -48,6 +49,15 @@ def test_a_finding_is_new_when_its_severity_or_its_share_of_latency_rose(window:
     assert found["baseline_title"] == "Decode is 73% of latency"
 
 
+def test_on_an_incident_of_its_stage_any_rise_of_the_share_makes_the_finding_new() -> None:
+    # A live minute the decode_bound fault filled half of: llm.decode's p95 deviated x3.3, decode's share 76 -> 83%.
+    window, baseline = _report(_decode(0.83)), _report(_decode(0.76))
+    assert compare_findings(window, baseline)[0]["new"] is False
+    assert compare_findings(window, baseline, {"llm.decode"})[0]["new"] is True
+    assert compare_findings(window, baseline, {"llm.queue"})[0]["new"] is False
+    assert compare_findings(_report(_decode(0.74)), baseline, {"llm.decode"})[0]["new"] is False
+
+
 def test_a_finding_the_baseline_had_at_a_higher_severity_is_not_new_whatever_its_share() -> None:
     (found,) = compare_findings(_report(_decode(0.95)), _report(_decode(0.5, "warning")))
     assert found["new"] is False
@@ -59,7 +69,11 @@ def test_a_cause_absent_from_the_baseline_is_new_and_has_no_baseline_title() -> 
     assert found["baseline_title"] is None
 
 
-def test_every_latency_share_key_is_a_share_its_rule_reports() -> None:
+def test_every_latency_share_key_and_stage_is_one_its_rule_reports() -> None:
     assert "decode_bound" in LATENCY_SHARE_EVIDENCE
     for cause, key in LATENCY_SHARE_EVIDENCE.items():
         assert f'"{key}": ' in inspect.getsource(RULES[cause].evaluate), (cause, key)
+    assert CAUSE_STAGES["decode_bound"] == "llm.decode"
+    for cause, stage in CAUSE_STAGES.items():
+        assert stage in STAGES and cause in LATENCY_SHARE_EVIDENCE, (cause, stage)
+        assert f'stage_share("{stage}")' in inspect.getsource(RULES[cause].evaluate), (cause, stage)
