@@ -177,7 +177,8 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 candidates = []
                 if min(loaded["request_count_first"], loaded["request_count_second"]) > 0:
                     candidates.append(("lower_in_flight", loaded, _lower_row(lower, by_load), by_load))
-                if lower_rank in by_time:
+                # _alongside needs a second half: a tier whose requests all started at once has none.
+                if lower_rank in by_time and halves["half"].n_unique() == 2:
                     low = by_time[lower_rank] | _alongside(lower, halves)
                     candidates.append(("halves", by_time[rank], low, halves))
                 for comparison, high, low, split in candidates:
