@@ -27,15 +27,17 @@ deviates when the window's diagnosis of a root service with ``min_calls`` reques
 worse and the baseline window's diagnosis of that service (seasonal when it holds ``min_calls`` requests, else
 trailing; neither: not judged) had it lower or not at all (``info`` is worth knowing, not a deviation; a warning the
 baseline had too is how that service runs); the rules' own thresholds and least samples judge the finding. Each
-window costs one diagnosis per root service, and one or two of its baseline only when a warning shows.
+window costs one diagnosis per root service, one or two of its baseline only when a warning shows, and two or
+three per open incident that still deviates (its findings completed against its baseline).
 
-**Incidents.** Deviating series of one evaluation are grouped by the connected part of the window's service
-graph their service sits in (one fault in an agent stack moves several services' series: one incident, not
-five). A group whose services meet an open incident's joins it; any other opens an incident, whose ID is derived
-from the tenant, the group and the window, so evaluating the same window again never duplicates it. An open
-incident keeps the baselines it was opened against (a trailing baseline would slowly learn the fault as normal)
-and resolves in the first window where none of its series scores above ``close_z`` (hysteresis: half the
-opening limit by default) and at least one could be judged.
+**Incidents.** Deviating series of one evaluation are grouped by the connected part of the window's service graph
+their service sits in (one fault in an agent stack moves several services' series: one incident, not five). A group
+whose services meet an open incident's joins it; any other opens an incident, whose ID is derived from the tenant,
+the group and the window, so evaluating the same window again never duplicates it. An open incident keeps the
+baselines it was opened against (a trailing baseline would slowly learn the fault as normal), adds the causes each
+later window it deviates in finds new against that baseline to its findings, and resolves in the first window where
+none of its series scores above ``close_z`` (hysteresis: half the opening limit by default) and at least one could
+be judged.
 """
 
 from __future__ import annotations
@@ -211,7 +213,7 @@ class AnomalyDetector:
         findings = self._new_findings(tenant, reports, window).join(followed, on=KEYS, how="anti")
         fresh = pl.concat([fresh, findings], how="diagonal_relaxed")
         if fresh.height == 0:
-            return list(changes.values())
+            return self._renamed(changes, window, reports)
         topology = window_topology(self._rollups, window.start_ns, window.end_ns, tenant=tenant)
         component = _components(topology.edges)
         groups: dict[str, list[dict[str, Any]]] = {}
@@ -230,7 +232,33 @@ class AnomalyDetector:
                 joined = self._join(target, rows, window, version)
                 changes[joined.incident_id] = IncidentChange(joined, "updated")
                 current[joined.incident_id] = joined
-        return list(changes.values())
+        return self._renamed(changes, window, reports)
+
+    def _renamed(
+        self, changes: dict[str, IncidentChange], window: _Window, reports: dict[str, DiagnosisReport]
+    ) -> list[IncidentChange]:
+        """``changes`` with each updated incident's findings completed by this window's against the baseline it
+        opened with (:func:`merge_findings`): a fault that starts late in the window that opens its incident
+        fills the next one, and its cause can show only there (on the stack, a tokenizer reloaded per request
+        is a warning once most calls after a worker's first reload, not while a clean stack still serves
+        beside it), as can a second fault arriving while the incident is open."""
+        renamed = []
+        for change in changes.values():
+            incident = change.incident
+            if change.change == "updated":
+                stages = {s["name"] for s in incident.series if s["kind"] == "stage"}
+                now = self._findings(
+                    incident.tenant,
+                    incident.service,
+                    window,
+                    incident.baseline_start_ns,
+                    incident.baseline_end_ns,
+                    stages,
+                    reports.get(incident.service),
+                )
+                incident = replace(incident, findings=merge_findings(incident.findings, now))
+            renamed.append(IncidentChange(incident, change.change))
+        return renamed
 
     def _observed(self, tenant: str, window: _Window) -> pl.DataFrame:
         """The window's value of every series: the :data:`KEYS`, ``value``, ``calls``."""
@@ -612,6 +640,17 @@ def compare_findings(
         for f in window.findings
     ]
     return sorted(found, key=lambda f: not f["new"])
+
+
+def merge_findings(named: list[dict[str, Any]], later: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An open incident's findings ``named`` (:func:`compare_findings`'s dicts) completed by a later window's
+    ``later``: a cause new there and not new in ``named`` is added, or replaces its entry that was not new; what
+    ``named`` has stays (an incident's explanation only grows while it is open). New ones first. Pure."""
+    named_new = {f["cause"] for f in named if f["new"]}
+    added = [f for f in later if f["new"] and f["cause"] not in named_new]
+    replaced = {f["cause"] for f in added}
+    kept = [f for f in named if f["cause"] not in replaced]
+    return [f for f in kept if f["new"]] + added + [f for f in kept if not f["new"]]
 
 
 WORSE_SHARE_RISE = 0.1

@@ -68,29 +68,32 @@ PAYLOAD_BYTES = 1_800_000
 """A tool response body of the oversized minute: the brief's 1.8 MB, uncompressed."""
 
 
-def oversized(minute: int, rng: np.random.Generator) -> list[SpanSpec]:
-    """A steady minute whose tool calls answer :data:`PAYLOAD_BYTES` bodies without compression, timed as before:
-    a fault no latency series shows."""
+def uncompressed(spans: list[SpanSpec]) -> list[SpanSpec]:
+    """``spans`` with every tool call answering a :data:`PAYLOAD_BYTES` body without compression, timed as
+    before: a fault no latency series shows."""
     body = {"http.response.body.size": str(PAYLOAD_BYTES)}
-    return [
-        replace(span, attributes={**span.attributes, **body}) if is_tool_client(span) else span
-        for span in steady(minute, rng)
-    ]
+    return [replace(span, attributes={**span.attributes, **body}) if is_tool_client(span) else span for span in spans]
 
 
-def history(seed: int = 11, *, stall: bool = False, payload: bool = False) -> list[list[SpanSpec]]:
+def history(
+    seed: int = 11, *, stall: bool = False, payload: bool = False, second_fault: bool = False
+) -> list[list[SpanSpec]]:
     """The spans of every minute, in order: :data:`STEADY_MINUTES` steady, the fault (with ``stall``: a steady
-    minute two of whose requests stalled instead; with ``payload``: :func:`oversized`), :data:`RECOVERY_MINUTES`
-    steady."""
+    minute two of whose requests stalled instead; with ``payload``: a steady minute made :func:`uncompressed`),
+    :data:`RECOVERY_MINUTES` steady; with ``second_fault`` the first of those is the queue saturation again, made
+    :func:`uncompressed` (a second fault while the first one's incident is open)."""
     rng = np.random.default_rng(seed)
     minutes = [steady(m, rng) for m in range(STEADY_MINUTES)]
     if stall:
         minutes.append(steady(FAULT_MINUTE, rng, stalled=(5, 17)))
     elif payload:
-        minutes.append(oversized(FAULT_MINUTE, rng))
+        minutes.append(uncompressed(steady(FAULT_MINUTE, rng)))
     else:
         minutes.append(saturated(FAULT_MINUTE))
-    return minutes + [steady(FAULT_MINUTE + 1 + m, rng) for m in range(RECOVERY_MINUTES)]
+    recovery = [steady(FAULT_MINUTE + 1 + m, rng) for m in range(RECOVERY_MINUTES)]
+    if second_fault:
+        recovery[0] = uncompressed(saturated(FAULT_MINUTE + 1))
+    return minutes + recovery
 
 
 def at_end_of(minute: int) -> int:

@@ -9,7 +9,8 @@ one incident on the fault minute naming the deviating series with their baseline
 fault as new against the baseline window, topology neighbours and example traces of the fault minute; evaluating
 the same window again (another detector, as after a restart) duplicates nothing; the incident resolves once the
 series are back. A minute of uncompressed megabyte tool responses moves no latency series, and opens one incident
-on the diagnosis finding new against the baseline window alone, resolved once the finding is gone.
+on the diagnosis finding new against the baseline window alone, resolved once the finding is gone. A second
+fault in the minute after the first one's adds its cause to the open incident's findings, as new.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ STALLED = "stalled"
 
 PAYLOAD = "payload"
 """A tenant with the same steady minutes whose fault minute's tool calls answer uncompressed megabyte bodies, timed
-as a steady minute (:func:`anomaly_history.oversized`)."""
+as a steady minute (:func:`anomaly_history.uncompressed`)."""
+SECOND = "second"
+"""A tenant with the same history whose minute after the fault is saturated again and answers megabyte tool
+bodies: a second fault while the first one's incident is open."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ def history(chdb_dsn: str) -> Iterator[History]:
             ingestor.export(otlp_request(spans), tenant=STALLED)
         for spans in history_minutes(payload=True):
             ingestor.export(otlp_request(spans), tenant=PAYLOAD)
+        for spans in history_minutes(second_fault=True):
+            ingestor.export(otlp_request(spans), tenant=SECOND)
         storage = Storage(ch, ClickHouseTraceReader(ch), ClickHouseTraceWriter(ch))
         open_trace_pipeline(storage, TracePipelineConfig(), trace_processors(storage)).run_once(force=True)
         yield History(ch, query_room(ch), {span.trace_id for span in minutes[FAULT_MINUTE]})
@@ -190,3 +196,18 @@ def test_a_fault_no_latency_shows_opens_an_incident_on_its_new_finding(judged: l
     after = [c for minute in mine[FAULT_MINUTE + 1 :] for c in minute]
     assert [(c.change, c.incident.incident_id) for c in after] == [("resolved", incident.incident_id)]
     assert after[0].incident.resolved_at_ns == at_end_of(FAULT_MINUTE + 1)
+
+
+def test_a_later_window_adds_its_new_causes_to_the_open_incident(judged: list[list[IncidentChange]]) -> None:
+    mine = [[c for c in minute if c.incident.tenant == SECOND] for minute in judged]
+    assert [c.change for c in mine[FAULT_MINUTE]] == ["opened"]
+    opened = mine[FAULT_MINUTE][0].incident
+    assert "oversized_payload" not in {f["cause"] for f in opened.findings}, opened.findings
+    assert [c.change for c in mine[FAULT_MINUTE + 1]] == ["updated"]
+    updated = mine[FAULT_MINUTE + 1][0].incident
+    assert updated.incident_id == opened.incident_id
+    new = [f["cause"] for f in updated.findings if f["new"]]
+    # What the opening window named stays, ahead of what the later one adds.
+    assert new[: len(opened_new := [f["cause"] for f in opened.findings if f["new"]])] == opened_new
+    assert "queue_saturation" in opened_new and "oversized_payload" in new, updated.findings
+    assert len({f["cause"] for f in updated.findings}) == len(updated.findings)
