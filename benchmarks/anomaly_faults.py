@@ -241,13 +241,20 @@ def main() -> None:
                 load = Load(url, (fault,), args.users, targets)
                 load.run_for(args.fault_s)
                 previous.join()
-                found = _first_new(url, seen, started + args.fault_s - OVERLAP_S)
+                # The clean stack takes over only when the fault's time is up, however soon its incident showed.
+                switch_at = started + args.fault_s - OVERLAP_S
+                found = _first_new(url, seen, switch_at)
+                cause = EXPECTED_CAUSE[fault]
+                named_at = None if found is None else _named_at(url, found["incident_id"], cause, switch_at)
+                time.sleep(max(0.0, switch_at - time.time()))
                 recovery_start = time.time()
                 next_phase_at = recovery_start + args.recover_s - OVERLAP_S
                 previous = Load(url, (), args.users, targets)
                 previous.run_for(args.recover_s)
                 load.join()
                 found = found or _first_new(url, seen, started + args.fault_s + 30)
+                if found is not None and named_at is None:
+                    named_at = _named_at(url, found["incident_id"], cause, started + args.fault_s + 30)
                 if found is None:
                     print(f"{fault}: no incident within {args.fault_s + 30:.0f} s ({still_open} open at its start)")
                     slowest = slowest_named = float("inf")
@@ -256,7 +263,6 @@ def main() -> None:
                 detected_s = (found["seen_at"] or time.time()) - started
                 slowest = max(slowest, detected_s)
                 new = [f["cause"] for f in found["findings"] if f["new"]]
-                named_at = _named_at(url, found["incident_id"], EXPECTED_CAUSE[fault], started + args.fault_s + 30)
                 named_s = float("inf") if named_at is None else max(named_at - started, detected_s)
                 slowest_named = max(slowest_named, named_s)
                 resolved_s = None
@@ -270,7 +276,7 @@ def main() -> None:
                 print(
                     f"{fault}: incident after {detected_s:.0f} s on {found['service']} {found['name']} "
                     f"{found['metric']} ({_change(found)}); "
-                    f"new causes {new}; names {EXPECTED_CAUSE[fault]}: "
+                    f"new causes {new}; names {cause}: "
                     + (f"after {named_s:.0f} s; " if named_at is not None else "no; ")
                     + (f"resolved after {resolved_s:.0f} s" if resolved_s is not None else "not resolved")
                     + f" ({still_open} open at its start)",

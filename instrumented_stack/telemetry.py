@@ -12,6 +12,7 @@ Propagation uses the process-wide W3C propagators of ``opentelemetry.propagate``
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Literal
 
@@ -22,7 +23,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor, RequestInfo, ResponseInfo
 from opentelemetry.metrics import NoOpMeterProvider
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Span
@@ -60,7 +61,7 @@ def build_tracer_provider(
             :class:`HotspotSpanProcessor` (adaptive p95) in front of ``span_processor``. The vLLM
             emulator passes ``False``: real vLLM runs none of them, and its span must look the same.
         resource_attributes: more resource attributes beside ``service.name`` (the engine's configuration,
-            ``engine.config_resource``).
+            ``engine.config_resource``); ``service.instance.id`` is a fresh UUID per provider unless given.
 
     The provider does not register an ``atexit`` hook: its owner (the service's app lifespan) shuts it
     down, which flushes ``span_processor``.
@@ -68,7 +69,11 @@ def build_tracer_provider(
     Raises:
         processors.sdk.ConfigError: ``HOTSPAN_SAMPLING_POLICIES`` holds an invalid policy table.
     """
-    resource = Resource.create({**(resource_attributes or {}), SERVICE_NAME: service_name})
+    # Each provider is one running instance of its service. The SDK's default is one UUID per OS process, shared by
+    # every provider in it: the stack's services, and two stacks serving side by side as in a rolling deploy, would
+    # read as one instance.
+    instance = {SERVICE_INSTANCE_ID: str(uuid.uuid4())}
+    resource = Resource.create({**instance, **(resource_attributes or {}), SERVICE_NAME: service_name})
     if not hotspan_sdk:
         provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_span_processor(span_processor)
