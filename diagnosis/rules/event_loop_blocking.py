@@ -15,8 +15,8 @@ The call is *frozen* when, nevertheless, no span of any other trace of the proce
 inside it (``slack_ms`` from its edges): that work waited for the call to return. A process whose other
 requests all wait on slow I/O has nothing to do during a call; such calls are not eligible, so an idle loop is
 not mistaken for a blocked one. Calls are grouped by operation (caller service, span name and target: URL path
-or peer); an operation whose eligible calls are nearly all frozen is called synchronously. The stall is the
-time the pending work waited for the call to end; its share of end-to-end latency sets the severity.
+or peer) within their process; an operation whose eligible calls are nearly all frozen is called synchronously. The
+stall is the time the pending work waited for the call to end; its share of end-to-end latency sets the severity.
 
 Freezing is judged against the same process's baseline: its operations that do not look blocking freeze only by
 chance (a thread starved of CPU, the process busy elsewhere), and when they freeze often too
@@ -42,6 +42,9 @@ from diagnosis.signals import first_attribute, in_flight, top_traces
 from units import NS_PER_MS
 
 URL_KEYS = ("url.full", "http.url")
+PROCESS = ("service_name", "instance")
+"""A process: its service and ``service.instance.id``. Operations are judged per process, as their calls are: two
+instances of one service (a rolling deploy, one version with a blocking client) have two event loops."""
 TARGET_PATTERN = r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*)?([^?#]*)"
 """A URL's path (scheme and authority dropped, query and fragment too)."""
 
@@ -115,7 +118,7 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
         others_frozen = pl.when(~pl.col("candidate")).then(pl.col("frozen_calls")).otherwise(0).sum()
         operations = (
             judged.filter(pl.col("pending") > 0)
-            .group_by("service_name", "operation")
+            .group_by("service_name", "instance", "operation")
             .agg(
                 pl.len().alias("eligible"),
                 pl.col("frozen").sum().alias("frozen_calls"),
@@ -129,8 +132,8 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
                 ).alias("candidate")
             )
             .with_columns(
-                pl.when(others_eligible.over("service_name") > 0)
-                .then(others_frozen.over("service_name") / others_eligible.over("service_name"))
+                pl.when(others_eligible.over(PROCESS) > 0)
+                .then(others_frozen.over(PROCESS) / others_eligible.over(PROCESS))
                 .alias("chance_share")
             )
             .filter("candidate")
@@ -140,13 +143,17 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
                     & (pl.col("chance_share").fill_null(0.0) <= config.chance_frozen_share_max)
                 ).alias("clear")
             )
-            .sort(["clear", "stall_ns", "frozen_share", "operation"], descending=[True, True, True, False])
+            .sort(
+                ["clear", "stall_ns", "frozen_share", "operation", "instance"],
+                descending=[True, True, True, False, False],
+            )
         )
         if operations.height == 0:
             return None
         top = operations.row(0, named=True)
         stalls = judged.filter(
             (pl.col("service_name") == top["service_name"])
+            & (pl.col("instance") == top["instance"])
             & (pl.col("operation") == top["operation"])
             & pl.col("frozen")
             & (pl.col("pending") > 0)
@@ -169,6 +176,7 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
             ),
             evidence={
                 "service_name": top["service_name"],
+                "service_instance_name": top["instance"],
                 "operation_name": top["operation"],
                 "eligible_call_count": top["eligible"],
                 "frozen_call_count": top["frozen_calls"],
@@ -246,7 +254,7 @@ def _judge_process(process: pl.DataFrame, arrivals: pl.DataFrame, calls: pl.Data
     pending = _others_inside(calls, arrivals.rename({"arrival_ns": "at"}))
     waiting = _others_waiting_at_start(calls, _handled(arrivals, events))
     return (
-        calls.select("index", "trace_id", "service_name", "operation", "duration_ns", "lo", "hi")
+        calls.select("index", "trace_id", "service_name", "instance", "operation", "duration_ns", "lo", "hi")
         .join(inside.rename({"count": "inside"}), on="index", how="left")
         .join(pending.rename({"count": "pending", "waited_ns": "stall_ns"}), on="index", how="left")
         .join(waiting, on="index", how="left")
@@ -255,6 +263,7 @@ def _judge_process(process: pl.DataFrame, arrivals: pl.DataFrame, calls: pl.Data
             "index",
             "trace_id",
             "service_name",
+            "instance",
             "operation",
             "duration_ns",
             (pl.col("pending") + pl.col("waiting")).alias("pending"),

@@ -143,13 +143,17 @@ def retrieval(top_k: int, deserialize_ms: float, retrieval_ms: float = 1.0) -> l
     )
 
 
-def loop_blocking(response_lag_ms: float, count: int = 8) -> list[SpanSpec]:
+def loop_blocking(
+    response_lag_ms: float, count: int = 8, *, first_trace: int = 0, agent_instance: str = "agent-1"
+) -> list[SpanSpec]:
     """``count`` requests, 60 ms apart, each making a 50 ms tool call and then a 30 ms LLM call. Each LLM call ends
     during the next request's tool call; the agent reacts to its answer ``response_lag_ms`` later. A blocked
-    loop reacts only after that tool call returns (35 ms); a free loop at once (0.5 ms)."""
+    loop reacts only after that tool call returns (35 ms); a free loop at once (0.5 ms). Requests are numbered from
+    ``first_trace`` and served by the agent instance ``agent_instance``."""
     return build_all(
         Request(
-            trace=i,
+            trace=first_trace + i,
+            agent_instance=agent_instance,
             start_ms=i * 60.0,
             retrieval_top_k=None,
             tool_ms=50.0,

@@ -24,3 +24,14 @@ def test_a_free_loop_handles_answers_during_the_call() -> None:
 def test_an_idle_loop_is_not_a_blocked_one() -> None:
     # Every other request waits on a 400 ms generation during each tool call: nothing to do, nothing frozen.
     assert "event_loop_blocking" not in by_cause(diagnose(cases.idle_loop()))
+
+
+def test_one_blocking_instance_beside_a_free_one_is_judged_on_its_own() -> None:
+    # A rolling deploy: the new version's instance calls the tool with a blocking client, the old one's does not.
+    # Pooled by service, half the eligible calls froze; per process, every call of the new instance did.
+    spans = cases.loop_blocking(35.0, agent_instance="agent-new") + cases.loop_blocking(
+        0.5, first_trace=100, agent_instance="agent-old"
+    )
+    evidence = by_cause(diagnose(spans))["event_loop_blocking"].evidence
+    assert evidence["service_instance_name"] == "agent-new"
+    assert evidence["frozen_call_count"] == evidence["eligible_call_count"] == 7
