@@ -118,7 +118,7 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
         others_frozen = pl.when(~pl.col("candidate")).then(pl.col("frozen_calls")).otherwise(0).sum()
         operations = (
             judged.filter(pl.col("pending") > 0)
-            .group_by("service_name", "instance", "operation")
+            .group_by(*PROCESS, "operation")
             .agg(
                 pl.len().alias("eligible"),
                 pl.col("frozen").sum().alias("frozen_calls"),
@@ -211,13 +211,9 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
         )
         arrivals = _remote_arrivals(spans, parent)
         judged = []
-        for (service, instance), group in calls.group_by("service_name", "instance"):
+        for (service, instance), group in calls.group_by(*PROCESS):
             in_process = (pl.col("service_name") == service) & (pl.col("instance") == instance)
-            judged.append(
-                _judge_process(
-                    spans.filter(in_process), arrivals.filter(in_process).drop("service_name", "instance"), group
-                )
-            )
+            judged.append(_judge_process(spans.filter(in_process), arrivals.filter(in_process).drop(*PROCESS), group))
         return pl.concat(judged)
 
 
