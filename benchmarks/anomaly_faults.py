@@ -10,7 +10,8 @@ OTLP/HTTP: six and a half clean minutes (the detector judges once five minutes o
 switch in turn, its stack run for ``--fault-s`` while ``/api/v1/incidents`` is polled every 2 s, then clean again
 for ``--recover-s`` while it is watched until the incident resolves. Each phase's stack starts :data:`OVERLAP_S`
 before the previous one ends (no gap in traffic between them). The stack is the fault matrix's (Azure conversation
-rows, engine speed 20, 100 ms catalogue lookups), replayed by ``--users`` closed-loop users. With ``--prometheus``
+rows, engine speed 20, 100 ms catalogue lookups), replayed by ``--users`` closed-loop users; each phase sends the
+next :data:`PHASE_ROWS` rows of the conversation trace, so no prompt comes twice within a window. With ``--prometheus``
 a real Prometheus (the Debian binary) scrapes the running stack's engine every second (its ``/metrics``, found through a
 file_sd target file rewritten as each phase's stack starts) and the served Hotspan's diagnosis reads it
 (``HOTSPAN_PROMETHEUS_URL``), as in a deployment with vLLM's metrics: faults only the engine's metrics show (prefix
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import socket
@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -53,7 +53,7 @@ from instrumented_stack.stack import Stack, StackConfig
 from instrumented_stack.telemetry import otlp_span_processors
 from instrumented_stack.tokenizer import default_tokenizer
 from instrumented_stack.tools import ToolsConfig
-from instrumented_stack.workload import load_workload
+from instrumented_stack.workload import WorkloadRequest, load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 # Run as a script, Python puts benchmarks/ first on sys.path, where benchmarks/analysis.py would shadow the analysis
@@ -71,6 +71,11 @@ OVERLAP_S = 15.0
 """Seconds each phase's stack serves beside the next one's, as a rolling deploy does: a gap between two stacks
 (start-up, cold tokenizers, an empty prefix cache) would show as a throughput dip that opens an incident of its own
 in the minute the fault starts."""
+PHASE_ROWS = 3_000
+"""Rows of the conversation trace each phase's users may send: more than a phase's closed-loop users get through
+(about 1,500 in 450 s). Cycling a few hundred prompts instead would make the run itself change in its second minute:
+every prompt then repeats within the minute, and the repeats miss the prefix cache because the cycle's prompts outgrow
+the engine's KV cache (LRU eviction of a cyclic working set), which ``prefix_cache_unused`` rightly reports."""
 SERVER_ENV = {
     "HOTSPAN_ANOMALY_INTERVAL_S": "5",
     "HOTSPAN_ANOMALY_SETTLE_S": "15",
@@ -130,16 +135,22 @@ def point_at(targets: Path | None, engine_url: str) -> None:
 
 
 class Load:
-    """The stack with ``faults`` on, replayed by ``users`` users in a background thread until :meth:`stop`; the
-    Prometheus ``targets`` file (when given) pointed at its engine once it runs."""
+    """The stack with ``faults`` on, sending ``rows`` (in order) from ``users`` users in a background thread for
+    :meth:`run_for`'s time; the Prometheus ``targets`` file (when given) pointed at its engine once it runs."""
 
-    def __init__(self, url: str, faults: tuple[str, ...], users: int, targets: Path | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        faults: tuple[str, ...],
+        users: int,
+        rows: Sequence[WorkloadRequest],
+        targets: Path | None = None,
+    ) -> None:
         config = with_speed(
             apply_faults(StackConfig(tools=ToolsConfig(lookup_latency_s=TOOL_LATENCY_S)), faults), SPEED
         )
         builder = PromptBuilder(default_tokenizer(), 7, INTENTS)
-        rows = load_workload("azure-conv", limit=200)
-        self._prompts = [builder.build(row) for row in itertools.islice(itertools.cycle(rows), 20_000)]
+        self._prompts = [builder.build(row) for row in rows]
         self._settings = UserSettings(tenants=config.credentials(("tenant-p0",)))
         self._stack = Stack(config, otlp_span_processors(url))
         self._users = users
@@ -163,6 +174,12 @@ class Load:
                     stack.gateway_url, self._prompts, self._settings, users=self._users, duration_s=self._duration_s
                 )
             )
+
+
+def phase_rows(rows: Sequence[WorkloadRequest], phase: int) -> list[WorkloadRequest]:
+    """Phase ``phase``'s :data:`PHASE_ROWS` rows, the blocks taken in turn round the whole trace."""
+    start = phase * PHASE_ROWS
+    return [rows[(start + offset) % len(rows)] for offset in range(PHASE_ROWS)]
 
 
 def incidents(url: str) -> list[dict[str, Any]]:
@@ -225,7 +242,9 @@ def main() -> None:
         prometheus_url, targets = scope.enter_context(scraped_engines(Path(tmp))) if args.prometheus else (None, None)
         process, url = serve(Path(tmp), prometheus_url)
         try:
-            previous = Load(url, (), args.users, targets)
+            rows = load_workload("azure-conv")
+            phases = iter(range(1 + 2 * len(faults)))
+            previous = Load(url, (), args.users, phase_rows(rows, next(phases)), targets)
             previous.run_for(args.clean_s)
             time.sleep(args.clean_s - OVERLAP_S)
             clean = incidents(url)
@@ -238,7 +257,7 @@ def main() -> None:
                 still_open = sum(1 for i in known if i["status"] == "open")
                 seen = {incident["incident_id"] for incident in known}
                 started = time.time()
-                load = Load(url, (fault,), args.users, targets)
+                load = Load(url, (fault,), args.users, phase_rows(rows, next(phases)), targets)
                 load.run_for(args.fault_s)
                 previous.join()
                 # The clean stack takes over only when the fault's time is up, however soon its incident showed.
@@ -249,7 +268,7 @@ def main() -> None:
                 time.sleep(max(0.0, switch_at - time.time()))
                 recovery_start = time.time()
                 next_phase_at = recovery_start + args.recover_s - OVERLAP_S
-                previous = Load(url, (), args.users, targets)
+                previous = Load(url, (), args.users, phase_rows(rows, next(phases)), targets)
                 previous.run_for(args.recover_s)
                 load.join()
                 found = found or _first_new(url, seen, started + args.fault_s + 30)

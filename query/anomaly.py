@@ -27,8 +27,9 @@ deviates when the window's diagnosis of a root service with ``min_calls`` reques
 worse and the baseline window's diagnosis of that service (seasonal when it holds ``min_calls`` requests, else
 trailing; neither: not judged) had it lower or not at all (``info`` is worth knowing, not a deviation; a warning the
 baseline had too is how that service runs); the rules' own thresholds and least samples judge the finding. Each
-window costs one diagnosis per root service, one or two of its baseline only when a warning shows, and two or
-three per open incident that still deviates (its findings completed against its baseline).
+window costs one diagnosis per root service, one or two of its baseline only when a warning shows, and one or two
+per open incident that still deviates (its findings completed against its baseline, whose diagnosis is made once
+while the incident is open).
 
 **Incidents.** Deviating series of one evaluation are grouped by the connected part of the window's service graph
 their service sits in (one fault in an agent stack moves several services' series: one incident, not five). A group
@@ -158,6 +159,7 @@ class AnomalyDetector:
         self._clock = clock
         self._lock = threading.Lock()
         self._judged: dict[str, int] = {}
+        self._baselines: dict[tuple[str, str, int, int], DiagnosisReport] = {}
 
     def evaluate(self, now_ns: int | None = None) -> list[IncidentChange]:
         """Judge the window ending ``settle_s`` before ``now_ns`` (default the clock) for every tenant with spans
@@ -176,6 +178,11 @@ class AnomalyDetector:
             self._store.write([change.incident for change in changes])
             # Only once written: a failed round judges the same window again next time.
             self._judged |= dict.fromkeys(judged, window.end_ns)
+            still_open = {i.incident_id: i for i in open_incidents} | {
+                c.incident.incident_id: c.incident for c in changes
+            }
+            kept = {_baseline_key(i) for i in still_open.values() if i.status == "open"}
+            self._baselines = {k: v for k, v in self._baselines.items() if k in kept}
             return changes
 
     def _window(self, now_ns: int) -> _Window:
@@ -374,7 +381,7 @@ class AnomalyDetector:
             (window.seasonal_start_ns, window.seasonal_end_ns, True),
             (window.baseline_start_ns, window.start_ns, False),
         ):
-            report = self._diagnose(tenant, service, start, end)
+            report = self._baseline_diagnosis(tenant, service, start, end)
             if report is not None and report.trace_count >= self.settings.min_calls:
                 return report, (start, end, seasonal)
         return None
@@ -395,6 +402,19 @@ class AnomalyDetector:
         except Exception:
             log.exception("diagnosis of %s's traces failed; their findings are not judged or named", service)
             return None
+
+    def _baseline_diagnosis(self, tenant: str, service: str, start_ns: int, end_ns: int) -> DiagnosisReport | None:
+        """The diagnosis of a baseline window (:meth:`_diagnose`), made once while an open incident uses it: the
+        window lies before the judged one and has settled, so the finding that opens an incident and every later
+        minute it still deviates in compare against one report. :meth:`evaluate` keeps only open incidents'
+        baselines after each round."""
+        key = (tenant, service, start_ns, end_ns)
+        if key not in self._baselines:
+            report = self._diagnose(tenant, service, start_ns, end_ns)
+            if report is None:
+                return None
+            self._baselines[key] = report
+        return self._baselines[key]
 
     def _confirmed(self, tenant: str, deviating: pl.DataFrame, window: _Window) -> pl.DataFrame:
         """The deviating rows the window's calls bear out one by one (:func:`analysis.baseline.exceeds_baseline_rate` at
@@ -547,7 +567,7 @@ class AnomalyDetector:
         this evaluation made it already (:meth:`_root_diagnoses`). Empty when diagnosis fails (an incident never
         waits on it)."""
         now = diagnosed or self._diagnose(tenant, service, window.start_ns, window.end_ns)
-        before = self._diagnose(tenant, service, baseline_start, baseline_end)
+        before = self._baseline_diagnosis(tenant, service, baseline_start, baseline_end)
         if now is None or before is None:
             return []
         found = compare_findings(now, before, stages)
@@ -640,6 +660,11 @@ def compare_findings(
         for f in window.findings
     ]
     return sorted(found, key=lambda f: not f["new"])
+
+
+def _baseline_key(incident: Incident) -> tuple[str, str, int, int]:
+    """The key of an incident's baseline diagnosis in ``AnomalyDetector._baselines``."""
+    return incident.tenant, incident.service, incident.baseline_start_ns, incident.baseline_end_ns
 
 
 def merge_findings(named: list[dict[str, Any]], later: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -10,14 +10,17 @@ fault as new against the baseline window, topology neighbours and example traces
 the same window again (another detector, as after a restart) duplicates nothing; the incident resolves once the
 series are back. A minute of uncompressed megabyte tool responses moves no latency series, and opens one incident
 on the diagnosis finding new against the baseline window alone, resolved once the finding is gone. A second
-fault in the minute after the first one's adds its cause to the open incident's findings, as new.
+fault in the minute after the first one's adds its cause to the open incident's findings, as new, and the open
+incident's baseline window is diagnosed once however many minutes it stays open.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 import pytest
@@ -29,9 +32,11 @@ from plotly.utils import PlotlyJSONEncoder
 
 from collector.ingest import Ingestor
 from dashboards.incident_panels import incident_detail
+from diagnosis import DiagnosisReport
 from hotspan.app import Storage, open_trace_pipeline, trace_processors
 from processors.pipeline.config import TracePipelineConfig
 from query.anomaly import DAY_NS, MINUTE_NS, AnomalyDetector, IncidentChange
+from query.diagnosis import DiagnosisService
 from query.incident_text import incident_summary, series_text
 from query.service import QueryService
 from storage.clickhouse import ClickHouse
@@ -84,15 +89,33 @@ def history(chdb_dsn: str) -> Iterator[History]:
         yield History(ch, query_room(ch), {span.trace_id for span in minutes[FAULT_MINUTE]})
 
 
-def _detector(history: History) -> AnomalyDetector:
+class CountingDiagnosis(DiagnosisService):
+    """The query room's diagnosis, counting how often each (tenant, start_ns, end_ns) window was diagnosed."""
+
+    def __init__(self, room: DiagnosisService) -> None:
+        super().__init__(room.reader, room.settings, room.stage_rules)
+        self.windows: Counter[tuple[str | None, int | None, int | None]] = Counter()
+
+    def diagnose(self, **window: Any) -> DiagnosisReport:
+        self.windows[(window["tenant"], window.get("start_ns"), window.get("end_ns"))] += 1
+        return super().diagnose(**window)
+
+
+def _detector(history: History, diagnosis: DiagnosisService | None = None) -> AnomalyDetector:
     store = ClickHouseIncidentStore(history.ch)
-    return AnomalyDetector(store, history.query.store, history.query.store, history.query.diagnosis, SETTINGS)
+    room = history.query
+    return AnomalyDetector(store, room.store, room.store, diagnosis or room.diagnosis, SETTINGS)
 
 
 @pytest.fixture(scope="module")
-def judged(history: History) -> list[list[IncidentChange]]:
+def counted(history: History) -> CountingDiagnosis:
+    return CountingDiagnosis(history.query.diagnosis)
+
+
+@pytest.fixture(scope="module")
+def judged(history: History, counted: CountingDiagnosis) -> list[list[IncidentChange]]:
     """What one detector wrote after each minute, in order."""
-    detector = _detector(history)
+    detector = _detector(history, counted)
     return [detector.evaluate(at_end_of(m)) for m in range(MINUTES)]
 
 
@@ -211,3 +234,14 @@ def test_a_later_window_adds_its_new_causes_to_the_open_incident(judged: list[li
     assert new[: len(opened_new := [f["cause"] for f in opened.findings if f["new"]])] == opened_new
     assert "queue_saturation" in opened_new and "oversized_payload" in new, updated.findings
     assert len({f["cause"] for f in updated.findings}) == len(updated.findings)
+
+
+def test_an_open_incident_diagnoses_its_baseline_window_once(
+    judged: list[list[IncidentChange]], counted: CountingDiagnosis
+) -> None:
+    mine = [c.incident for minute in judged for c in minute if c.incident.tenant == SECOND]
+    assert [i.status for i in mine] == ["open", "open", "resolved"], mine
+    baseline = (SECOND, mine[0].baseline_start_ns, mine[0].baseline_end_ns - 1)
+    # The opening minute judged its finding and named its causes against that window, the next minute completed
+    # the findings against it: one diagnosis serves all three.
+    assert counted.windows[baseline] == 1, counted.windows
