@@ -23,6 +23,10 @@ convention uses, in the order they are tried (the first present wins). Sources:
   ``ai.model.provider``, ``ai.usage.promptTokens`` / ``completionTokens`` (v4), ``ai.usage.inputTokens`` /
   ``outputTokens`` / ``cachedInputTokens`` / ``reasoningTokens`` (v5), ``ai.response.msToFirstChunk`` (ms;
   ``ai.stream.msToFirstChunk`` on ``streamObject``) and the span event ``ai.stream.firstChunk``.
+- Claude Code's ``claude_code.llm_request`` span (``span.type=llm_request``; code.claude.com "Monitoring"): bare
+  ``input_tokens``, ``output_tokens``, ``cache_read_tokens``, ``cache_creation_tokens`` with the Anthropic API's
+  meaning (``input_tokens`` leaves out the prompt tokens read from or written to the prompt cache; see
+  :data:`CLAUDE_CODE_SPAN_TYPE`) and ``ttft_ms`` (**ms** after the request's start).
 - Langfuse SDK v3 (OpenTelemetry-based): ``langfuse.observation.model.name``,
   ``langfuse.observation.usage_details`` (a JSON object whose keys are usage types: ``input``, ``output``,
   ``input_cached_tokens`` / ``cache_read_input_tokens``, ``output_reasoning_tokens`` ...) and
@@ -111,12 +115,18 @@ FIRST_TOKEN_SECONDS_KEYS = (
     "gen_ai.latency.time_to_first_token",
 )
 """Attributes holding the first token's delay after the span's start, in seconds."""
-FIRST_TOKEN_MS_KEYS = ("ai.response.msToFirstChunk", "ai.stream.msToFirstChunk", "gen_ai.server.time_to_first_token")
+FIRST_TOKEN_MS_KEYS = (
+    "ai.response.msToFirstChunk",
+    "ai.stream.msToFirstChunk",
+    "gen_ai.server.time_to_first_token",
+    "ttft_ms",
+)
 """Attributes holding the first token's delay after the span's start, in milliseconds: the Vercel AI SDK's
-(``ai.response.msToFirstChunk`` on ``doStream`` spans, ``ai.stream.msToFirstChunk`` on ``streamObject``'s), and
+(``ai.response.msToFirstChunk`` on ``doStream`` spans, ``ai.stream.msToFirstChunk`` on ``streamObject``'s),
 Strands Agents' ``gen_ai.server.time_to_first_token`` on its model-call span (``strands/telemetry/tracer.py``
 sets it from the event loop's ``timeToFirstByteMs``, an integer of ms after the request was sent; the GenAI
-semconv *metric* of that name is in seconds, but no span convention defines the attribute)."""
+semconv *metric* of that name is in seconds, but no span convention defines the attribute), and Claude Code's
+``ttft_ms`` on ``claude_code.llm_request``. Read on model-call spans only."""
 FIRST_TOKEN_TIME_KEYS = ("langfuse.observation.completion_start_time",)
 """Attributes holding the first token's wall-clock time as ISO 8601 (possibly JSON-quoted)."""
 FIRST_TOKEN_EVENTS = (
@@ -127,6 +137,30 @@ FIRST_TOKEN_EVENTS = (
     "first_token",
 )
 """Span events recorded when the first chunk arrives (OpenLLMetry records one per chunk: the earliest counts)."""
+
+
+CLAUDE_CODE_SPAN_TYPE = "llm_request"
+"""``span.type`` of Claude Code's model-call span, whose usage attributes are bare and mean what the Anthropic
+Messages API's ``usage`` means: ``input_tokens`` counts only the prompt tokens after the last cache breakpoint,
+``cache_read_tokens`` and ``cache_creation_tokens`` the ones read from and written to the prompt cache
+(docs.anthropic.com, "Prompt caching": total input = the three summed). Hotspan's ``input_tokens`` counts every
+prompt token, so it is their sum there, and ``cached_input_tokens`` the cache reads."""
+
+
+def _claude_code_usage() -> dict[str, pl.Expr]:
+    """Per token column, Claude Code's count on its model-call span (:data:`CLAUDE_CODE_SPAN_TYPE`), null on
+    every other span."""
+    own = attribute("span.type") == CLAUDE_CODE_SPAN_TYPE
+
+    def count(key: str) -> pl.Expr:
+        return attribute(key).cast(pl.Float64, strict=False).round().cast(pl.Int64)
+
+    read, written = count("cache_read_tokens"), count("cache_creation_tokens")
+    return {
+        "input_tokens": pl.when(own).then(count("input_tokens") + read.fill_null(0) + written.fill_null(0)),
+        "output_tokens": pl.when(own).then(count("output_tokens")),
+        "cached_input_tokens": pl.when(own).then(read),
+    }
 
 
 def _first_int(keys: tuple[str, ...]) -> pl.Expr:
@@ -146,8 +180,11 @@ def _usage_detail(fields: tuple[str, ...]) -> pl.Expr:
 def usage_columns() -> list[pl.Expr]:
     """Expressions over a prepared span frame (:mod:`analysis.spans`): model, provider (String, null when
     absent) and :data:`TOKEN_COLUMNS` (Int64, null when the span reports none; negative counts read as null)."""
+    claude_code = _claude_code_usage()
     tokens = [
-        pl.coalesce(_first_int(keys), _usage_detail(USAGE_DETAILS_FIELDS[name])).alias(name)
+        pl.coalesce(
+            _first_int(keys), _usage_detail(USAGE_DETAILS_FIELDS[name]), claude_code.get(name, pl.lit(None))
+        ).alias(name)
         for name, keys in TOKEN_KEYS.items()
     ]
     return [
