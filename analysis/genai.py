@@ -27,6 +27,10 @@ convention uses, in the order they are tried (the first present wins). Sources:
   ``input_tokens``, ``output_tokens``, ``cache_read_tokens``, ``cache_creation_tokens`` with the Anthropic API's
   meaning (``input_tokens`` leaves out the prompt tokens read from or written to the prompt cache; see
   :data:`CLAUDE_CODE_SPAN_TYPE`) and ``ttft_ms`` (**ms** after the request's start).
+- MLflow Tracing (its OTLP export; every attribute value JSON-encoded): ``mlflow.llm.model`` (a JSON string),
+  ``mlflow.chat.tokenUsage`` (a JSON object: ``input_tokens``, ``output_tokens``, ``total_tokens``,
+  ``cache_read_input_tokens``; OpenAI's meaning, cached tokens part of the input) and, streamed, one span event
+  ``mlflow.chunk.item.<n>`` per chunk (``mlflow.chunk.item.0``: the first).
 - Langfuse SDK v3 (OpenTelemetry-based): ``langfuse.observation.model.name``,
   ``langfuse.observation.usage_details`` (a JSON object whose keys are usage types: ``input``, ``output``,
   ``input_cached_tokens`` / ``cache_read_input_tokens``, ``output_reasoning_tokens`` ...) and
@@ -49,13 +53,21 @@ MODEL_KEYS = (
     "llm.model_name",
     "ai.model.id",
     "langfuse.observation.model.name",
+    "mlflow.llm.model",
 )
-"""The model a call used, most specific first (the response names the exact snapshot)."""
+"""The model a call used, most specific first (the response names the exact snapshot). Values are read with
+surrounding JSON quotes stripped (MLflow's are JSON strings)."""
 PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system", "ai.model.provider")
-USAGE_DETAILS_KEYS = ("langfuse.observation.usage_details", "gen_ai.usage.raw", "langsmith.metadata.usage_metadata")
+USAGE_DETAILS_KEYS = (
+    "langfuse.observation.usage_details",
+    "gen_ai.usage.raw",
+    "langsmith.metadata.usage_metadata",
+    "mlflow.chat.tokenUsage",
+)
 """Attributes holding a call's usage as a JSON object: Langfuse's usage types, Logfire's raw provider usage,
 LangSmith's OTel export of LangChain's ``UsageMetadata`` (``input_token_details.cache_read``,
-``output_token_details.reasoning``; its ``gen_ai.usage.input_token_details`` is a Python repr, not JSON)."""
+``output_token_details.reasoning``; its ``gen_ai.usage.input_token_details`` is a Python repr, not JSON), MLflow's
+token usage."""
 
 TOKEN_KEYS: dict[str, tuple[str, ...]] = {
     "input_tokens": (
@@ -135,6 +147,7 @@ FIRST_TOKEN_EVENTS = (
     "gen_ai.content.completion.chunk",
     "gen_ai.first_chunk",
     "first_token",
+    "mlflow.chunk.item.0",
 )
 """Span events recorded when the first chunk arrives (OpenLLMetry records one per chunk: the earliest counts)."""
 
@@ -188,7 +201,7 @@ def usage_columns() -> list[pl.Expr]:
         for name, keys in TOKEN_KEYS.items()
     ]
     return [
-        pl.coalesce(*(attribute(key) for key in MODEL_KEYS)).alias("model"),
+        pl.coalesce(*(attribute(key).str.strip_chars('"') for key in MODEL_KEYS)).alias("model"),
         pl.coalesce(*(attribute(key) for key in PROVIDER_KEYS)).alias("provider"),
         *(pl.when(token >= 0).then(token).alias(token.meta.output_name()) for token in tokens),
     ]

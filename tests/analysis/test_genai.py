@@ -19,6 +19,7 @@ from units import NS_PER_MS as MS
         # Strands Agents' model span (strands/telemetry/tracer.py: the event loop's timeToFirstByteMs), ms: read
         # as seconds, 40 would put the first token 40 s after the start, clipped to the span's end.
         ("gen_ai.server.time_to_first_token", "40"),
+        ("ttft_ms", "40"),  # Claude Code's claude_code.llm_request, ms
     ],
 )
 def test_first_token_delay_is_read_in_its_convention_unit(key: str, value: str) -> None:

@@ -35,12 +35,14 @@ CONVENTIONS: dict[str, tuple[str, str | None]] = {
     "logfire": ("logfire.span_type", "span"),
     "google_adk": ("gcp.vertex.agent.invocation_id", None),
     "semantic_kernel": ("sk.available_functions", None),
+    "mlflow_tracing": ("mlflow.spanType", '"CHAT_MODEL"'),
 }
 """Driver -> an attribute the library itself writes (key, and value when one is expected), as observed."""
 
-LLM_SPAN_NOT_CURRENT = frozenset({"langfuse", "langgraph"})
+LLM_SPAN_NOT_CURRENT = frozenset({"langfuse", "langgraph", "mlflow_tracing"})
 """Drivers whose library does not make its LLM span current while the SDK sends (Langfuse's OpenAI wrapper;
-OpenLLMetry's LangChain callback handler), so the HTTP client span, and vLLM's ``llm_request`` under it, is
+OpenLLMetry's LangChain callback handler; MLflow's OpenAI autolog),
+so the HTTP client span, and vLLM's ``llm_request`` under it, is
 a sibling of the LLM span (under the agent observation / the graph node), not its descendant (as observed)."""
 
 VERCEL_AI_CALLS = frozenset({"ai.generateText.doGenerate", "ai.streamText.doStream"})
@@ -66,6 +68,7 @@ def is_llm_call(span: Span) -> bool:
         or attributes.get("openinference.span.kind") == "LLM"
         or attributes.get("langfuse.observation.type") == "generation"
         or attributes.get("ai.operationId") in VERCEL_AI_CALLS
+        or attributes.get("mlflow.spanType") in ('"CHAT_MODEL"', '"LLM"')
     )
 
 

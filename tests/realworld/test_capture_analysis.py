@@ -65,6 +65,7 @@ CACHED_REPORTED = frozenset(
         "logfire",
         "vercel_ai",
         "google_adk",
+        "mlflow_tracing",
     }
 )
 """Drivers whose library records cached prompt tokens (tests/realworld/README.md)."""
