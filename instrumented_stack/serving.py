@@ -66,6 +66,13 @@ class ThreadedServer:
                 access_log=False,
                 lifespan="on",
                 timeout_graceful_shutdown=30,
+                # Each request's task starts from an empty context. Without it, a request that arrives on a
+                # connection while another is in flight is started from inside the finishing request's task, whose
+                # context (that request's SERVER span) the new task copies, and asyncio can leak context vars
+                # between tasks (cpython#140947; uvicorn#2912, #3158): the OpenTelemetry ASGI middleware then makes
+                # the request an INTERNAL child of that span. On a live run of the stack one gateway's later requests
+                # all became children of one request, a 6,745-span trace that opened an incident on a clean minute.
+                reset_contextvars=True,
                 ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
                 ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
             )
