@@ -6,7 +6,8 @@ The spans have the names, kind (INTERNAL), ``span.type`` and attributes Claude C
 bare Anthropic usage counts (``input_tokens`` leaves out cache reads and writes), ``ttft_ms`` in ms. Timings are
 those of a published 2.1.138 export: a request of 2,225 ms whose first token came after 2,166 ms, a Bash tool call
 of 69 ms of which 7 ms waited on the permission decision and 62 ms ran. The expected split is summed here from
-those figures, not read from Hotspan.
+those figures, not read from Hotspan. Qwen Code and its forks write the same tree under their own prefix
+(``qwen-code.llm_request`` ...), which the split must not depend on.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ GAP_MS = 5
 """The loop's own time before, between and after the steps."""
 
 
-def _request(span_id: str, start_ms: int, usage: dict[str, str]) -> S:
+def _request(span_id: str, start_ms: int, usage: dict[str, str], product: str) -> S:
     attributes = {
         "span.type": "llm_request",
         "model": "claude-haiku-4-5-20251001",
@@ -46,7 +47,7 @@ def _request(span_id: str, start_ms: int, usage: dict[str, str]) -> S:
     )
 
 
-def _turn() -> list[S]:
+def _turn(product: str = "claude_code") -> list[S]:
     first_end = GAP_MS + REQUEST_MS
     tool_start = first_end + GAP_MS
     tool_end = tool_start + TOOL_MS
@@ -54,19 +55,20 @@ def _turn() -> list[S]:
     end = second_start + REQUEST_MS + GAP_MS
     tool = {"span.type": "tool", "tool_name": "Bash", "duration_ms": str(TOOL_MS)}
     return [
-        S("turn", "", 0, end * MS, "claude_code.interaction", SERVICE, "Internal", {"span.type": "interaction"}),
+        S("turn", "", 0, end * MS, f"{product}.interaction", SERVICE, "Internal", {"span.type": "interaction"}),
         _request(
             "ask1",
             GAP_MS,
             {"input_tokens": "387", "output_tokens": "18", "cache_read_tokens": "0", "cache_creation_tokens": "0"},
+            product,
         ),
-        S("tool", "turn", tool_start * MS, tool_end * MS, "claude_code.tool", SERVICE, "Internal", tool),
+        S("tool", "turn", tool_start * MS, tool_end * MS, f"{product}.tool", SERVICE, "Internal", tool),
         S(
             "wait",
             "tool",
             tool_start * MS,
             (tool_start + BLOCKED_MS) * MS,
-            "claude_code.tool.blocked_on_user",
+            f"{product}.tool.blocked_on_user",
             SERVICE,
             "Internal",
             {"span.type": "tool.blocked_on_user", "decision": "accept", "source": "config"},
@@ -76,7 +78,7 @@ def _turn() -> list[S]:
             "tool",
             (tool_start + BLOCKED_MS) * MS,
             tool_end * MS,
-            "claude_code.tool.execution",
+            f"{product}.tool.execution",
             SERVICE,
             "Internal",
             {"span.type": "tool.execution", "success": "true"},
@@ -90,6 +92,7 @@ def _turn() -> list[S]:
                 "cache_read_tokens": "84562",
                 "cache_creation_tokens": "7096",
             },
+            product,
         ),
     ]
 
@@ -105,11 +108,12 @@ def _expected_ms() -> dict[str, int]:
     }
 
 
+@pytest.mark.parametrize("product", ["claude_code", "qwen-code"])
 @pytest.mark.parametrize("view", [stage_breakdown, wall_clock_breakdown])
 def test_a_turn_splits_into_the_model_requests_the_tool_and_the_loop(
-    view: Callable[[pl.DataFrame], pl.DataFrame],
+    view: Callable[[pl.DataFrame], pl.DataFrame], product: str
 ) -> None:
-    breakdown = view(frame(_turn()))
+    breakdown = view(frame(_turn(product)))
     got = {row["stage"]: round(row["duration_ns"] / MS) for row in breakdown.iter_rows(named=True)}
     assert got == _expected_ms()
 
