@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import diagnosis_cases as cases
-from diagnosis_support import by_cause, diagnose
+from diagnosis_support import Chat, Request, build_all, by_cause, diagnose
 
 
 def test_blocking_tool_calls_freeze_the_process() -> None:
@@ -35,3 +35,23 @@ def test_one_blocking_instance_beside_a_free_one_is_judged_on_its_own() -> None:
     evidence = by_cause(diagnose(spans))["event_loop_blocking"].evidence
     assert evidence["service_instance_name"] == "agent-new"
     assert evidence["frozen_call_count"] == evidence["eligible_call_count"] == 7
+
+
+def test_a_blocking_call_that_costs_next_to_nothing_is_info() -> None:
+    # The same blocking tool calls, but each request then waits 20 s on a long generation: 7 stalls of about 35 ms
+    # in 160 s of requests are worth knowing, not a warning (as when every other request queues at a saturated engine).
+    answer = {"prefill_ms": 5.0, "decode_ms": 25.0, "queue_ms": 0.1, "response_lag_ms": 35.0}
+    spans = build_all(
+        Request(
+            trace=i,
+            start_ms=i * 60.0,
+            retrieval_top_k=None,
+            tool_ms=50.0,
+            chats=(Chat(prompt=f"q{i}", **answer), Chat(prompt=f"long {i}", decode_ms=20_000.0)),
+        )
+        for i in range(8)
+    )
+    finding = by_cause(diagnose(spans))["event_loop_blocking"]
+    assert finding.evidence["frozen_call_count"] == finding.evidence["eligible_call_count"] == 7
+    assert finding.evidence["stall_share"] < 0.01
+    assert finding.severity == "info"
