@@ -164,14 +164,10 @@ def _claude_code_usage() -> dict[str, pl.Expr]:
     """Per token column, Claude Code's count on its model-call span (:data:`CLAUDE_CODE_SPAN_TYPE`), null on
     every other span."""
     own = attribute("span.type") == CLAUDE_CODE_SPAN_TYPE
-
-    def count(key: str) -> pl.Expr:
-        return attribute(key).cast(pl.Float64, strict=False).round().cast(pl.Int64)
-
-    read, written = count("cache_read_tokens"), count("cache_creation_tokens")
+    read, written = _first_int(("cache_read_tokens",)), _first_int(("cache_creation_tokens",))
     return {
-        "input_tokens": pl.when(own).then(count("input_tokens") + read.fill_null(0) + written.fill_null(0)),
-        "output_tokens": pl.when(own).then(count("output_tokens")),
+        "input_tokens": pl.when(own).then(_first_int(("input_tokens",)) + read.fill_null(0) + written.fill_null(0)),
+        "output_tokens": pl.when(own).then(_first_int(("output_tokens",))),
         "cached_input_tokens": pl.when(own).then(read),
     }
 
