@@ -73,9 +73,10 @@ OVERLAP_S = 15.0
 in the minute the fault starts."""
 PHASE_ROWS = 3_000
 """Rows of the conversation trace each phase's users may send: more than a phase's closed-loop users get through
-(about 1,500 in 450 s). Cycling a few hundred prompts instead would make the run itself change in its second minute:
-every prompt then repeats within the minute, and the repeats miss the prefix cache because the cycle's prompts outgrow
-the engine's KV cache (LRU eviction of a cyclic working set), which ``prefix_cache_unused`` rightly reports."""
+(about 1,500 in 450 s). Cycling a few hundred prompts instead makes the run itself change once the cycle comes round:
+every prompt then repeats within a minute, and the repeats missed the prefix cache (by the arithmetic, the cycle's
+prompts outgrow the engine's KV cache, and a cyclic working set larger than an LRU cache never hits), which
+``prefix_cache_unused`` rightly reported as new."""
 SERVER_ENV = {
     "HOTSPAN_ANOMALY_INTERVAL_S": "5",
     "HOTSPAN_ANOMALY_SETTLE_S": "15",
