@@ -130,15 +130,16 @@ FIRST_TOKEN_SECONDS_KEYS = (
 FIRST_TOKEN_MS_KEYS = (
     "ai.response.msToFirstChunk",
     "ai.stream.msToFirstChunk",
-    "gen_ai.server.time_to_first_token",
     "ttft_ms",
+    "gen_ai.server.time_to_first_token",
 )
 """Attributes holding the first token's delay after the span's start, in milliseconds: the Vercel AI SDK's
 (``ai.response.msToFirstChunk`` on ``doStream`` spans, ``ai.stream.msToFirstChunk`` on ``streamObject``'s),
 Strands Agents' ``gen_ai.server.time_to_first_token`` on its model-call span (``strands/telemetry/tracer.py``
 sets it from the event loop's ``timeToFirstByteMs``, an integer of ms after the request was sent; the GenAI
-semconv *metric* of that name is in seconds, but no span convention defines the attribute), and Claude Code's
-``ttft_ms`` on ``claude_code.llm_request``. Read on model-call spans only."""
+semconv *metric* of that name is in seconds, but no span convention defines the attribute), and Claude Code's and
+Qwen Code's ``ttft_ms`` on their ``<product>.llm_request``. ``ttft_ms`` comes before the Strands key: Qwen Code
+writes both, that one in seconds. Read on model-call spans only."""
 FIRST_TOKEN_TIME_KEYS = ("langfuse.observation.completion_start_time",)
 """Attributes holding the first token's wall-clock time as ISO 8601 (possibly JSON-quoted)."""
 FIRST_TOKEN_EVENTS = (

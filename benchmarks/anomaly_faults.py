@@ -11,7 +11,7 @@ switch in turn, its stack run for ``--fault-s`` while ``/api/v1/incidents`` is p
 for ``--recover-s`` while it is watched until the incident resolves. Each phase's stack starts :data:`OVERLAP_S`
 before the previous one ends (no gap in traffic between them). The stack is the fault matrix's (Azure conversation
 rows, engine speed 20, 100 ms catalogue lookups), replayed by ``--users`` closed-loop users; each phase sends the
-next :data:`PHASE_ROWS` rows of the conversation trace, so no prompt comes twice within a window. With ``--prometheus``
+next rows of the conversation trace (:class:`Rows`), so no prompt comes twice within a window. With ``--prometheus``
 a real Prometheus (the Debian binary) scrapes the running stack's engine every second (its ``/metrics``, found through a
 file_sd target file rewritten as each phase's stack starts) and the served Hotspan's diagnosis reads it
 (``HOTSPAN_PROMETHEUS_URL``), as in a deployment with vLLM's metrics: faults only the engine's metrics show (prefix
@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import socket
 import subprocess
@@ -71,11 +72,14 @@ OVERLAP_S = 15.0
 """Seconds each phase's stack serves beside the next one's, as a rolling deploy does: a gap between two stacks
 (start-up, cold tokenizers, an empty prefix cache) would show as a throughput dip that opens an incident of its own
 in the minute the fault starts."""
-PHASE_ROWS = 3_000
-"""Rows of the conversation trace each phase's users may send: more than a phase's closed-loop users get through
-(about 1,500 in 450 s). Cycling a few hundred prompts instead makes the run itself change once the cycle comes round:
-every prompt then repeats within a minute, and the repeats missed the prefix cache (by the arithmetic, the cycle's
-prompts outgrow the engine's KV cache, and a cyclic working set larger than an LRU cache never hits), which
+MAX_REQUESTS_PER_USER_S = 3.0
+"""Requests a closed-loop user sends per second at most on this stack (measured on run 12: 4 users sent 393 and
+424 requests in minutes of the clean phase, 1.7 per user-second, and 550 in a minute of a later clean phase): a
+phase gets ``duration × users ×`` this many rows, so its users never run out of
+prompts before its time is up (the loadgen stops a user with no prompt left, a throughput dip of its own).
+Cycling a few hundred prompts instead makes the run itself change once the cycle comes round: every prompt then
+repeats within a minute, and the repeats missed the prefix cache (by the arithmetic, the cycle's prompts outgrow
+the engine's KV cache, and a cyclic working set larger than an LRU cache never hits), which
 ``prefix_cache_unused`` rightly reported as new."""
 SERVER_ENV = {
     "HOTSPAN_ANOMALY_INTERVAL_S": "5",
@@ -177,10 +181,20 @@ class Load:
             )
 
 
-def phase_rows(rows: Sequence[WorkloadRequest], phase: int) -> list[WorkloadRequest]:
-    """Phase ``phase``'s :data:`PHASE_ROWS` rows, the blocks taken in turn round the whole trace."""
-    start = phase * PHASE_ROWS
-    return [rows[(start + offset) % len(rows)] for offset in range(PHASE_ROWS)]
+class Rows:
+    """The conversation trace's rows handed out in consecutive blocks, round the whole trace: no prompt repeats
+    until the trace's 19,366 rows are spent."""
+
+    def __init__(self, rows: Sequence[WorkloadRequest]) -> None:
+        self._rows = rows
+        self._next = 0
+
+    def take(self, duration_s: float, users: int) -> list[WorkloadRequest]:
+        """Enough rows for ``users`` users over ``duration_s`` seconds (:data:`MAX_REQUESTS_PER_USER_S`)."""
+        count = math.ceil(duration_s * users * MAX_REQUESTS_PER_USER_S)
+        block = [self._rows[(self._next + offset) % len(self._rows)] for offset in range(count)]
+        self._next += count
+        return block
 
 
 def incidents(url: str) -> list[dict[str, Any]]:
@@ -243,9 +257,8 @@ def main() -> None:
         prometheus_url, targets = scope.enter_context(scraped_engines(Path(tmp))) if args.prometheus else (None, None)
         process, url = serve(Path(tmp), prometheus_url)
         try:
-            rows = load_workload("azure-conv")
-            phases = iter(range(1 + 2 * len(faults)))
-            previous = Load(url, (), args.users, phase_rows(rows, next(phases)), targets)
+            rows = Rows(load_workload("azure-conv"))
+            previous = Load(url, (), args.users, rows.take(args.clean_s, args.users), targets)
             previous.run_for(args.clean_s)
             time.sleep(args.clean_s - OVERLAP_S)
             clean = incidents(url)
@@ -258,7 +271,7 @@ def main() -> None:
                 still_open = sum(1 for i in known if i["status"] == "open")
                 seen = {incident["incident_id"] for incident in known}
                 started = time.time()
-                load = Load(url, (fault,), args.users, phase_rows(rows, next(phases)), targets)
+                load = Load(url, (fault,), args.users, rows.take(args.fault_s, args.users), targets)
                 load.run_for(args.fault_s)
                 previous.join()
                 # The clean stack takes over only when the fault's time is up, however soon its incident showed.
@@ -269,7 +282,7 @@ def main() -> None:
                 time.sleep(max(0.0, switch_at - time.time()))
                 recovery_start = time.time()
                 next_phase_at = recovery_start + args.recover_s - OVERLAP_S
-                previous = Load(url, (), args.users, phase_rows(rows, next(phases)), targets)
+                previous = Load(url, (), args.users, rows.take(args.recover_s, args.users), targets)
                 previous.run_for(args.recover_s)
                 load.join()
                 found = found or _first_new(url, seen, started + args.fault_s + 30)

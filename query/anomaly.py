@@ -168,6 +168,9 @@ class AnomalyDetector:
         with self._lock:
             window = self._window(self._clock() if now_ns is None else now_ns)
             open_incidents = self._store.incidents(IncidentQuery(status="open", limit=10_000), tenant=None)
+            # Baselines of incidents no longer open, and of windows that opened none, are not needed again.
+            kept = {_baseline_key(incident) for incident in open_incidents}
+            self._baselines = {key: report for key, report in self._baselines.items() if key in kept}
             tenants = set(self._store.active_tenants(window.start_ns, window.end_ns))
             tenants |= {incident.tenant for incident in open_incidents}
             changes: list[IncidentChange] = []
@@ -178,11 +181,6 @@ class AnomalyDetector:
             self._store.write([change.incident for change in changes])
             # Only once written: a failed round judges the same window again next time.
             self._judged |= dict.fromkeys(judged, window.end_ns)
-            still_open = {i.incident_id: i for i in open_incidents} | {
-                c.incident.incident_id: c.incident for c in changes
-            }
-            kept = {_baseline_key(i) for i in still_open.values() if i.status == "open"}
-            self._baselines = {k: v for k, v in self._baselines.items() if k in kept}
             return changes
 
     def _window(self, now_ns: int) -> _Window:
@@ -406,15 +404,16 @@ class AnomalyDetector:
     def _baseline_diagnosis(self, tenant: str, service: str, start_ns: int, end_ns: int) -> DiagnosisReport | None:
         """The diagnosis of a baseline window (:meth:`_diagnose`), made once while an open incident uses it: the
         window lies before the judged one and has settled, so the finding that opens an incident and every later
-        minute it still deviates in compare against one report. :meth:`evaluate` keeps only open incidents'
-        baselines after each round."""
+        minute it still deviates in compare against one report. A report some rule failed in, or made without
+        the engine metrics it was configured to read, is used but not kept: the next minute diagnoses again.
+        :meth:`evaluate` keeps open incidents' baselines only."""
         key = (tenant, service, start_ns, end_ns)
-        if key not in self._baselines:
-            report = self._diagnose(tenant, service, start_ns, end_ns)
-            if report is None:
-                return None
+        if key in self._baselines:
+            return self._baselines[key]
+        report = self._diagnose(tenant, service, start_ns, end_ns)
+        if report is not None and not report.errors and not report.metrics.startswith("unavailable"):
             self._baselines[key] = report
-        return self._baselines[key]
+        return report
 
     def _confirmed(self, tenant: str, deviating: pl.DataFrame, window: _Window) -> pl.DataFrame:
         """The deviating rows the window's calls bear out one by one (:func:`analysis.baseline.exceeds_baseline_rate` at

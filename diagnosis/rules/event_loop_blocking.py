@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from diagnosis.context import DiagnosisContext
 from diagnosis.findings import EXAMPLE_TRACES, Finding, Severity, confidence, margin, ms, ratio
@@ -102,6 +102,12 @@ class EventLoopBlockingConfig(RuleConfig):
     full_confidence_calls: int = Field(
         ge=2, description="Eligible calls at which the sample no longer limits confidence. Count."
     )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> EventLoopBlockingConfig:
+        if self.stall_share_critical < self.stall_share_warning:
+            raise ValueError("stall_share_critical must be >= stall_share_warning")
+        return self
 
 
 class EventLoopBlocking(Rule[EventLoopBlockingConfig]):

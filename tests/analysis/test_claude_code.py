@@ -32,7 +32,6 @@ GAP_MS = 5
 
 def _request(span_id: str, start_ms: int, usage: dict[str, str], product: str) -> S:
     attributes = {
-        "span.type": "llm_request",
         "model": "claude-haiku-4-5-20251001",
         "gen_ai.system": "anthropic",
         "gen_ai.request.model": "claude-haiku-4-5-20251001",
@@ -41,10 +40,14 @@ def _request(span_id: str, start_ms: int, usage: dict[str, str], product: str) -
         "success": "true",
         "attempt": "1",
     } | usage
+    if product == "claude_code":
+        attributes["span.type"] = "llm_request"
+    else:
+        # Qwen Code also writes the first token's delay in seconds under the key Strands fills in ms.
+        attributes["gen_ai.server.time_to_first_token"] = str(TTFT_MS / 1000)
     start = start_ms * MS
-    return S(
-        span_id, "turn", start, start + REQUEST_MS * MS, "claude_code.llm_request", SERVICE, "Internal", attributes
-    )
+    name = f"{product}.llm_request"
+    return S(span_id, "turn", start, start + REQUEST_MS * MS, name, SERVICE, "Internal", attributes)
 
 
 def _turn(product: str = "claude_code") -> list[S]:

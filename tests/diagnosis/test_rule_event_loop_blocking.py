@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import diagnosis_cases as cases
+import pytest
 from diagnosis_support import Chat, Request, build_all, by_cause, diagnose
+from pydantic import ValidationError
+
+from diagnosis.rules.event_loop_blocking import EventLoopBlockingConfig
+from diagnosis.table import default_rule_table
 
 
 def test_blocking_tool_calls_freeze_the_process() -> None:
@@ -55,3 +60,9 @@ def test_a_blocking_call_that_costs_next_to_nothing_is_info() -> None:
     assert finding.evidence["frozen_call_count"] == finding.evidence["eligible_call_count"] == 7
     assert finding.evidence["stall_share"] < 0.01
     assert finding.severity == "info"
+
+
+def test_the_warning_stall_share_may_not_exceed_the_critical_one() -> None:
+    config = default_rule_table().config("event_loop_blocking").model_dump()
+    with pytest.raises(ValidationError, match="stall_share_critical must be >= stall_share_warning"):
+        EventLoopBlockingConfig.model_validate(config | {"stall_share_warning": 0.3, "stall_share_critical": 0.2})
