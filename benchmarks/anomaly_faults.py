@@ -183,7 +183,7 @@ class Load:
 
 class Rows:
     """The conversation trace's rows handed out in consecutive blocks, round the whole trace: no prompt repeats
-    until the trace's 19,366 rows are spent."""
+    until every row of the trace has been sent."""
 
     def __init__(self, rows: Sequence[WorkloadRequest]) -> None:
         self._rows = rows

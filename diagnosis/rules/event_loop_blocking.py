@@ -166,11 +166,7 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
             return None
         top = operations.row(0, named=True)
         stalls = judged.filter(
-            (pl.col("service_name") == top["service_name"])
-            & (pl.col("instance") == top["instance"])
-            & (pl.col("operation") == top["operation"])
-            & pl.col("frozen")
-            & (pl.col("pending") > 0)
+            pl.col("frozen"), pl.col("pending") > 0, **{key: top[key] for key in (*PROCESS, "operation")}
         )
         stall_share = ctx.critical_share(float(top["stall_ns"]))
         severity: Severity = "critical" if stall_share >= config.stall_share_critical else "warning"
@@ -227,9 +223,9 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
         )
         arrivals = _remote_arrivals(spans, parent)
         judged = []
-        for (service, instance), group in calls.group_by(*PROCESS):
-            in_process = (pl.col("service_name") == service) & (pl.col("instance") == instance)
-            judged.append(_judge_process(spans.filter(in_process), arrivals.filter(in_process).drop(*PROCESS), group))
+        for key, group in calls.group_by(*PROCESS):
+            process = dict(zip(PROCESS, key, strict=True))
+            judged.append(_judge_process(spans.filter(**process), arrivals.filter(**process).drop(*PROCESS), group))
         return pl.concat(judged)
 
 

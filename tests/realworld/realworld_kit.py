@@ -41,9 +41,9 @@ CONVENTIONS: dict[str, tuple[str, str | None]] = {
 
 LLM_SPAN_NOT_CURRENT = frozenset({"langfuse", "langgraph", "mlflow_tracing"})
 """Drivers whose library does not make its LLM span current while the SDK sends (Langfuse's OpenAI wrapper;
-OpenLLMetry's LangChain callback handler; MLflow's OpenAI autolog),
-so the HTTP client span, and vLLM's ``llm_request`` under it, is
-a sibling of the LLM span (under the agent observation / the graph node), not its descendant (as observed)."""
+OpenLLMetry's LangChain callback handler; MLflow's OpenAI autolog), so the HTTP client span, and vLLM's
+``llm_request`` under it, is a sibling of the LLM span (under the agent observation / the graph node), not its
+descendant (as observed)."""
 
 VERCEL_AI_CALLS = frozenset({"ai.generateText.doGenerate", "ai.streamText.doStream"})
 """The Vercel AI SDK's provider-call operations (``ai.operationId``), one per step."""
