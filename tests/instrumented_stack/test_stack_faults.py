@@ -53,17 +53,21 @@ def test_queue_saturation_moves_llm_queue(scenario: Scenario) -> None:
 
 
 def test_tokenizer_cold_start_moves_llm_tokenize(scenario: Scenario) -> None:
-    """Every call loads the tokenizer (12 loads, not 4, each a child of its tokenize span) and the summed load
-    time inside the tokenize stage at least doubles (about +8 x 15 ms). Whole tokenize spans are not
-    compared: with five services in one process a warm tokenize can wait out GIL switch intervals (5 ms)."""
+    """Every call loads the tokenizer (12 loads, not 4), each load a child of its call's tokenize span and
+    inside its interval, so the load time is tokenize time. Durations are not compared here: the clean run's
+    four loads took 677 ms on a loaded host once (the fault's twelve 237 ms); how much the fault moves is
+    measured live by ``benchmarks/anomaly_faults.py``."""
     clean, faulty = scenario(), scenario("tokenizer_cold_start")
     _all_ok(faulty)
     assert len(named(clean.spans, "load_tokenizer")) == 4, "four workers, each loads once"
     loads = named(faulty.spans, "load_tokenizer")
-    tokenize_ids = {span.context.span_id for span in named(faulty.spans, "tokenize")}
-    assert len(loads) == len(tokenize_ids) == 12
-    assert {span.parent.span_id for span in loads if span.parent} == tokenize_ids
-    assert sum(map(seconds, loads)) >= 2 * sum(map(seconds, named(clean.spans, "load_tokenizer")))
+    tokenize = {span.context.span_id: span for span in named(faulty.spans, "tokenize")}
+    assert len(loads) == len(tokenize) == 12
+    assert {span.parent.span_id for span in loads if span.parent} == tokenize.keys()
+    for load in loads:
+        parent = tokenize[load.parent.span_id]
+        assert parent.start_time <= load.start_time <= load.end_time <= parent.end_time
+        assert seconds(load) > 0
 
 
 def test_connection_per_request_moves_network(scenario: Scenario) -> None:
