@@ -1,7 +1,8 @@
 """The vLLM emulator's HTTP front end: OpenAI-compatible routes over an :class:`EngineCore`.
 
-Routes (as ``vllm serve`` exposes them): ``POST /v1/completions``, ``POST /v1/chat/completions``,
-``GET /health``, ``GET /metrics`` (vLLM's Prometheus metrics, ``engine.metrics``). Each served request
+Routes (as ``vllm serve`` exposes them): ``POST /v1/completions``, ``POST /v1/chat/completions``, Anthropic's
+``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` (``anthropic_protocol``), ``GET /health``,
+``GET /metrics`` (vLLM's Prometheus metrics, ``engine.metrics``). Each served request
 records one ``llm_request`` span (see ``vllm_span``) and nothing else: like vLLM, the engine adds no HTTP
 server span, and it reads only ``traceparent``/``tracestate``. ``EngineConfig.trace_requests=False`` records
 none, as vLLM started without ``--otlp-traces-endpoint``.
@@ -22,6 +23,7 @@ name, 429/503 for a throttled request.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -37,6 +39,16 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from instrumented_stack.engine.anthropic_protocol import (
+    STOP_REASONS,
+    ContentBlock,
+    MessageResponse,
+    MessagesRequest,
+    MessagesUsage,
+    TokenCount,
+    messages_usage,
+)
+from instrumented_stack.engine.anthropic_streaming import message_events
 from instrumented_stack.engine.batching_core import BatchingEngineCore
 from instrumented_stack.engine.config_resource import engine_config_attributes
 from instrumented_stack.engine.core import EngineCore, EngineRequest, EngineResult, TokenListener
@@ -147,7 +159,7 @@ class EmulatedServer:
         self._tracer = tracer
         self._throttle = Throttle(config.throttle)
 
-    def check_request(self, body: SamplingFields) -> None:
+    def check_request(self, body: SamplingFields | MessagesRequest) -> None:
         """Refuse what the emulator cannot serve, or a throttled request. Raises :class:`EngineError`
         (404, 400, or the throttle's 429/503 with ``Retry-After``)."""
         if body.model != self._config.served_model_name:
@@ -168,7 +180,7 @@ class EmulatedServer:
 
     def engine_request(
         self,
-        body: SamplingFields,
+        body: SamplingFields | MessagesRequest,
         request_id: str,
         token_ids: list[int],
         max_tokens: int,
@@ -409,5 +421,63 @@ def create_engine_app(
             ],
             usage=_usage(engine_request, result),
         )
+
+    @app.post(
+        "/v1/messages",
+        operation_id="create_message",
+        description="Answer a conversation in Anthropic's Messages API shape (anthropic_protocol): the prompt is "
+        "the system prompt, tool schemas and block texts joined; runs to max_tokens or to the emulated EOS. "
+        "With tools, one tool_use block per answer by the same rule as chat completions (stop_reason "
+        "tool_use), then text. stream=true answers with Anthropic's named events, one delta per engine step.",
+        responses=_ERROR_RESPONSES,
+        response_model=MessageResponse,
+    )
+    async def create_message(body: MessagesRequest, request: Request) -> MessageResponse | Response:
+        server.check_request(body)
+        if body.max_tokens is None:
+            raise EngineError(400, "BadRequestError", "max_tokens: Field required", "max_tokens")
+        token_ids = server.tokenize(body.prompt_text())
+        response_id = f"msg_{_base_request_id(request)}"
+        planned = plan_tool_call(body.openai_messages(), body.openai_tools(), body.openai_tool_choice())
+        eos_after = server.tool_call_tokens(planned) if planned else None
+        engine_request = server.engine_request(body, response_id, token_ids, body.max_tokens, eos_after)
+        block: ContentBlock = (
+            {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex}", "name": planned.name}
+            | {"input": json.loads(planned.arguments)}
+            if planned
+            else {"type": "text", "text": server.output_text(engine_request.output_tokens)}
+        )
+
+        def usage(result: EngineResult) -> MessagesUsage:
+            return messages_usage(engine_request.prompt_tokens, result.cached_tokens, result.completion_tokens)
+
+        if body.stream:
+            opening = messages_usage(engine_request.prompt_tokens, 0, 0).model_dump()
+            events = message_events(
+                {"id": response_id, "model": config.served_model_name, "usage": opening},
+                TokenStream(lambda listener: server.run(request, engine_request, listener)),
+                block=block,
+                total_tokens=engine_request.output_tokens,
+                usage=usage,
+            )
+            return StreamingResponse(events, media_type=EVENT_STREAM)
+        result = await server.run(request, engine_request)
+        return MessageResponse(
+            id=response_id,
+            model=config.served_model_name,
+            content=[block],
+            stop_reason="tool_use" if planned else STOP_REASONS.get(result.finish_reason, "end_turn"),
+            usage=usage(result),
+        )
+
+    @app.post(
+        "/v1/messages/count_tokens",
+        operation_id="count_message_tokens",
+        description="The tokens a Messages request's prompt takes (as /v1/messages counts them); runs nothing.",
+        responses=_ERROR_RESPONSES,
+        response_model=TokenCount,
+    )
+    async def count_message_tokens(body: MessagesRequest) -> TokenCount:
+        return TokenCount(input_tokens=len(server.tokenize(body.prompt_text())))
 
     return app
