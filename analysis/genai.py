@@ -151,6 +151,9 @@ FIRST_TOKEN_EVENTS = (
     "mlflow.chunk.item.0",
 )
 """Span events recorded when the first chunk arrives (OpenLLMetry records one per chunk: the earliest counts)."""
+REQUEST_START_EVENTS = ("gen_ai.request.attempt",)
+"""Span events recorded when an LLM call sends a request (Claude Code: one per attempt, attribute ``attempt``;
+observed with 2.1.197, tests/realworld/claude_code); the earliest is when the call's first request left."""
 
 
 CLAUDE_CODE_SPAN_TYPE = "llm_request"
@@ -202,6 +205,22 @@ def usage_columns() -> list[pl.Expr]:
         pl.coalesce(*(attribute(key) for key in PROVIDER_KEYS)).alias("provider"),
         *(pl.when(token >= 0).then(token).alias(token.meta.output_name()) for token in tokens),
     ]
+
+
+def request_start_ns(frame: pl.DataFrame) -> pl.Series:
+    """Per span of a prepared frame, the earliest :data:`REQUEST_START_EVENTS` event (Int64 ns since the epoch,
+    clipped to the span), or null when it has none or the frame has no ``event_names`` /
+    ``event_times_unix_nano``."""
+    if not {"event_names", "event_times_unix_nano"} <= set(frame.columns):
+        return pl.Series("request_start_ns", [None] * frame.height, dtype=pl.Int64)
+    instant = (
+        pl.col("event_times_unix_nano")
+        .list.gather(pl.col("event_names").list.eval(pl.element().is_in(REQUEST_START_EVENTS).arg_true()))
+        .list.min()
+        .cast(pl.Int64)
+        .clip(pl.col("start_time_unix_nano"), pl.col("end_time_unix_nano"))
+    )
+    return frame.select(instant.alias("request_start_ns")).to_series()
 
 
 def first_token_ns(frame: pl.DataFrame) -> pl.Series:

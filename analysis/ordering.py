@@ -50,6 +50,45 @@ def comparable_times(trace: IntArray, times: Sequence[IntArray], groups: int) ->
     return np.split(rank, len(times)), bound
 
 
+def siblings_starting_in(
+    tree_arrays: tuple[IntArray, IntArray, IntArray],
+    siblings: IntArray,
+    owners: IntArray,
+    windows: tuple[IntArray, IntArray],
+    *,
+    closed: bool,
+) -> tuple[IntArray, IntArray]:
+    """(owner, sibling) pairs: each owner span with every candidate sibling (same parent) that starts in the
+    owner's window, ``[low, high)`` or, ``closed``, ``[low, high]``. Pairs come grouped by owner.
+
+    Args:
+        tree_arrays: ``trace``, ``parent`` and ``start_ns`` of every span (``SpanTree`` arrays, ns).
+        siblings: indices of the candidate spans.
+        owners: indices of the owner spans.
+        windows: ``low`` and ``high`` per owner (ns since the epoch, aligned with ``owners``).
+
+    One sort of the candidates by a (parent, start) key (:func:`comparable_times`) and two binary searches per
+    owner, so no Python loop over spans.
+    """
+    trace, parent, start = tree_arrays
+    low, high = windows
+    empty = np.empty(0, dtype=np.int64)
+    if not siblings.size or not owners.size:
+        return empty, empty
+    times = np.concatenate([start[siblings], low, high])
+    owner_traces = np.concatenate([trace[siblings], trace[owners], trace[owners]])
+    (relative,), bound = comparable_times(owner_traces, [times], int(parent.max()) + 1)
+    sibling_key = parent[siblings] * bound + relative[: siblings.size]
+    window_low = parent[owners] * bound + relative[siblings.size : siblings.size + owners.size]
+    window_high = parent[owners] * bound + relative[siblings.size + owners.size :]
+    order = np.argsort(sibling_key, kind="stable")
+    siblings, sibling_key = siblings[order], sibling_key[order]
+    first = np.searchsorted(sibling_key, window_low, side="left")
+    count = np.maximum(np.searchsorted(sibling_key, window_high, side="right" if closed else "left") - first, 0)
+    offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    return np.repeat(owners, count), siblings[np.repeat(first, count) + offset]
+
+
 def stable_order(key: IntArray) -> IntArray:
     """Indices that sort ``key`` ascending, equal keys keeping their input order."""
     frame = pl.DataFrame({"key": key}).with_row_index("index")

@@ -10,8 +10,9 @@ values named by some rule), not once per span. Two refinements follow the tree:
 - a span of a ``transport`` rule (an HTTP or RPC client request) below an LLM call *carries* the nearest
   enclosing call: it takes the call's stage, and its pieces are the call's pieces cut to its own interval, so
   its own time is the call's time (split at the same first token when the call is);
-- an LLM call's time before the first request carrying it starts is its caller's preparation (building the
-  request, the SDK's start-up), the rule's ``prepare_stage``;
+- an LLM call's time before the first request carrying it starts (its earliest carrying span, or its earliest
+  request event, :func:`analysis.genai.request_start_ns`) is its caller's preparation (building the request,
+  the SDK's start-up), the rule's ``prepare_stage``;
 - a span no rule matches below a span of one of the table's ``step_stages`` (tool, retrieval) is part of that
   step (the servers an MCP tool call reaches, a search backend) and takes its stage;
 - else, with an LLM call of its own service below it, it is that call's caller: the table's
@@ -34,7 +35,7 @@ import polars as pl
 
 from analysis import ancestry, vllm
 from analysis.ancestry import BoolArray, IntArray
-from analysis.genai import first_token_ns
+from analysis.genai import first_token_ns, request_start_ns
 from analysis.spans import attribute
 from analysis.stage_rules import (
     DEFAULT_STAGE,
@@ -296,14 +297,17 @@ def _own_boundaries(tree: SpanTree, assignment: Assignment) -> list[Split]:
 
     calls = np.flatnonzero(assignment.call)
     event_columns = [name for name in ("event_names", "event_times_unix_nano") if name in tree.spans.columns]
-    first_series = first_token_ns(tree.spans[calls].select(*needed.columns, *event_columns))
+    call_frame = tree.spans[calls].select(*needed.columns, *event_columns)
+    first_series = first_token_ns(call_frame)
     first = first_series.fill_null(0).to_numpy().astype(np.int64)
     first_known = first_series.is_not_null().to_numpy() & (assignment.split[calls] == FIRST_TOKEN_SPLIT)
     carriers = np.flatnonzero(assignment.carried_call >= 0)
-    request = np.full(tree.size, np.iinfo(np.int64).max, dtype=np.int64)
+    never = np.iinfo(np.int64).max
+    request = np.full(tree.size, never, dtype=np.int64)
     np.minimum.at(request, assignment.carried_call[carriers], tree.start_ns[carriers])
+    request[calls] = np.minimum(request[calls], request_start_ns(call_frame).fill_null(never).to_numpy())
     prepares = (assignment.prepare_stage[calls] >= 0) & (request[calls] > tree.start_ns[calls])
-    prepares &= request[calls] < np.iinfo(np.int64).max
+    prepares &= (request[calls] < never) & (~first_known | (request[calls] <= first))
     first_token, stream = (STAGES.index(phase) for phase in FIRST_TOKEN_PHASES)
     for with_first in (True, False):
         for with_prepare in (True, False):

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.ancestry import BoolArray, IntArray
-from analysis.ordering import comparable_times
+from analysis.ordering import siblings_starting_in
 from analysis.stage_rules import STAGES
 from analysis.stages import NO_SPLIT, RuleMatch
 from analysis.tree import WRAPPED, SpanTree, adjusted_tree
@@ -116,22 +116,11 @@ def _containments(
     if not wrappers.size or not siblings.size:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     # A contained sibling starts within the wrapper's interval, give or take the overhang CONTAINED_SHARE allows
-    # (under a quarter of the wrapper's length). Siblings sorted by one (parent, start) key (analysis.ordering)
-    # give each wrapper its run of such siblings by two binary searches.
+    # (under a quarter of the wrapper's length).
     slack = (high[wrappers] - low[wrappers]) // 4
-    owners = np.concatenate([trace[siblings], trace[wrappers], trace[wrappers]])
-    times = np.concatenate([low[siblings], low[wrappers] - slack, high[wrappers]])
-    (relative,), bound = comparable_times(owners, [times], int(parent.max()) + 1)
-    sibling_key = parent[siblings] * bound + relative[: siblings.size]
-    window_low = parent[wrappers] * bound + relative[siblings.size : siblings.size + wrappers.size]
-    window_high = parent[wrappers] * bound + relative[siblings.size + wrappers.size :]
-    order = np.argsort(sibling_key, kind="stable")
-    siblings, sibling_key = siblings[order], sibling_key[order]
-    first = np.searchsorted(sibling_key, window_low, side="left")
-    count = np.maximum(np.searchsorted(sibling_key, window_high, side="right") - first, 0)
-    pair_wrapper = np.repeat(wrappers, count)
-    offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    pair_sibling = siblings[np.repeat(first, count) + offset]
+    pair_wrapper, pair_sibling = siblings_starting_in(
+        (trace, parent, low), siblings, wrappers, (low[wrappers] - slack, high[wrappers]), closed=True
+    )
     length = high[pair_sibling] - low[pair_sibling]
     covered = np.minimum(high[pair_sibling], high[pair_wrapper]) - np.maximum(low[pair_sibling], low[pair_wrapper])
     inside = (rank[pair_wrapper] < rank[pair_sibling]) & (length > 0) & (covered >= CONTAINED_SHARE * length)

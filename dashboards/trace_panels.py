@@ -50,6 +50,8 @@ _KIND_NOTES = {
     "enclosing span (analysis.remote_spans)",
     "shifted": "a server span moved into its client span against clock skew, as Jaeger's adjuster does "
     "(analysis.remote_spans); times shown are the adjusted ones",
+    "cut": "an LLM call ended where its caller started work on its stream that outlived the call "
+    "(analysis.early_actions); the end shown is the adjusted one",
 }
 
 

@@ -1,0 +1,113 @@
+"""A reverse proxy that times every LLM request on the wire, for clients whose HTTP stack cannot be wrapped.
+
+A program that is not Python or Node we can hook (the Claude Code CLI, a single native binary) is pointed at
+this proxy instead of the emulator. Each request is forwarded with ``httpx`` and its response streamed back
+chunk by chunk; the attempt (:class:`~instrumented_stack.realclients.truth.LlmAttempt`) starts when the
+request has arrived, ``headers_ns`` when the emulator's response headers do, ``first_byte_ns`` at the first
+body chunk and ``end_ns`` once the last chunk has been handed back. Token counts are read from Anthropic
+Messages bodies (JSON, or the stream's ``message_start`` / ``message_delta`` usage): prompt tokens are
+``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``, cached ones
+``cache_read_input_tokens``, the finish reason the ``stop_reason``. No span is read or written here; whether
+the client sent a ``traceparent`` is recorded (:attr:`RecordingProxy.traceparents`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from instrumented_stack.realclients.truth import LlmAttempt, TruthRecorder
+
+_HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host", "content-encoding"})
+
+
+MESSAGES_PATHS = frozenset({"/v1/messages"})
+"""The paths recorded by default: model calls (not ``count_tokens``, nor a client's reachability probe)."""
+
+
+class RecordingProxy:
+    """Forwards every request to ``upstream`` (a root URL) and records those to a ``recorded`` path in
+    ``recorder``'s open request.
+
+    Use :meth:`app` as an ASGI app (one event loop). ``traceparents`` counts the requests that carried one.
+    """
+
+    def __init__(self, upstream: str, recorder: TruthRecorder, recorded: frozenset[str] = MESSAGES_PATHS) -> None:
+        self._upstream = upstream.rstrip("/")
+        self._recorder = recorder
+        self._recorded = recorded
+        self._lock = threading.Lock()
+        self.requests = 0
+        self.traceparents = 0
+
+    def app(self) -> Starlette:
+        """The proxy as a Starlette app answering every path and method."""
+        methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
+        return Starlette(routes=[Route("/{path:path}", self._forward, methods=methods)])
+
+    async def _forward(self, request: Request) -> StreamingResponse:
+        body = await request.body()
+        path = request.url.path
+        attempt = self._recorder.begin_attempt(path) if path in self._recorded else None
+        with self._lock:
+            self.requests += 1
+            self.traceparents += "traceparent" in request.headers
+        headers = {key: value for key, value in request.headers.items() if key.lower() not in _HOP_BY_HOP}
+        client = httpx.AsyncClient(timeout=None)
+        url = self._upstream + path
+        upstream = client.build_request(request.method, url, params=request.query_params, headers=headers, content=body)
+        response = await client.send(upstream, stream=True)
+        if attempt is not None:
+            attempt.headers_ns = self._recorder.now_ns()
+            attempt.status = response.status_code
+            attempt.streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+
+        async def chunks() -> AsyncIterator[bytes]:
+            received = bytearray()
+            try:
+                async for chunk in response.aiter_raw():
+                    if attempt is not None and attempt.first_byte_ns is None and chunk:
+                        attempt.first_byte_ns = self._recorder.now_ns()
+                    received += chunk
+                    yield chunk
+            finally:
+                await response.aclose()
+                await client.aclose()
+                if attempt is not None:
+                    attempt.end_ns = self._recorder.now_ns()
+                    _read_messages_usage(attempt, bytes(received))
+
+        kept = {key: value for key, value in response.headers.items() if key.lower() not in _HOP_BY_HOP}
+        return StreamingResponse(chunks(), status_code=response.status_code, headers=kept)
+
+
+def _read_messages_usage(attempt: LlmAttempt, body: bytes) -> None:
+    """Fill ``attempt``'s token counts and finish reason from an Anthropic Messages body (module docstring)."""
+    payloads: list[dict[str, Any]] = []
+    try:
+        if attempt.streamed:
+            payloads = [json.loads(line[6:]) for line in body.splitlines() if line.startswith(b"data: ")]
+        else:
+            payloads = [json.loads(body)]
+    except ValueError:
+        return
+    usage: dict[str, int] = {}
+    for payload in payloads:
+        found = payload.get("usage") or (payload.get("message") or {}).get("usage") or {}
+        usage |= {key: value for key, value in found.items() if isinstance(value, int)}
+        reason = payload.get("stop_reason") or (payload.get("delta") or {}).get("stop_reason")
+        attempt.finish_reason = reason or attempt.finish_reason
+    if "input_tokens" not in usage:
+        return
+    cached = usage.get("cache_read_input_tokens", 0)
+    attempt.prompt_tokens = usage["input_tokens"] + cached + usage.get("cache_creation_input_tokens", 0)
+    attempt.completion_tokens = usage.get("output_tokens")
+    attempt.cached_tokens = cached
