@@ -4,19 +4,15 @@ A program that is not Python or Node we can hook (the Claude Code CLI, a single 
 this proxy instead of the emulator. Each request is forwarded with ``httpx`` and its response streamed back
 chunk by chunk; the attempt (:class:`~instrumented_stack.realclients.truth.LlmAttempt`) starts when the
 request has arrived, ``headers_ns`` when the emulator's response headers do, ``first_byte_ns`` at the first
-body chunk and ``end_ns`` once the last chunk has been handed back. Token counts are read from Anthropic
-Messages bodies (JSON, or the stream's ``message_start`` / ``message_delta`` usage): prompt tokens are
-``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``, cached ones
-``cache_read_input_tokens``, the finish reason the ``stop_reason``. No span is read or written here; whether
+body chunk and ``end_ns`` once the last chunk has been handed back; token counts are read from the body
+(:func:`~instrumented_stack.realclients.truth.record_usage`). No span is read or written here; whether
 the client sent a ``traceparent`` is recorded (:attr:`RecordingProxy.traceparents`).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -24,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from instrumented_stack.realclients.truth import LlmAttempt, TruthRecorder
+from instrumented_stack.realclients.truth import TruthRecorder, record_usage
 
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host", "content-encoding"})
 
@@ -83,31 +79,7 @@ class RecordingProxy:
                 await client.aclose()
                 if attempt is not None:
                     attempt.end_ns = self._recorder.now_ns()
-                    _read_messages_usage(attempt, bytes(received))
+                    record_usage(attempt, bytes(received))
 
         kept = {key: value for key, value in response.headers.items() if key.lower() not in _HOP_BY_HOP}
         return StreamingResponse(chunks(), status_code=response.status_code, headers=kept)
-
-
-def _read_messages_usage(attempt: LlmAttempt, body: bytes) -> None:
-    """Fill ``attempt``'s token counts and finish reason from an Anthropic Messages body (module docstring)."""
-    payloads: list[dict[str, Any]] = []
-    try:
-        if attempt.streamed:
-            payloads = [json.loads(line[6:]) for line in body.splitlines() if line.startswith(b"data: ")]
-        else:
-            payloads = [json.loads(body)]
-    except ValueError:
-        return
-    usage: dict[str, int] = {}
-    for payload in payloads:
-        found = payload.get("usage") or (payload.get("message") or {}).get("usage") or {}
-        usage |= {key: value for key, value in found.items() if isinstance(value, int)}
-        reason = payload.get("stop_reason") or (payload.get("delta") or {}).get("stop_reason")
-        attempt.finish_reason = reason or attempt.finish_reason
-    if "input_tokens" not in usage:
-        return
-    cached = usage.get("cache_read_input_tokens", 0)
-    attempt.prompt_tokens = usage["input_tokens"] + cached + usage.get("cache_creation_input_tokens", 0)
-    attempt.completion_tokens = usage.get("output_tokens")
-    attempt.cached_tokens = cached

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx2
 from opentelemetry import propagate
 
-from instrumented_stack.realclients.truth import LlmAttempt, TruthRecorder, read_usage
+from instrumented_stack.realclients.truth import LlmAttempt, TruthRecorder, record_usage
 
 
 class _Timing:
@@ -39,11 +39,7 @@ class _Timing:
         self._done = True
         attempt = self._attempt
         attempt.end_ns = self._recorder.now_ns()
-        usage, attempt.finish_reason = read_usage(bytes(self._body), attempt.streamed)
-        if usage is not None:
-            attempt.prompt_tokens = usage.get("prompt_tokens")
-            attempt.completion_tokens = usage.get("completion_tokens")
-            attempt.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        record_usage(attempt, bytes(self._body))
 
 
 class _SyncBody(httpx2.SyncByteStream):

@@ -159,21 +159,43 @@ class TruthRecorder:
         return json.dumps({**meta, "requests": [r.summary() for r in self.requests]}, indent=2)
 
 
-def read_usage(body: bytes, streamed: bool) -> tuple[dict[str, Any] | None, str | None]:
-    """The ``usage`` object and the last ``finish_reason`` of an OpenAI response body (JSON, or SSE chunks).
-
-    Returns ``(None, None)`` for a body that is neither (an error page).
-    """
-    payloads: list[dict[str, Any]] = []
+def record_usage(attempt: LlmAttempt, body: bytes) -> None:
+    """Fill ``attempt``'s token counts and finish reason from its response body: an OpenAI chat/completions body
+    (JSON, or SSE ``data:`` chunks; ``usage.prompt_tokens``, ``prompt_tokens_details.cached_tokens``, the last
+    ``finish_reason``) or an Anthropic Messages body (JSON, or the stream's ``message_start`` / ``message_delta``
+    usage, the later counts winning; prompt tokens = ``input_tokens + cache_read_input_tokens +
+    cache_creation_input_tokens``, cached = ``cache_read_input_tokens``, finish reason = ``stop_reason``).
+    Leaves them ``None`` for a body that is neither (an error page)."""
     try:
-        if streamed:
-            for line in body.splitlines():
-                if line.startswith(b"data: ") and line[6:].strip() != b"[DONE]":
-                    payloads.append(json.loads(line[6:]))
+        if attempt.streamed:
+            lines = (line[6:] for line in body.splitlines() if line.startswith(b"data: "))
+            payloads = [json.loads(line) for line in lines if line.strip() != b"[DONE]"]
         else:
-            payloads.append(json.loads(body))
+            payloads = [json.loads(body)]
     except ValueError:
-        return None, None
+        return
+    if any(payload.get("type") in ("message", "message_start") for payload in payloads):
+        _record_messages_usage(attempt, payloads)
+        return
     usage = next((p["usage"] for p in reversed(payloads) if p.get("usage")), None)
     reasons = [c["finish_reason"] for p in payloads for c in p.get("choices") or () if c.get("finish_reason")]
-    return usage, reasons[-1] if reasons else None
+    attempt.finish_reason = reasons[-1] if reasons else None
+    if usage is not None:
+        attempt.prompt_tokens = usage.get("prompt_tokens")
+        attempt.completion_tokens = usage.get("completion_tokens")
+        attempt.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+
+
+def _record_messages_usage(attempt: LlmAttempt, payloads: list[dict[str, Any]]) -> None:
+    usage: dict[str, int] = {}
+    for payload in payloads:
+        found = payload.get("usage") or (payload.get("message") or {}).get("usage") or {}
+        usage |= {key: value for key, value in found.items() if isinstance(value, int)}
+        attempt.finish_reason = (
+            payload.get("stop_reason") or (payload.get("delta") or {}).get("stop_reason") or (attempt.finish_reason)
+        )
+    if "input_tokens" in usage:
+        cached = usage.get("cache_read_input_tokens", 0)
+        attempt.prompt_tokens = usage["input_tokens"] + cached + usage.get("cache_creation_input_tokens", 0)
+        attempt.completion_tokens = usage.get("output_tokens")
+        attempt.cached_tokens = cached

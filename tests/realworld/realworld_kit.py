@@ -36,6 +36,7 @@ CONVENTIONS: dict[str, tuple[str, str | None]] = {
     "google_adk": ("gcp.vertex.agent.invocation_id", None),
     "semantic_kernel": ("sk.available_functions", None),
     "mlflow_tracing": ("mlflow.spanType", '"CHAT_MODEL"'),
+    "anthropic_sdk": ("gen_ai.provider.name", "anthropic"),
 }
 """Driver -> an attribute the library itself writes (key, and value when one is expected), as observed."""
 

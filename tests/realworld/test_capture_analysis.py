@@ -66,6 +66,7 @@ CACHED_REPORTED = frozenset(
         "vercel_ai",
         "google_adk",
         "mlflow_tracing",
+        "anthropic_sdk",
     }
 )
 """Drivers whose library records cached prompt tokens (tests/realworld/README.md)."""
