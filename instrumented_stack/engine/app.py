@@ -452,13 +452,13 @@ def create_engine_app(
             return messages_usage(engine_request.prompt_tokens, result.cached_tokens, result.completion_tokens)
 
         if body.stream:
-            opening = messages_usage(engine_request.prompt_tokens, 0, 0).model_dump()
             events = message_events(
-                {"id": response_id, "model": config.served_model_name, "usage": opening},
+                {"id": response_id, "model": config.served_model_name},
                 TokenStream(lambda listener: server.run(request, engine_request, listener)),
                 block=block,
                 total_tokens=engine_request.output_tokens,
                 usage=usage,
+                opening=lambda cached: messages_usage(engine_request.prompt_tokens, cached, 0),
             )
             return StreamingResponse(events, media_type=EVENT_STREAM)
         result = await server.run(request, engine_request)

@@ -58,7 +58,8 @@ class BatchingEngineCore:
     async def generate(self, request: EngineRequest, on_token: TokenListener | None = None) -> EngineResult:
         """Queue ``request``, wait until its last token; cancelling aborts it and frees its KV blocks.
 
-        ``on_token`` is called after each step that sampled a token for ``request``, with the count so far.
+        ``on_token`` is called after each step that sampled a token for ``request``, with the count so far and
+        the prompt tokens served from the prefix cache.
         """
         hashes = block_hashes(request.prompt_token_ids, self._scheduler.config.block_size)
         sequence = self._scheduler.add(request, hashes, time.monotonic(), time.time_ns())
@@ -137,7 +138,7 @@ class BatchingEngineCore:
         for sequence in outcome.sampled:
             listener = self._listeners.get(id(sequence))
             if listener is not None:
-                listener(sequence.num_output)
+                listener(sequence.num_output, sequence.cached_tokens)
         for sequence in outcome.finished:
             if self._metrics is not None:
                 self._metrics.record_finished(sequence, sequence.finish_reason)

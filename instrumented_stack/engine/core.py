@@ -94,8 +94,9 @@ class EngineResult:
     cached_tokens: int = 0
 
 
-TokenListener = Callable[[int], None]
-"""Told the number of output tokens generated so far, at the end of each engine step that sampled one for its
+TokenListener = Callable[[int, int], None]
+"""Told the number of output tokens generated so far and the prompt tokens the prefix cache served (known once
+the request was scheduled; vLLM's ``num_cached_tokens``), at the end of each engine step that sampled one for its
 request (on the engine's event loop; it must not block)."""
 
 

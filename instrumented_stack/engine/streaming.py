@@ -39,20 +39,23 @@ class TokenStream:
         run: starts the request with a :data:`TokenListener` and returns its result.
 
     Iterate :meth:`counts` to the end, then read :attr:`result`. Leaving the iteration early (the client went
-    away) cancels the request, which aborts it in the engine.
+    away) cancels the request, which aborts it in the engine. :attr:`cached_tokens` holds the prompt tokens the
+    prefix cache served, as the engine told with the last count yielded.
     """
 
     def __init__(self, run: Callable[[TokenListener], Awaitable[EngineResult]]) -> None:
         self._run = run
         self._result: EngineResult | None = None
+        self.cached_tokens = 0
 
     async def counts(self) -> AsyncIterator[int]:
         """Output tokens so far, once per step that sampled one; raises what the request raised."""
-        queue: asyncio.Queue[int | None] = asyncio.Queue()
-        task = asyncio.ensure_future(self._run(queue.put_nowait))
+        queue: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+        task = asyncio.ensure_future(self._run(lambda count, cached: queue.put_nowait((count, cached))))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
-            while (count := await queue.get()) is not None:
+            while (progress := await queue.get()) is not None:
+                count, self.cached_tokens = progress
                 yield count
             self._result = task.result()
         finally:

@@ -28,6 +28,8 @@ DRIVERS: dict[str, str] = {
     "strands": "Strands Agents' built-in tracing (GenAI semconv), OpenAIModel, an agent with two tools",
     "mlflow_tracing": "MLflow Tracing (mlflow.openai.autolog, @mlflow.trace, mlflow.start_span), OTLP export",
     "anthropic_sdk": "Anthropic Python SDK's built-in OpenTelemetry tracing, a tool loop over the Messages API",
+    "openinference_anthropic": "Anthropic Python SDK + openinference-instrumentation-anthropic (OpenInference)",
+    "openllmetry_anthropic": "Anthropic Python SDK + OpenLLMetry's opentelemetry-instrumentation-anthropic",
     "vercel_ai": "Vercel AI SDK (npm ai + @ai-sdk/openai) telemetry in Node, generateText/streamText with two tools",
     "google_adk": "Google ADK's built-in tracing, LiteLlm over an AsyncOpenAI client, two tools (side venv)",
     "semantic_kernel": "Semantic Kernel's GenAI telemetry, ChatCompletionAgent, two kernel functions (side venv)",

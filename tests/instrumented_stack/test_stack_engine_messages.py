@@ -78,11 +78,16 @@ def test_a_streamed_answer_is_assembled_by_the_sdk(in_memory_spans: InMemorySpan
     assert message.usage.output_tokens == ANSWER_TOKENS
     assert message.content[0].type == "text" and message.content[0].text
 
-    with client.messages.stream(
-        model=MODEL, max_tokens=256, tools=[WEATHER], messages=[{"role": "user", "content": "Oslo?"}]
-    ) as stream:
+    request: dict[str, Any] = {"model": MODEL, "max_tokens": 256, "system": SYSTEM, "tools": [WEATHER]}
+    with client.messages.stream(**request, messages=[{"role": "user", "content": "Oslo?"}]) as stream:
         message = stream.get_final_message()
     assert message.stop_reason == "tool_use"
+    # message_start already tells the cache reads (OpenLLMetry's instrumentation reads the input usage there).
+    with client.messages.stream(**request, messages=[{"role": "user", "content": "Bergen?"}]) as stream:
+        start = next(event for event in stream if event.type == "message_start")
+        message = stream.get_final_message()
+    assert start.message.usage.cache_read_input_tokens == message.usage.cache_read_input_tokens > 0
+    assert start.message.usage.input_tokens == message.usage.input_tokens
     assert message.content[0].type == "tool_use" and set(message.content[0].input) == {"city", "days"}
 
 

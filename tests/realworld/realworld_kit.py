@@ -37,14 +37,19 @@ CONVENTIONS: dict[str, tuple[str, str | None]] = {
     "semantic_kernel": ("sk.available_functions", None),
     "mlflow_tracing": ("mlflow.spanType", '"CHAT_MODEL"'),
     "anthropic_sdk": ("gen_ai.provider.name", "anthropic"),
+    "openinference_anthropic": ("llm.provider", "anthropic"),
+    "openllmetry_anthropic": ("gen_ai.usage.cache_creation.input_tokens", None),
 }
 """Driver -> an attribute the library itself writes (key, and value when one is expected), as observed."""
 
-LLM_SPAN_NOT_CURRENT = frozenset({"langfuse", "langgraph", "mlflow_tracing"})
+LLM_SPAN_NOT_CURRENT = frozenset({"langfuse", "langgraph", "mlflow_tracing", "openllmetry_anthropic"})
 """Drivers whose library does not make its LLM span current while the SDK sends (Langfuse's OpenAI wrapper;
-OpenLLMetry's LangChain callback handler; MLflow's OpenAI autolog), so the HTTP client span, and vLLM's
-``llm_request`` under it, is a sibling of the LLM span (under the agent observation / the graph node), not its
-descendant (as observed)."""
+OpenLLMetry's LangChain callback handler and its Anthropic instrumentation; MLflow's OpenAI autolog), so the HTTP
+client span, and vLLM's ``llm_request`` under it, is a sibling of the LLM span (under the agent observation / the
+graph node), not its descendant (as observed)."""
+LLM_SPAN_NOT_CURRENT_STREAMED = frozenset({"openinference_anthropic"})
+"""Drivers whose library makes its LLM span current for a plain call but not for a streamed one (OpenInference's
+Anthropic instrumentation around ``Messages.stream``), as observed."""
 
 VERCEL_AI_CALLS = frozenset({"ai.generateText.doGenerate", "ai.streamText.doStream"})
 """The Vercel AI SDK's provider-call operations (``ai.operationId``), one per step."""
@@ -93,6 +98,12 @@ def ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:
         chain.append(parent)
         parent = by_id.get(parent["parent_span_id"])
     return chain
+
+
+def llm_span_current(driver: str, stream: bool) -> bool:
+    """Whether the driver's library makes its LLM span current while the SDK sends, so vLLM's ``llm_request``
+    lands under it (:data:`LLM_SPAN_NOT_CURRENT`, :data:`LLM_SPAN_NOT_CURRENT_STREAMED`)."""
+    return driver not in LLM_SPAN_NOT_CURRENT and not (stream and driver in LLM_SPAN_NOT_CURRENT_STREAMED)
 
 
 def engine_spans_under_llm_calls(spans: list[Span]) -> list[bool]:

@@ -67,6 +67,8 @@ CACHED_REPORTED = frozenset(
         "google_adk",
         "mlflow_tracing",
         "anthropic_sdk",
+        "openinference_anthropic",
+        "openllmetry_anthropic",
     }
 )
 """Drivers whose library records cached prompt tokens (tests/realworld/README.md)."""

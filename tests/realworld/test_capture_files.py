@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from realworld_kit import (
     LLM_REQUEST,
-    LLM_SPAN_NOT_CURRENT,
     engine_spans_expected,
     engine_spans_under_llm_calls,
     has_convention,
     is_llm_call,
+    llm_span_current,
     orphans,
     roots,
     spans_from_otlp_json,
@@ -47,4 +47,4 @@ def test_capture_is_whole_and_matches_its_truth(driver: str, engine_spans: bool,
         assert 0 < request["llm_in_flight_ns"] <= request["e2e_ns"]
         assert all(a["streamed"] == stream for a in request["llm_attempts"])
         under = engine_spans_under_llm_calls(spans)
-        assert all(under) if driver not in LLM_SPAN_NOT_CURRENT else not any(under)
+        assert all(under) if llm_span_current(driver, stream) else not any(under)

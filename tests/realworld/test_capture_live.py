@@ -14,12 +14,12 @@ from collections.abc import Callable
 import pytest
 from realworld_kit import (
     LLM_REQUEST,
-    LLM_SPAN_NOT_CURRENT,
     LiveRun,
     engine_spans_expected,
     engine_spans_under_llm_calls,
     has_convention,
     is_llm_call,
+    llm_span_current,
     orphans,
     roots,
 )
@@ -27,7 +27,17 @@ from realworld_kit import (
 from instrumented_stack.realclients import DRIVERS, SIDE_VENV_DRIVERS
 from instrumented_stack.realclients.node_packages import node_available
 
-STREAMED = {"openai_v2", "pydantic_ai", "langgraph", "langfuse", "strands", "vercel_ai", "logfire"}
+STREAMED = {
+    "openai_v2",
+    "pydantic_ai",
+    "langgraph",
+    "langfuse",
+    "strands",
+    "vercel_ai",
+    "logfire",
+    "anthropic_sdk",
+    "openinference_anthropic",
+}
 """Drivers run live with streaming on (the others without), so both paths run live across the suite."""
 NODE_DRIVERS = frozenset({"vercel_ai"})
 """Drivers whose work runs in Node (``instrumented_stack/realclients/node``)."""
@@ -66,7 +76,7 @@ def test_driver_spans_arrive_whole_with_the_library_conventions(
         engine = engine_spans_expected(driver, request["llm_calls"], engine_spans=True)
         assert sum(1 for s in spans if s["name"] == LLM_REQUEST) == engine
         under = engine_spans_under_llm_calls(spans)
-        assert all(under) if driver not in LLM_SPAN_NOT_CURRENT else not any(under)
+        assert all(under) if llm_span_current(driver, driver in STREAMED) else not any(under)
 
 
 def test_engine_spans_off_leaves_only_client_spans(live_driver: Callable[..., LiveRun]) -> None:

@@ -12,6 +12,7 @@ import os
 
 from instrumented_stack.realclients.chat_loop import run_chat_requests
 from instrumented_stack.realclients.common import DriverRun
+from instrumented_stack.realclients.tool_spans import genai_tool
 
 LIBRARIES = ("openai", "opentelemetry-instrumentation-openai-v2", "opentelemetry-instrumentation-httpx")
 APP_SETTINGS = True
@@ -24,8 +25,4 @@ def run(run: DriverRun) -> None:
 
     OpenAIInstrumentor().instrument(tracer_provider=run.provider)
 
-    def tool_span(name: str, call_id: str, _arguments: str) -> tuple[str, dict[str, str]]:
-        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
-        return f"execute_tool {name}", attributes
-
-    run_chat_requests(run, tool_span)
+    run_chat_requests(run, genai_tool)

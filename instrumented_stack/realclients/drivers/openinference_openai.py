@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from instrumented_stack.realclients.chat_loop import run_chat_requests
 from instrumented_stack.realclients.common import DriverRun
+from instrumented_stack.realclients.tool_spans import openinference_tool
 
 LIBRARIES = ("openai", "openinference-instrumentation-openai", "opentelemetry-instrumentation-httpx")
 APP_SETTINGS = True
@@ -20,14 +21,4 @@ def run(run: DriverRun) -> None:
 
     OpenAIInstrumentor().instrument(tracer_provider=run.provider)
 
-    def tool_span(name: str, call_id: str, arguments: str) -> tuple[str, dict[str, str]]:
-        attributes = {
-            "openinference.span.kind": "TOOL",
-            "tool.name": name,
-            "tool_call.id": call_id,
-            "input.value": arguments,
-            "input.mime_type": "application/json",
-        }
-        return name, attributes
-
-    run_chat_requests(run, tool_span)
+    run_chat_requests(run, openinference_tool)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from instrumented_stack.realclients.chat_loop import run_chat_requests
 from instrumented_stack.realclients.common import DriverRun
+from instrumented_stack.realclients.tool_spans import traceloop_tool
 
 LIBRARIES = ("openai", "opentelemetry-instrumentation-openai", "opentelemetry-instrumentation-httpx")
 APP_SETTINGS = True
@@ -22,8 +23,4 @@ def run(run: DriverRun) -> None:
 
     OpenAIInstrumentor().instrument(tracer_provider=run.provider)
 
-    def tool_span(name: str, _call_id: str, arguments: str) -> tuple[str, dict[str, str]]:
-        attributes = {"traceloop.span.kind": "tool", "traceloop.entity.name": name, "traceloop.entity.input": arguments}
-        return f"{name}.tool", attributes
-
-    run_chat_requests(run, tool_span)
+    run_chat_requests(run, traceloop_tool)
