@@ -1,7 +1,8 @@
 """The vLLM emulator's HTTP front end: OpenAI-compatible routes over an :class:`EngineCore`.
 
-Routes (as ``vllm serve`` exposes them): ``POST /v1/completions``, ``POST /v1/chat/completions``, Anthropic's
-``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` (``anthropic_protocol``), ``GET /health``,
+Routes (as ``vllm serve`` exposes them): ``POST /v1/completions``, ``POST /v1/chat/completions``,
+``POST /v1/responses`` (``responses_protocol``), Anthropic's ``POST /v1/messages`` and
+``POST /v1/messages/count_tokens`` (``anthropic_protocol``), ``GET /health``,
 ``GET /metrics`` (vLLM's Prometheus metrics, ``engine.metrics``). Each served request
 records one ``llm_request`` span (see ``vllm_span``) and nothing else: like vLLM, the engine adds no HTTP
 server span, and it reads only ``traceparent``/``tracestate``. ``EngineConfig.trace_requests=False`` records
@@ -70,6 +71,8 @@ from instrumented_stack.engine.openai_protocol import (
     ToolCall,
     UsageInfo,
 )
+from instrumented_stack.engine.responses_protocol import ResponsesRequest, response_object, responses_usage
+from instrumented_stack.engine.responses_streaming import response_events
 from instrumented_stack.engine.scheduler import SchedulerConfig
 from instrumented_stack.engine.streaming import EVENT_STREAM, StreamHead, TokenStream, chat_events, completion_events
 from instrumented_stack.engine.throttle import Throttle, ThrottleConfig
@@ -159,7 +162,7 @@ class EmulatedServer:
         self._tracer = tracer
         self._throttle = Throttle(config.throttle)
 
-    def check_request(self, body: SamplingFields | MessagesRequest) -> None:
+    def check_request(self, body: SamplingFields | MessagesRequest | ResponsesRequest) -> None:
         """Refuse what the emulator cannot serve, or a throttled request. Raises :class:`EngineError`
         (404, 400, or the throttle's 429/503 with ``Retry-After``)."""
         if body.model != self._config.served_model_name:
@@ -180,7 +183,7 @@ class EmulatedServer:
 
     def engine_request(
         self,
-        body: SamplingFields | MessagesRequest,
+        body: SamplingFields | MessagesRequest | ResponsesRequest,
         request_id: str,
         token_ids: list[int],
         max_tokens: int,
@@ -421,6 +424,48 @@ def create_engine_app(
             ],
             usage=_usage(engine_request, result),
         )
+
+    @app.post(
+        "/v1/responses",
+        operation_id="create_response",
+        description="Answer in OpenAI's Responses API shape (responses_protocol): the prompt is the instructions, "
+        "tool schemas and item texts joined; runs to max_output_tokens (default: the rest of max_model_len) or to "
+        "the emulated EOS. With function tools, one function_call item per answer by the same rule as chat "
+        "completions, then a message. stream=true answers with the Responses API's named events.",
+        responses=_ERROR_RESPONSES,
+    )
+    async def create_response(body: ResponsesRequest, request: Request) -> Response:
+        server.check_request(body)
+        token_ids = server.tokenize(body.prompt_text())
+        max_tokens = body.max_output_tokens or max(config.max_model_len - len(token_ids), 1)
+        request_id = _base_request_id(request)
+        planned = plan_tool_call(body.chat_messages(), body.chat_tools(), body.chat_tool_choice())
+        eos_after = server.tool_call_tokens(planned) if planned else None
+        engine_request = server.engine_request(body, f"resp_{request_id}", token_ids, max_tokens, eos_after)
+        item: dict[str, object] = (
+            {"type": "function_call", "id": f"fc_{request_id}", "call_id": f"call_{uuid.uuid4().hex}"}
+            | {"name": planned.name, "arguments": planned.arguments}
+            if planned
+            else {"type": "message", "id": f"msg_{request_id}", "role": "assistant"}
+            | {"content": [{"type": "output_text", "text": server.output_text(engine_request.output_tokens)}]}
+        )
+        head = {"id": f"resp_{request_id}", "created_at": int(time.time()), "model": config.served_model_name}
+
+        def usage(result: EngineResult) -> dict[str, object]:
+            return responses_usage(engine_request.prompt_tokens, result.cached_tokens, result.completion_tokens)
+
+        if body.stream:
+            events = response_events(
+                head,
+                TokenStream(lambda listener: server.run(request, engine_request, listener)),
+                item=item,
+                total_tokens=engine_request.output_tokens,
+                usage=usage,
+            )
+            return StreamingResponse(events, media_type=EVENT_STREAM)
+        result = await server.run(request, engine_request)
+        done = [{**item, "status": "completed"}]
+        return JSONResponse(response_object(head, done, "completed", usage(result)))
 
     @app.post(
         "/v1/messages",
