@@ -50,6 +50,8 @@ _KIND_NOTES = {
     "enclosing span (analysis.remote_spans)",
     "shifted": "a server span moved into its client span against clock skew, as Jaeger's adjuster does "
     "(analysis.remote_spans); times shown are the adjusted ones",
+    "streamed": "an LLM call extended to the end of its stream, as the stream's log span reports it, or that log "
+    "analysed under its call (analysis.stream_logs); the end shown is the adjusted one",
     "cut": "an LLM call ended where its caller started work on its stream that outlived the call "
     "(analysis.early_actions); the end shown is the adjusted one",
 }

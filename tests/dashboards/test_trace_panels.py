@@ -163,3 +163,24 @@ def test_flame_figure_is_a_valid_icicle() -> None:
     ids, parents = list(icicle.ids), list(icicle.parents)
     assert parents.count("") == 1 and all(parent in ids for parent in parents if parent)
     assert icicle.customdata[0][0] == -1  # the trace's tile opens no span
+
+
+def test_span_detail_says_how_an_adjuster_changed_the_span() -> None:
+    # Claude Code's shape (analysis.early_actions): the tool starts on the request's stream and outlives it, so the
+    # request is cut at the tool's start, and its detail says so (every adjustment has its words).
+    frame = spans_frame(
+        [("turn", "", 0, 400 * MS), ("ask", "turn", 10 * MS, 190 * MS), ("tool", "turn", 190 * MS, 20 * MS)],
+        service="claude-code",
+    )
+    frame = frame.with_columns(
+        pl.Series("name", ["claude_code.interaction", "claude_code.llm_request", "claude_code.tool"]),
+        pl.Series(
+            "attributes",
+            [{}, {"ttft_ms": "100", "gen_ai.system": "anthropic", "gen_ai.request.model": "m"}, {"tool_name": "Read"}],
+            dtype=pl.Map(pl.String, pl.String),
+        ),
+    )
+    view = build_trace_view("cd" * 16, frame, RULES)
+    ask = view.spans["span_id"].to_list().index("ask")
+    assert view.adjustment_name(ask) == "cut"
+    assert any("its caller started work on its stream" in text for text in texts(span_detail(view, ask)))
