@@ -1,65 +1,71 @@
-"""An adjuster for agents that act on a streamed answer before their LLM call's span ends.
+"""An adjuster for agents that act on a model's answer while their LLM call's span is still open.
 
-A streaming agent runs a tool as soon as the stream has delivered the tool-use block, while the rest of the
-stream (the closing events, usage) still arrives and the call's span stays open: Claude Code starts
-``claude_code.tool`` ~10 ms before its ``claude_code.llm_request`` ends (observed with Claude Code 2.1.197 on
-the emulator's Messages API, tests/realworld/claude_code). The call and the tool are siblings that overlap, and
-Jaeger UI's critical path (the last child finishing at or before the next one starts) cannot step from the tool
-back to the call: the whole call becomes the caller's own time, so an LLM-bound turn reads as agent time.
+Claude Code's ``claude_code.llm_request`` span stays open 2-30 ms after the response's last byte, and the agent
+starts the tool the answer asked for in that time: the tool span begins before the request span ends, and either
+outlives it or lies inside it, the request span then ending after the tool (Claude Code 2.1.197 on the emulator's
+Messages API, tests/realworld/captures/claude_code; aligned with the recording proxy's timings, every tool began
+2-12 ms after the last byte). A streaming agent that starts a tool while the model still streams makes the same
+shape. The call and the tool are siblings that overlap, and Jaeger UI's critical path (the last child finishing at
+or before the next one starts) cannot step from an outliving tool back to the call: the whole call becomes the
+caller's own time, so an LLM-bound turn reads as agent time. A tool inside the call is hidden under it instead,
+its time counted as the model's.
 
-Claude Code also keeps the
-call's span open while a short tool runs and ends it after the tool (the same capture, other turns): the tool
-lies inside the call, which the critical path then credits with the tool's time too.
+Rule (Hotspan's), after the other adjusters (so an LLM span that was not current has adopted the request carrying
+it, :mod:`analysis.wrappers`): an LLM call W whose first token is known (:func:`analysis.genai.first_token_ns`) and
+a sibling S (same parent, neither FOLLOWS_FROM, S neither an LLM call nor the request carrying one nor an engine
+span) with ``W.first_token <= S.start < W.end``, where W is the only call of that parent whose window holds S's
+start (with several, S may be concurrent work of any of them, and nothing is changed):
 
-Rule (Hotspan's): an LLM call W whose first token is known (:func:`analysis.genai.first_token_ns`) and a
-sibling S (same parent, neither FOLLOWS_FROM, S neither an LLM call nor the request carrying one nor an
-engine span) with ``W.first_token <= S.start < W.end``, and either ``S.end > W.end`` or W childless: the
-caller acted on W's stream. W's end is cut, for the analysis, to the start of its earliest such S: from there
-the caller waits on S, which is what the critical path, self time and the wall-clock view then say (what is
-left of W after a contained S is the caller's own time). A sibling inside a call that has children (the
-request carrying it) is left to :mod:`analysis.wrappers`, which adopts it once that request has ended; a call
-whose first token is unknown is left alone, since overlap alone cannot tell an early action from concurrent
-work. The span's reported times are kept on the
-trace page's span detail; the adjustment is ``cut``.
+- S outlives W (``S.end > W.end``): W's end is cut, for the analysis, to the start of its earliest such S; from
+  there the caller waits on S.
+- S lies inside W and W has no children: S is analysed as W's child, so W's own time before and after it stays
+  the call's. A call with children (the request carrying it) leaves a contained S to :mod:`analysis.wrappers`,
+  which adopts it once that request has ended.
+
+A call whose first token is unknown is left alone: overlap alone cannot tell an action on its answer from
+concurrent work. The critical path, self time and the wall-clock view all read the adjusted tree; the adjustment
+is ``early_action``, and the trace page shows the adjusted times and says so.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from analysis.genai import first_token_ns
+from analysis.genai import event_columns, first_token_ns
 from analysis.ordering import siblings_starting_in
 from analysis.stages import NO_SPLIT, RuleMatch
-from analysis.tree import CUT, SpanTree, adjusted_tree
+from analysis.tree import EARLY_ACTION, SpanTree, adjusted_tree
 
 
-def cut_at_early_actions(tree: SpanTree, matched: RuleMatch) -> SpanTree:
-    """``tree`` with each LLM call's end cut to the earliest sibling its caller started on the call's stream
-    and waited on after it (module docstring); ``tree`` itself when there is none."""
+def adjust_early_actions(tree: SpanTree, matched: RuleMatch) -> SpanTree:
+    """``tree`` with each LLM call's early actions handled as the module docstring says (calls cut, contained
+    actions re-parented); ``tree`` itself when there is none."""
     attached = (tree.parent >= 0) & ~tree.follows_from
     calls = np.flatnonzero(attached & matched.call)
     if not calls.size:
         return tree
-    event_columns = [name for name in ("event_names", "event_times_unix_nano") if name in tree.spans.columns]
-    frame = tree.spans[calls].select("start_time_unix_nano", "end_time_unix_nano", "attributes", *event_columns)
-    first_series = first_token_ns(frame)
+    columns = ["start_time_unix_nano", "end_time_unix_nano", "attributes", *event_columns(tree.spans)]
+    first_series = first_token_ns(tree.spans[calls].select(columns))
     known = first_series.is_not_null().to_numpy()
     calls, first = calls[known], first_series.fill_null(0).to_numpy().astype(np.int64)[known]
     request = matched.transport | (matched.split != NO_SPLIT) | matched.call
     actions = np.flatnonzero(attached & ~request & np.isin(tree.parent, tree.parent[calls]))
-    if not calls.size or not actions.size:
-        return tree
     # Per call, the actions of its parent starting in [first token, call end).
     pair_call, pair_action = siblings_starting_in(
         (tree.trace, tree.parent, tree.start_ns), actions, calls, (first, tree.end_ns[calls]), closed=False
     )
-    childless = np.ones(tree.size, dtype=bool)
-    childless[tree.parent[tree.parent >= 0]] = False
-    cut = (tree.end_ns[pair_action] > tree.end_ns[pair_call]) | childless[pair_call]
-    pair_call, pair_action = pair_call[cut], pair_action[cut]
+    single = np.bincount(pair_action, minlength=tree.size)[pair_action] == 1
+    pair_call, pair_action = pair_call[single], pair_action[single]
     if not pair_call.size:
         return tree
+    has_children = np.zeros(tree.size, dtype=bool)
+    has_children[tree.parent[tree.parent >= 0]] = True
+    outlives = tree.end_ns[pair_action] > tree.end_ns[pair_call]
+    contained = ~outlives & ~has_children[pair_call]
     end = tree.end_ns.copy()
-    np.minimum.at(end, pair_call, tree.start_ns[pair_action])
+    np.minimum.at(end, pair_call[outlives], tree.start_ns[pair_action[outlives]])
+    parent = tree.parent.copy()
+    parent[pair_action[contained]] = pair_call[contained]
     changed = end != tree.end_ns
-    return adjusted_tree(tree, tree.parent, changed, CUT, end_ns=end) if changed.any() else tree
+    changed[pair_action[contained]] = True
+    return adjusted_tree(tree, parent, changed, EARLY_ACTION, end_ns=end) if changed.any() else tree

@@ -207,19 +207,27 @@ def usage_columns() -> list[pl.Expr]:
     ]
 
 
+EVENT_COLUMNS = ("event_names", "event_times_unix_nano")
+"""The span frame's event columns (optional: a frame without them has no events to read)."""
+
+
+def event_columns(frame: pl.DataFrame) -> list[str]:
+    """Those of :data:`EVENT_COLUMNS` that ``frame`` has."""
+    return [name for name in EVENT_COLUMNS if name in frame.columns]
+
+
+def _earliest_event(names: tuple[str, ...]) -> pl.Expr:
+    """The earliest time (Int64 ns) among a span's events named in ``names``; null when it has none."""
+    matching = pl.col("event_names").list.eval(pl.element().is_in(names).arg_true())
+    return pl.col("event_times_unix_nano").list.gather(matching).list.min().cast(pl.Int64)
+
+
 def request_start_ns(frame: pl.DataFrame) -> pl.Series:
     """Per span of a prepared frame, the earliest :data:`REQUEST_START_EVENTS` event (Int64 ns since the epoch,
-    clipped to the span), or null when it has none or the frame has no ``event_names`` /
-    ``event_times_unix_nano``."""
-    if not {"event_names", "event_times_unix_nano"} <= set(frame.columns):
+    clipped to the span), or null when it has none or the frame has no :data:`EVENT_COLUMNS`."""
+    if len(event_columns(frame)) < len(EVENT_COLUMNS):
         return pl.Series("request_start_ns", [None] * frame.height, dtype=pl.Int64)
-    instant = (
-        pl.col("event_times_unix_nano")
-        .list.gather(pl.col("event_names").list.eval(pl.element().is_in(REQUEST_START_EVENTS).arg_true()))
-        .list.min()
-        .cast(pl.Int64)
-        .clip(pl.col("start_time_unix_nano"), pl.col("end_time_unix_nano"))
-    )
+    instant = _earliest_event(REQUEST_START_EVENTS).clip(pl.col("start_time_unix_nano"), pl.col("end_time_unix_nano"))
     return frame.select(instant.alias("request_start_ns")).to_series()
 
 
@@ -243,12 +251,7 @@ def first_token_ns(frame: pl.DataFrame) -> pl.Series:
             for key in FIRST_TOKEN_TIME_KEYS
         ),
     ]
-    if {"event_names", "event_times_unix_nano"} <= set(frame.columns):
-        first_event = (
-            pl.col("event_times_unix_nano")
-            .list.gather(pl.col("event_names").list.eval(pl.element().is_in(FIRST_TOKEN_EVENTS).arg_true()))
-            .list.min()
-        )
-        candidates.append(first_event.cast(pl.Int64))
+    if len(event_columns(frame)) == len(EVENT_COLUMNS):
+        candidates.append(_earliest_event(FIRST_TOKEN_EVENTS))
     instant = pl.coalesce(*candidates).clip(start, end)
     return frame.select(instant.alias("first_token_ns")).to_series()

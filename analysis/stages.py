@@ -35,7 +35,7 @@ import polars as pl
 
 from analysis import ancestry, vllm
 from analysis.ancestry import BoolArray, IntArray
-from analysis.genai import first_token_ns, request_start_ns
+from analysis.genai import event_columns, first_token_ns, request_start_ns
 from analysis.spans import attribute
 from analysis.stage_rules import (
     DEFAULT_STAGE,
@@ -296,8 +296,7 @@ def _own_boundaries(tree: SpanTree, assignment: Assignment) -> list[Split]:
     ]
 
     calls = np.flatnonzero(assignment.call)
-    event_columns = [name for name in ("event_names", "event_times_unix_nano") if name in tree.spans.columns]
-    call_frame = tree.spans[calls].select(*needed.columns, *event_columns)
+    call_frame = tree.spans[calls].select(*needed.columns, *event_columns(tree.spans))
     first_series = first_token_ns(call_frame)
     first = first_series.fill_null(0).to_numpy().astype(np.int64)
     first_known = first_series.is_not_null().to_numpy() & (assignment.split[calls] == FIRST_TOKEN_SPLIT)
@@ -307,6 +306,7 @@ def _own_boundaries(tree: SpanTree, assignment: Assignment) -> list[Split]:
     np.minimum.at(request, assignment.carried_call[carriers], tree.start_ns[carriers])
     request[calls] = np.minimum(request[calls], request_start_ns(call_frame).fill_null(never).to_numpy())
     prepares = (assignment.prepare_stage[calls] >= 0) & (request[calls] > tree.start_ns[calls])
+    # A request that starts after the call's first token is not the one that produced it: no preparation then.
     prepares &= (request[calls] < never) & (~first_known | (request[calls] <= first))
     first_token, stream = (STAGES.index(phase) for phase in FIRST_TOKEN_PHASES)
     for with_first in (True, False):

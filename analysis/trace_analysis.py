@@ -13,7 +13,7 @@ import polars as pl
 
 from analysis.ancestry import IntArray
 from analysis.critical_path import Sections, critical_path_sections
-from analysis.early_actions import cut_at_early_actions
+from analysis.early_actions import adjust_early_actions
 from analysis.remote_spans import adjust_remote_spans
 from analysis.self_time import self_times
 from analysis.stage_rules import StageRules, load_stage_rules
@@ -50,12 +50,13 @@ class TraceAnalysis:
     @cached_property
     def tree(self) -> SpanTree:
         """The analysis tree: :attr:`reported_tree` with streamed calls ended by their stream logs
-        (:mod:`analysis.stream_logs`), calls cut where their caller acted on their stream
-        (:mod:`analysis.early_actions`), server spans that outlive their client lifted or shifted
-        (:mod:`analysis.remote_spans`), then wrapped siblings under their wrappers (:mod:`analysis.wrappers`)."""
+        (:mod:`analysis.stream_logs`), server spans that outlive their client lifted or shifted
+        (:mod:`analysis.remote_spans`), wrapped siblings under their wrappers (:mod:`analysis.wrappers`), then
+        LLM calls cut, or given the step inside them, where their caller acted on their answer
+        (:mod:`analysis.early_actions`)."""
         streamed = attach_stream_logs(self.reported_tree, self.matched)
-        cut = cut_at_early_actions(streamed, self.matched)
-        return adopt_wrapped_siblings(adjust_remote_spans(cut), self.matched)
+        wrapped = adopt_wrapped_siblings(adjust_remote_spans(streamed), self.matched)
+        return adjust_early_actions(wrapped, self.matched)
 
     @cached_property
     def self_time_ns(self) -> IntArray:

@@ -44,7 +44,7 @@ _BROKEN_LINKS = {
     "cycle": "its parent links loop",
 }
 """Why a span is drawn as a root (``analysis.tree.ROOT_REASONS``), in words."""
-_KIND_NOTES = {
+ADJUSTMENT_NOTES = {
     "wrapped": "analysed under the childless wrapper span beside it, which contains it (analysis.wrappers)",
     "lifted": "a server span that outlives its client span (a streamed response), analysed under the caller's "
     "enclosing span (analysis.remote_spans)",
@@ -52,9 +52,10 @@ _KIND_NOTES = {
     "(analysis.remote_spans); times shown are the adjusted ones",
     "streamed": "an LLM call extended to the end of its stream, as the stream's log span reports it, or that log "
     "analysed under its call (analysis.stream_logs); the end shown is the adjusted one",
-    "cut": "an LLM call ended where its caller started work on its stream that outlived the call "
-    "(analysis.early_actions); the end shown is the adjusted one",
+    "early_action": "an LLM call its caller acted on before the call's span ended: the call ended where that "
+    "step began, or the step analysed under the call (analysis.early_actions); times shown are the adjusted ones",
 }
+"""What each adjuster did to a span (``analysis.tree.ADJUSTMENTS``), in words, for the span detail."""
 
 
 def page_meta(view: TraceView, load_id: str, expansion: Expansion | None = None) -> dict[str, object]:
@@ -326,7 +327,7 @@ def span_detail(view: TraceView, span: int) -> Component:
         fields.append(("Shown as a root", reason))
     if adjusted := view.adjustment_name(span):
         analysed_under = view.spans["span_id"][analysis_parent] if analysis_parent >= 0 else "(a root)"
-        fields.append(("Adjusted", f"{_KIND_NOTES[adjusted]}; analysed under {analysed_under}"))
+        fields.append(("Adjusted", f"{ADJUSTMENT_NOTES[adjusted]}; analysed under {analysed_under}"))
     elif parent != analysis_parent:
         fields.append(("Analysed under", str(view.spans["span_id"][analysis_parent])))
     if row.get("scope_name"):

@@ -442,14 +442,18 @@ def create_engine_app(
         planned = plan_tool_call(body.chat_messages(), body.chat_tools(), body.chat_tool_choice())
         eos_after = server.tool_call_tokens(planned) if planned else None
         engine_request = server.engine_request(body, f"resp_{request_id}", token_ids, max_tokens, eos_after)
-        item: dict[str, object] = (
-            {"type": "function_call", "id": f"fc_{request_id}", "call_id": f"call_{uuid.uuid4().hex}"}
-            | {"name": planned.name, "arguments": planned.arguments}
-            if planned
-            else {"type": "message", "id": f"msg_{request_id}", "role": "assistant"}
-            | {"content": [{"type": "output_text", "text": server.output_text(engine_request.output_tokens)}]}
-        )
+        item: dict[str, object]
+        if planned:
+            item = {"type": "function_call", "id": f"fc_{request_id}", "call_id": f"call_{uuid.uuid4().hex}"}
+            item |= {"name": planned.name, "arguments": planned.arguments}
+        else:
+            text = server.output_text(engine_request.output_tokens)
+            part = {"type": "output_text", "text": text, "annotations": []}
+            item = {"type": "message", "id": f"msg_{request_id}", "role": "assistant", "content": [part]}
         head = {"id": f"resp_{request_id}", "created_at": int(time.time()), "model": config.served_model_name}
+        # The API echoes the request's settings on the response.
+        head |= {"instructions": body.instructions, "tools": body.tools or []}
+        head |= {"tool_choice": body.tool_choice or "auto"}
 
         def usage(result: EngineResult) -> dict[str, object]:
             return responses_usage(engine_request.prompt_tokens, result.cached_tokens, result.completion_tokens)

@@ -103,8 +103,12 @@ def responses_usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) 
 
 
 def response_object(head: dict[str, Any], output: list[Item], status: str, usage: dict[str, Any] | None) -> Item:
-    """A ``response`` object: ``head`` (``id``, ``created_at``, ``model``) with its ``output`` items."""
+    """A ``response`` object: ``head`` (``id``, ``created_at``, ``model``, and the request's ``instructions``,
+    ``tools`` and ``tool_choice``, echoed as the API does) with its ``output`` items."""
     return {
+        "instructions": None,
+        "tools": [],
+        "tool_choice": "auto",
         **head,
         "object": "response",
         "status": status,
@@ -112,11 +116,8 @@ def response_object(head: dict[str, Any], output: list[Item], status: str, usage
         "usage": usage,
         "error": None,
         "incomplete_details": None,
-        "instructions": None,
         "metadata": {},
         "parallel_tool_calls": False,
-        "tool_choice": "auto",
-        "tools": [],
     }
 
 

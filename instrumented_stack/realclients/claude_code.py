@@ -14,7 +14,9 @@ served model.
 
 Truth per turn (:mod:`truth`'s JSON, one entry per turn): ``e2e_ns`` is the turn's duration as the CLI reports
 it (``duration_ms`` of ``--output-format json``: from the prompt to the result, without the process's start-up,
-which no span covers), ``llm_attempts`` the proxy's timings of the requests made while the process ran, and
+which no span covers), ``process_ns`` the whole process's, ``llm_attempts`` the proxy's timings of the model
+requests made while the process ran (offsets from the process's start, not the turn's: only their lengths and
+their union, ``llm_in_flight_ns``, compare with the spans), ``tools`` none (the CLI runs them itself), and
 ``session_id`` the ``--session-id`` given, which names the turn's trace (``session.id`` on every span); the
 trace id is looked up by it once the spans have arrived, the only thing read from them.
 
@@ -91,6 +93,7 @@ def capture_turns(claude: str, otlp_endpoint: str, sink: OtlpSink, requests: int
     engine_spans = BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_traces_url(otlp_endpoint)))
     version = subprocess.run([claude, "--version"], capture_output=True, text=True, check=True).stdout.split()[0]
     sessions: list[str] = []
+    process_ns: list[int] = []
     with serve_emulator(emulator_config(engine_spans=True), engine_spans) as llm_url:
         proxy = RecordingProxy(llm_url, recorder)
         server = ThreadedServer(proxy.app(), bind_loopback(), name="claude-code-proxy")
@@ -105,6 +108,7 @@ def capture_turns(claude: str, otlp_endpoint: str, sink: OtlpSink, requests: int
                     session = str(uuid.uuid4())
                     with recorder.request(session) as truth:
                         result = _turn(claude, server.url, otlp_endpoint, work, home, session, QUESTIONS[index % 3])
+                    process_ns.append(truth.e2e_ns)
                     truth.e2e_ns = int(result["duration_ms"]) * 1_000_000
                     sessions.append(session)
         finally:
@@ -124,8 +128,8 @@ def capture_turns(claude: str, otlp_endpoint: str, sink: OtlpSink, requests: int
         "proxied_requests": proxy.requests,
     }
     truth = json.loads(recorder.to_json(meta))
-    for entry, session in zip(truth["requests"], sessions, strict=True):
-        entry["session_id"] = session
+    for entry, session, process in zip(truth["requests"], sessions, process_ns, strict=True):
+        entry["session_id"], entry["process_ns"] = session, process
     return CaptureResult(sink.otlp_json(), truth)
 
 

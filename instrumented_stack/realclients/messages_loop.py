@@ -10,6 +10,7 @@ answer: three calls per request against the emulator (``engine.tool_calls``). St
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from instrumented_stack.realclients.chat_loop import MAX_LLM_CALLS, ToolSpanShape
@@ -61,7 +62,7 @@ def run_messages_requests(run: DriverRun, tool_span_shape: ToolSpanShape, *, sdk
             results = []
             for use in uses:
                 argument = str(next(iter(use.input.values()), "")) if isinstance(use.input, dict) else ""
-                span_name, attributes = tool_span_shape(use.name, use.id, argument)
+                span_name, attributes = tool_span_shape(use.name, use.id, json.dumps(use.input))
                 with run.tracer.start_as_current_span(span_name, attributes=attributes):
                     content = run.tool_work(use.name, argument)
                 results.append({"type": "tool_result", "tool_use_id": use.id, "content": content})

@@ -1,9 +1,9 @@
-"""analysis.early_actions (an LLM call ended where its caller acted on its stream) and the call's request start
-from its ``gen_ai.request.attempt`` event (analysis.genai.request_start_ns).
+"""analysis.early_actions (an LLM call its caller acted on before the call's span ended) and the call's request
+start from its ``gen_ai.request.attempt`` event (analysis.genai.request_start_ns).
 
 The shapes are those of Claude Code 2.1.197's turns on the emulator (tests/realworld/captures/claude_code): the
-tool starts ~10 ms before the model request's span ends, and either outlives it or lies inside it. Expected
-splits are summed by hand from the spans' figures (ms), not read from Hotspan.
+tool starts before the model request's span ends, and either outlives it or lies inside it. Expected splits are
+summed by hand from the spans' figures (ms), not read from Hotspan.
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ from analysis.trace_analysis import analyze
 from units import NS_PER_MS as MS
 
 SERVICE = "claude-code"
+_GENERATION = {
+    "langfuse.observation.type": "generation",
+    "langfuse.observation.completion_start_time": '"2023-11-14T22:13:20.110000Z"',
+}
+"""A Langfuse generation whose first token came 110 ms after T0 (1,700,000,000 s since the epoch)."""
 
 
 def _call(span_id: str, start: int, end: int, ttft_ms: int | None) -> S:
@@ -57,16 +62,19 @@ def test_a_tool_started_on_the_stream_that_outlives_the_call_ends_the_call() -> 
     critical, wall = _views(spans)
     assert critical == expected
     assert wall == expected
-    assert _adjustment(spans) == {"ask1": "cut"}
+    assert _adjustment(spans) == {"ask1": "early_action"}
 
 
-def test_a_tool_inside_a_childless_call_after_its_first_token_cuts_it_too() -> None:
-    # ask1 [10, 220] holds the tool [190, 210] and ends 10 ms after it: cut at 190; its last 10 ms, after the
-    # tool, are the loop's own (the client finishing its stream), with 10 + 5 + 5 elsewhere.
-    critical, wall = _views(_turn(220, (190, 210)))
-    expected = {"agent": 20.0, "tool": 20.0, "llm.first_token": 150.0, "llm.stream": 210.0}
+def test_a_tool_inside_a_childless_call_after_its_first_token_is_analysed_as_its_child() -> None:
+    # ask1 [10, 212] holds the tool [190, 210]: the tool is the call's child, so the call keeps its own time before
+    # (first token 100, stream 80) and after (2) the tool; the loop's own 10 + 3 + 5. Without it the tool's 20 ms
+    # would be the model's.
+    spans = _turn(212, (190, 210))
+    critical, wall = _views(spans)
+    expected = {"agent": 18.0, "tool": 20.0, "llm.first_token": 150.0, "llm.stream": 212.0}
     assert critical == expected
     assert wall == expected
+    assert _adjustment(spans) == {"tool": "early_action"}
 
 
 def test_overlap_alone_is_not_an_early_action() -> None:
@@ -74,6 +82,25 @@ def test_overlap_alone_is_not_an_early_action() -> None:
     assert _adjustment(_turn(200, (190, 210), ttft_ms=None)) == {}
     # A tool that starts before the call's first token is concurrent with the model, not an action on its answer.
     assert _adjustment(_turn(200, (60, 210))) == {}
+
+
+def test_a_tool_started_while_two_calls_stream_is_left_alone() -> None:
+    # Two calls of one turn stream at once; a tool starting during both may act on either: nothing is changed.
+    spans = [*_turn(200, (190, 260)), _call("ask3", 100, 250, 30)]
+    assert _adjustment(spans) == {}
+
+
+def test_a_call_whose_request_is_its_sibling_keeps_its_stream() -> None:
+    # Langfuse's shape (the LLM span not current while the SDK sends): the generation [10, 300] and its HTTP request
+    # [15, 295] are siblings, a tool [200, 210] runs inside both. The request is the call's (analysis.wrappers), so
+    # the call has a child and the tool is left to the wrappers' rule: the call is not cut at the tool.
+    spans = [
+        S("root", "", 0, 400 * MS, "POST /ask", "app", "Server"),
+        S("gen", "root", 10 * MS, 300 * MS, "OpenAI-generation", "app", "Internal", _GENERATION),
+        S("post", "root", 15 * MS, 295 * MS, "POST", "app", "Client", {"http.request.method": "POST"}),
+        S("tool", "root", 200 * MS, 210 * MS, "lookup", "app", "Internal", {"langfuse.observation.type": "tool"}),
+    ]
+    assert "early_action" not in _adjustment(spans).values()
 
 
 def test_the_attempt_event_starts_the_request_and_the_time_before_it_is_the_callers() -> None:

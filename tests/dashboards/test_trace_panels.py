@@ -13,8 +13,10 @@ from span_frames import spans_frame
 
 from analysis import STAGES
 from analysis.stage_rules import load_stage_rules
+from analysis.tree import ADJUSTMENTS
 from dashboards.colors import SERVICE_PALETTE, STAGE_COLORS, service_color
 from dashboards.trace_panels import (
+    ADJUSTMENT_NOTES,
     FIRST_WINDOW_ROWS,
     flame_figure,
     group_detail,
@@ -166,8 +168,9 @@ def test_flame_figure_is_a_valid_icicle() -> None:
 
 
 def test_span_detail_says_how_an_adjuster_changed_the_span() -> None:
-    # Claude Code's shape (analysis.early_actions): the tool starts on the request's stream and outlives it, so the
-    # request is cut at the tool's start, and its detail says so (every adjustment has its words).
+    # Claude Code's shape (analysis.early_actions): the tool starts before the request's span ends and outlives it,
+    # so the request is cut at the tool's start, and its detail says so; every adjustment has its words.
+    assert set(ADJUSTMENTS) - {""} == set(ADJUSTMENT_NOTES)
     frame = spans_frame(
         [("turn", "", 0, 400 * MS), ("ask", "turn", 10 * MS, 190 * MS), ("tool", "turn", 190 * MS, 20 * MS)],
         service="claude-code",
@@ -182,5 +185,5 @@ def test_span_detail_says_how_an_adjuster_changed_the_span() -> None:
     )
     view = build_trace_view("cd" * 16, frame, RULES)
     ask = view.spans["span_id"].to_list().index("ask")
-    assert view.adjustment_name(ask) == "cut"
-    assert any("its caller started work on its stream" in text for text in texts(span_detail(view, ask)))
+    assert view.adjustment_name(ask) == "early_action"
+    assert any("its caller acted on before the call's span ended" in text for text in texts(span_detail(view, ask)))

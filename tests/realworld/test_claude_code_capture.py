@@ -73,7 +73,7 @@ def _check_analysis(path: Path, truth: dict[str, Any], ingestor: Ingestor, reade
         truth_llm_ns += request["llm_in_flight_ns"]
         truth_e2e_ns += request["e2e_ns"]
     assert llm_ns / e2e_ns == pytest.approx(truth_llm_ns / truth_e2e_ns, abs=SHARE_TOLERANCE)
-    # Both views agree once the call is cut where the tool started (analysis.early_actions).
+    # Both views agree once the calls its tools overlap are adjusted (analysis.early_actions).
     assert wall_ns / e2e_ns == pytest.approx(llm_ns / e2e_ns, abs=0.01)
 
 
