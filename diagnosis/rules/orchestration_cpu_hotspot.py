@@ -1,15 +1,14 @@
 """``orchestration_cpu_hotspot``: a step of the orchestration code (routing, planning, tool selection, output
 handling) burns CPU on every request.
 
-Candidates are spans of orchestrating services (those with spans of the ``orchestrator_stages``, e.g. an
-agent's ``invoke_agent``) in the orchestration stages (``stages``: agent, output_parsing, gateway, other) that
-are not I/O: INTERNAL (or unspecified) kind, no HTTP/DB/RPC/messaging attributes, not inside a step named by
-another cause (``exclude_under_stages``: decoding inside retrieval is retrieval's cost), and, with
-``leaf_only``, without children, so their self time is the step's own work rather than time waiting on
-something traced below them.
-Spans are grouped by (service, name); a group is a hotspot when its median self time per call reaches
-``self_ms_warning``, or its critical-path time reaches ``critical_share_warning`` of end-to-end latency (many
-cheap calls add up too).
+Candidates are spans of orchestrating services (those with spans of the ``orchestrator_stages``, e.g. an agent's
+``invoke_agent``) in the orchestration stages (``stages``: agent, output_parsing, gateway, other) that are not I/O
+and not a wait (``wait_names``): INTERNAL (or unspecified) kind, no HTTP/DB/RPC/messaging attributes, not inside a
+step named by another cause (``exclude_under_stages``: decoding inside retrieval is retrieval's cost), and, with
+``leaf_only``, without children, so their self time is the step's own work rather than time waiting on something
+traced below them. Spans are grouped by (service, name); a group is a hotspot when its median self time per call
+reaches ``self_ms_warning``, or its critical-path time reaches ``critical_share_warning`` of end-to-end latency
+(many cheap calls add up too).
 
 On a host whose CPUs are contended (``cpu_contention``) waiting for a CPU lands in self time and can lift a cheap
 step over both tests. There the step must also cost ``self_ms_warning`` on its least delayed calls (its p5 self
@@ -26,6 +25,7 @@ from __future__ import annotations
 import polars as pl
 from pydantic import Field, model_validator
 
+from analysis.stage_rules import glob_regex
 from diagnosis.context import DiagnosisContext
 from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, ms, ratio
 from diagnosis.rules.base import Rule, RuleConfig
@@ -44,6 +44,11 @@ class OrchestrationCpuHotspotConfig(RuleConfig):
     span_kinds: list[str] = Field(min_length=1, description="Span kinds of in-process work (not I/O).")
     io_attributes: list[str] = Field(
         description="Attributes that mark a span as I/O (an HTTP, database, RPC or messaging call), never CPU."
+    )
+    wait_names: list[str] = Field(
+        description="Span name globs of steps that wait on a decision rather than compute (Claude Code's and Qwen "
+        "Code's '*.tool.blocked_on_user': the loop waiting for a permission from a user, a settings rule or a hook); "
+        "never CPU.",
     )
     leaf_only: bool = Field(
         description="Only spans without children: a parent's self time in async code is mostly waiting."
@@ -97,6 +102,7 @@ class OrchestrationCpuHotspot(Rule[OrchestrationCpuHotspotConfig]):
             & pl.col("stage").is_in(config.stages)
             & pl.col("kind").is_in(config.span_kinds)
             & ~has_any_attribute(config.io_attributes)
+            & ~pl.col("name").str.contains(glob_regex(config.wait_names) if config.wait_names else "$^")
             & ((pl.col("child_count") == 0) | (not config.leaf_only))
         )
         threshold_ns = config.self_ms_warning * NS_PER_MS

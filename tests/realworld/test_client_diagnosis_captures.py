@@ -96,6 +96,15 @@ def test_clean_captures_raise_no_client_finding(path: Path, captures_store: Clic
     assert [f.cause for f in report.findings if f.cause in CLIENT_SIDE_CAUSES] == []
 
 
+def test_a_claude_code_capture_raises_only_that_its_turns_are_llm_bound(captures_store: ClickHouse) -> None:
+    # Claude Code 2.1.197's turns on the emulator (captures/claude_code): 3 turns, and the engine's 12 requests in
+    # traces of their own (Claude Code sends no traceparent). Its permission waits (claude_code.tool.blocked_on_user,
+    # 3-16 ms) are waits, not the loop's CPU: before wait_names they were an orchestration_cpu_hotspot warning.
+    report = diagnose_file(captures_store, HERE / "captures" / "claude_code" / "capture.json")
+    assert report.trace_count == 15
+    assert [(f.cause, f.severity) for f in report.findings] == [("llm_bound", "info")]
+
+
 @pytest.mark.parametrize("path", PUBLIC, ids=[p.name for p in PUBLIC])
 def test_public_captures_raise_only_what_they_show(path: Path, captures_store: ClickHouse) -> None:
     report = diagnose_file(captures_store, path)
