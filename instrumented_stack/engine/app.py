@@ -227,6 +227,10 @@ class EmulatedServer:
             record_llm_request_span(self._tracer, request.headers, engine_request, result)
         return result
 
+    def token_stream(self, request: Request, engine_request: EngineRequest) -> TokenStream:
+        """``engine_request`` run as :meth:`run` does, its tokens heard as they are sampled (streamed answers)."""
+        return TokenStream(lambda listener: self.run(request, engine_request, listener))
+
     def output_text(self, completion_tokens: int) -> str:
         """Placeholder output of exactly ``completion_tokens`` tokens."""
         return self._tokenizer.synthesize(completion_tokens)
@@ -348,7 +352,7 @@ def create_engine_app(
             head = StreamHead(response_id, "text_completion", int(time.time()), config.served_model_name)
             events = completion_events(
                 head,
-                TokenStream(lambda listener: server.run(request, engine_request, listener)),
+                server.token_stream(request, engine_request),
                 text=text,
                 total_tokens=engine_request.output_tokens,
                 usage=lambda result: _usage(engine_request, result),
@@ -402,7 +406,7 @@ def create_engine_app(
             head = StreamHead(response_id, "chat.completion.chunk", int(time.time()), config.served_model_name)
             events = chat_events(
                 head,
-                TokenStream(lambda listener: server.run(request, engine_request, listener)),
+                server.token_stream(request, engine_request),
                 content=content,
                 tool_call=tool_call,
                 total_tokens=engine_request.output_tokens,
@@ -461,7 +465,7 @@ def create_engine_app(
         if body.stream:
             events = response_events(
                 head,
-                TokenStream(lambda listener: server.run(request, engine_request, listener)),
+                server.token_stream(request, engine_request),
                 item=item,
                 total_tokens=engine_request.output_tokens,
                 usage=usage,
@@ -503,7 +507,7 @@ def create_engine_app(
         if body.stream:
             events = message_events(
                 {"id": response_id, "model": config.served_model_name},
-                TokenStream(lambda listener: server.run(request, engine_request, listener)),
+                server.token_stream(request, engine_request),
                 block=block,
                 total_tokens=engine_request.output_tokens,
                 usage=usage,

@@ -12,7 +12,7 @@ the client sent a ``traceparent`` is recorded (:attr:`RecordingProxy.traceparent
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 import httpx
 from starlette.applications import Starlette
@@ -56,7 +56,7 @@ class RecordingProxy:
         with self._lock:
             self.requests += 1
             self.traceparents += "traceparent" in request.headers
-        headers = {key: value for key, value in request.headers.items() if key.lower() not in _HOP_BY_HOP}
+        headers = _end_to_end(request.headers.items())
         client = httpx.AsyncClient(timeout=None)
         url = self._upstream + path
         upstream = client.build_request(request.method, url, params=request.query_params, headers=headers, content=body)
@@ -81,5 +81,10 @@ class RecordingProxy:
                     attempt.end_ns = self._recorder.now_ns()
                     record_usage(attempt, bytes(received))
 
-        kept = {key: value for key, value in response.headers.items() if key.lower() not in _HOP_BY_HOP}
+        kept = _end_to_end(response.headers.items())
         return StreamingResponse(chunks(), status_code=response.status_code, headers=kept)
+
+
+def _end_to_end(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """``headers`` without the hop-by-hop ones (and those the forwarding client or server sets itself)."""
+    return {key: value for key, value in headers if key.lower() not in _HOP_BY_HOP}

@@ -191,9 +191,8 @@ def _record_messages_usage(attempt: LlmAttempt, payloads: list[dict[str, Any]]) 
     for payload in payloads:
         found = payload.get("usage") or (payload.get("message") or {}).get("usage") or {}
         usage |= {key: value for key, value in found.items() if isinstance(value, int)}
-        attempt.finish_reason = (
-            payload.get("stop_reason") or (payload.get("delta") or {}).get("stop_reason") or (attempt.finish_reason)
-        )
+        reason = payload.get("stop_reason") or (payload.get("delta") or {}).get("stop_reason")
+        attempt.finish_reason = reason or attempt.finish_reason
     if "input_tokens" in usage:
         cached = usage.get("cache_read_input_tokens", 0)
         attempt.prompt_tokens = usage["input_tokens"] + cached + usage.get("cache_creation_input_tokens", 0)

@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx2
 import jsonschema
 import openai
 import pytest
-from fastapi import FastAPI
+from emulator_kit import ANSWER_TOKENS, MODEL, Serve, serve_emulator_app
 
 from instrumented_stack.capture import InMemorySpans
-from instrumented_stack.engine import EngineConfig, SchedulerConfig, StepTimeModel, create_engine_app
+from instrumented_stack.engine import StepTimeModel
 from instrumented_stack.engine.throttle import ThrottleConfig
 from instrumented_stack.tokenizer import default_tokenizer
-
-MODEL = "test-model"
-ANSWER_TOKENS = 12
-Serve = Callable[[FastAPI], str]
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -51,12 +46,7 @@ def _client(
     in_memory_spans: InMemorySpans, serve: Serve, *, max_retries: int = 0, **config: Any
 ) -> tuple[openai.OpenAI, list[int]]:
     """An SDK client on a fresh emulator, and the HTTP status of every attempt it makes (event hook)."""
-    config.setdefault("scheduler", SchedulerConfig(num_gpu_blocks=512))
-    config.setdefault("answer_tokens", ANSWER_TOKENS)
-    app = create_engine_app(
-        EngineConfig(served_model_name=MODEL, max_model_len=4096, **config), in_memory_spans("vllm")
-    )
-    url = serve(app)
+    url = serve_emulator_app(in_memory_spans, serve, **config)
     statuses: list[int] = []
     http_client = httpx2.Client(event_hooks={"response": [lambda response: statuses.append(response.status_code)]})
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=max_retries, http_client=http_client)

@@ -4,19 +4,14 @@ tokens in Anthropic's meaning, token counting, errors."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import anthropic
 import pytest
-from fastapi import FastAPI
+from emulator_kit import ANSWER_TOKENS, MODEL, Serve, serve_emulator_app
 
 from instrumented_stack.capture import InMemorySpans
-from instrumented_stack.engine import EngineConfig, SchedulerConfig, create_engine_app
 
-MODEL = "test-model"
-ANSWER_TOKENS = 12
-Serve = Callable[[FastAPI], str]
 SYSTEM = "You answer questions about the weather. " * 20
 WEATHER: dict[str, Any] = {
     "name": "get_weather",
@@ -30,14 +25,7 @@ WEATHER: dict[str, Any] = {
 
 
 def _client(in_memory_spans: InMemorySpans, serve: Serve) -> anthropic.Anthropic:
-    config = EngineConfig(
-        served_model_name=MODEL,
-        max_model_len=4096,
-        scheduler=SchedulerConfig(num_gpu_blocks=512),
-        answer_tokens=ANSWER_TOKENS,
-    )
-    url = serve(create_engine_app(config, in_memory_spans("vllm")))
-    return anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
+    return anthropic.Anthropic(base_url=serve_emulator_app(in_memory_spans, serve), api_key="unused", max_retries=0)
 
 
 def test_a_tool_is_used_then_the_answer_is_text(in_memory_spans: InMemorySpans, serve: Serve) -> None:

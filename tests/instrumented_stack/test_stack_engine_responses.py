@@ -3,19 +3,14 @@ loopback HTTP: a function call then a message, the stream assembled by the SDK, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import openai
 import pytest
-from fastapi import FastAPI
+from emulator_kit import ANSWER_TOKENS, MODEL, Serve, serve_emulator_app
 
 from instrumented_stack.capture import InMemorySpans
-from instrumented_stack.engine import EngineConfig, SchedulerConfig, create_engine_app
 
-MODEL = "test-model"
-ANSWER_TOKENS = 12
-Serve = Callable[[FastAPI], str]
 INSTRUCTIONS = "You answer questions about the weather. " * 20
 WEATHER: dict[str, Any] = {
     "type": "function",
@@ -31,13 +26,7 @@ WEATHER: dict[str, Any] = {
 
 
 def _client(in_memory_spans: InMemorySpans, serve: Serve) -> openai.OpenAI:
-    config = EngineConfig(
-        served_model_name=MODEL,
-        max_model_len=4096,
-        scheduler=SchedulerConfig(num_gpu_blocks=512),
-        answer_tokens=ANSWER_TOKENS,
-    )
-    url = serve(create_engine_app(config, in_memory_spans("vllm")))
+    url = serve_emulator_app(in_memory_spans, serve)
     return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
 
 
