@@ -7,11 +7,15 @@ reports the streaming as a zero-length log span when it ends: ``logfire.span_typ
 caller's own time) and the log counts as a second call.
 
 Rule: such a log, matched by an LLM-call rule, belongs to the latest LLM call of the same parent that ended at
-or before the log's time: that call's span is extended to the log's time (the stream is the call's time), the
+or before the log's time: that call's span is extended to the stream's end (the stream is the call's time), the
 log is analysed as the call's child (one call, not two), and the usage it reports moves to the call, as the
-call's own (the log keeps its zero length and no usage). A stream log's ``duration`` may start after the call's
-span ended: the client's own work between the SDK's return and its reading the stream is then counted in the
-call.
+call's own (the log keeps its zero length and no usage).
+
+The stream's end is the call's end plus the log's ``duration``, at most the log's time. Logfire times the
+stream from the client's first read to its last (``record_streaming`` in logfire 5.4,
+``_internal/integrations/llm_providers/llm_provider.py``) and only then assembles the response's attributes and
+writes the log, which can take tens of ms (78 ms on a first call in ``tests/realworld``); the first read follows
+the SDK's return, so the client's work between the two is counted as the client's, not the call's.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from analysis.ordering import comparable_times
 from analysis.spans import attribute
 from analysis.stages import RuleMatch
 from analysis.tree import STREAMED, SpanTree, adjusted_tree
+from units import NS_PER_S
 
 LOG_TYPE_KEY = "logfire.span_type"
 LOG_TYPE = "log"
@@ -36,11 +41,13 @@ STREAM_DURATION_KEY = "duration"
 def attach_stream_logs(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     """``tree`` with streamed calls extended to their stream log and the log under its call (module docstring);
     ``tree`` itself when there is none."""
-    marked = tree.spans.select(
-        (attribute(LOG_TYPE_KEY) == LOG_TYPE)
-        & attribute(STREAM_DURATION_KEY).cast(pl.Float64, strict=False).is_not_null()
-    ).to_series()
-    logs = marked.fill_null(False).to_numpy() & matched.call & (tree.parent >= 0) & (tree.end_ns == tree.start_ns)
+    marked, duration_s = tree.spans.select(
+        (attribute(LOG_TYPE_KEY) == LOG_TYPE).alias("log"),
+        attribute(STREAM_DURATION_KEY).cast(pl.Float64, strict=False).alias("duration_s"),
+    ).get_columns()
+    duration_ns = (duration_s * NS_PER_S).round().cast(pl.Int64).fill_null(0).to_numpy()
+    marked = marked.fill_null(False).to_numpy() & duration_s.is_not_null().to_numpy()
+    logs = marked & matched.call & (tree.parent >= 0) & (tree.end_ns == tree.start_ns)
     log = np.flatnonzero(logs)
     calls = np.flatnonzero(matched.call & ~logs & (tree.parent >= 0))
     if not log.size or not calls.size:
@@ -62,7 +69,8 @@ def attach_stream_logs(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     parent = tree.parent.copy()
     parent[log] = call
     end = tree.end_ns.copy()
-    np.maximum.at(end, call, tree.start_ns[log])
+    stream_end = np.clip(tree.end_ns[call] + duration_ns[log], tree.end_ns[call], tree.start_ns[log])
+    np.maximum.at(end, call, stream_end)
     changed = np.zeros(tree.size, dtype=bool)
     changed[log] = changed[call] = True
     spans = tree.spans.with_columns(_moved_usage(tree.spans["attributes"], log, call))

@@ -123,6 +123,20 @@ def test_a_streamed_engine_span_is_lifted_out_of_the_http_span_that_ended_at_the
     assert breakdown(spans) == {"agent": 2, "llm.call": 12, "llm.queue": 5, "llm.prefill": 15, "llm.decode": 56}
 
 
+def test_a_logfire_stream_log_ends_its_call_where_the_stream_ended() -> None:
+    # Logfire's shape: the call's span ends when the SDK returns the stream (20 ms); the zero-length log at 90 ms
+    # says the stream took 60 ms, read from 20 to 80; the 10 ms before the log assembled the response.
+    chat = {"gen_ai.operation.name": "chat", "logfire.span_type": "span"}
+    log = {"gen_ai.operation.name": "chat", "logfire.span_type": "log", "duration": "0.06"}
+    spans = [
+        S("agent", "", 0, 100 * MS, "support_agent", "app"),
+        S("chat", "agent", 10 * MS, 20 * MS, "Chat Completion with 'm'", "app", "Client", chat),
+        S("log", "agent", 90 * MS, 90 * MS, "streaming response from 'm' took 0.06s", "app", attributes=log),
+    ]
+    assert adjustments(spans) == {"chat": ("streamed", "agent"), "log": ("streamed", "chat")}
+    assert breakdown(spans) == {"agent": 30, "llm.call": 70}
+
+
 def test_a_server_span_off_by_clock_skew_is_moved_into_its_client() -> None:
     # The tool server's clock runs 5 s ahead: its span lies after the whole request. It fits in its client span
     # (30 ms in 40 ms), so it is centred there, 5 ms from either end, with its child.

@@ -28,29 +28,7 @@ from storage.tenancy import ALL_TENANTS
 from testkit import ingest_otlp_json_file
 
 CAPTURES = Path(__file__).parent / "captures"
-_LOGFIRE_STREAM = (
-    "Logfire's stream log marks when the client finished reading the stream (analysis.stream_logs ends the call"
-    " there); in this capture's first request the client read its last chunk 78 ms after the response body had"
-    " arrived (the process's start-up work while streaming, at load 8), which the wire truth does not count"
-)
-KNOWN_MISSES: dict[tuple[str, bool, bool], str] = {
-    ("logfire", False, True): _LOGFIRE_STREAM,
-}
-"""Captures whose truth the analysis misses for a convention that needs analysis code, not a rule or table entry
-(tests/realworld/README.md, "Known misses"); strict, so a fix shows up as an unexpected pass."""
-CASES = [
-    pytest.param(
-        driver,
-        engine,
-        stream,
-        marks=[pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[driver, engine, stream])]
-        if (driver, engine, stream) in KNOWN_MISSES
-        else [],
-    )
-    for driver in sorted(DRIVERS)
-    for engine in (True, False)
-    for stream in (False, True)
-]
+CASES = [(driver, engine, stream) for driver in sorted(DRIVERS) for engine in (True, False) for stream in (False, True)]
 SHARE_TOLERANCE = 0.05
 CACHED_REPORTED = frozenset(
     {
