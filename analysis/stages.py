@@ -15,6 +15,8 @@ values named by some rule), not once per span. Two refinements follow the tree:
   the SDK's start-up), the rule's ``prepare_stage``;
 - a span no rule matches below a span of one of the table's ``step_stages`` (tool, retrieval) is part of that
   step (the servers an MCP tool call reaches, a search backend) and takes its stage;
+- else, below a span of one of the table's ``same_service_stages`` (agent) of its own service, it is part of
+  that span's work (an agent loop's bookkeeping: persisting its conversation, reading its settings);
 - else, with an LLM call of its own service below it, it is that call's caller: the table's
   ``llm_caller_stage`` (``agent``: the application orchestrating model calls).
 
@@ -136,6 +138,7 @@ class RuleMatch:
     prepare_stage: IntArray
     llm_caller_stage: int
     step_stages: IntArray
+    same_service_stages: IntArray
 
     @property
     def call(self) -> BoolArray:
@@ -177,8 +180,17 @@ def match_rules(tree: SpanTree, rules: StageRules | None = None) -> RuleMatch:
     prepare_of = np.array([STAGES.index(r.prepare_stage) if r.prepare_stage else -1 for r in table.rules] + [-1])
     caller = STAGES.index(table.llm_caller_stage) if table.llm_caller_stage else -1
     steps = np.array([STAGES.index(stage) for stage in table.step_stages], dtype=np.int64)
+    owners = np.array([STAGES.index(stage) for stage in table.same_service_stages], dtype=np.int64)
     return RuleMatch(
-        rule, stage_of[rule], split_of[rule], traced_of[rule], transport_of[rule], prepare_of[rule], caller, steps
+        rule,
+        stage_of[rule],
+        split_of[rule],
+        traced_of[rule],
+        transport_of[rule],
+        prepare_of[rule],
+        caller,
+        steps,
+        owners,
     )
 
 
@@ -200,14 +212,21 @@ def refine(tree: SpanTree, matched: RuleMatch) -> Assignment:
     split[carries] = NO_SPLIT
     call[carries] = False
 
-    # A span no rule matched is part of the step (tool, retrieval) it serves, else the caller of an LLM call of
-    # its own service below it.
+    # A span no rule matched is part of the step (tool, retrieval) it serves, else of the agent span of its own
+    # service above it, else the caller of an LLM call of its own service below it.
     unmatched = matched.rule == _NO_RULE
     if matched.step_stages.size:
         step = ancestry.nearest_flagged(tree.parent, tree.depth, np.isin(stage, matched.step_stages))
         served = unmatched & (step >= 0)
         stage[served] = stage[step[served]]
         unmatched &= ~served
+    if matched.same_service_stages.size:
+        service = tree.spans["service_name"].to_numpy()
+        owner = ancestry.nearest_flagged(tree.parent, tree.depth, np.isin(stage, matched.same_service_stages))
+        owned = unmatched & (owner >= 0)
+        owned[owned] = service[owned] == service[owner[owned]]
+        stage[owned] = stage[owner[owned]]
+        unmatched &= ~owned
     if matched.llm_caller_stage >= 0:
         service = tree.spans["service_name"].to_numpy()
         calls = np.flatnonzero(call)

@@ -16,6 +16,12 @@ stream from the client's first read to its last (``record_streaming`` in logfire
 ``_internal/integrations/llm_providers/llm_provider.py``) and only then assembles the response's attributes and
 writes the log, which can take tens of ms (78 ms on a first call in ``tests/realworld``); the first read follows
 the SDK's return, so the client's work between the two is counted as the client's, not the call's.
+
+The Codex CLI reads a call's stream in a span of its own (``receiving_stream``, a stage rule's ``llm.stream``:
+stream time by the rule) beside the request's span, and reports the call's usage (GenAI semconv
+``gen_ai.usage.*``) on the handler of the response's last event below it (0.171.0, ``tests/realworld``). So the
+usage reported inside a span of an ``llm.stream`` rule that is no call moves to the trace's latest LLM call that
+ended at or before the reporting span started, as the call's own.
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
+from analysis import ancestry
+from analysis.ancestry import IntArray
 from analysis.genai import TOKEN_KEYS, USAGE_DETAILS_KEYS
 from analysis.ordering import comparable_times
 from analysis.spans import attribute
+from analysis.stage_rules import STAGES
 from analysis.stages import RuleMatch
 from analysis.tree import STREAMED, SpanTree, adjusted_tree
 from units import NS_PER_S
@@ -36,6 +45,7 @@ LOG_TYPE_KEY = "logfire.span_type"
 LOG_TYPE = "log"
 STREAM_DURATION_KEY = "duration"
 """Seconds the stream took, on Logfire's stream log."""
+STREAM_STAGE = "llm.stream"
 
 
 def attach_stream_logs(tree: SpanTree, matched: RuleMatch) -> SpanTree:
@@ -48,22 +58,8 @@ def attach_stream_logs(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     duration_ns = (duration_s * NS_PER_S).round().cast(pl.Int64).fill_null(0).to_numpy()
     marked = marked.fill_null(False).to_numpy() & duration_s.is_not_null().to_numpy()
     logs = marked & matched.call & (tree.parent >= 0) & (tree.end_ns == tree.start_ns)
-    log = np.flatnonzero(logs)
     calls = np.flatnonzero(matched.call & ~logs & (tree.parent >= 0))
-    if not log.size or not calls.size:
-        return tree
-    # The latest call of the same parent ending at or before each log, by one search over (parent, time) keys.
-    owners = np.concatenate([tree.trace[calls], tree.trace[log]])
-    times = np.concatenate([tree.end_ns[calls], tree.start_ns[log]])
-    (relative,), bound = comparable_times(owners, [times], int(tree.parent.max()) + 1)
-    call_key = tree.parent[calls] * bound + relative[: calls.size]
-    log_key = tree.parent[log] * bound + relative[calls.size :]
-    order = np.argsort(call_key, kind="stable")
-    calls, call_key = calls[order], call_key[order]
-    position = np.searchsorted(call_key, log_key, side="right") - 1
-    found = np.where(position >= 0, calls[np.maximum(position, 0)], -1)
-    keep = (found >= 0) & (tree.parent[np.maximum(found, 0)] == tree.parent[log])
-    log, call = log[keep], found[keep]
+    log, call = _latest_call_before(tree, calls, tree.parent, np.flatnonzero(logs))
     if not log.size:
         return tree
     parent = tree.parent.copy()
@@ -75,6 +71,41 @@ def attach_stream_logs(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     changed[log] = changed[call] = True
     spans = tree.spans.with_columns(_moved_usage(tree.spans["attributes"], log, call))
     return adjusted_tree(replace(tree, spans=spans), parent, changed, STREAMED, end_ns=end)
+
+
+def attach_stream_usage(tree: SpanTree, matched: RuleMatch) -> SpanTree:
+    """``tree`` with the usage reported inside a stream span moved to the call it streams (module docstring);
+    ``tree`` itself when there is none."""
+    stream = (matched.stage == STAGES.index(STREAM_STAGE)) & ~matched.call
+    if not stream.any():
+        return tree
+    usage_keys = [key for keys in TOKEN_KEYS.values() for key in keys]
+    reports = tree.spans.select(pl.any_horizontal(attribute(key).is_not_null() for key in usage_keys)).to_series()
+    inside = ancestry.nearest_flagged(tree.parent, tree.depth, stream) >= 0
+    bearers = np.flatnonzero(reports.fill_null(False).to_numpy() & inside & ~matched.call)
+    bearer, call = _latest_call_before(tree, np.flatnonzero(matched.call), tree.trace, bearers)
+    if not bearer.size:
+        return tree
+    spans = tree.spans.with_columns(_moved_usage(tree.spans["attributes"], bearer, call))
+    return replace(tree, spans=spans)
+
+
+def _latest_call_before(tree: SpanTree, calls: IntArray, group: IntArray, items: IntArray) -> tuple[IntArray, IntArray]:
+    """The items (span indices) that have one, each with the latest of ``calls`` of the same ``group`` (per span:
+    its parent, or its trace) ending at or before the item starts. One search over (group, time) keys."""
+    if not calls.size or not items.size:
+        return items[:0], items[:0]
+    owners = np.concatenate([tree.trace[calls], tree.trace[items]])
+    times = np.concatenate([tree.end_ns[calls], tree.start_ns[items]])
+    (relative,), bound = comparable_times(owners, [times], int(group.max()) + 1)
+    call_key = group[calls] * bound + relative[: calls.size]
+    item_key = group[items] * bound + relative[calls.size :]
+    order = np.argsort(call_key, kind="stable")
+    calls, call_key = calls[order], call_key[order]
+    position = np.searchsorted(call_key, item_key, side="right") - 1
+    found = np.where(position >= 0, calls[np.maximum(position, 0)], -1)
+    keep = (found >= 0) & (group[np.maximum(found, 0)] == group[items])
+    return items[keep], found[keep]
 
 
 def _moved_usage(attributes: pl.Series, log: np.ndarray, call: np.ndarray) -> pl.Series:

@@ -16,9 +16,10 @@ from analysis.critical_path import Sections, critical_path_sections
 from analysis.early_actions import adjust_early_actions
 from analysis.remote_spans import adjust_remote_spans
 from analysis.self_time import self_times
+from analysis.spawned_tasks import extend_to_spawned_tasks
 from analysis.stage_rules import StageRules, load_stage_rules
 from analysis.stages import Assignment, Pieces, RuleMatch, match_rules, pieces, refine
-from analysis.stream_logs import attach_stream_logs
+from analysis.stream_logs import attach_stream_logs, attach_stream_usage
 from analysis.tree import SpanTree, as_tree
 from analysis.wall_clock import Shares, wall_clock_shares
 from analysis.wrappers import adopt_wrapped_siblings
@@ -28,11 +29,12 @@ class TraceAnalysis:
     """Lazily computed analysis of the traces in one :class:`~analysis.tree.SpanTree`.
 
     :attr:`reported_tree` is the tree as the spans report it; :attr:`tree`, which every view reads, is that
-    tree after the adjusters (:mod:`analysis.stream_logs`, :mod:`analysis.remote_spans`,
-    :mod:`analysis.wrappers`), identical unless a stream log ends a call, a server span outlives its client span
-    or a childless wrapper span contains sibling work. Rules match spans
-    on the reported tree; what the tree refines (a traced LLM call, a request carrying a call) is read from the
-    analysis tree.
+    tree after the adjusters (:mod:`analysis.spawned_tasks`, :mod:`analysis.stream_logs`,
+    :mod:`analysis.remote_spans`, :mod:`analysis.wrappers`, :mod:`analysis.early_actions`), identical unless a
+    task outlives the span that started it, a stream log ends a call, a server span outlives its client span, a
+    childless wrapper span contains sibling work or a caller acts on an LLM call's answer before its span ends.
+    Rules match spans on the reported tree; what the tree refines (a traced LLM call, a request carrying a call)
+    is read from the analysis tree.
 
     Not thread-safe while its properties are first computed (they are cached on the instance); read-only
     afterwards.
@@ -49,12 +51,14 @@ class TraceAnalysis:
 
     @cached_property
     def tree(self) -> SpanTree:
-        """The analysis tree: :attr:`reported_tree` with streamed calls ended by their stream logs
+        """The analysis tree: :attr:`reported_tree` with the ancestors of spawned tasks ending with them
+        (:mod:`analysis.spawned_tasks`), streamed calls ended by their stream logs
         (:mod:`analysis.stream_logs`), server spans that outlive their client lifted or shifted
         (:mod:`analysis.remote_spans`), wrapped siblings under their wrappers (:mod:`analysis.wrappers`), then
         LLM calls cut, or given the step inside them, where their caller acted on their answer
         (:mod:`analysis.early_actions`)."""
-        streamed = attach_stream_logs(self.reported_tree, self.matched)
+        spawned = extend_to_spawned_tasks(self.reported_tree, self.matched)
+        streamed = attach_stream_usage(attach_stream_logs(spawned, self.matched), self.matched)
         wrapped = adopt_wrapped_siblings(adjust_remote_spans(streamed), self.matched)
         return adjust_early_actions(wrapped, self.matched)
 

@@ -49,16 +49,17 @@ ROOT_REASONS: tuple[RootReason, ...] = ("", "root", "orphan", "self_parent", "cy
 """Codes of :attr:`SpanTree.root_reason`, by position: ``""`` is a span with a resolved parent."""
 _CHILD, _ROOT, _ORPHAN, _SELF_PARENT, _CYCLE = range(5)
 
-Adjustment = Literal["", "wrapped", "lifted", "shifted", "streamed", "early_action"]
-ADJUSTMENTS: tuple[Adjustment, ...] = ("", "wrapped", "lifted", "shifted", "streamed", "early_action")
+Adjustment = Literal["", "wrapped", "lifted", "shifted", "streamed", "early_action", "spawned"]
+ADJUSTMENTS: tuple[Adjustment, ...] = ("", "wrapped", "lifted", "shifted", "streamed", "early_action", "spawned")
 """Codes of :attr:`SpanTree.adjustment`, by position: ``wrapped``, analysed under a childless sibling that
 contains it (:mod:`analysis.wrappers`); ``lifted``, a server span that outlives its client span analysed under
 the caller's enclosing span, ``shifted``, a server span moved into its client span against clock skew
 (:mod:`analysis.remote_spans`); ``streamed``, an LLM call extended to the end of its stream, as a stream log
 reports it, or the log moved under its call (:mod:`analysis.stream_logs`); ``early_action``, an LLM call
 ended where its caller started a step on its answer that outlives it, or such a step inside a childless call
-analysed as the call's child (:mod:`analysis.early_actions`)."""
-WRAPPED, LIFTED, SHIFTED, STREAMED, EARLY_ACTION = 1, 2, 3, 4, 5
+analysed as the call's child (:mod:`analysis.early_actions`); ``spawned``, a task that outlives the span that
+started it, or an ancestor of it analysed as ending with it (:mod:`analysis.spawned_tasks`)."""
+WRAPPED, LIFTED, SHIFTED, STREAMED, EARLY_ACTION, SPAWNED = 1, 2, 3, 4, 5, 6
 
 FOLLOWS_FROM_KEY = "opentracing.ref_type"
 FOLLOWS_FROM_VALUE = "follows_from"

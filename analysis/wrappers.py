@@ -25,7 +25,9 @@ S's, and W ranks before S (longer, then earlier, then first in span order, so tw
 And for an LLM call W that has children: once the request carrying it (a child of the kinds above) has ended, a
 sibling S starting after that end and lying inside W is work the caller ran while W's span stayed open (the
 Vercel AI SDK runs a streamed step's tools before it closes ``ai.streamText.doStream``; tests/realworld), and W
-adopts it: the model's time ended with its request.
+adopts it: the model's time ended with its request. Likewise for a span that reads a call's stream (a span of an
+``llm.stream`` rule that is no call, with children: the Codex CLI's ``receiving_stream`` > ``handle_responses``,
+which stays open while the turn runs the tools the answer asked for) once its last child has ended.
 
 S is then analysed as W's child, so W's own time is only what S leaves uncovered (and a detached call's request
 carries it, or its engine spans trace it, as if the instrumentation had nested them). Among several spans that
@@ -48,6 +50,7 @@ from analysis.tree import WRAPPED, SpanTree, adjusted_tree
 
 WORK_STAGES = frozenset({"network", "retrieval", "tool", *(stage for stage in STAGES if stage.startswith("llm."))})
 """Stages whose spans are work themselves, never wrappers."""
+STREAM_STAGE = "llm.stream"
 WRAPPER_KINDS = ("Internal", "Server", "Unspecified")
 CONTAINED_SHARE = 0.9
 """Share of a sibling's interval a wrapper must cover to adopt it (a little overhang either side is usual)."""
@@ -62,6 +65,7 @@ def adopt_wrapped_siblings(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     attached = (tree.parent >= 0) & ~tree.follows_from & ~tree.clamped.dropped
     eligible = attached & kinds & ~work & (matched.split == NO_SPLIT)
     call = attached & matched.call
+    reader = attached & (matched.stage == STAGES.index(STREAM_STAGE)) & (matched.split == NO_SPLIT)
     request = matched.transport | (matched.split != NO_SPLIT)
     low, high = tree.clamped.start_ns, tree.clamped.end_ns
     rank = np.empty(tree.size, dtype=np.int64)
@@ -76,7 +80,10 @@ def adopt_wrapped_siblings(tree: SpanTree, matched: RuleMatch) -> SpanTree:
         request_end = np.full(tree.size, -1, dtype=np.int64)
         carrying = np.flatnonzero(request & (parent >= 0))
         np.maximum.at(request_end, parent[carrying], high[carrying])
-        finished = call & (request_end >= 0)
+        read = reader & has_children
+        children = np.flatnonzero(read[np.maximum(parent, 0)] & (parent >= 0))
+        np.maximum.at(request_end, parent[children], high[children])
+        finished = (call | read) & (request_end >= 0)
         adopters = Adopters(wrapper, detached, finished, request_end)
         child, by = _containments(tree.trace, parent, (low, high, rank), adopters, attached & ~wrapper, request)
         if not child.size:

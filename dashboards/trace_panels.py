@@ -54,6 +54,9 @@ ADJUSTMENT_NOTES = {
     "analysed under its call (analysis.stream_logs); the end shown is the adjusted one",
     "early_action": "an LLM call its caller acted on before the call's span ended: the call ended where that "
     "step began, or the step analysed under the call (analysis.early_actions); times shown are the adjusted ones",
+    "spawned": "a task that outlives the span that started it (the request's work run after the answer), or a "
+    "span analysed as ending when such a task below it ends (analysis.spawned_tasks); the end shown is the "
+    "adjusted one",
 }
 """What each adjuster did to a span (``analysis.tree.ADJUSTMENTS``), in words, for the span detail."""
 

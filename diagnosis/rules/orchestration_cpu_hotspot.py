@@ -95,6 +95,7 @@ class OrchestrationCpuHotspot(Rule[OrchestrationCpuHotspotConfig]):
         orchestrators = spans.filter(pl.col("stage").is_in(config.orchestrator_stages))["service_name"].unique()
         excluded = spans["stage"].is_in(config.exclude_under_stages).to_numpy()
         under_excluded = nearest_marked(ctx.parent, excluded) >= 0
+        waits = pl.col("name").str.contains(glob_regex(config.wait_names)) if config.wait_names else pl.lit(False)
         candidates = spans.filter(
             pl.Series(~under_excluded)
             & pl.col("in_request")
@@ -102,7 +103,7 @@ class OrchestrationCpuHotspot(Rule[OrchestrationCpuHotspotConfig]):
             & pl.col("stage").is_in(config.stages)
             & pl.col("kind").is_in(config.span_kinds)
             & ~has_any_attribute(config.io_attributes)
-            & ~pl.col("name").str.contains(glob_regex(config.wait_names) if config.wait_names else "$^")
+            & ~waits
             & ((pl.col("child_count") == 0) | (not config.leaf_only))
         )
         threshold_ns = config.self_ms_warning * NS_PER_MS

@@ -28,27 +28,29 @@ Run: ``python -m instrumented_stack.realclients.claude_code --out tests/realworl
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-from instrumented_stack.realclients.emulator import MODEL, emulator_config, serve_emulator
-from instrumented_stack.realclients.otlp_sink import OtlpSink, create_sink_app
-from instrumented_stack.realclients.recording_proxy import RecordingProxy
+from instrumented_stack.realclients.cli_capture import (
+    CaptureResult,
+    Span,
+    parse_cli_arguments,
+    proxied_emulator,
+    run_with_sink,
+    string_attribute,
+    wait_for_traces,
+    write_capture,
+)
+from instrumented_stack.realclients.emulator import MODEL, emulator_config
+from instrumented_stack.realclients.otlp_sink import OtlpSink
+from instrumented_stack.realclients.recording_proxy import MESSAGES_PATHS
 from instrumented_stack.realclients.truth import TruthRecorder
-from instrumented_stack.serving import ThreadedServer, bind_loopback
-from instrumented_stack.telemetry import otlp_traces_url
 
 ENV_CLAUDE = "HOTSPAN_CLAUDE_CODE"
 TOOLS = "Bash,Edit,Read"
@@ -60,20 +62,11 @@ QUESTIONS = (
 ORDERS = "order 41 shipped 2026-11-28\norder 42 delayed: carrier strike\norder 43 refund pending\n"
 SESSION_KEY = "session.id"
 TIMEOUT_S = 120.0
-EXPORT_WAIT_S = 20.0
 
 
 def find_claude(given: str | None = None) -> str | None:
     """The ``claude`` executable: ``given``, else ``$HOTSPAN_CLAUDE_CODE``, else ``claude`` on the PATH."""
     return given or os.environ.get(ENV_CLAUDE) or shutil.which("claude")
-
-
-@dataclass(frozen=True)
-class CaptureResult:
-    """A run's capture (OTLP/JSON of the turns' traces and the engine's) and its truth (JSON-ready)."""
-
-    capture: dict
-    truth: dict
 
 
 def capture_turns(claude: str, otlp_endpoint: str, sink: OtlpSink, requests: int) -> CaptureResult:
@@ -90,30 +83,25 @@ def capture_turns(claude: str, otlp_endpoint: str, sink: OtlpSink, requests: int
         RuntimeError: the CLI failed, or a turn's spans did not arrive within ``EXPORT_WAIT_S`` seconds.
     """
     recorder = TruthRecorder()
-    engine_spans = BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_traces_url(otlp_endpoint)))
     version = subprocess.run([claude, "--version"], capture_output=True, text=True, check=True).stdout.split()[0]
     sessions: list[str] = []
     process_ns: list[int] = []
-    with serve_emulator(emulator_config(engine_spans=True), engine_spans) as llm_url:
-        proxy = RecordingProxy(llm_url, recorder)
-        server = ThreadedServer(proxy.app(), bind_loopback(), name="claude-code-proxy")
-        server.start()
-        try:
-            with tempfile.TemporaryDirectory() as scratch:
-                work, home = Path(scratch) / "work", Path(scratch) / "home"
-                work.mkdir()
-                home.mkdir()
-                (work / "orders.txt").write_text(ORDERS, encoding="utf-8")
-                for index in range(requests):
-                    session = str(uuid.uuid4())
-                    with recorder.request(session) as truth:
-                        result = _turn(claude, server.url, otlp_endpoint, work, home, session, QUESTIONS[index % 3])
-                    process_ns.append(truth.e2e_ns)
-                    truth.e2e_ns = int(result["duration_ms"]) * 1_000_000
-                    sessions.append(session)
-        finally:
-            server.stop()
-    trace_of = _wait_for_sessions(sink, set(sessions))
+    with (
+        proxied_emulator(emulator_config(engine_spans=True), otlp_endpoint, recorder, MESSAGES_PATHS) as (proxy, url),
+        tempfile.TemporaryDirectory() as scratch,
+    ):
+        work, home = Path(scratch) / "work", Path(scratch) / "home"
+        work.mkdir()
+        home.mkdir()
+        (work / "orders.txt").write_text(ORDERS, encoding="utf-8")
+        for index in range(requests):
+            session = str(uuid.uuid4())
+            with recorder.request(session) as truth:
+                result = _turn(claude, url, otlp_endpoint, work, home, session, QUESTIONS[index % 3])
+            process_ns.append(truth.e2e_ns)
+            truth.e2e_ns = int(result["duration_ms"]) * 1_000_000
+            sessions.append(session)
+    trace_of = wait_for_traces(sink, set(sessions), _interaction_session)
     for truth in recorder.requests:
         truth.trace_id = trace_of[truth.trace_id]
     meta = {
@@ -166,46 +154,19 @@ def _turn(claude: str, base_url: str, otlp: str, work: Path, home: Path, session
     return result
 
 
-def _wait_for_sessions(sink: OtlpSink, sessions: set[str]) -> dict[str, str]:
-    """session id -> trace id of its ``*.interaction`` span, once every session's has arrived."""
-    deadline = time.monotonic() + EXPORT_WAIT_S
-    while True:
-        found: dict[str, str] = {}
-        for resource in sink.otlp_json()["resourceSpans"]:
-            for scope in resource["scopeSpans"]:
-                for span in scope["spans"]:
-                    attributes = {item["key"]: item["value"] for item in span.get("attributes", [])}
-                    session = attributes.get(SESSION_KEY, {}).get("stringValue")
-                    if session in sessions and span["name"].endswith(".interaction"):
-                        found[session] = span["traceId"]
-        if len(found) == len(sessions):
-            return found
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no interaction span for sessions {sorted(sessions - found.keys())}")
-        time.sleep(0.2)
+def _interaction_session(span: Span) -> str | None:
+    """The session of a turn's ``*.interaction`` span (``None`` for any other span)."""
+    return string_attribute(span, SESSION_KEY) if span["name"].endswith(".interaction") else None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Write ``capture.json`` and ``capture.truth.json`` into ``--out``; exit status 1 without the CLI."""
-    parser = argparse.ArgumentParser(prog="python -m instrumented_stack.realclients.claude_code")
-    parser.add_argument("--out", type=Path, required=True, help="folder for capture.json and capture.truth.json")
-    parser.add_argument("--claude", help=f"the claude CLI (default: ${ENV_CLAUDE}, else claude on the PATH)")
-    parser.add_argument("--requests", type=int, default=3, help="turns to run (default 3)")
-    args = parser.parse_args(argv)
-    claude = find_claude(args.claude)
-    if claude is None:
-        print(f"no claude CLI: pass --claude or set {ENV_CLAUDE} (see this module's docstring)", file=sys.stderr)
+    parsed = parse_cli_arguments(argv, __spec__.name, "claude", 3, find_claude)
+    if parsed is None:
         return 1
-    sink = OtlpSink()
-    receiver = ThreadedServer(create_sink_app(sink), bind_loopback(), name="otlp-sink")
-    receiver.start()
-    try:
-        result = capture_turns(claude, receiver.url, sink, args.requests)
-    finally:
-        receiver.stop()
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "capture.json").write_text(json.dumps(result.capture, indent=1) + "\n", encoding="utf-8")
-    (args.out / "capture.truth.json").write_text(json.dumps(result.truth, indent=2) + "\n", encoding="utf-8")
+    args, claude = parsed
+    result = run_with_sink(lambda endpoint, sink: capture_turns(claude, endpoint, sink, args.requests))
+    write_capture(result, args.out / "capture")
     shares = [round(request["llm_share"], 3) for request in result.truth["requests"]]
     print(f"claude_code {len(shares)} turns llm_share={shares}", flush=True)
     return 0

@@ -1,12 +1,12 @@
 """A reverse proxy that times every LLM request on the wire, for clients whose HTTP stack cannot be wrapped.
 
-A program that is not Python or Node we can hook (the Claude Code CLI, a single native binary) is pointed at
-this proxy instead of the emulator. Each request is forwarded with ``httpx`` and its response streamed back
-chunk by chunk; the attempt (:class:`~instrumented_stack.realclients.truth.LlmAttempt`) starts when the
-request has arrived, ``headers_ns`` when the emulator's response headers do, ``first_byte_ns`` at the first
-body chunk and ``end_ns`` once the last chunk has been handed back; token counts are read from the body
-(:func:`~instrumented_stack.realclients.truth.record_usage`). No span is read or written here; whether
-the client sent a ``traceparent`` is recorded (:attr:`RecordingProxy.traceparents`).
+A program that is not Python or Node we can hook (the Claude Code CLI, a single native binary) is pointed at this
+proxy instead of the emulator. Each request is forwarded with ``httpx`` and its response streamed back chunk by
+chunk; the attempt (:class:`~instrumented_stack.realclients.truth.LlmAttempt`) starts when the request's headers
+have arrived (its body, tens of kB for an agent's prompt, is still in flight), ``headers_ns`` when the emulator's
+response headers do, ``first_byte_ns`` at the first body chunk and ``end_ns`` once the last chunk has been handed
+back; token counts are read from the body (:func:`~instrumented_stack.realclients.truth.record_usage`). No span is
+read or written here; whether the client sent a ``traceparent`` is recorded (:attr:`RecordingProxy.traceparents`).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ class RecordingProxy:
         return Starlette(routes=[Route("/{path:path}", self._forward, methods=methods)])
 
     async def _forward(self, request: Request) -> StreamingResponse:
-        body = await request.body()
         path = request.url.path
         attempt = self._recorder.begin_attempt(path) if path in self._recorded else None
+        body = await request.body()
         with self._lock:
             self.requests += 1
             self.traceparents += "traceparent" in request.headers

@@ -164,8 +164,10 @@ def record_usage(attempt: LlmAttempt, body: bytes) -> None:
     (JSON, or SSE ``data:`` chunks; ``usage.prompt_tokens``, ``prompt_tokens_details.cached_tokens``, the last
     ``finish_reason``) or an Anthropic Messages body (JSON, or the stream's ``message_start`` / ``message_delta``
     usage, the later counts winning; prompt tokens = ``input_tokens + cache_read_input_tokens +
-    cache_creation_input_tokens``, cached = ``cache_read_input_tokens``, finish reason = ``stop_reason``).
-    Leaves them ``None`` for a body that is neither (an error page)."""
+    cache_creation_input_tokens``, cached = ``cache_read_input_tokens``, finish reason = ``stop_reason``) or an
+    OpenAI Responses body (JSON, or the stream's last ``response.*`` event carrying the response: ``usage.
+    input_tokens``, ``input_tokens_details.cached_tokens``, ``output_tokens``, finish reason = ``status``).
+    Leaves them ``None`` for a body that is none of these (an error page)."""
     try:
         if attempt.streamed:
             lines = (line[6:] for line in body.splitlines() if line.startswith(b"data: "))
@@ -176,6 +178,10 @@ def record_usage(attempt: LlmAttempt, body: bytes) -> None:
         return
     if any(payload.get("type") in ("message", "message_start") for payload in payloads):
         _record_messages_usage(attempt, payloads)
+        return
+    responses = [p.get("response", p) for p in payloads if p.get("object") == "response" or "response" in p]
+    if responses:
+        _record_responses_usage(attempt, responses[-1])
         return
     usage = next((p["usage"] for p in reversed(payloads) if p.get("usage")), None)
     reasons = [c["finish_reason"] for p in payloads for c in p.get("choices") or () if c.get("finish_reason")]
@@ -198,3 +204,12 @@ def _record_messages_usage(attempt: LlmAttempt, payloads: list[dict[str, Any]]) 
         attempt.prompt_tokens = usage["input_tokens"] + cached + usage.get("cache_creation_input_tokens", 0)
         attempt.completion_tokens = usage.get("output_tokens")
         attempt.cached_tokens = cached
+
+
+def _record_responses_usage(attempt: LlmAttempt, response: dict[str, Any]) -> None:
+    usage = response.get("usage") or {}
+    attempt.finish_reason = response.get("status")
+    if "input_tokens" in usage:
+        attempt.prompt_tokens = usage["input_tokens"]
+        attempt.completion_tokens = usage.get("output_tokens")
+        attempt.cached_tokens = (usage.get("input_tokens_details") or {}).get("cached_tokens")

@@ -3,11 +3,13 @@ LLM-call refinements of analysis.stages (the request carrying a call, the caller
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 import pytest
 from analysis_support import T0, S, by_span, frame
 
-from analysis import stage_breakdown, wall_clock_breakdown
+from analysis import request_summary, stage_breakdown, wall_clock_breakdown
 from analysis.stages import stage_pieces
 from analysis.trace_analysis import analyze
 from units import NS_PER_MS as MS
@@ -135,6 +137,80 @@ def test_a_logfire_stream_log_ends_its_call_where_the_stream_ended() -> None:
     ]
     assert adjustments(spans) == {"chat": ("streamed", "agent"), "log": ("streamed", "chat")}
     assert breakdown(spans) == {"agent": 30, "llm.call": 70}
+
+
+def spawned_turn() -> list[S]:
+    # Codex's shape: the app server answers turn/start in 20 ms; the turn it spawned (below the dispatch span,
+    # which ended at the spawn) runs to 1000 ms: one model call [100, 900] and the agent's own time around it.
+    return [
+        S("rpc", "", 0, 20 * MS, "turn/start", "codex", "Server"),
+        S("dispatch", "rpc", 5 * MS, 18 * MS, "op.dispatch.turn_input", "codex"),
+        S("turn", "dispatch", 17 * MS, 1000 * MS, "session_task.turn", "codex"),
+        S("chat", "turn", 100 * MS, 900 * MS, "chat m", "codex", "Client", {"gen_ai.operation.name": "chat"}),
+    ]
+
+
+def test_a_spawned_task_that_outlives_its_parent_is_the_requests_time() -> None:
+    spans = spawned_turn()
+    assert adjustments(spans) == {
+        "rpc": ("spawned", ""),
+        "dispatch": ("spawned", "rpc"),
+        "turn": ("spawned", "dispatch"),
+    }
+    # Jaeger UI's rule would cut the turn at 18 ms and read the request as its 20 ms answer, no model time.
+    assert breakdown(spans) == {"agent": 200, "llm.call": 800}
+    wall = wall_clock_breakdown(frame(spans))
+    assert {row["stage"]: round(row["duration_ns"] / MS) for row in wall.iter_rows(named=True)} == {
+        "agent": 200,
+        "llm.call": 800,
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"end": 30 * MS}, "outlives its parent (13 ms) by less than the parent's own duration"),
+        ({"service": "worker"}, "another service's span is a remote span, not a task"),
+        ({"kind": "Server"}, "a server span is remote_spans' to place"),
+    ],
+)
+def test_a_child_that_overflows_its_parent_a_little_stays_cut_to_it(change: dict[str, object], why: str) -> None:
+    spans = [replace(span, **change) if span.span_id == "turn" else span for span in spawned_turn()]
+    assert "spawned" not in {adjustment for adjustment, _ in adjustments(spans).values()}, why
+
+
+def test_a_task_without_a_model_call_is_work_the_caller_does_not_wait_for() -> None:
+    spans = [span for span in spawned_turn() if span.span_id != "chat"]
+    assert adjustments(spans) == {}
+    assert breakdown(spans) == {"agent": 13, "other": 7}  # the request is its 20 ms answer
+
+
+def codex_sampling(usage: bool = True) -> list[S]:
+    # try_run_sampling_request: the request to the model [0, 10] (ends at the headers), the stream read in a
+    # sibling [10, 100] whose last event [70, 80] reports the usage; the tool the answer asked for runs [82, 95]
+    # while the stream reader stays open.
+    reported = {"gen_ai.usage.input_tokens": "100", "gen_ai.usage.output_tokens": "7"} if usage else {}
+    return [
+        S("try", "", 0, 100 * MS, "try_run_sampling_request", "codex"),
+        S("req", "try", 0, 10 * MS, "model_client.stream_responses_api", "codex", attributes={"wire_api": "responses"}),
+        S("read", "try", 10 * MS, 100 * MS, "receiving_stream", "codex"),
+        S("ev1", "read", 10 * MS, 11 * MS, "handle_responses", "codex"),
+        S("ev2", "read", 70 * MS, 80 * MS, "handle_responses", "codex", attributes=reported),
+        S("tool", "try", 82 * MS, 95 * MS, "handle_tool_call", "codex"),
+    ]
+
+
+def test_a_stream_reader_adopts_the_tool_run_after_its_last_event() -> None:
+    spans = codex_sampling()
+    assert adjustments(spans) == {"tool": ("wrapped", "read")}
+    # Without the adoption the reader, which ends last, would give the tool's 13 ms to the stream.
+    assert breakdown(spans) == {"llm.call": 10, "llm.stream": 77, "tool": 13}
+
+
+def test_the_usage_reported_inside_a_stream_reader_is_its_calls() -> None:
+    summary = request_summary(frame(codex_sampling())).row(0, named=True)
+    assert (summary["llm_calls"], summary["input_tokens"], summary["output_tokens"]) == (1, 100, 7)
+    assert request_summary(frame(codex_sampling(usage=False)))["input_tokens"].to_list() == [0]
 
 
 def test_a_server_span_off_by_clock_skew_is_moved_into_its_client() -> None:

@@ -82,6 +82,8 @@ REALISTIC = [
         "output_parsing",
     ),
     (S("misc", "inv", 966, 970, "cache.lookup", "billing"), "other"),
+    # No rule knows it, but it runs below the agent span of its own service: the agent loop's bookkeeping.
+    (S("own", "inv", 966, 970, "persist_rollout_items", "agent"), "agent"),
     (S("tsrv", "inv", 971, 980, "POST /v1/tools/{name}", "tools", "Server", {"http.method": "POST"}), "tool"),
     (S("rsrv", "inv", 981, 990, "POST /v1/search", "retriever", "Server", {"http.method": "POST"}), "retrieval"),
 ]

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
+import polars as pl
 
+from analysis import STAGES, analyze, stage_breakdown_wide, wall_clock_breakdown
+from analysis.stage_rules import LLM_STAGES
+from collector.ingest import Ingestor
 from instrumented_stack.realclients.common import ROOT_SPAN_NAME
 from instrumented_stack.realclients.harness import DriverResult
+from storage.reader import ClickHouseTraceReader
+from storage.tenancy import ALL_TENANTS
+from testkit import ingest_otlp_json_file
 
 Span = dict[str, Any]
 LiveRun = tuple[DriverResult, dict[str, list[Span]]]
@@ -178,3 +187,44 @@ def spans_from_otlp_json(document: dict[str, Any]) -> dict[str, list[Span]]:
 def _value(value: dict[str, Any]) -> str:
     (kind, raw), *_ = value.items() if value else (("stringValue", ""),)
     return raw if kind == "stringValue" else str(raw)
+
+
+@dataclass(frozen=True)
+class CliShares:
+    """A CLI capture's LLM share of end-to-end time, summed over its turns: Hotspan's critical-path view
+    (``critical``) and wall-clock view (``wall``), and the wire's (``truth``)."""
+
+    critical: float
+    wall: float
+    truth: float
+
+
+def check_cli_capture(
+    path: Path, truth: dict[str, Any], ingestor: Ingestor, reader: ClickHouseTraceReader
+) -> CliShares:
+    """Store a native CLI's capture (``claude_code``, ``codex_cli``) through the real decode path, analyse its
+    turns, and hold each against the recording proxy's truth: ``other`` at most 5 % of the turn, as many model
+    calls as requests on the wire, and the served requests' input (cache reads included), output and cached
+    tokens. Returns the shares for the caller's tolerance."""
+    assert all(result.rejected == 0 for result in ingest_otlp_json_file(ingestor, path))
+    ids = [request["trace_id"] for request in truth["requests"]]
+    analysis = analyze(pl.concat([reader.trace(trace_id, tenant=ALL_TENANTS) for trace_id in ids]))
+    wide = {row["trace_id"]: row for row in stage_breakdown_wide(analysis).iter_rows(named=True)}
+    wall = wall_clock_breakdown(analysis).filter(pl.col("stage").cast(pl.String).is_in(LLM_STAGES))
+    wall_llm = wall.group_by("trace_id").agg(pl.col("duration_ns").sum()).rows_by_key("trace_id", unique=True)
+    llm_ns = wall_ns = e2e_ns = truth_llm_ns = truth_e2e_ns = 0
+    for request in truth["requests"]:
+        row = wide[request["trace_id"]]
+        breakdown = {stage: round(row[f"{stage}_ns"] / row["duration_ns"], 3) for stage in STAGES if row[f"{stage}_ns"]}
+        assert row["other_ns"] <= 0.05 * row["duration_ns"], breakdown
+        assert row["llm_calls"] == request["llm_calls"]
+        served = [attempt for attempt in request["llm_attempts"] if attempt["status"] == 200]
+        assert row["input_tokens"] == sum(attempt["prompt_tokens"] for attempt in served), breakdown
+        assert row["output_tokens"] == sum(attempt["completion_tokens"] for attempt in served)
+        assert row["cached_input_tokens"] == sum(attempt["cached_tokens"] for attempt in served)
+        llm_ns += sum(row[f"{stage}_ns"] for stage in LLM_STAGES)
+        wall_ns += wall_llm[request["trace_id"]][0]
+        e2e_ns += row["duration_ns"]
+        truth_llm_ns += request["llm_in_flight_ns"]
+        truth_e2e_ns += request["e2e_ns"]
+    return CliShares(llm_ns / e2e_ns, wall_ns / e2e_ns, truth_llm_ns / truth_e2e_ns)

@@ -1,7 +1,7 @@
-"""The client-side causes on stored traces that show none of their faults: the golden captures of seven real
-instrumentation libraries (``captures/``, clean runs, engine spans on and off, streaming or not) and the public
-GenAI / agent captures (``public/``). Each file goes through the real importer into chDB under its own tenant and
-``diagnose_window`` reads it back, as the API would.
+"""The client-side causes on stored traces that show none of their faults: the golden captures of the real
+instrumentation libraries and of the Codex CLI (``captures/``, clean runs, engine spans on and off, streaming or
+not) and the public GenAI / agent captures (``public/``). Each file goes through the real importer into chDB under
+its own tenant and ``diagnose_window`` reads it back, as the API would.
 
 Nothing is raised on the captures. On the public files the only client-side finding is ``llm_bound`` on the two
 whose requests are model calls and nothing else (Vercel AI SDK: ``ai.generateText`` around its one
@@ -33,7 +33,7 @@ CAPTURES = [
     for driver in sorted(DRIVERS)
     for engine in (True, False)
     for stream in (False, True)
-]
+] + [HERE / "captures" / "codex" / f"{capture_name(engine, stream=True)}.json" for engine in (True, False)]
 PUBLIC = sorted(path for path in (HERE / "public").iterdir() if path.suffix == ".json")
 MODEL_CALL_NAMES = {
     "vercel_ai_sdk_v6.derived.otlp.json": (

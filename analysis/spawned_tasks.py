@@ -1,0 +1,91 @@
+"""An adjuster for requests whose work runs in a task that outlives the span that started it.
+
+A server can answer a request at once and do the work in a task it spawned (``tokio::spawn``,
+``asyncio.create_task``, a goroutine) that carries the request's trace context: the Codex CLI's app server
+answers the JSON-RPC ``turn/start`` in ~20 ms and runs the whole turn, every model request and tool, in
+``session_task.turn``, a span whose parent ``codex.turn_input`` ended at the spawn (Codex 0.171.0,
+``tests/realworld/captures/codex``). Jaeger UI's critical path cuts overflowing children to their parent
+(``sanitizeOverFlowingChildren``), so the request would read as its 20 ms answer and none of its work, while
+the trace's duration as Jaeger and Tempo show it (earliest start to latest end) is the turn's.
+
+Rule (Hotspan's): a span T is a **spawned task** of its parent P when both are of one service, T is INTERNAL
+or UNSPECIFIED and not a FOLLOWS_FROM child, T starts within P, T ends after P by more than P's own duration and
+more than :data:`MIN_OVERHANG_NS` (most of T's life comes after P returned: a clock or rounding error between
+spans of one process is far smaller), and an LLM call (a stage rule's call or an engine span) lies at or below
+T. Then P and each ancestor ending before T are analysed as ending when T ends, so every view reads the
+request's time up to the task's end. A task that runs the request's model calls is the request's work (Codex's
+turn, an agent server's background run); work without one that outlives the request (a flush, a notification)
+is what the caller does not wait for, and stays cut to its parent as in Jaeger UI, as does a child that
+overflows its parent by less (the trace page then says the Stages page counts the root span's time). Remote
+spans (another service, or a SERVER span) are :mod:`analysis.remote_spans`' to place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.ancestry import BoolArray, IntArray
+from analysis.stages import NO_SPLIT, RuleMatch
+from analysis.tree import SPAWNED, SpanTree, adjusted_tree
+from units import NS_PER_MS
+
+MIN_OVERHANG_NS = NS_PER_MS
+"""Least overhang (ns) of a spawned task past its parent's end: the OTel JS SDK's millisecond starts can make
+a child seem to end up to 1 ms after its parent (tests/realworld/README.md, "Timestamps")."""
+TASK_KINDS = ("Internal", "Unspecified")
+
+
+def extend_to_spawned_tasks(tree: SpanTree, matched: RuleMatch) -> SpanTree:
+    """``tree`` with the ancestors of spawned tasks ending when their tasks end (module docstring); ``tree``
+    itself when no task outlives its parent so. ``matched`` is the rule match of ``tree``'s spans."""
+    parent = tree.parent
+    has_parent = parent >= 0
+    above = np.where(has_parent, parent, 0)
+    services = tree.spans["service_name"].to_numpy()
+    kinds = tree.spans["kind"].is_in(TASK_KINDS).to_numpy()
+    start, end = tree.start_ns, tree.end_ns
+    overhang = end - end[above]
+    task = (
+        has_parent
+        & kinds
+        & ~tree.follows_from
+        & (services == services[above])
+        & (start >= start[above])
+        & (start <= end[above])
+        & (overhang > MIN_OVERHANG_NS)
+        & (overhang > end[above] - start[above])
+    )
+    if not task.any():
+        return tree
+    task &= _with_a_call_below(parent, matched.split != NO_SPLIT)
+    if not task.any():
+        return tree
+    needed = _ends_needed(parent, end, np.flatnonzero(task))
+    extended = needed > end
+    return adjusted_tree(tree, parent, extended | task, SPAWNED, end_ns=np.maximum(end, needed))
+
+
+def _ends_needed(parent: IntArray, end: IntArray, tasks: IntArray) -> IntArray:
+    """Per span, the latest end (ns) of a spawned task below it that it must cover (-1 where none): the tasks'
+    ends carried up their ancestor chains, stopping at an ancestor that already ends later."""
+    needed = np.full(parent.size, -1, dtype=np.int64)
+    needed[tasks] = end[tasks]
+    rising = tasks
+    while rising.size:
+        rising = rising[parent[rising] >= 0]
+        above = parent[rising]
+        np.maximum.at(needed, above, needed[rising])
+        rising = np.unique(above[needed[above] > end[above]])
+    return needed
+
+
+def _with_a_call_below(parent: IntArray, call: BoolArray) -> BoolArray:
+    """Per span, whether ``call`` holds for it or a span below it."""
+    marked = np.zeros(parent.size, dtype=bool)
+    reached = np.flatnonzero(call)
+    while reached.size:
+        marked[reached] = True
+        reached = parent[reached]
+        reached = np.unique(reached[reached >= 0])
+        reached = reached[~marked[reached]]
+    return marked
