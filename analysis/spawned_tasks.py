@@ -41,20 +41,25 @@ def extend_to_spawned_tasks(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     parent = tree.parent
     has_parent = parent >= 0
     above = np.where(has_parent, parent, 0)
-    services = tree.spans["service_name"].to_numpy()
-    kinds = tree.spans["kind"].is_in(TASK_KINDS).to_numpy()
     start, end = tree.start_ns, tree.end_ns
     overhang = end - end[above]
-    task = (
+    outlives = (
         has_parent
-        & kinds
         & ~tree.follows_from
-        & (services == services[above])
         & (start >= start[above])
         & (start <= end[above])
         & (overhang > MIN_OVERHANG_NS)
         & (overhang > end[above] - start[above])
     )
+    if not outlives.any():
+        return tree
+    # Names and kinds are read for the few spans that outlive their parent so, not for every span.
+    candidates = np.flatnonzero(outlives)
+    services = tree.spans["service_name"]
+    same = (services.gather(candidates) == services.gather(above[candidates])).to_numpy()
+    internal = tree.spans["kind"].gather(candidates).is_in(TASK_KINDS).to_numpy()
+    task = np.zeros(tree.size, dtype=bool)
+    task[candidates[same & internal]] = True
     if not task.any():
         return tree
     task &= _with_a_call_below(parent, matched.split != NO_SPLIT)

@@ -220,15 +220,14 @@ def refine(tree: SpanTree, matched: RuleMatch) -> Assignment:
         served = unmatched & (step >= 0)
         stage[served] = stage[step[served]]
         unmatched &= ~served
+    service = tree.spans["service_name"].to_numpy()
     if matched.same_service_stages.size:
-        service = tree.spans["service_name"].to_numpy()
         owner = ancestry.nearest_flagged(tree.parent, tree.depth, np.isin(stage, matched.same_service_stages))
         owned = unmatched & (owner >= 0)
         owned[owned] = service[owned] == service[owner[owned]]
         stage[owned] = stage[owner[owned]]
         unmatched &= ~owned
     if matched.llm_caller_stage >= 0:
-        service = tree.spans["service_name"].to_numpy()
         calls = np.flatnonzero(call)
         callers = np.zeros(tree.size, dtype=bool)
         reached = tree.parent[calls]
