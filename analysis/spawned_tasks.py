@@ -2,18 +2,19 @@
 
 A server can answer a request at once and do the work in a task it spawned (``tokio::spawn``,
 ``asyncio.create_task``, a goroutine) that carries the request's trace context: the Codex CLI's app server
-answers the JSON-RPC ``turn/start`` in ~20 ms and runs the whole turn, every model request and tool, in
+answers the JSON-RPC ``turn/start`` in 11-16 ms and runs the whole turn, every model request and tool, in
 ``session_task.turn``, a span whose parent ``codex.turn_input`` ended at the spawn (Codex 0.171.0,
 ``tests/realworld/captures/codex``). Jaeger UI's critical path cuts overflowing children to their parent
-(``sanitizeOverFlowingChildren``), so the request would read as its 20 ms answer and none of its work, while
+(``sanitizeOverFlowingChildren``), so the request would read as its ~15 ms answer and none of its work, while
 the trace's duration as Jaeger and Tempo show it (earliest start to latest end) is the turn's.
 
 Rule (Hotspan's): a span T is a **spawned task** of its parent P when both are of one service, T is INTERNAL
 or UNSPECIFIED and not a FOLLOWS_FROM child, T starts within P, T ends after P by more than P's own duration and
 more than :data:`MIN_OVERHANG_NS` (most of T's life comes after P returned: a clock or rounding error between
 spans of one process is far smaller), and an LLM call (a stage rule's call or an engine span) lies at or below
-T. Then P and each ancestor ending before T are analysed as ending when T ends, so every view reads the
-request's time up to the task's end. A task that runs the request's model calls is the request's work (Codex's
+T. Then P and its ancestors, up to the first that already ends later and no further than the task's local root
+(a SERVER span, or the last ancestor of the task's service), are analysed as ending when T ends, so every view
+reads the request's time up to the task's end. A task that runs the request's model calls is the request's work (Codex's
 turn, an agent server's background run); work without one that outlives the request (a flush, a notification)
 is what the caller does not wait for, and stays cut to its parent as in Jaeger UI, as does a child that
 overflows its parent by less (the trace page then says the Stages page counts the root span's time). Remote
@@ -56,8 +57,8 @@ def extend_to_spawned_tasks(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     # Names and kinds are read for the few spans that outlive their parent so, not for every span.
     candidates = np.flatnonzero(outlives)
     services = tree.spans["service_name"]
-    same = (services.gather(candidates) == services.gather(above[candidates])).to_numpy()
-    internal = tree.spans["kind"].gather(candidates).is_in(TASK_KINDS).to_numpy()
+    same = (services.gather(candidates) == services.gather(above[candidates])).fill_null(False).to_numpy()
+    internal = tree.spans["kind"].gather(candidates).is_in(TASK_KINDS).fill_null(False).to_numpy()
     task = np.zeros(tree.size, dtype=bool)
     task[candidates[same & internal]] = True
     if not task.any():
@@ -65,19 +66,26 @@ def extend_to_spawned_tasks(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     task &= _with_a_call_below(parent, matched.split != NO_SPLIT)
     if not task.any():
         return tree
-    needed = _ends_needed(parent, end, np.flatnonzero(task))
+    # The extension stays in the task's process: up to its local root (a SERVER span, or the last span of the
+    # task's service); a remote caller's span is remote_spans' to relate to an outliving server span.
+    needed = _ends_needed(tree, np.flatnonzero(task))
     extended = needed > end
     return adjusted_tree(tree, parent, extended | task, SPAWNED, end_ns=np.maximum(end, needed))
 
 
-def _ends_needed(parent: IntArray, end: IntArray, tasks: IntArray) -> IntArray:
+def _ends_needed(tree: SpanTree, tasks: IntArray) -> IntArray:
     """Per span, the latest end (ns) of a spawned task below it that it must cover (-1 where none): the tasks'
-    ends carried up their ancestor chains, stopping at an ancestor that already ends later."""
+    ends carried up their ancestor chains, from a span to its parent only when both are of one service and the
+    span is no SERVER span, and stopping at an ancestor that already ends later."""
+    parent, end = tree.parent, tree.end_ns
+    services, kinds = tree.spans["service_name"], tree.spans["kind"]
     needed = np.full(parent.size, -1, dtype=np.int64)
     needed[tasks] = end[tasks]
     rising = tasks
     while rising.size:
         rising = rising[parent[rising] >= 0]
+        local = (services.gather(rising) == services.gather(parent[rising])) & (kinds.gather(rising) != "Server")
+        rising = rising[local.fill_null(False).to_numpy()]
         above = parent[rising]
         np.maximum.at(needed, above, needed[rising])
         rising = np.unique(above[needed[above] > end[above]])

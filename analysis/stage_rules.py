@@ -7,7 +7,8 @@ A table maps a span to one stage of the taxonomy in DESIGN.md ("LLM-aware analys
     include_defaults: false   # true: the packaged rules follow this file's rules
     llm_caller_stage: agent   # a span no rule matches, with an LLM call of its own service below it (null: off)
     step_stages: [tool, retrieval]  # a span no rule matches below a span of these stages is part of that step
-    same_service_stages: [agent]    # else, below a span of these stages of its own service, part of that span
+    same_service_stages: [agent]    # else, when the nearest matched span above it is of these stages and of
+                                    # its own service, part of that span (default [agent]; [] turns it off)
     rules:                    # ordered; the first rule whose every condition holds wins
       - stage: retrieval      # one of STAGES
         why: vector stores serve retrieval    # free text, for the reader
@@ -167,7 +168,7 @@ class StageRules(BaseModel):
     include_defaults: bool = False
     llm_caller_stage: Stage | None = "agent"
     step_stages: list[Stage] = Field(default_factory=lambda: ["tool", "retrieval"])
-    same_service_stages: list[Stage] = Field(default_factory=list)
+    same_service_stages: list[Stage] = Field(default_factory=lambda: ["agent"])
     rules: list[StageRule] = Field(min_length=1)
 
     @property

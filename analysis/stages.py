@@ -15,8 +15,9 @@ values named by some rule), not once per span. Two refinements follow the tree:
   the SDK's start-up), the rule's ``prepare_stage``;
 - a span no rule matches below a span of one of the table's ``step_stages`` (tool, retrieval) is part of that
   step (the servers an MCP tool call reaches, a search backend) and takes its stage;
-- else, below a span of one of the table's ``same_service_stages`` (agent) of its own service, it is part of
-  that span's work (an agent loop's bookkeeping: persisting its conversation, reading its settings);
+- else, when the nearest span above it (as the spans report it) that a rule matched is of one of the table's
+  ``same_service_stages`` (agent) and of its own service, it is part of that span's work (an agent loop's
+  bookkeeping: persisting its conversation, reading its settings); below a model call or other work it is not;
 - else, with an LLM call of its own service below it, it is that call's caller: the table's
   ``llm_caller_stage`` (``agent``: the application orchestrating model calls).
 
@@ -222,9 +223,17 @@ def refine(tree: SpanTree, matched: RuleMatch) -> Assignment:
         unmatched &= ~served
     service = tree.spans["service_name"].to_numpy()
     if matched.same_service_stages.size:
-        owner = ancestry.nearest_flagged(tree.parent, tree.depth, np.isin(stage, matched.same_service_stages))
+        # The nearest span a rule matched above it as the spans report it (an adjuster may have put the span under
+        # a call it ran beside): an agent span owns it, a model call or other work does not.
+        reported, depth = tree.parent, tree.depth
+        if tree.reported_parent is not None:
+            reported = tree.reported_parent
+            depth, _ = ancestry.depths_and_roots(reported)
+        owner = ancestry.nearest_flagged(reported, depth, matched.rule != _NO_RULE)
         owned = unmatched & (owner >= 0)
-        owned[owned] = service[owned] == service[owner[owned]]
+        owned[owned] = np.isin(stage[owner[owned]], matched.same_service_stages) & (
+            service[owned] == service[owner[owned]]
+        )
         stage[owned] = stage[owner[owned]]
         unmatched &= ~owned
     if matched.llm_caller_stage >= 0:

@@ -20,8 +20,9 @@ the SDK's return, so the client's work between the two is counted as the client'
 The Codex CLI reads a call's stream in a span of its own (``receiving_stream``, a stage rule's ``llm.stream``:
 stream time by the rule) beside the request's span, and reports the call's usage (GenAI semconv
 ``gen_ai.usage.*``) on the handler of the response's last event below it (0.171.0, ``tests/realworld``). So the
-usage reported inside a span of an ``llm.stream`` rule that is no call moves to the trace's latest LLM call that
-ended at or before the reporting span started, as the call's own.
+usage reported inside a span of an ``llm.stream`` rule that is no call moves, as the call's own, to the latest
+LLM call that ended at or before the reporting span started below the parent of the stream span (beside it):
+one report per call (the latest), and not to a call that reports its own usage.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from analysis import ancestry
-from analysis.ancestry import IntArray
+from analysis.ancestry import BoolArray, IntArray
 from analysis.genai import TOKEN_KEYS, USAGE_DETAILS_KEYS
 from analysis.ordering import comparable_times
 from analysis.spans import attribute
@@ -45,6 +46,8 @@ LOG_TYPE_KEY = "logfire.span_type"
 LOG_TYPE = "log"
 STREAM_DURATION_KEY = "duration"
 """Seconds the stream took, on Logfire's stream log."""
+MAX_STREAM_S = 1e6
+"""Longest stream a log's ``duration`` is read as (s): a larger value is some other span's duration, not seconds."""
 STREAM_STAGE = "llm.stream"
 
 
@@ -55,8 +58,10 @@ def attach_stream_logs(tree: SpanTree, matched: RuleMatch) -> SpanTree:
         (attribute(LOG_TYPE_KEY) == LOG_TYPE).alias("log"),
         attribute(STREAM_DURATION_KEY).cast(pl.Float64, strict=False).alias("duration_s"),
     ).get_columns()
-    duration_ns = (duration_s * NS_PER_S).round().cast(pl.Int64).fill_null(0).to_numpy()
-    marked = marked.fill_null(False).to_numpy() & duration_s.is_not_null().to_numpy()
+    # Any span may carry a "duration" in any unit; only a stream log's (seconds) is read, and never trusted to fit.
+    seconds = duration_s.to_numpy()
+    marked = marked.fill_null(False).to_numpy() & np.isfinite(seconds) & (np.abs(seconds) < MAX_STREAM_S)
+    duration_ns = np.where(marked, np.round(np.where(marked, seconds, 0.0) * NS_PER_S), 0).astype(np.int64)
     logs = marked & matched.call & (tree.parent >= 0) & (tree.end_ns == tree.start_ns)
     calls = np.flatnonzero(matched.call & ~logs & (tree.parent >= 0))
     log, call = _latest_call_before(tree, calls, tree.parent, np.flatnonzero(logs))
@@ -81,13 +86,46 @@ def attach_stream_usage(tree: SpanTree, matched: RuleMatch) -> SpanTree:
         return tree
     usage_keys = [key for keys in TOKEN_KEYS.values() for key in keys]
     reports = tree.spans.select(pl.any_horizontal(attribute(key).is_not_null() for key in usage_keys)).to_series()
-    inside = ancestry.nearest_flagged(tree.parent, tree.depth, stream) >= 0
-    bearers = np.flatnonzero(reports.fill_null(False).to_numpy() & inside & ~matched.call)
-    bearer, call = _latest_call_before(tree, np.flatnonzero(matched.call), tree.trace, bearers)
+    reports = reports.fill_null(False).to_numpy()
+    reader = ancestry.nearest_flagged(tree.parent, tree.depth, stream)
+    bearers = np.flatnonzero(reports & (reader >= 0) & ~matched.call)
+    # A call that reports its own usage keeps it.
+    bearer, call = _latest_call_before(tree, np.flatnonzero(matched.call & ~reports), tree.trace, bearers)
+    # The call must be the stream's: below the parent of the outermost stream span around the report (beside
+    # the request that carried it), not a concurrent call elsewhere in the trace.
+    scope = _outermost(tree.parent, stream, reader[bearer])
+    keep = _is_below(tree, call, tree.parent[scope])
+    bearer, call = bearer[keep], call[keep]
+    # One report per call: the latest (a second would overwrite the first).
+    latest = np.lexsort((tree.start_ns[bearer], call))
+    bearer, call = bearer[latest], call[latest]
+    last = np.r_[call[1:] != call[:-1], True] if call.size else np.zeros(0, dtype=bool)
+    bearer, call = bearer[last], call[last]
     if not bearer.size:
         return tree
     spans = tree.spans.with_columns(_moved_usage(tree.spans["attributes"], bearer, call))
     return replace(tree, spans=spans)
+
+
+def _outermost(parent: IntArray, flagged: BoolArray, spans: IntArray) -> IntArray:
+    """Per span of ``spans`` (flagged), the outermost of the unbroken chain of flagged ancestors above it."""
+    top = spans.copy()
+    while True:
+        up = parent[top]
+        more = (up >= 0) & flagged[np.maximum(up, 0)]
+        if not more.any():
+            return top
+        top = np.where(more, up, top)
+
+
+def _is_below(tree: SpanTree, spans: IntArray, ancestors: IntArray) -> BoolArray:
+    """Per pair, whether ``ancestors[i]`` (-1: none) is an ancestor of ``spans[i]``."""
+    depth = tree.depth
+    target_depth = np.where(ancestors >= 0, depth[np.maximum(ancestors, 0)], np.iinfo(np.int64).max)
+    reached = spans.copy()
+    while (climb := depth[reached] > target_depth).any():
+        reached = np.where(climb, tree.parent[reached], reached)
+    return (ancestors >= 0) & (reached == ancestors) & (spans != ancestors)
 
 
 def _latest_call_before(tree: SpanTree, calls: IntArray, group: IntArray, items: IntArray) -> tuple[IntArray, IntArray]:

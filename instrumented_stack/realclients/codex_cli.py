@@ -145,9 +145,13 @@ def _turn(codex: str, work: Path, home: Path, question: str, recorder: TruthReco
     command = [codex, "exec", "--json", "--skip-git-repo-check", question]
     seen: dict[str, int] = {}
     thread = ""
-    with subprocess.Popen(
-        command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as process:
+    # stderr goes to a file: a pipe read only after stdout closes could fill and stall the CLI.
+    with (
+        tempfile.TemporaryFile("w+") as errors,
+        subprocess.Popen(
+            command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True
+        ) as process,
+    ):
         assert process.stdout is not None
         for line in process.stdout:
             event = json.loads(line) if line.startswith("{") else {}
@@ -155,9 +159,11 @@ def _turn(codex: str, work: Path, home: Path, question: str, recorder: TruthReco
             seen.setdefault(kind, recorder.now_ns())
             thread = str(event.get("thread_id", thread))
             if kind == "turn.failed":
+                process.kill()
                 raise RuntimeError(f"codex turn failed: {line}")
-        stderr = process.stderr.read() if process.stderr else ""
         process.wait(TIMEOUT_S)
+        errors.seek(0)
+        stderr = errors.read()
     if process.returncode != 0 or "turn.completed" not in seen:
         raise RuntimeError(f"codex exited {process.returncode}: {stderr[-4000:]}")
     return thread, seen["turn.completed"] - seen["turn.started"]

@@ -179,6 +179,19 @@ def test_a_child_that_overflows_its_parent_a_little_stays_cut_to_it(change: dict
     assert "spawned" not in {adjustment for adjustment, _ in adjustments(spans).values()}, why
 
 
+def test_a_spawned_task_extends_its_process_not_the_remote_caller() -> None:
+    # An IDE's 20 ms call to turn/start [0, 20] (another service, CLIENT) above the app server's span: the turn
+    # outlives both, but only the app server's spans end with it.
+    caller = [
+        S("ide", "", 0, 30 * MS, "turn", "ide"),
+        S("call", "ide", 0, 20 * MS, "POST turn/start", "ide", "Client", {"rpc.system": "jsonrpc"}),
+    ]
+    spans = caller + [replace(span, parent="call") if span.span_id == "rpc" else span for span in spawned_turn()]
+    adjusted = {span: adjustment for span, (adjustment, _) in adjustments(spans).items()}
+    assert adjusted["rpc"] == adjusted["dispatch"] == adjusted["turn"] == "spawned"
+    assert "ide" not in adjusted and adjusted.get("call") != "spawned"
+
+
 def test_a_task_without_a_model_call_is_work_the_caller_does_not_wait_for() -> None:
     spans = [span for span in spawned_turn() if span.span_id != "chat"]
     assert adjustments(spans) == {}
@@ -198,6 +211,25 @@ def codex_sampling(usage: bool = True) -> list[S]:
         S("ev2", "read", 70 * MS, 80 * MS, "handle_responses", "codex", attributes=reported),
         S("tool", "try", 82 * MS, 95 * MS, "handle_tool_call", "codex"),
     ]
+
+
+def test_a_duration_attribute_of_another_meaning_is_no_stream_log() -> None:
+    # A span's "duration" in ns (or anything not seconds) must neither end a call nor break the analysis.
+    spans = [
+        S("agent", "", 0, 100 * MS, "support_agent", "app"),
+        S("chat", "agent", 10 * MS, 20 * MS, "chat m", "app", "Client", {"gen_ai.operation.name": "chat"}),
+        S("job", "agent", 30 * MS, 40 * MS, "job", "app", attributes={"duration": "12000000000"}),
+        S(
+            "nan",
+            "agent",
+            50 * MS,
+            50 * MS,
+            "x",
+            "app",
+            attributes={"gen_ai.operation.name": "chat", "duration": "nan"},
+        ),
+    ]
+    assert sum(breakdown(spans).values()) == 100
 
 
 def test_a_stream_reader_adopts_the_tool_run_after_its_last_event() -> None:

@@ -96,6 +96,18 @@ def test_default_table_gives_each_realistic_span_its_stage() -> None:
     assert stages["stage"].dtype == pl.Enum(STAGES)
 
 
+def test_an_unknown_span_is_the_agents_only_when_an_agent_span_is_the_nearest_work_above_it() -> None:
+    spans = [
+        S("inv", "", 0, 100, "invoke_agent support", "app", attributes={"gen_ai.operation.name": "invoke_agent"}),
+        S("save", "inv", 1, 5, "persist_rollout_items", "app"),
+        S("chat", "inv", 10, 90, "chat m", "app", "Client", {"gen_ai.operation.name": "chat"}),
+        S("retry", "chat", 11, 20, "retry_backoff", "app"),
+        S("cache", "inv", 91, 95, "cache.lookup", "billing"),
+    ]
+    stages = by_span(assign_stages(frame(spans)), "stage")
+    assert (stages["save"], stages["retry"], stages["cache"]) == ("agent", "other", "other")
+
+
 def test_every_stage_of_the_taxonomy_is_reached() -> None:
     # llm_request's own rule stage is the fallback; its pieces carry the queue/prefill/decode phases.
     pieces = stage_pieces(frame(span for span, _ in REALISTIC))

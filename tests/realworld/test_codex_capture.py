@@ -56,7 +56,7 @@ def _check_analysis(path: Path, truth: dict[str, Any], ingestor: Ingestor, reade
     shares = check_cli_capture(path, truth, ingestor, reader)
     assert shares.critical == pytest.approx(shares.truth, abs=SHARE_TOLERANCE)
     assert shares.wall == pytest.approx(shares.truth, abs=SHARE_TOLERANCE)
-    # The request lasts as long as its turn, not its 20 ms JSON-RPC answer (analysis.spawned_tasks).
+    # The request lasts as long as its turn, not its ~15 ms JSON-RPC answer (analysis.spawned_tasks).
     summary = request_summary(pl.concat([reader.trace(r["trace_id"], tenant=ALL_TENANTS) for r in truth["requests"]]))
     durations = summary.rows_by_key("trace_id", unique=True, named=True)
     for request in truth["requests"]:
