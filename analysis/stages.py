@@ -146,6 +146,12 @@ class RuleMatch:
         """Spans an LLM-call rule matches (``split: first_token``)."""
         return self.split == FIRST_TOKEN_SPLIT
 
+    @property
+    def stream_reader(self) -> BoolArray:
+        """Spans that read a call's stream and are no call: an unsplit rule's ``llm.stream`` (the Codex CLI's
+        ``receiving_stream`` beside its request span)."""
+        return (self.stage == STAGES.index(FIRST_TOKEN_PHASES[1])) & (self.split == NO_SPLIT)
+
 
 def match_rules(tree: SpanTree, rules: StageRules | None = None) -> RuleMatch:
     """Apply ``rules`` (default: the packaged table) to every span of ``tree`` on its own."""

@@ -37,7 +37,6 @@ from analysis.ancestry import BoolArray, IntArray
 from analysis.genai import TOKEN_KEYS, USAGE_DETAILS_KEYS
 from analysis.ordering import comparable_times
 from analysis.spans import attribute
-from analysis.stage_rules import STAGES
 from analysis.stages import RuleMatch
 from analysis.tree import STREAMED, SpanTree, adjusted_tree
 from units import NS_PER_S
@@ -48,7 +47,8 @@ STREAM_DURATION_KEY = "duration"
 """Seconds the stream took, on Logfire's stream log."""
 MAX_STREAM_S = 1e6
 """Longest stream a log's ``duration`` is read as (s): a larger value is some other span's duration, not seconds."""
-STREAM_STAGE = "llm.stream"
+USAGE_KEYS = frozenset({key for keys in TOKEN_KEYS.values() for key in keys})
+"""Attributes holding one token count (:data:`analysis.genai.TOKEN_KEYS`)."""
 
 
 def attach_stream_logs(tree: SpanTree, matched: RuleMatch) -> SpanTree:
@@ -81,11 +81,10 @@ def attach_stream_logs(tree: SpanTree, matched: RuleMatch) -> SpanTree:
 def attach_stream_usage(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     """``tree`` with the usage reported inside a stream span moved to the call it streams (module docstring);
     ``tree`` itself when there is none."""
-    stream = (matched.stage == STAGES.index(STREAM_STAGE)) & ~matched.call
+    stream = matched.stream_reader
     if not stream.any():
         return tree
-    usage_keys = [key for keys in TOKEN_KEYS.values() for key in keys]
-    reports = tree.spans.select(pl.any_horizontal(attribute(key).is_not_null() for key in usage_keys)).to_series()
+    reports = tree.spans.select(pl.any_horizontal(attribute(key).is_not_null() for key in USAGE_KEYS)).to_series()
     reports = reports.fill_null(False).to_numpy()
     reader = ancestry.nearest_flagged(tree.parent, tree.depth, stream)
     bearers = np.flatnonzero(reports & (reader >= 0) & ~matched.call)
@@ -148,7 +147,7 @@ def _latest_call_before(tree: SpanTree, calls: IntArray, group: IntArray, items:
 
 def _moved_usage(attributes: pl.Series, log: np.ndarray, call: np.ndarray) -> pl.Series:
     """``attributes`` with each log's usage keys moved onto its call (one row per streamed call: few)."""
-    usage = {key for keys in TOKEN_KEYS.values() for key in keys} | set(USAGE_DETAILS_KEYS)
+    usage = USAGE_KEYS | set(USAGE_DETAILS_KEYS)
     rows = attributes.gather(np.concatenate([log, call])).to_list()
     logs, calls = rows[: log.size], rows[log.size :]
     as_dict = [

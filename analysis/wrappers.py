@@ -50,7 +50,6 @@ from analysis.tree import WRAPPED, SpanTree, adjusted_tree
 
 WORK_STAGES = frozenset({"network", "retrieval", "tool", *(stage for stage in STAGES if stage.startswith("llm."))})
 """Stages whose spans are work themselves, never wrappers."""
-STREAM_STAGE = "llm.stream"
 WRAPPER_KINDS = ("Internal", "Server", "Unspecified")
 CONTAINED_SHARE = 0.9
 """Share of a sibling's interval a wrapper must cover to adopt it (a little overhang either side is usual)."""
@@ -65,7 +64,7 @@ def adopt_wrapped_siblings(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     attached = (tree.parent >= 0) & ~tree.follows_from & ~tree.clamped.dropped
     eligible = attached & kinds & ~work & (matched.split == NO_SPLIT)
     call = attached & matched.call
-    reader = attached & (matched.stage == STAGES.index(STREAM_STAGE)) & (matched.split == NO_SPLIT)
+    reader = attached & matched.stream_reader
     request = matched.transport | (matched.split != NO_SPLIT)
     low, high = tree.clamped.start_ns, tree.clamped.end_ns
     rank = np.empty(tree.size, dtype=np.int64)

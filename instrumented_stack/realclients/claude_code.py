@@ -30,16 +30,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
 from instrumented_stack.realclients.cli_capture import (
+    QUESTIONS,
     CaptureResult,
     Span,
+    cli_workspace,
+    find_cli,
     parse_cli_arguments,
     proxied_emulator,
     run_with_sink,
@@ -54,19 +55,13 @@ from instrumented_stack.realclients.truth import TruthRecorder
 
 ENV_CLAUDE = "HOTSPAN_CLAUDE_CODE"
 TOOLS = "Bash,Edit,Read"
-QUESTIONS = (
-    "Which orders in orders.txt are late, and why?",
-    "Summarise the shipping status of order 42 from orders.txt.",
-    "Is any order in orders.txt waiting on a refund?",
-)
-ORDERS = "order 41 shipped 2026-11-28\norder 42 delayed: carrier strike\norder 43 refund pending\n"
 SESSION_KEY = "session.id"
 TIMEOUT_S = 120.0
 
 
 def find_claude(given: str | None = None) -> str | None:
     """The ``claude`` executable: ``given``, else ``$HOTSPAN_CLAUDE_CODE``, else ``claude`` on the PATH."""
-    return given or os.environ.get(ENV_CLAUDE) or shutil.which("claude")
+    return find_cli(given, ENV_CLAUDE, "claude")
 
 
 def capture_turns(claude: str, otlp_endpoint: str, sink: OtlpSink, requests: int) -> CaptureResult:
@@ -88,16 +83,12 @@ def capture_turns(claude: str, otlp_endpoint: str, sink: OtlpSink, requests: int
     process_ns: list[int] = []
     with (
         proxied_emulator(emulator_config(engine_spans=True), otlp_endpoint, recorder, MESSAGES_PATHS) as (proxy, url),
-        tempfile.TemporaryDirectory() as scratch,
+        cli_workspace() as (work, home),
     ):
-        work, home = Path(scratch) / "work", Path(scratch) / "home"
-        work.mkdir()
-        home.mkdir()
-        (work / "orders.txt").write_text(ORDERS, encoding="utf-8")
         for index in range(requests):
             session = str(uuid.uuid4())
             with recorder.request(session) as truth:
-                result = _turn(claude, url, otlp_endpoint, work, home, session, QUESTIONS[index % 3])
+                result = _turn(claude, url, otlp_endpoint, work, home, session, QUESTIONS[index % len(QUESTIONS)])
             process_ns.append(truth.e2e_ns)
             truth.e2e_ns = int(result["duration_ms"]) * 1_000_000
             sessions.append(session)

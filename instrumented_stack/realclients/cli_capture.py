@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +34,14 @@ from instrumented_stack.serving import ThreadedServer, bind_loopback
 from instrumented_stack.telemetry import otlp_traces_url
 
 EXPORT_WAIT_S = 20.0
+ORDERS = "order 41 shipped 2026-11-28\norder 42 delayed: carrier strike\norder 43 refund pending\n"
+"""``orders.txt`` in a CLI's working folder: what the turns' questions ask about."""
+QUESTIONS = (
+    "Which orders in orders.txt are late, and why?",
+    "Summarise the shipping status of order 42 from orders.txt.",
+    "Is any order in orders.txt waiting on a refund?",
+)
+"""The turns' questions, in order (repeated after the last)."""
 Span = dict[str, Any]
 """One OTLP/JSON span as :meth:`OtlpSink.otlp_json` writes it, with ``attributes`` as a key -> value dict."""
 
@@ -59,6 +70,23 @@ def proxied_emulator(
             yield proxy, server.url
         finally:
             server.stop()
+
+
+def find_cli(given: str | None, env: str, name: str) -> str | None:
+    """A CLI's executable: ``given``, else the environment variable ``env``, else ``name`` on the PATH."""
+    return given or os.environ.get(env) or shutil.which(name)
+
+
+@contextmanager
+def cli_workspace() -> Iterator[tuple[Path, Path]]:
+    """A scratch working folder holding ``orders.txt`` (:data:`ORDERS`) and an empty home folder for the CLI's
+    settings; both removed on exit. Yields ``(work, home)``."""
+    with tempfile.TemporaryDirectory() as scratch:
+        work, home = Path(scratch) / "work", Path(scratch) / "home"
+        work.mkdir()
+        home.mkdir()
+        (work / "orders.txt").write_text(ORDERS, encoding="utf-8")
+        yield work, home
 
 
 def wait_for_traces(sink: OtlpSink, keys: set[str], key_of: Callable[[Span], str | None]) -> dict[str, str]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,8 +33,11 @@ from pathlib import Path
 
 from instrumented_stack.realclients.capture import capture_name
 from instrumented_stack.realclients.cli_capture import (
+    QUESTIONS,
     CaptureResult,
     Span,
+    cli_workspace,
+    find_cli,
     parse_cli_arguments,
     proxied_emulator,
     run_with_sink,
@@ -51,11 +53,6 @@ from instrumented_stack.telemetry import otlp_traces_url
 ENV_CODEX = "HOTSPAN_CODEX"
 RESPONSES_PATHS = frozenset({"/v1/responses"})
 MAX_MODEL_LEN = 65536
-QUESTIONS = (
-    "Which orders in orders.txt are late, and why?",
-    "Summarise the shipping status of order 42 from orders.txt.",
-)
-ORDERS = "order 41 shipped 2026-11-28\norder 42 delayed: carrier strike\norder 43 refund pending\n"
 CONVERSATION_KEY = "conversation.id"
 TURN_SPAN = "run_turn"
 TIMEOUT_S = 180.0
@@ -63,7 +60,7 @@ TIMEOUT_S = 180.0
 
 def find_codex(given: str | None = None) -> str | None:
     """The ``codex`` executable: ``given``, else ``$HOTSPAN_CODEX``, else ``codex`` on the PATH."""
-    return given or os.environ.get(ENV_CODEX) or shutil.which("codex")
+    return find_cli(given, ENV_CODEX, "codex")
 
 
 def capture_turns(codex: str, otlp_endpoint: str, sink: OtlpSink, requests: int, engine_spans: bool) -> CaptureResult:
@@ -88,12 +85,8 @@ def capture_turns(codex: str, otlp_endpoint: str, sink: OtlpSink, requests: int,
     process_ns: list[int] = []
     with (
         proxied_emulator(config, otlp_endpoint, recorder, RESPONSES_PATHS) as (proxy, url),
-        tempfile.TemporaryDirectory() as scratch,
+        cli_workspace() as (work, home),
     ):
-        work, home = Path(scratch) / "work", Path(scratch) / "home"
-        work.mkdir()
-        home.mkdir()
-        (work / "orders.txt").write_text(ORDERS, encoding="utf-8")
         (home / "config.toml").write_text(_config(url, otlp_endpoint), encoding="utf-8")
         for index in range(requests):
             with recorder.request(f"turn-{index}") as truth:
