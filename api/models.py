@@ -99,3 +99,9 @@ class Health(BaseModel):
     status: str
     storage: str
     role: str = Field(description="What this process runs: all, collector, query or pipeline (hotspan.roles).")
+    dead_letter_spans: int = Field(
+        0,
+        description="Spans the store refused although they passed every check, set aside in "
+        "data_dir/ingest/dead-letter (importable with `hotspan import`); they do not make the status degraded, "
+        "since other inserts succeed. 0 is the goal.",
+    )

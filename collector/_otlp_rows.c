@@ -1039,7 +1039,7 @@ static int convert_span(Ctx *ctx, const uint8_t *data, size_t len) {
     TRY(check_id(ctx, span.span_id, span.span_len, 8));
     if (span.parent_len)
         TRY(check_id(ctx, span.parent, span.parent_len, 8));
-    if (span.start == 0 || span.end < span.start || span.start > (uint64_t)MAX_TIME_NS)
+    if (span.start == 0 || span.end < span.start || span.end > (uint64_t)MAX_TIME_NS)
         FAIL(ctx, "invalid span times");
     if (span.kind > 5 || span.status_code > 2)
         FAIL(ctx, "kind or status code out of range");

@@ -195,7 +195,7 @@ def check_span(span: Span) -> None:
     """Apply the per-span validity rules, in order; the first broken one raises.
 
     Rules: trace, span and parent IDs of the right length and not all zeros (a 64-bit trace ID is
-    padded); a start time, no end before the start, no start past :data:`MAX_TIME_NS`; kind and
+    padded); a start time, no end before the start, no end (so no start) past :data:`MAX_TIME_NS`; kind and
     status code within their enums; event times not past :data:`MAX_TIME_NS`; link IDs as span IDs.
 
     Raises:
@@ -210,8 +210,8 @@ def check_span(span: Span) -> None:
         raise SpanError("startTimeUnixNano is missing or 0")
     if end < start:
         raise SpanError(f"endTimeUnixNano {end} is before startTimeUnixNano {start}")
-    if start > MAX_TIME_NS:
-        raise SpanError(f"startTimeUnixNano {start} is beyond the year 2262")
+    if end > MAX_TIME_NS:
+        raise SpanError(f"endTimeUnixNano {end} is beyond the year 2262 (the store's DateTime64(9) range)")
     if not 0 <= span.kind < len(SPAN_KINDS):
         raise SpanError(f"kind {span.kind} is not a SpanKind value (0-5)")
     if not 0 <= span.status.code < len(STATUS_CODES):

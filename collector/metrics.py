@@ -128,6 +128,12 @@ class IngestMetrics:
         self.inserted_groups = Counter(
             "hotspan_storage_inserted_groups_total", "Groups of spool segments stored in ClickHouse.", registry=registry
         )
+        self.dead_letter_spans = Gauge(
+            "hotspan_ingest_dead_letter_spans",
+            "Spans the store refused although they passed every check, set aside in the dead-letter directory"
+            " (data_dir/ingest/dead-letter, importable with `hotspan import`); 0 is the goal.",
+            registry=registry,
+        )
         self.spooled = Counter(
             "hotspan_spool_written_segments_total", "Spool segments written (one fsync each).", registry=registry
         )

@@ -31,8 +31,26 @@ class JsonPayloadError(ValueError):
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
-MAX_DEPTH = 32
-"""Deepest nesting of array/kvlist attribute values accepted; deeper input is hostile or broken."""
+PROTOBUF_DEPTH_LIMIT = 100
+"""Deepest message nesting the protobuf runtime parses (``google.protobuf``'s default recursion limit, the same in
+its upb and C++ backends): messages nest at most this deep below the ``ExportTraceServiceRequest`` (level 0). A
+JSON body is re-encoded and parsed again at the insert, so an attribute value nested past this limit would be
+answered 200 and never stored: such a span is refused here instead (``tests/collector/test_otlp_json_depth.py``
+holds the two to the same edge).
+"""
+
+RESOURCE_VALUE_LEVEL = 4
+"""Message level of a resource attribute's ``AnyValue``: request (0) > ResourceSpans > Resource > KeyValue >
+AnyValue."""
+
+SCOPE_VALUE_LEVEL = 5
+"""... > ScopeSpans > InstrumentationScope > KeyValue > AnyValue."""
+
+SPAN_VALUE_LEVEL = 5
+"""... > ScopeSpans > Span > KeyValue > AnyValue."""
+
+EVENT_VALUE_LEVEL = 6
+"""... > Span > Event (or Link) > KeyValue > AnyValue."""
 
 
 def request_from_json(body: Any) -> tuple[ExportTraceServiceRequest, list[Rejection]]:
@@ -109,7 +127,9 @@ def _fill_resource(rs: ResourceSpans, rs_json: dict[str, Any], path: str) -> Non
     resource = rs_json.get("resource") or {}
     _require_object(resource, f"{path}.resource")
     try:
-        _fill_attributes(rs.resource.attributes, resource.get("attributes"), f"{path}.resource.attributes")
+        _fill_attributes(
+            rs.resource.attributes, resource.get("attributes"), f"{path}.resource.attributes", RESOURCE_VALUE_LEVEL
+        )
     except SpanError as exc:
         raise JsonPayloadError(str(exc)) from exc
     rs.schema_url = _str(rs_json.get("schemaUrl"))
@@ -121,7 +141,7 @@ def _fill_scope(ss: ScopeSpans, ss_json: dict[str, Any], path: str) -> None:
     ss.scope.name = _str(scope.get("name"))
     ss.scope.version = _str(scope.get("version"))
     try:
-        _fill_attributes(ss.scope.attributes, scope.get("attributes"), f"{path}.scope.attributes")
+        _fill_attributes(ss.scope.attributes, scope.get("attributes"), f"{path}.scope.attributes", SCOPE_VALUE_LEVEL)
     except SpanError as exc:
         raise JsonPayloadError(str(exc)) from exc
     ss.schema_url = _str(ss_json.get("schemaUrl"))
@@ -140,7 +160,7 @@ def _span(span_json: Any) -> Span:
     span.start_time_unix_nano = _uint64(span_json.get("startTimeUnixNano"), "startTimeUnixNano")
     span.end_time_unix_nano = _uint64(span_json.get("endTimeUnixNano"), "endTimeUnixNano")
     span.flags = _uint64(span_json.get("flags"), "flags") & 0xFFFFFFFF
-    _fill_attributes(span.attributes, span_json.get("attributes"), "attributes")
+    _fill_attributes(span.attributes, span_json.get("attributes"), "attributes", SPAN_VALUE_LEVEL)
     for e_index, event_json in enumerate(_list(span_json.get("events"), "events")):
         where = f"events[{e_index}]"
         if not isinstance(event_json, dict):
@@ -148,7 +168,7 @@ def _span(span_json: Any) -> Span:
         event = span.events.add()
         event.time_unix_nano = _uint64(event_json.get("timeUnixNano"), f"{where}.timeUnixNano")
         event.name = _str(event_json.get("name"))
-        _fill_attributes(event.attributes, event_json.get("attributes"), f"{where}.attributes")
+        _fill_attributes(event.attributes, event_json.get("attributes"), f"{where}.attributes", EVENT_VALUE_LEVEL)
     for l_index, link_json in enumerate(_list(span_json.get("links"), "links")):
         where = f"links[{l_index}]"
         if not isinstance(link_json, dict):
@@ -157,7 +177,7 @@ def _span(span_json: Any) -> Span:
         link.trace_id = _id(link_json.get("traceId"), TRACE_ID_BYTES, f"{where}.traceId", required=True)
         link.span_id = _id(link_json.get("spanId"), SPAN_ID_BYTES, f"{where}.spanId", required=True)
         link.trace_state = _str(link_json.get("traceState"))
-        _fill_attributes(link.attributes, link_json.get("attributes"), f"{where}.attributes")
+        _fill_attributes(link.attributes, link_json.get("attributes"), f"{where}.attributes", EVENT_VALUE_LEVEL)
     status_json = span_json.get("status") or {}
     if not isinstance(status_json, dict):
         raise SpanError("status must be an object")
@@ -240,18 +260,20 @@ def _list(value: Any, field: str) -> list[Any]:
     return value
 
 
-def _fill_attributes(target: Any, items: Any, field: str, depth: int = 0) -> None:
+def _fill_attributes(target: Any, items: Any, field: str, level: int) -> None:
+    """Fill ``target`` (a repeated ``KeyValue``) from ``items``; ``level``: the message level of each value."""
     for index, item in enumerate(_list(items, field)):
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise SpanError(f"{field}[{index}] must be an object with a string 'key'")
         kv: KeyValue = target.add()
         kv.key = _text(item["key"])
-        _fill_value(kv.value, item.get("value"), f"{field}[{index}].value", depth)
+        _fill_value(kv.value, item.get("value"), f"{field}[{index}].value", level)
 
 
-def _fill_value(target: AnyValue, value: Any, field: str, depth: int) -> None:
-    if depth > MAX_DEPTH:
-        raise SpanError(f"{field} nests deeper than {MAX_DEPTH} levels")
+def _fill_value(target: AnyValue, value: Any, field: str, level: int) -> None:
+    """Fill one ``AnyValue`` at message level ``level`` (:data:`PROTOBUF_DEPTH_LIMIT`)."""
+    if level > PROTOBUF_DEPTH_LIMIT:
+        raise SpanError(f"{field} nests deeper than protobuf's {PROTOBUF_DEPTH_LIMIT} message levels")
     if not isinstance(value, dict) or not value:
         return
     setters: dict[str, Callable[[Any], None]] = {
@@ -260,8 +282,8 @@ def _fill_value(target: AnyValue, value: Any, field: str, depth: int) -> None:
         "intValue": lambda v: setattr(target, "int_value", _int64(v, field)),
         "doubleValue": lambda v: setattr(target, "double_value", _double(v, field)),
         "bytesValue": lambda v: setattr(target, "bytes_value", _bytes(v, field)),
-        "arrayValue": lambda v: _fill_array(target, v, field, depth),
-        "kvlistValue": lambda v: _fill_kvlist(target, v, field, depth),
+        "arrayValue": lambda v: _fill_array(target, v, field, level),
+        "kvlistValue": lambda v: _fill_kvlist(target, v, field, level),
     }
     for key, setter in setters.items():
         if key in value:
@@ -269,17 +291,19 @@ def _fill_value(target: AnyValue, value: Any, field: str, depth: int) -> None:
             return
 
 
-def _fill_array(target: AnyValue, value: Any, field: str, depth: int) -> None:
+def _fill_array(target: AnyValue, value: Any, field: str, level: int) -> None:
+    """AnyValue > ArrayValue > AnyValue: each element two levels below ``level``."""
     target.array_value.SetInParent()
     values = value.get("values") if isinstance(value, dict) else None
     for index, item in enumerate(_list(values, f"{field}.arrayValue.values")):
-        _fill_value(target.array_value.values.add(), item, f"{field}.arrayValue.values[{index}]", depth + 1)
+        _fill_value(target.array_value.values.add(), item, f"{field}.arrayValue.values[{index}]", level + 2)
 
 
-def _fill_kvlist(target: AnyValue, value: Any, field: str, depth: int) -> None:
+def _fill_kvlist(target: AnyValue, value: Any, field: str, level: int) -> None:
+    """AnyValue > KeyValueList > KeyValue > AnyValue: each value three levels below ``level``."""
     target.kvlist_value.SetInParent()
     values = value.get("values") if isinstance(value, dict) else None
-    _fill_attributes(target.kvlist_value.values, values, f"{field}.kvlistValue.values", depth + 1)
+    _fill_attributes(target.kvlist_value.values, values, f"{field}.kvlistValue.values", level + 3)
 
 
 def _typed(value: Any, kind: type, field: str) -> Any:

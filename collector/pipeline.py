@@ -23,6 +23,11 @@ Flow (one process; threads in brackets):
    Conversions run in parallel; the stores run one at a time, in the order the groups were claimed
    (:class:`Turnstile`), so that two copies of a span in different groups are checked against each
    other and the later one is stored as the later version.
+4. A group the store refuses (it answers with an error, as opposed to not answering) is stored in halves, down to
+   single spans (:func:`collector.dead_letter.isolate`); what the store still refuses once it has taken other inserts
+   goes to the dead-letter directory ``data_dir/ingest/dead-letter`` with its reason (a file, a metric and a log
+   line), so one span the store cannot hold never blocks the spool or the spans grouped with it. A request the
+   protobuf runtime cannot read back goes there too, never silently away.
 
 Backpressure (OTLP spec, "Failures" and "Throttling"): while ClickHouse keeps up, spans admitted but
 not yet stored are capped at ``queue_max_spans`` and undecoded request bytes in memory at
@@ -37,15 +42,16 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clickhouse_connect.driver.exceptions import ClickHouseError
+from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
 
-from collector.batchwriter import BatchWriter
+from collector.batchwriter import BatchWriter, PreparedBatch, UnreadableRequestError
+from collector.dead_letter import DeadLetters, Poisoned, Request, UnprovenRefusal, isolate
 from collector.decode import CheckedRequest, check_body
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
@@ -55,6 +61,7 @@ from collector.spool import Group, Spool, SpoolFullError
 from collector.wire import read_batch, write_batch
 from storage.clickhouse import ClickHouse
 from storage.tenancy import DEFAULT_TENANT
+from storage.writer import StoreOutcome
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +160,7 @@ class IngestPipeline:
             # Files of a previous run that never reached the spool: nobody was told they were stored.
             leftover.unlink()
         self.spool = Spool(data_dir / "ingest" / "spool", config.spool_max_bytes)
+        self.dead_letters = DeadLetters(data_dir / "ingest" / "dead-letter")
         self._handles = [open_handle() for _ in range(config.insert_threads)]
         self._writers: list[BatchWriter] = [NativeBatchWriter(handle, config.limits) for handle in self._handles]
         self._lock = threading.Condition()
@@ -168,6 +176,8 @@ class IngestPipeline:
         self._spool_refused = False
         self._next_try = 0.0
         self._backoff_s = 0.0
+        self._stored_at = 0.0
+        self._refused_at: dict[str, float] = {}
         self._stopping = False
         self._stop_inserting = False
         self._spooler = threading.Thread(target=self._spool_loop, name="hotspan-ingest-spool", daemon=True)
@@ -183,6 +193,7 @@ class IngestPipeline:
         metrics.watch(metrics.spool_oldest_age, self.spool.oldest_age_s)
         metrics.watch(metrics.spool_full, lambda: float(self._spool_refused))
         metrics.watch(metrics.storage_available, lambda: float(self._healthy))
+        metrics.watch(metrics.dead_letter_spans, lambda: self.dead_letters.spans)
 
     def start(self) -> None:
         """Start the spooler and the inserter (a spool left by an earlier run is inserted at once)."""
@@ -453,9 +464,10 @@ class IngestPipeline:
             raise
         try:
             with self._turns.turn(turn):
-                outcome = writer.store(prepared)
-        except ClickHouseError as exc:
+                outcome = self._store(group, writer, prepared)
+        except (ClickHouseError, UnprovenRefusal, OSError) as exc:
             self.spool.release_group(group)
+            self._refused_at.setdefault(group.token, time.monotonic())
             self._metrics.insert_failures.inc()
             self._healthy = False
             self._backoff_s = min(max(2 * self._backoff_s, self._config.retry_after_s), self._config.retry_max_s)
@@ -464,6 +476,8 @@ class IngestPipeline:
             return
         finally:
             path.unlink(missing_ok=True)
+        self._stored_at = time.monotonic()
+        self._refused_at.pop(group.token, None)
         self._metrics.insert_seconds.observe(time.perf_counter() - started)
         self.spool.finish_group(group)
         self._spool_refused = False
@@ -475,6 +489,67 @@ class IngestPipeline:
         if not self._healthy:
             log.info("ClickHouse inserts succeed again; %d spool segments left", self.spool.segments)
         self._healthy, self._backoff_s = True, 0.0
+
+    def _store(self, group: Group, writer: BatchWriter, prepared: PreparedBatch) -> StoreOutcome:
+        """Store a prepared group; when the store refuses it, store it in parts and set aside what it still refuses
+        (:mod:`collector.dead_letter`); a request that cannot be read back is set aside too. Called in the group's
+        turn.
+
+        Raises:
+            ClickHouseError: the store does not answer, or refuses the group as a whole and in parts before it has
+                shown that it takes other inserts (:class:`~collector.dead_letter.UnprovenRefusal`); the group stays
+                in the spool.
+            OSError: a part could not be written to the dead-letter directory; the group stays in the spool.
+        """
+        requests = read_batch(prepared.path.read_bytes())
+        poisoned = _unreadable(requests, prepared)
+        try:
+            outcome = writer.store(prepared)
+        except OperationalError:
+            raise
+        except ClickHouseError as refusal:
+            refused_at = self._refused_at.get(group.token)
+            proven = refused_at is not None and self._stored_at > refused_at
+            outcomes: list[StoreOutcome] = []
+
+            def store_part(part: Sequence[Request]) -> None:
+                stored, unreadable = self._store_part(writer, part)
+                outcomes.append(stored)
+                poisoned.extend(unreadable)
+
+            poisoned.extend(isolate(requests, store_part, proven, str(refusal)))
+            outcome = StoreOutcome(
+                sum(o.stored for o in outcomes), sum(o.repeated for o in outcomes), sum(o.replaced for o in outcomes)
+            )
+        for part in poisoned:
+            self.dead_letters.put(part)
+        return outcome
+
+    def _store_part(self, writer: BatchWriter, part: Sequence[Request]) -> tuple[StoreOutcome, list[Poisoned]]:
+        """Prepare and store ``part`` of a group (requests, or pieces of one) on its own; returns what it stored and
+        its requests that cannot be read back.
+
+        Raises:
+            ClickHouseError: the store refused it or did not answer.
+        """
+        path = self._work / f"part-{time.monotonic_ns()}.bin"
+        try:
+            with path.open("wb") as out:
+                write_batch(out, part)
+            prepared = writer.prepare(path, [[] for _ in part])
+            stored = writer.store(prepared)
+        finally:
+            path.unlink(missing_ok=True)
+        return stored, _unreadable(part, prepared)
+
+
+def _unreadable(requests: Sequence[Request], prepared: PreparedBatch) -> list[Poisoned]:
+    """The requests of a prepared batch that the protobuf runtime could not read back, with the reason."""
+    return [
+        Poisoned(body, tenant, str(result))
+        for (body, tenant), result in zip(requests, prepared.results, strict=True)
+        if isinstance(result, UnreadableRequestError)
+    ]
 
 
 class Turnstile:

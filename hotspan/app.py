@@ -327,7 +327,10 @@ def _route_health(target: FastAPI, app: FastAPI, settings: Settings) -> None:
         ingest = app.state.pipeline
         if reachable and ingest is not None and not ingest.inserting_ok:
             reachable, detail = False, f"inserts failing; {ingest.spooled_spans} spans wait in the spool"
-        return Health(status="ok" if reachable else "degraded", storage=detail, role=settings.role)
+        dead = ingest.dead_letters.spans if ingest is not None else 0
+        return Health(
+            status="ok" if reachable else "degraded", storage=detail, role=settings.role, dead_letter_spans=dead
+        )
 
 
 def _mount_ingest(app: FastAPI, settings: Settings) -> IngestPipeline:

@@ -26,6 +26,7 @@ import pyarrow as pa
 from storage import analysis_sql
 from storage.clickhouse import ClickHouse
 from storage.layout import delete_statement
+from storage.partitions import split_by_day
 from storage.tenancy import tenant_parameters
 
 GroupBy = Literal["service", "model", "tenant", ""]
@@ -552,7 +553,8 @@ class ClickHouseAnalysisStore:
             return
         if not rows.schema.equals(schema):
             raise ValueError(f"rows for {table} do not have its layout: {rows.schema}")
-        self._ch.insert_arrow(table, rows)
+        for part in split_by_day(rows, "Timestamp", self._ch.partition_limit):
+            self._ch.insert_arrow(table, part)
 
 
 def _conditions(where: AnalysisFilter, filters: dict[str, str], tenant: str | None) -> tuple[str, dict[str, object]]:

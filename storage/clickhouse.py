@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 import clickhouse_connect
@@ -74,6 +75,13 @@ class ClickHouse:
         """Run a query with bound parameters and return its rows as tuples."""
         with self._lock:
             return self._client.query(sql, parameters=dict(parameters or {})).result_rows
+
+    @cached_property
+    def partition_limit(self) -> int:
+        """The session's ``max_partitions_per_insert_block``: most partitions one INSERT block may touch (0: no
+        limit; ClickHouse's default is 100). Read once per handle (blocking, one query); see
+        :mod:`storage.partitions`."""
+        return int(self.query_rows("SELECT getSetting('max_partitions_per_insert_block')")[0][0])
 
     def insert_arrow(self, table: str, data: pa.Table, dedup_token: str | None = None) -> None:
         """Insert an Arrow table whose column names match ``table``'s columns; one INSERT.

@@ -14,6 +14,9 @@ Spec (setting ``fault_injection``, env ``HOTSPAN_FAULT_INJECTION``): comma-separ
 - ``unreachable_for_s=S``: every call fails with ``OperationalError`` for ``S`` seconds.
 - ``insert_delay_s=S``: every insert into ``otel_traces`` waits ``S`` seconds first (a slow or
   overloaded server), outside any window: overload tests use it to make storage the bottleneck.
+- ``refuse_span_name=NAME``: an insert into ``otel_traces`` of a batch holding a span named ``NAME`` fails with
+  ``DatabaseError``, always, while every other insert succeeds: a span that passed every check and that the store
+  refuses all the same (a poison span), for the dead-letter path of the ingest pipeline.
 - ``start_after_s=S``: the window opens ``S`` seconds after the handle is created (default 0).
 - ``crash_after_insert=1``: the process kills itself (SIGKILL) right after its first insert into
   ``otel_traces`` succeeds: for the ingest pipeline, after spooled spans are inserted and before their
@@ -38,6 +41,7 @@ from typing import Any
 import pyarrow as pa
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
+from storage import trace_sql
 from storage.clickhouse import ClickHouse
 
 _INSERT_INTO_TRACES = re.compile(r"^\s*INSERT\s+INTO\s+`?otel_traces`?[\s(]", re.IGNORECASE)
@@ -61,6 +65,7 @@ class FaultPlan:
     insert_delay_s: float = 0.0
     start_after_s: float = 0.0
     crash_after_insert: bool = False
+    refuse_span_name: str = ""
 
     @classmethod
     def parse(cls, spec: str) -> FaultPlan:
@@ -74,6 +79,9 @@ class FaultPlan:
             key, _, raw = item.partition("=")
             if key not in cls.__dataclass_fields__:
                 raise FaultSpecError(f"unknown fault injection key {key!r} in {spec!r}")
+            if key == "refuse_span_name":
+                values[key] = raw
+                continue
             try:
                 number = float(raw)
             except ValueError:
@@ -123,6 +131,13 @@ class FaultInjectingClickHouse(ClickHouse):
         inserting = _inserts_traces(sql, table)
         if inserting and self._plan.insert_delay_s:
             time.sleep(self._plan.insert_delay_s)
+        if inserting and self._plan.refuse_span_name and self._stages_refused_span():
+            raise DatabaseError(
+                f"Received ClickHouse exception, code: 1001, server response: Code: 1001. DB::Exception: injected"
+                f" refusal of a span named {self._plan.refuse_span_name!r}. (STD_EXCEPTION)",
+                code=1001,
+                name="STD_EXCEPTION",
+            )
         if inserting and self._window(self._plan.insert_fail_for_s):
             raise DatabaseError(
                 "Received ClickHouse exception, code: 252, server response: Code: 252. DB::Exception:"
@@ -132,6 +147,12 @@ class FaultInjectingClickHouse(ClickHouse):
                 code=252,
                 name="TOO_MANY_PARTS",
             )
+
+    def _stages_refused_span(self) -> bool:
+        """Whether the batch staged for the insert (``storage.writer.OnceWriter``'s temporary table) holds a span
+        named :attr:`FaultPlan.refuse_span_name`."""
+        sql = f"SELECT count() FROM {trace_sql.INCOMING} WHERE SpanName = {{name:String}}"
+        return bool(self._inner.query_rows(sql, {"name": self._plan.refuse_span_name})[0][0])
 
     def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
         self._before(sql)

@@ -9,6 +9,7 @@ import polars as pl
 import pyarrow as pa
 
 from storage.clickhouse import ClickHouse
+from storage.partitions import split_by_day
 
 _TABLE_COLUMNS = {
     "tenant": "Tenant",
@@ -69,7 +70,8 @@ class ClickHouseServiceGraphWriter:
         self._ch = ch
 
     def write(self, edges: pl.DataFrame, dedup_token: str | None = None) -> None:
-        """Insert ``edges`` in one statement; ``dedup_token`` is ClickHouse's ``insert_deduplication_token``
+        """Insert ``edges`` in one statement (one per group of days when they span more partitions than one insert
+        may touch: :mod:`storage.partitions`); ``dedup_token`` is ClickHouse's ``insert_deduplication_token``
         (the table keeps the last 1000 insert blocks, migration 0024).
 
         Raises:
@@ -78,7 +80,10 @@ class ClickHouseServiceGraphWriter:
         """
         if edges.height == 0:
             return
-        self._ch.insert_arrow(self.table, to_arrow(edges), dedup_token=dedup_token)
+        parts = list(split_by_day(to_arrow(edges), "Timestamp", self._ch.partition_limit))
+        for index, part in enumerate(parts):
+            token = dedup_token and (dedup_token if len(parts) == 1 else f"{dedup_token}-{index}")
+            self._ch.insert_arrow(self.table, part, dedup_token=token)
 
 
 def to_arrow(edges: pl.DataFrame) -> pa.Table:

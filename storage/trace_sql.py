@@ -110,19 +110,29 @@ batch), else ``version`` plus its position. Stored rows are looked up by the bat
 starts (the identity holds the start, and the start is in the sorting key, so the lookup reads only the granules
 holding those instants, however many spans the store holds around them)."""
 
+DAYS_FILTER = "(empty({days:Array(Date)}) OR has({days:Array(Date)}, toDate(Timestamp)))"
+"""Rows of the ``days`` given, or every row when none is given: an insert may touch at most
+``max_partitions_per_insert_block`` partitions (``storage.partitions``)."""
+
 MOVE_ALL = f"""
-INSERT INTO otel_traces ({STORED_COLUMNS}) SELECT {ROW_COLUMNS}, 0 FROM {INCOMING}
+INSERT INTO otel_traces ({STORED_COLUMNS}) SELECT {ROW_COLUMNS}, 0 FROM {INCOMING} WHERE {DAYS_FILTER}
 """
-"""Store every row of :data:`INCOMING` as a first copy (the check kept all, all with Version 0)."""
+"""Store every row of :data:`INCOMING` (of ``days``) as a first copy (the check kept all, all with Version 0)."""
 
 MOVE_KEPT = f"""
 INSERT INTO otel_traces ({STORED_COLUMNS})
 SELECT {ROW_COLUMNS}, transform(Position, {{positions:Array(UInt64)}}, {{versions:Array(UInt64)}}, 0)
 FROM {_POSITIONED}
-WHERE Position IN {{positions:Array(UInt64)}}
+WHERE Position IN {{positions:Array(UInt64)}} AND {DAYS_FILTER}
 SETTINGS max_threads = 1
 """
-"""Store the rows of :data:`INCOMING` at ``positions`` with ``versions`` (what :data:`CHECK_INCOMING` kept)."""
+"""Store the rows of :data:`INCOMING` at ``positions`` (of ``days``) with ``versions`` (what :data:`CHECK_INCOMING`
+kept)."""
+
+STAGED = f"SELECT count(), uniqExact(toDate(Timestamp)) FROM {INCOMING}"
+"""Rows in :data:`INCOMING` and the partitions (days) they fall in."""
+
+STAGED_DAYS = f"SELECT DISTINCT toDate(Timestamp) AS day FROM {INCOMING} ORDER BY day"
 
 SERVICES = f"SELECT DISTINCT ServiceName FROM otel_traces WHERE {TENANT_FILTER} ORDER BY ServiceName"
 

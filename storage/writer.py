@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from storage import trace_sql
 from storage.clickhouse import ClickHouse
+from storage.partitions import day_groups
 from storage.schema import SPAN_SCHEMA, STORED_SCHEMA
 
 
@@ -91,7 +92,8 @@ class OnceWriter:
     """Stores span rows in ``otel_traces`` so that each span is stored once (see the module docstring).
 
     Rows are first loaded into a temporary table of the handle's session; a check reading only their identities
-    and content hashes says which to keep and with what ``Version``; one ``INSERT ... SELECT`` then moves those.
+    and content hashes says which to keep and with what ``Version``; one ``INSERT ... SELECT`` then moves those, or
+    one per group of days when they span more partitions than one insert may touch (:mod:`storage.partitions`).
     Thread-safe (one store at a time per instance); blocking.
 
     Args:
@@ -110,8 +112,9 @@ class OnceWriter:
         each span once.
 
         Raises:
-            clickhouse_connect.driver.exceptions.ClickHouseError: a statement failed; nothing was stored then,
-                or everything (the final insert is one statement), so the caller may simply try again.
+            clickhouse_connect.driver.exceptions.ClickHouseError: a statement failed; the caller may simply try
+                again: a span stored by an earlier statement of this store (rows spanning more days than one insert
+                may touch) is then found stored and not stored twice.
         """
         rows = sum(table.num_rows for table in tables)
         if not native and not rows:
@@ -123,16 +126,25 @@ class OnceWriter:
                 self._ch.insert_raw(trace_sql.INCOMING, native_columns, native, "Native")
             for table in tables:
                 self._ch.insert_arrow(trace_sql.INCOMING, table)
-            staged = int(self._ch.query_rows(f"SELECT count() FROM {trace_sql.INCOMING}")[0][0])
+            staged, days = (int(value) for value in self._ch.query_rows(trace_sql.STAGED)[0])
             kept = self._ch.query_rows(trace_sql.CHECK_INCOMING, {"version": _CLOCK.take(staged)})
             replaced = sum(1 for _, version in kept if version)
-            if len(kept) == staged and not replaced:
-                self._ch.command(trace_sql.MOVE_ALL)
-            elif kept:
-                positions, versions = zip(*kept, strict=True)
-                self._ch.command(trace_sql.MOVE_KEPT, {"positions": list(positions), "versions": list(versions)})
+            for chosen in self._day_groups(days) if kept else ():
+                if len(kept) == staged and not replaced:
+                    self._ch.command(trace_sql.MOVE_ALL, {"days": chosen})
+                else:
+                    positions, versions = zip(*kept, strict=True)
+                    parameters = {"positions": list(positions), "versions": list(versions), "days": chosen}
+                    self._ch.command(trace_sql.MOVE_KEPT, parameters)
             self._ch.command(trace_sql.EMPTY_INCOMING)
         return StoreOutcome(len(kept), staged - len(kept), replaced)
+
+    def _day_groups(self, days: int) -> list[list]:
+        """The day groups of the staged rows (``days`` of them) to move one statement each (``[[]]``: all at once)."""
+        limit = self._ch.partition_limit
+        if not limit or days <= limit:
+            return [[]]
+        return day_groups([row[0] for row in self._ch.query_rows(trace_sql.STAGED_DAYS)], limit)
 
 
 class ClickHouseTraceWriter:

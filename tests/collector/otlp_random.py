@@ -187,7 +187,7 @@ def _valid_span(draw: st.DrawFn) -> trace_pb2.Span:
         name=draw(st.text(max_size=6)),
         kind=draw(st.integers(0, 5)),
         start_time_unix_nano=start,
-        end_time_unix_nano=draw(st.integers(start, 2**64 - 1)),
+        end_time_unix_nano=draw(st.integers(start, 2**63 - 1)),
         attributes=draw(_plain_attributes),
         events=draw(
             st.lists(

@@ -49,7 +49,7 @@ def test_invalid_spans_are_rejected_alone_and_the_last_duplicate_is_kept() -> No
         ((0, 0, 4), "parentSpanId must be 8 bytes (16 hex characters), got 1 bytes"),
         ((0, 0, 5), "startTimeUnixNano is missing or 0"),
         ((0, 0, 6), "endTimeUnixNano 5 is before startTimeUnixNano 1700000000000000000"),
-        ((0, 0, 7), "startTimeUnixNano 9223372036854775808 is beyond the year 2262"),
+        ((0, 0, 7), "endTimeUnixNano 18446744073709551615 is beyond the year 2262 (the store's DateTime64(9) range)"),
         ((0, 0, 8), "kind 7 is not a SpanKind value (0-5)"),
         ((0, 0, 9), "kind -1 is not a SpanKind value (0-5)"),
         ((0, 0, 10), "status.code 3 is not a StatusCode value (0-2)"),
