@@ -55,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply every migration again, recorded or not: catches up a cluster node that lost its tables",
     )
 
-    importer = commands.add_parser("import", help="load OTLP / Jaeger / Zipkin trace files")
+    importer = commands.add_parser(
+        "import", help="load trace files: OTLP, Tempo, ConsoleSpanExporter, Jaeger, Zipkin, Langfuse"
+    )
     importer.add_argument("paths", nargs="+", type=Path, help="files to import; the format is detected")
     importer.add_argument("--endpoint", help="send to a running Hotspan (e.g. http://127.0.0.1:4318) over OTLP/HTTP")
     importer.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -1,4 +1,5 @@
-"""``hotspan import``: load trace files (OTLP JSON/JSONL/protobuf, Jaeger JSON, Zipkin v2 JSON) into Hotspan.
+"""``hotspan import``: load trace files into Hotspan (the formats ``collector.formats`` recognises: OTLP JSON,
+arrays and lines of it, protobuf, Tempo answers, ConsoleSpanExporter output, Jaeger, Zipkin v2, Langfuse).
 
 Every payload goes through the collector's own decoder and validation, so a file imports exactly as
 the same spans sent over OTLP would. Without an endpoint the spans are written straight into the

@@ -1,10 +1,17 @@
 """Recognising a trace file by its content (never by its name).
 
 Order of the checks: gzip magic `1f 8b` → gunzip first, whatever is inside; content starting with `{`, `[`
-or `"` → JSON (one document), else JSON lines (at least two non-blank lines, one of the first two an object
-on its own); anything else → OTLP protobuf ExportTraceServiceRequest. A JSON document is then OTLP when it
-has `resourceSpans` (or `result.resourceSpans`, Jaeger API v3), Jaeger in the shapes `jaeger.py` lists,
-Zipkin v2 when it is a list of spans with `traceId` and `id`.
+or `"` → JSON: one document; else the OpenTelemetry SDK's ConsoleSpanExporter output (JSON objects one after
+another, the first a span as `console.py` describes it); else JSON lines (at least two non-blank lines, one of
+the first two an object on its own); anything else → OTLP protobuf ExportTraceServiceRequest.
+
+A JSON document is then, in this order: OTLP when `otlp.traces_request` finds a request in it (`resourceSpans`,
+Tempo's `batches`, the `result` and `trace` envelopes); an array of OTLP requests when its first element is
+one; ConsoleSpanExporter spans (one span, or an array of them); Langfuse observations in the shapes
+`langfuse.py` lists; Jaeger in the shapes `jaeger.py` lists; Zipkin v2 when it is a list of spans with `traceId`
+and `id`. A document that looks like a format Hotspan does not read (`_lookalike`: bare OTLP spans, SigNoz's
+trace answer, a Langfuse trace list, Langfuse observations without times) is refused with a message that names
+it, before Jaeger and Zipkin can mistake it for theirs.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from google.protobuf import unknown_fields
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.formats import jaeger, zipkin
+from collector.formats import console, jaeger, langfuse, zipkin
 from collector.formats.otlp import traces_request
 from collector.formats.payload import Format, FormatError
 
@@ -34,9 +41,9 @@ _OTLP_OTHER_SIGNALS = {"resourceLogs": "logs", "resourceMetrics": "metrics", "re
 class Sniffed:
     """A file read whole (gunzipped) and recognised.
 
-    `document` depends on `format`: the parsed JSON value for `otlp-json`, `jaeger` and `zipkin`; the
-    decoded text for `otlp-jsonl` (its lines are parsed one by one later); the parsed
-    ExportTraceServiceRequest for `otlp-protobuf`, whose serialized form is `raw`.
+    `document` depends on `format`: the parsed JSON value for `otlp-json`, `otlp-json-array`, `jaeger`,
+    `langfuse` and `zipkin`; the decoded text for `otlp-jsonl` and `otel-console` (parsed value by value later);
+    the parsed ExportTraceServiceRequest for `otlp-protobuf`, whose serialized form is `raw`.
     """
 
     format: Format
@@ -88,12 +95,15 @@ def _sniff_json(path: Path, raw: bytes) -> Sniffed:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
+        if console.is_console_dump(text):
+            return Sniffed("otel-console", text, raw)
         if _looks_like_json_lines(path, text):
             return Sniffed("otlp-jsonl", text, raw)
         raise FormatError(_describe_json_error(path, text, exc)) from None
     except RecursionError:
         raise FormatError(f"{path}: JSON nested too deeply to read") from None
-    return Sniffed(_classify(path, document), document, raw)
+    found = _classify(path, document)
+    return Sniffed(found, text if found == "otel-console" else document, raw)
 
 
 def _looks_like_json_lines(path: Path, text: str) -> bool:
@@ -134,6 +144,17 @@ def _classify(path: Path, document: object) -> Format:
         for key, signal in _OTLP_OTHER_SIGNALS.items():
             if key in document:
                 raise FormatError(f"{path}: OTLP {signal}, not traces ('{key}' instead of 'resourceSpans')")
+    if isinstance(document, list) and document and traces_request(document[0]) is not None:
+        return "otlp-json-array"
+    if console.is_console_span(document) or (
+        isinstance(document, list) and document and console.is_console_span(document[0])
+    ):
+        return "otel-console"
+    if langfuse.observations(document) is not None:
+        return "langfuse"
+    lookalike = _lookalike(document)
+    if lookalike is not None:
+        raise FormatError(f"{path}: it looks like {lookalike}. {_KNOWN}")
     if jaeger.is_jaeger(document):
         return "jaeger"
     if zipkin.is_zipkin_v1(document):
@@ -142,10 +163,52 @@ def _classify(path: Path, document: object) -> Format:
         return "zipkin"
     if document == []:
         raise FormatError(f"{path}: an empty JSON array, no spans")
-    raise FormatError(
-        f"{path}: JSON in no known trace format ({_describe_value(document)}); expected OTLP "
-        "(resourceSpans), Jaeger (data/traceID/spans) or a Zipkin v2 span list (traceId, id)"
-    )
+    raise FormatError(f"{path}: JSON in no known trace format ({_describe_value(document)}). {_KNOWN}")
+
+
+_KNOWN = (
+    "Hotspan reads OTLP JSON (resourceSpans; Tempo's batches), arrays of OTLP requests, ConsoleSpanExporter "
+    "output, Jaeger (data/traceID/spans), Langfuse observations and Zipkin v2 span lists (traceId, id)"
+)
+
+
+def _lookalike(document: object) -> str | None:
+    """What a JSON document that Hotspan does not read looks like, and what it lacks; None when it looks like
+    none of the shapes below. Checked before Jaeger and Zipkin, whose detection these shapes would otherwise
+    pass (SigNoz spans have `spanId`, Langfuse observations `id` and `traceId`), only for every span to be
+    refused with a message about the wrong format."""
+    where, first = _first_record(document)
+    if where == "" and {"traceId", "spanId", "startTimeUnixNano"} <= first.keys():
+        return "a list of OTLP spans without their resourceSpans/scopeSpans envelope, so no service is known"
+    if where == "spans" and "durationNano" in first:
+        return (
+            "SigNoz's trace-detail API answer (spans with durationNano, tagMap), which Hotspan does not read; "
+            "export the trace over OTLP instead"
+        )
+    if where == "data" and isinstance(first.get("observations"), list):
+        return (
+            "a Langfuse trace list (GET /api/public/traces), whose observations are IDs only; save "
+            "GET /api/public/observations?traceId=... or GET /api/public/traces/{id} instead"
+        )
+    if {"id", "type"} <= first.keys() and ("startTime" not in first or "traceId" not in first):
+        missing = " or ".join(repr(key) for key in ("startTime", "traceId") if key not in first)
+        return f"Langfuse observations, but the first has no {missing}"
+    return None
+
+
+def _first_record(document: object) -> tuple[str | None, dict]:
+    """The first object of a document's record array and where that array is (`""` for the document itself,
+    else its key: `spans`, `data`, `observations`); (None, {}) when there is none."""
+    if isinstance(document, list):
+        candidates: list[tuple[str, object]] = [("", document)]
+    elif isinstance(document, dict):
+        candidates = [(key, document.get(key)) for key in ("spans", "data", "observations")]
+    else:
+        candidates = []
+    for where, records in candidates:
+        if isinstance(records, list) and records and isinstance(records[0], dict):
+            return where, records[0]
+    return None, {}
 
 
 def _describe_value(value: object) -> str:

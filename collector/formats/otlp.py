@@ -14,6 +14,8 @@ from typing import TypeVar
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from collector.formats.payload import SpanError
+
 SPAN_KIND_UNSPECIFIED = 0
 SPAN_KIND_INTERNAL = 1
 SPAN_KIND_SERVER = 2
@@ -51,6 +53,41 @@ def int_value(value: int) -> dict:
     if not -_MAX_INT64 - 1 <= value <= _MAX_INT64:
         raise ValueError(f"{value} does not fit a 64-bit signed integer")
     return {"intValue": str(value)}
+
+
+def any_value(value: object, field: str) -> dict:
+    """An OTLP-JSON AnyValue for a plain JSON value, as the OTel SDKs print attributes: a string, a bool, an
+    integer (int64), a float, or an array of those.
+
+    Raises SpanError naming `field` for null, an object, and an integer that does not fit an int64.
+    """
+    if isinstance(value, str):
+        return string_value(value)
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        try:
+            return int_value(value)
+        except ValueError as error:
+            raise SpanError(f"{field}: {error}") from None
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, list):
+        return {"arrayValue": {"values": [any_value(item, f"{field}/{index}") for index, item in enumerate(value)]}}
+    raise SpanError(f"{field} is {value!r}, not a string, number, boolean or array")
+
+
+def plain_attributes(value: object, field: str) -> dict[str, dict]:
+    """Key → OTLP-JSON AnyValue for attributes given as one plain JSON object (`{"http.method": "GET"}`);
+    null is no attributes.
+
+    Raises SpanError naming `field` when `value` is not an object or a value cannot be converted.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpanError(f"{field} {value!r} is not an object")
+    return {key: any_value(item, f"{field}.{key}") for key, item in value.items()}
 
 
 def key_value(key: str, value: dict) -> dict:
@@ -207,13 +244,54 @@ def chunk_protobuf(request: ExportTraceServiceRequest, max_spans: int) -> Iterat
 
 
 def traces_request(document: object) -> dict | None:
-    """The OTLP-JSON ExportTraceServiceRequest in a parsed JSON document: the document itself when it has
-    `resourceSpans`, or its `result` as Jaeger's API v3 wraps it (`{"result": {"resourceSpans": ...}}`).
-    None otherwise."""
-    if isinstance(document, dict):
-        if "resourceSpans" in document:
-            return document
-        result = document.get("result")
-        if isinstance(result, dict) and "resourceSpans" in result:
-            return result
-    return None
+    """The OTLP-JSON ExportTraceServiceRequest in a parsed JSON document, or None.
+
+    Read as such: an object with `resourceSpans`; Grafana Tempo's trace (`/api/traces/{id}` of Tempo 1.x and
+    2.x before the `resourceSpans` name, Grafana's "Download traces" and its documented trace-file example),
+    whose resource spans are `batches` (Tempo's `tempopb.Trace`); either of those inside the envelope
+    `result` (Jaeger's API v3) or `trace` (Tempo's `/api/v2/traces/{id}`, `tempopb.TraceByIDResponse`).
+    Resource spans written with OTLP's names before 0.15 (`instrumentationLibrarySpans` holding
+    `instrumentationLibrary`, as Tempo 1.x and Grafana's download write them) are renamed to `scopeSpans` and
+    `scope`; the other fields are untouched. The document itself is returned when nothing needed renaming.
+    """
+    if not isinstance(document, dict):
+        return None
+    for envelope in ("result", "trace"):
+        inner = document.get(envelope)
+        if isinstance(inner, dict) and ("resourceSpans" in inner or "batches" in inner):
+            return traces_request(inner)
+    if "resourceSpans" in document:
+        resource_spans = document["resourceSpans"]
+    elif isinstance(document.get("batches"), list):
+        resource_spans = document["batches"]
+    else:
+        return None
+    if isinstance(resource_spans, list) and any(_legacy(entry) for entry in resource_spans):
+        resource_spans = [_renamed(entry) if _legacy(entry) else entry for entry in resource_spans]
+    if resource_spans is document.get("resourceSpans"):
+        return document
+    return {"resourceSpans": resource_spans}
+
+
+def _legacy(resource_spans: object) -> bool:
+    return (
+        isinstance(resource_spans, dict)
+        and "instrumentationLibrarySpans" in resource_spans
+        and "scopeSpans" not in resource_spans
+    )
+
+
+def _renamed(resource_spans: dict) -> dict:
+    """Resource spans in OTLP's pre-0.15 names, renamed: `instrumentationLibrarySpans` → `scopeSpans`, each
+    entry's `instrumentationLibrary` → `scope`."""
+    renamed = {key: value for key, value in resource_spans.items() if key != "instrumentationLibrarySpans"}
+    scopes = resource_spans["instrumentationLibrarySpans"]
+    if isinstance(scopes, list):
+        scopes = [
+            {("scope" if key == "instrumentationLibrary" else key): value for key, value in scope.items()}
+            if isinstance(scope, dict)
+            else scope
+            for scope in scopes
+        ]
+    renamed["scopeSpans"] = scopes
+    return renamed

@@ -5,8 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Format = Literal["otlp-json", "otlp-jsonl", "otlp-protobuf", "jaeger", "zipkin"]
+Format = Literal[
+    "otlp-json", "otlp-json-array", "otlp-jsonl", "otlp-protobuf", "otel-console", "jaeger", "zipkin", "langfuse"
+]
 """The file formats `hotspan import` recognises, by content."""
+
+FORMAT_NAMES: dict[Format, str] = {
+    "otlp-json": "OTLP JSON",
+    "otlp-json-array": "a JSON array of OTLP requests",
+    "otlp-jsonl": "OTLP JSON lines",
+    "otlp-protobuf": "OTLP protobuf",
+    "otel-console": "OpenTelemetry SDK ConsoleSpanExporter output",
+    "jaeger": "Jaeger JSON",
+    "zipkin": "Zipkin v2 JSON",
+    "langfuse": "a Langfuse observation export",
+}
+"""Each format as messages name it."""
 
 ContentType = Literal["application/json", "application/x-protobuf"]
 
@@ -32,10 +46,13 @@ class Payload:
 class Rejected:
     """Input that could not be turned into OTLP; the rest of the file is still read.
 
-    One item per unusable JSON line (OTLP JSON lines) or per unusable Jaeger/Zipkin span. `source` names
-    the place: `file.jsonl:17` for a line, an RFC 6901 JSON pointer for a span
+    One item per unusable JSON line (OTLP JSON lines) or array element, or per unusable converted span
+    (ConsoleSpanExporter, Jaeger, Langfuse, Zipkin). `source` names the place: `file.jsonl:17` for a line (or a
+    printed ConsoleSpanExporter object), an RFC 6901 JSON pointer for an element or a span
     (`file.json#/data/0/spans/4`). `reason` says what is wrong and names the field.
-    `span_count` is the number of spans lost, `None` where it cannot be known (a line that is not JSON).
+    `span_count` is the number of spans lost, `None` where it cannot be known (a line that is not JSON), 0 for
+    the note that closes a converted file whose every span was rejected (the file's source, naming the format it
+    was read as: the spans are counted by their own items).
     """
 
     source: str

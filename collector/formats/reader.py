@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from collector.formats import jaeger, zipkin
+from collector.formats import console, jaeger, langfuse, zipkin
 from collector.formats.detect import Sniffed, sniff
 from collector.formats.otlp import (
     ConvertedSpan,
@@ -17,7 +17,7 @@ from collector.formats.otlp import (
     request_triples,
     traces_request,
 )
-from collector.formats.payload import ContentType, Payload, Rejected
+from collector.formats.payload import FORMAT_NAMES, ContentType, Format, Payload, Rejected
 
 DEFAULT_MAX_SPANS_PER_PAYLOAD = 5000
 
@@ -31,12 +31,16 @@ def read_payloads(
     """The OTLP payloads of a trace file, each of at most `max_spans_per_payload` spans, and a `Rejected`
     item for each part of the file that could not be converted (the rest is still read).
 
-    - OTLP JSON: the parsed request as is (Jaeger API v3's `result` envelope removed);
+    - OTLP JSON: the parsed request as is (Jaeger API v3's `result` and Tempo's `trace` envelopes removed,
+      Tempo's `batches` and OTLP's pre-0.15 names renamed: `otlp.traces_request`);
+    - an array of OTLP JSON requests: each element as one, source `file.json#/<index>`; an element that is
+      not an OTLP trace request is a `Rejected` with that source;
     - OTLP JSON lines: one payload per non-blank line, source `file.jsonl:<line>`; a line that is not JSON
       or not an OTLP trace request is a `Rejected` with that source, in line order;
     - OTLP protobuf: the (gunzipped) bytes as is;
-    - Jaeger, Zipkin: converted to OTLP JSON (see `jaeger.py`, `zipkin.py`); each span that cannot be
-      converted is a `Rejected` (JSON pointer source), yielded before the payloads.
+    - ConsoleSpanExporter output, Jaeger, Langfuse, Zipkin: converted to OTLP JSON (see `console.py`,
+      `jaeger.py`, `langfuse.py`, `zipkin.py`); each span that cannot be converted is a `Rejected` (a line
+      or JSON pointer source), yielded before the payloads.
 
     Larger inputs are split into several payloads, resource and scope repeated in each; their sources
     read `file.json (spans 5001-10000 of 12000)`. The file is read and recognised when this is called,
@@ -59,12 +63,18 @@ def _payloads(sniffed: Sniffed, source: str, max_spans: int) -> Iterator[Payload
                 yield from _labelled(chunk_protobuf(sniffed.document, max_spans), _PROTOBUF, source, total)
         case "otlp-json":
             yield from _request_payloads(traces_request(sniffed.document) or {}, source, max_spans)
+        case "otlp-json-array":
+            yield from _request_array(sniffed.document, source, max_spans)
         case "otlp-jsonl":
             yield from _json_lines(sniffed.document, source, max_spans)
+        case "otel-console":
+            yield from _converted(console.convert(sniffed.document, source), source, max_spans, sniffed.format)
         case "jaeger":
-            yield from _converted(jaeger.convert(sniffed.document, source), source, max_spans)
+            yield from _converted(jaeger.convert(sniffed.document, source), source, max_spans, sniffed.format)
+        case "langfuse":
+            yield from _converted(langfuse.convert(sniffed.document, source), source, max_spans, sniffed.format)
         case "zipkin":
-            yield from _converted(zipkin.convert(sniffed.document, source), source, max_spans)
+            yield from _converted(zipkin.convert(sniffed.document, source), source, max_spans, sniffed.format)
 
 
 def _request_payloads(request: dict, source: str, max_spans: int) -> Iterator[Payload]:
@@ -74,6 +84,16 @@ def _request_payloads(request: dict, source: str, max_spans: int) -> Iterator[Pa
         yield Payload(_JSON, request, source)
     else:
         yield from _labelled(chunk_requests(triples, max_spans), _JSON, source, len(triples))
+
+
+def _request_array(requests: list, source: str, max_spans: int) -> Iterator[Payload | Rejected]:
+    for index, element in enumerate(requests):
+        element_source = f"{source}#/{index}"
+        request = traces_request(element)
+        if request is None:
+            yield Rejected(element_source, "not an OTLP trace export request (no 'resourceSpans')", None)
+            continue
+        yield from _request_payloads(request, element_source, max_spans)
 
 
 def _json_lines(text: str, source: str, max_spans: int) -> Iterator[Payload | Rejected]:
@@ -97,13 +117,22 @@ def _json_lines(text: str, source: str, max_spans: int) -> Iterator[Payload | Re
         yield from _request_payloads(request, line_source, max_spans)
 
 
-def _converted(items: Iterable[ConvertedSpan | Rejected], source: str, max_spans: int) -> Iterator[Payload | Rejected]:
+def _converted(
+    items: Iterable[ConvertedSpan | Rejected], source: str, max_spans: int, read_as: Format
+) -> Iterator[Payload | Rejected]:
+    """The payloads of converted spans, after the rejections; when every span was rejected, a last `Rejected`
+    (no span count, the spans are counted already) names the format the file was read as, so that the user can
+    tell a file in another format from a file with bad spans."""
     spans: list[ConvertedSpan] = []
+    rejected = False
     for item in items:
         if isinstance(item, Rejected):
+            rejected = True
             yield item
         else:
             spans.append(item)
+    if rejected and not spans:
+        yield Rejected(source, f"read as {FORMAT_NAMES[read_as]}, and none of its spans could be converted", 0)
     triples = group_converted(spans)
     yield from _labelled(chunk_requests(triples, max_spans), _JSON, source, len(triples))
 

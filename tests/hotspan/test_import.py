@@ -76,8 +76,10 @@ def test_non_hex_jaeger_ids_are_rejected_by_name(store: ClickHouse) -> None:
         [TRACES / "jaeger/jaegerui__tracegraph_testTrace.json"], StoreSink(ClickHouseTraceWriter(store)), progress=False
     )
     assert summary.rejected == 11
-    assert all("is not an ID of 1 to 32 hex digits" in p or "hex digits" in p for p in summary.problems)
-    assert "traceID 'trace-123'" in summary.problems[0]
+    *spans, whole = summary.problems
+    assert all("is not an ID of 1 to 32 hex digits" in p or "hex digits" in p for p in spans)
+    assert "traceID 'trace-123'" in spans[0]
+    assert whole.endswith("read as Jaeger JSON, and none of its spans could be converted")
 
 
 @pytest.mark.parametrize(
@@ -162,3 +164,58 @@ def test_cli_import_into_a_served_data_dir_points_to_the_endpoint(hotspan_server
     run = _cli_import("--data-dir", str(settings.data_dir), str(TRACES / "zipkin/zipkin__yelp.json"), env=env)
     assert run.returncode == 2
     assert "import through it with --endpoint" in run.stderr and "Traceback" not in run.stderr
+
+
+# Files people save traces in (tests/collector/formats/testdata/README.md): (spans, traces, services) each stores.
+SAVED = Path(__file__).resolve().parents[1] / "collector" / "formats" / "testdata"
+SAVED_EXPECTED = {
+    "otel-sdk-console.out": (3, 1, 1),
+    # Six printed objects: each of the three spans at its start (unended) and at its end.
+    "otel-sdk-console-start-and-end.out": (3, 1, 1),
+    # Both derived from jaeger's example trace: five spans of one trace in three services.
+    "tempo-batches-from-jaeger-example.json": (5, 1, 3),
+    "tempo-v2-from-jaeger-example.json": (5, 1, 3),
+    # Five observations, the EVENT without endTime a point in time; the export names no service ("langfuse").
+    "langfuse-observations-v2.json": (5, 1, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAVED_EXPECTED))
+def test_saved_file_imports_and_a_second_import_stores_nothing_twice(store: ClickHouse, name: str) -> None:
+    sink = StoreSink(ClickHouseTraceWriter(store))
+
+    first = import_paths([SAVED / name], sink, progress=False)
+    second = import_paths([SAVED / name], sink, progress=False)
+
+    spans, traces, services = SAVED_EXPECTED[name]
+    assert (first.spans, len(first.traces), len(first.services), first.problems) == (spans, traces, services, [])
+    assert (second.spans, second.traces, second.services) == (first.spans, first.traces, first.services)
+    stored = store.query_rows("SELECT count(), uniqExact(TraceId, SpanId), uniqExact(ServiceName) FROM otel_traces")
+    assert stored[0] == (spans, spans, services)
+
+
+def test_array_of_otlp_requests_imports_each_request(store: ClickHouse, tmp_path: Path) -> None:
+    names = ["otlp/otelproto__trace.json", "otlp/otlp2parquet__trace.json", "otlp/jaeger__otel_traces_01.json"]
+    saved = tmp_path / "requests.json"
+    saved.write_text("[" + ",".join((TRACES / name).read_text() for name in names) + "]")
+    sink = StoreSink(ClickHouseTraceWriter(store))
+
+    summary = import_paths([saved, saved], sink, progress=False)
+
+    assert (summary.files, summary.spans, len(summary.traces)) == (2, 2 * (1 + 2 + 4), 1 + 1 + 2)
+    assert store.query_rows("SELECT count() FROM otel_traces")[0] == (1 + 2 + 4,)
+
+
+def test_cli_imports_every_saved_format_and_refuses_by_name(tmp_path: Path) -> None:
+    refused = tmp_path / "signoz.json"
+    refused.write_text('{"spans": [{"spanId": "a", "traceId": "b", "durationNano": 5, "tagMap": {}}]}')
+    files = [str(SAVED / name) for name in sorted(SAVED_EXPECTED)]
+
+    run = _cli_import("--data-dir", str(tmp_path / "data"), *files, str(refused))
+
+    assert run.returncode == 0, run.stderr
+    spans = sum(spans for spans, _, _ in SAVED_EXPECTED.values())
+    # The two Tempo files hold the same trace (both derived from jaeger's example): four distinct traces, and the
+    # services checkout, langfuse and example-service-1 to -3.
+    assert f"files: 6  spans: {spans}  traces: 4  services: 5  rejected: 0" in run.stdout
+    assert "signoz.json: it looks like SigNoz's trace-detail API answer" in run.stdout

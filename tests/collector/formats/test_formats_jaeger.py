@@ -180,9 +180,11 @@ def test_non_hex_ids_reject_each_span_naming_the_field() -> None:
 
     items = list(read_payloads(path))
 
-    assert len(items) == 11
+    assert len(items) == 11 + 1
     assert all(isinstance(item, Rejected) for item in items)
     assert items[0] == Rejected(f"{path}#/spans/0", "traceID 'trace-123' is not an ID of 1 to 32 hex digits", 1)
+    # The last names the format the file was read as: every span was rejected.
+    assert items[-1] == Rejected(str(path), "read as Jaeger JSON, and none of its spans could be converted", 0)
 
 
 def test_tracegraph_with_hex_ids_kinds_follows_from_and_error(tmp_path: Path) -> None:
