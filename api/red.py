@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from api.errors import ApiError
 from api.models import ErrorResponse
 from api.tenancy import Tenant
-from api.window import EndNs, StartNs, window
+from api.window import MAX_STEP_S, EndNs, StartNs, window
 from storage.rollup_reader import RedQuery, RollupReader
 from units import NS_PER_MS, NS_PER_S
 
@@ -69,7 +69,9 @@ def build_router(reader: RollupReader) -> APIRouter:
         ] = "service",
         start_ns: StartNs = None,
         end_ns: EndNs = None,
-        step_s: Annotated[int, Query(ge=60, description="Series step in seconds, a multiple of 60.")] = 60,
+        step_s: Annotated[
+            int, Query(ge=60, le=MAX_STEP_S, description="Series step in seconds, a multiple of 60.")
+        ] = 60,
         service: Annotated[str | None, Query(description="Only this service.")] = None,
         span_kind: Annotated[
             str | None, Query(description="Only spans of this kind: `Server`, `Client`, `Producer`, ...")

@@ -37,6 +37,7 @@ from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
 from collector.pipeline import IngestConfig, IngestPipeline
 from dashboards.app import build_dash_app
+from dashboards.request_guard import UiRequestGuard
 from diagnosis import DiagnosisSettings, PrometheusMetricsSource, load_diagnosis_settings
 from diagnosis.capacity import CapacitySettings
 from hotspan import metrics as metrics_routes
@@ -371,5 +372,6 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     dash_app = build_dash_app(query, requests_pathname_prefix="/ui/")
     # An unknown package or file under /ui/_dash-component-suites/ is a 404, not a 500 with a traceback.
     dash_app.server.register_error_handler(DependencyException, lambda exc: ("not found", 404))
-    app.mount("/ui", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
+    ui = WSGIMiddleware(dash_app.server)  # type: ignore[arg-type]
+    app.mount("/ui", UiRequestGuard(ui, settings.ui_max_body_bytes, lambda: dash_app.callback_map))
     return query
