@@ -180,6 +180,7 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
         ClickHouseIncidentStore(storage.clickhouse),
         engine_metrics,
         capacity_service(settings),
+        settings.cardinality_limit,
     )
 
 
@@ -292,7 +293,9 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     app.state.query = _mount_query(app, settings, storage) if parts.query else None
     # The trace pipeline (started by server.py) runs these on every batch.
     app.state.trace_processors = (
-        trace_processors(storage, TraceMetrics(app.state.metrics_registry)) if parts.pipeline else []
+        trace_processors(storage, TraceMetrics(app.state.metrics_registry, settings.cardinality_limit))
+        if parts.pipeline
+        else []
     )
     app.state.tail_sampling_metrics = TailSamplingMetrics(app.state.metrics_registry) if parts.pipeline else None
     if settings.prometheus_url and parts.query:
@@ -357,8 +360,8 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(trace_view_api.build_router(query.views))
     app.include_router(jaeger_v1.build_router(query.store, trace_reads))
     app.include_router(jaeger_v3.build_router(query.store, trace_reads))
-    app.include_router(topology_api.build_router(query.store))
-    app.include_router(red_api.build_router(query.store))
+    app.include_router(topology_api.build_router(query.store, query.cardinality_limit))
+    app.include_router(red_api.build_router(query.store, query.cardinality_limit))
     app.include_router(diagnosis_api.build_router(query.diagnosis))
     app.include_router(incidents_api.build_router(query.incidents))
     app.include_router(analysis_api.build_router(query.analysis))

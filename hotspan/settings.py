@@ -110,6 +110,7 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validat
 
 from storage.faults import FaultPlan
 from storage.layout import Layout
+from storage.rollup_sql import CARDINALITY_LIMIT
 
 Role = Literal["all", "collector", "query", "pipeline"]
 """What one Hotspan process runs (``hotspan.roles`` says which parts each starts)."""
@@ -208,7 +209,7 @@ class Settings(BaseModel):
         description="Largest request body under /ui (a Dash callback), bytes: 413 above, before the body is read.",
     )
     cardinality_limit: int = Field(
-        2000,
+        CARDINALITY_LIMIT,
         ge=1,
         description="Most series per metric family on /metrics and most groups (edges) per RED, Services and "
         'topology read; the rest fold into one series or row marked otel_metric_overflow="true" (the OTel '
