@@ -44,19 +44,23 @@ RED_FILTERS = {
 """Optional conditions of a RED read, by parameter name; kinds are stored folded (``Server``...). Plain strings:
 they are inserted into ``{conditions}`` as values, so their braces stay single."""
 
-RED_KEPT = (
-    """
+
+def kept(table: str, columns: str, calls: str) -> str:
+    """The ``kept`` CTE (a template) of a read bounded by its ``limit`` parameter: the ``columns`` (a group's or
+    an edge's) of the ``limit`` groups of ``table`` with the most ``calls`` (an aggregate) in the window, ties by
+    the columns."""
+    return f"""
 WITH kept AS (
-    SELECT {raw}
-    FROM hotspan_red_minutes
-    WHERE"""
-    + MINUTES
-    + """ AND {conditions}
-    GROUP BY {raw}
-    ORDER BY sum(Calls) DESC, {raw}
-    LIMIT {{limit:UInt64}}
+    SELECT {columns}
+    FROM {table}
+    WHERE{MINUTES} AND {{conditions}}
+    GROUP BY {columns}
+    ORDER BY {calls} DESC, {columns}
+    LIMIT {{{{limit:UInt64}}}}
 )"""
-)
+
+
+RED_KEPT = kept("hotspan_red_minutes", "{raw}", "sum(Calls)")
 """The groups a RED read keeps (``{raw}``: the group's columns): the ``limit`` with the most calls in the window,
 ties by name. Every other group folds into one overflow row (``overflow`` = 1, keys empty), so a read holds at
 most ``limit + 1`` groups whatever the senders named (the cardinality limit, ``HOTSPAN_CARDINALITY_LIMIT``).
@@ -140,23 +144,8 @@ EDGE_KEYS = """
 """An edge's keys, folded into one overflow edge (``overflow`` = 1, names empty) beyond the kept edges."""
 
 SERVICE_GRAPH_EDGES = (
-    """
-WITH kept AS (
-    SELECT """
-    + EDGE_COLUMNS
+    kept("hotspan_service_graph_minutes", EDGE_COLUMNS, "sum(Calls)")
     + """
-    FROM hotspan_service_graph_minutes
-    WHERE"""
-    + MINUTES
-    + """ AND {conditions}
-    GROUP BY """
-    + EDGE_COLUMNS
-    + """
-    ORDER BY sum(Calls) DESC, """
-    + EDGE_COLUMNS
-    + """
-    LIMIT {{limit:UInt64}}
-)
 SELECT"""
     + EDGE_KEYS
     + """
@@ -178,23 +167,8 @@ edges with the most calls (ties by names) keep their own row, the rest fold into
 :data:`RED_KEPT` does for RED."""
 
 SERVICE_GRAPH_EDGES_SCOPED = (
-    """
-WITH kept AS (
-    SELECT """
-    + EDGE_COLUMNS
+    kept("hotspan_service_graph_edges", EDGE_COLUMNS, "count()")
     + """
-    FROM hotspan_service_graph_edges
-    WHERE"""
-    + MINUTES
-    + """ AND {conditions}
-    GROUP BY """
-    + EDGE_COLUMNS
-    + """
-    ORDER BY count() DESC, """
-    + EDGE_COLUMNS
-    + """
-    LIMIT {{limit:UInt64}}
-)
 SELECT"""
     + EDGE_KEYS
     + """
