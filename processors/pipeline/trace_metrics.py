@@ -112,9 +112,12 @@ def place(known: dict[Key, object], limit: int, weights: dict[Key, float]) -> di
     return {key: key if key in known or key in admitted else OVERFLOW for key in weights}
 
 
-def _labels(names: Sequence[str], key: Key) -> tuple[list[str], list[str]]:
-    """``(label names, values)`` of a series: the table's own, or only the overflow label."""
-    return ([OVERFLOW_LABEL], ["true"]) if key == OVERFLOW else (list(names), list(key))
+def _target(family: Metric, key: Key) -> tuple[Metric, list[str]]:
+    """Where a series of ``family`` is added, and its label values: ``family`` itself, or for the overflow series a
+    family of the same name and type with only the overflow label (whose samples the caller moves over)."""
+    if key != OVERFLOW:
+        return family, list(key)
+    return type(family)(family.name, "", labels=[OVERFLOW_LABEL]), ["true"]
 
 
 class CounterTable:
@@ -147,10 +150,10 @@ class CounterTable:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
         with self._lock:
             for key, total in sorted(self._values.items()):
-                names, values = _labels(self.labels, key)
-                part = CounterMetricFamily(self.name, "", labels=names)
-                part.add_metric(values, total)
-                family.samples.extend(part.samples)
+                target, values = _target(family, key)
+                target.add_metric(values, total)
+                if target is not family:
+                    family.samples.extend(target.samples)
         return family
 
 
@@ -209,10 +212,11 @@ class HistogramTable:
         with self._lock:
             for key in sorted(self._counts):
                 cumulative = np.cumsum(self._counts[key])
-                names, values = _labels(self.labels, key)
-                part = HistogramMetricFamily(self.name, "", labels=names)
-                part.add_metric(values, list(zip(edges, (float(c) for c in cumulative), strict=True)), self._sums[key])
-                family.samples.extend(part.samples)
+                target, values = _target(family, key)
+                buckets = list(zip(edges, (float(c) for c in cumulative), strict=True))
+                target.add_metric(values, buckets, self._sums[key])
+                if target is not family:
+                    family.samples.extend(target.samples)
         return family
 
 
