@@ -26,7 +26,7 @@ from api.errors import ApiError
 from api.models import ErrorResponse
 from api.tenancy import Tenant
 from api.traces import parse_trace_id
-from api.window import StartNs, window
+from api.window import MAX_NS, MAX_STEP_S, StartNs, window
 from query.analysis import AnalysisService, StatisticsGroup
 from storage.analysis_store import AnalysisFilter
 from units import NS_PER_S
@@ -39,7 +39,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": ErrorResponse}}
 TRACE_ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}}
 
 # Analysis reads include the window's end (storage.analysis_store.AnalysisFilter); the shared EndNs does not say.
-EndNs = Annotated[int | None, Query(ge=0, description="Window end (inclusive), ns since the Unix epoch; default now.")]
+EndNs = Annotated[
+    int | None, Query(ge=0, le=MAX_NS, description="Window end (inclusive), ns since the Unix epoch; default now.")
+]
 Service = Annotated[str | None, Query(description="Service name (exact).")]
 RequestTenant = Annotated[
     str | None,
@@ -384,7 +386,7 @@ def build_router(service: AnalysisService) -> APIRouter:
         owner: Tenant,
         start_ns: StartNs = None,
         end_ns: EndNs = None,
-        bucket_s: Annotated[int, Query(ge=1, description="Bucket width, seconds.")] = 60,
+        bucket_s: Annotated[int, Query(ge=1, le=MAX_STEP_S, description="Bucket width, seconds.")] = 60,
         service_name: Annotated[str | None, Query(alias="service", description="Root service of the request.")] = None,
         request_tenant: RequestTenant = None,
     ) -> StageSharesResponse:

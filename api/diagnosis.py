@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.models import ErrorResponse
 from api.tenancy import Tenant
-from api.window import check_order
+from api.window import MAX_NS, check_order
 from diagnosis import Finding
 from diagnosis.engine import DEFAULT_TRACE_LIMIT
 from query.diagnosis import DiagnosisService
@@ -52,10 +52,12 @@ def build_router(service_: DiagnosisService) -> APIRouter:
     async def diagnose(
         tenant: Tenant,
         start_ns: Annotated[
-            int | None, Query(ge=0, description="Window start (span start), ns since the Unix epoch; open if absent.")
+            int | None,
+            Query(ge=0, le=MAX_NS, description="Window start (span start), ns since the Unix epoch; open if absent."),
         ] = None,
         end_ns: Annotated[
-            int | None, Query(ge=0, description="Window end (span start), ns since the Unix epoch; open if absent.")
+            int | None,
+            Query(ge=0, le=MAX_NS, description="Window end (span start), ns since the Unix epoch; open if absent."),
         ] = None,
         service: Annotated[
             str | None, Query(description="Only traces with a span of this service (whole traces are analysed).")

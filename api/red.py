@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from api.errors import ApiError
 from api.models import ErrorResponse
 from api.tenancy import Tenant
-from api.window import EndNs, StartNs, window
+from api.window import MAX_STEP_S, EndNs, StartNs, window
 from storage.rollup_reader import RedQuery, RollupReader
 from units import NS_PER_MS, NS_PER_S
 
@@ -35,6 +35,11 @@ class RedPoint(BaseModel):
 
 class RedGroup(BaseModel):
     service: str
+    overflow: bool = Field(
+        False,
+        description="The groups beyond HOTSPAN_CARDINALITY_LIMIT (fewer calls than every other group), folded into "
+        "this one, last, with empty names (otel_metric_overflow).",
+    )
     operation: str | None = Field(None, description="Span name; only when grouped by operation.")
     span_kind: str | None = Field(None, description="Only when grouped by operation.")
     calls: int
@@ -57,8 +62,8 @@ class RedResponse(BaseModel):
     groups: list[RedGroup]
 
 
-def build_router(reader: RollupReader) -> APIRouter:
-    """``GET /api/v1/red`` over ``reader``."""
+def build_router(reader: RollupReader, limit: int | None = None) -> APIRouter:
+    """``GET /api/v1/red`` over ``reader``: at most ``limit`` groups, the rest folded into one overflow group."""
     router = APIRouter(prefix="/api/v1", tags=["red"])
 
     @router.get("/red", operation_id="get_red", response_model=RedResponse, responses={400: {"model": ErrorResponse}})
@@ -69,7 +74,9 @@ def build_router(reader: RollupReader) -> APIRouter:
         ] = "service",
         start_ns: StartNs = None,
         end_ns: EndNs = None,
-        step_s: Annotated[int, Query(ge=60, description="Series step in seconds, a multiple of 60.")] = 60,
+        step_s: Annotated[
+            int, Query(ge=60, le=MAX_STEP_S, description="Series step in seconds, a multiple of 60.")
+        ] = 60,
         service: Annotated[str | None, Query(description="Only this service.")] = None,
         span_kind: Annotated[
             str | None, Query(description="Only spans of this kind: `Server`, `Client`, `Producer`, ...")
@@ -85,11 +92,11 @@ def build_router(reader: RollupReader) -> APIRouter:
             raise ApiError(400, "invalid_parameter", f"step_s: more than {MAX_STEPS} steps; use a larger step")
         if span_kind is not None and span_kind not in SPAN_KINDS:
             raise ApiError(400, "invalid_parameter", f"span_kind: one of {', '.join(SPAN_KINDS)}")
-        query = RedQuery(group_by, start, end, step_s, service=service or None, span_kind=span_kind)
+        query = RedQuery(group_by, start, end, step_s, service=service or None, span_kind=span_kind, limit=limit)
         result = await run_in_threadpool(reader.red, query, tenant=tenant)
         read_start = start - start % (60 * NS_PER_S)
         seconds = max((end - read_start) / NS_PER_S, 1.0)
-        keys = ["service", "operation", "span_kind"] if group_by == "operation" else ["service"]
+        keys = ["overflow", "service", "operation", "span_kind"] if group_by == "operation" else ["overflow", "service"]
         points: dict[tuple, list[RedPoint]] = {}
         for row in result.series.iter_rows(named=True):
             points.setdefault(tuple(row[k] for k in keys), []).append(
@@ -105,6 +112,7 @@ def build_router(reader: RollupReader) -> APIRouter:
         groups = [
             RedGroup(
                 service=row["service"],
+                overflow=row["overflow"],
                 operation=row.get("operation"),
                 span_kind=row.get("span_kind"),
                 calls=row["calls"],

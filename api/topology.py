@@ -53,6 +53,11 @@ class TopologyResponse(BaseModel):
     end_ns: int
     nodes: list[TopologyNode]
     edges: list[TopologyEdge]
+    overflow: TopologyEdge | None = Field(
+        None,
+        description="The edges beyond HOTSPAN_CARDINALITY_LIMIT (the busiest are in `edges`), folded into one with "
+        "empty names (otel_metric_overflow); null when every edge fits.",
+    )
 
 
 class EdgeExample(BaseModel):
@@ -71,9 +76,10 @@ class EdgeExamplesResponse(BaseModel):
     traces: list[EdgeExample] = Field(description="Failed calls first, then the slowest; one entry per trace.")
 
 
-def build_router(reader: RollupReader) -> APIRouter:
+def build_router(reader: RollupReader, limit: int | None = None) -> APIRouter:
     """``GET /api/v1/topology`` and ``GET /api/v1/topology/examples`` over ``reader`` (the query room's store;
-    the graph is assembled by :func:`query.topology.window_topology`, as the Topology page's is)."""
+    the graph is assembled by :func:`query.topology.window_topology`, as the Topology page's is), at most ``limit``
+    edges (the rest folded into ``overflow``)."""
     router = APIRouter(prefix="/api/v1", tags=["topology"])
 
     @router.get(
@@ -87,7 +93,7 @@ def build_router(reader: RollupReader) -> APIRouter:
         with calls and errors, edges with calls, errors and p50/p95/p99 latency as seen by client and server.
         Times are ns; latencies ms."""
         start, end = window(start_ns, end_ns)
-        graph = await run_in_threadpool(window_topology, reader, start, end, tenant=tenant)
+        graph = await run_in_threadpool(window_topology, reader, start, end, tenant=tenant, limit=limit)
         nodes, edges = graph.nodes, graph.edges
         return TopologyResponse(
             start_ns=start - start % NS_PER_MIN,
@@ -104,6 +110,7 @@ def build_router(reader: RollupReader) -> APIRouter:
                 for row in nodes.iter_rows(named=True)
             ],
             edges=[_edge(row) for row in edges.iter_rows(named=True)],
+            overflow=next((_edge(row) for row in graph.overflow.iter_rows(named=True)), None),
         )
 
     @router.get(

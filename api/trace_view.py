@@ -59,6 +59,10 @@ class TraceViewResponse(BaseModel):
     )
 
 
+MAX_INDEX = 2**31 - 1
+"""Largest row, depth or span index a request may name (no trace holds more spans): larger values are a 422."""
+SpanIndex = Annotated[int, Field(ge=0, le=MAX_INDEX)]
+
 FRESH_HELP = (
     "Show the trace as stored now: the kept view only when the trace has not changed since it was built, else read "
     "again (what a trace page load does)."
@@ -78,13 +82,15 @@ def build_router(views: TraceViews) -> APIRouter:
     async def trace_view(
         trace_id: str,
         tenant: Tenant,
-        offset: Annotated[int, Query(ge=0, description="First visible row to return.")] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_INDEX, description="First visible row to return.")] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_WINDOW_ROWS, description="Rows to return.")] = 200,
         mode: Annotated[Mode, Query(description=f"Which subtrees are open: {', '.join(MODES)}.")] = "all",
-        depth: Annotated[int, Query(ge=0, description="`depth` mode: spans this deep and deeper are collapsed.")] = 2,
-        toggle: Annotated[list[int] | None, Query(description="Span indices whose collapsed state flips.")] = None,
+        depth: Annotated[
+            int, Query(ge=0, le=MAX_INDEX, description="`depth` mode: spans this deep and deeper are collapsed.")
+        ] = 2,
+        toggle: Annotated[list[SpanIndex] | None, Query(description="Span indices whose collapsed state flips")] = None,
         aggregate: Annotated[bool, Query(description="Group repeated siblings (large traces only).")] = True,
-        opened: Annotated[list[int] | None, Query(description="First spans of groups shown one by one.")] = None,
+        opened: Annotated[list[SpanIndex] | None, Query(description="First spans of groups shown one by one.")] = None,
         search: Annotated[str, Query(max_length=200, description="Find in the trace; matches are revealed.")] = "",
         fresh: Annotated[bool, Query(description=FRESH_HELP)] = False,
     ) -> TraceViewResponse:

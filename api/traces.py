@@ -115,7 +115,8 @@ def build_router(reader: TraceReader, analysis: AnalysisService, limits: TraceRe
             str | None, Query(description="`next_page_token` of the previous page; absent for the first.")
         ] = None,
         limit: Annotated[
-            int | None, Query(ge=1, description="Most spans to return; default and cap HOTSPAN_MAX_TRACE_SPANS.")
+            int | None,
+            Query(ge=1, le=2**31 - 1, description="Most spans to return; default and cap HOTSPAN_MAX_TRACE_SPANS."),
         ] = None,
     ) -> Response:
         """The spans of one trace, each once, by start time, in pages of at most ``HOTSPAN_MAX_TRACE_SPANS``: a trace

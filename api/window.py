@@ -16,6 +16,10 @@ DEFAULT_WINDOW_NS = 3_600 * 1_000_000_000
 MAX_NS = 2**63 - 1
 """Latest instant ``DateTime64(9)`` and an Int64 of ns can hold (2262-04-11); a larger bound value would wrap."""
 
+MAX_STEP_S = 2**31 - 1
+"""Widest series step or bucket a window route takes, s (68 years): its ns fit an Int64 and its seconds a UInt32,
+so a larger value is a 422, never an overflow in the SQL it is bound into."""
+
 StartNs = Annotated[
     int | None,
     Query(ge=0, le=MAX_NS, description="Window start, ns since the Unix epoch; default `end_ns` minus 1 h."),

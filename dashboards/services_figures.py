@@ -69,8 +69,14 @@ def sparkline_data_uri(
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
 
 
+OVERFLOW_LABEL = "other (beyond HOTSPAN_CARDINALITY_LIMIT)"
+"""Name of the RED row that folds the groups beyond the read's limit."""
+
+
 def group_label(row: dict) -> str:
-    """``service`` or ``service · operation (kind)`` for a RED row."""
+    """``service`` or ``service · operation (kind)`` for a RED row; :data:`OVERFLOW_LABEL` for the overflow row."""
+    if row.get("overflow"):
+        return OVERFLOW_LABEL
     if row.get("operation") is None:
         return str(row["service"])
     return f"{row['service']} · {row['operation']} ({row['span_kind']})"
@@ -93,7 +99,7 @@ def red_latency_figure(
     """
     if series.height == 0:
         return empty_figure("No spans in this window")
-    keys = [k for k in ("service", "operation", "span_kind") if k in totals.columns]
+    keys = _group_keys(totals)
     busiest = totals.sort("calls", descending=True).head(MAX_LINES).select(keys)
     step_ns = step_s * 1_000_000_000
     step = timedelta(seconds=step_s)
@@ -129,7 +135,7 @@ def red_latency_figure(
 def _line_color(group: dict[str, object], index: int) -> str:
     return (
         service_color(str(group["service"]))
-        if set(group) == {"service"}
+        if set(group) - {"overflow"} == {"service"} and not group.get("overflow")
         else SERVICE_PALETTE[index % len(SERVICE_PALETTE)]
     )
 
@@ -199,19 +205,22 @@ def red_table(
     """
     if totals.height == 0:
         return html.P("No spans in this window.", className="hs-hint")
-    keys = [k for k in ("service", "operation", "span_kind") if k in totals.columns]
+    keys = _group_keys(totals)
     window_s = max(window_s, 1.0)
     rate_note = f"Calls per second, averaged over the selected window ({_window_text(window_s)})"
     header = html.Tr(
-        [html.Th("Service" if len(keys) == 1 else "Operation", style=_NAME_COLUMN)]
+        [html.Th("Operation" if "operation" in keys else "Service", style=_NAME_COLUMN)]
         + [html.Th("Calls", style=_NUMBER), html.Th("Rate (/s, window avg)", title=rate_note, style=_NUMBER)]
         + [html.Th(name, style=_NUMBER) for name in ("Errors", "p50 (ms)", "p95 (ms)", "p99 (ms)")]
         + [html.Th(name) for name in ("Calls over time", "p95 over time")]
         + ([html.Th("Slowest traces")] if drill else [])
     )
     rows = []
+    # One pass over the series (a filter per row was quadratic: minutes for thousands of operations).
+    by_group = series.sort("bucket_start_ns").partition_by(keys, as_dict=True)
+    empty = series.clear()
     for row in totals.sort("calls", descending=True).iter_rows(named=True):
-        points = series.filter(pl.all_horizontal(pl.col(k) == row[k] for k in keys)).sort("bucket_start_ns")
+        points = by_group.get(tuple(row[k] for k in keys), empty)
         error_rate = row["errors"] / row["calls"] if row["calls"] else 0.0
         rows.append(
             html.Tr(
@@ -239,6 +248,11 @@ def red_table(
             )
         )
     return html.Table(className="hs-kv hs-red-table", children=[html.Thead(header), html.Tbody(rows)])
+
+
+def _group_keys(totals: pl.DataFrame) -> list[str]:
+    """The columns naming a RED group in ``totals``: the overflow flag (when read) and the group keys."""
+    return [k for k in ("overflow", "service", "operation", "span_kind") if k in totals.columns]
 
 
 def _window_text(seconds: float) -> str:

@@ -37,6 +37,7 @@ from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
 from collector.pipeline import IngestConfig, IngestPipeline
 from dashboards.app import build_dash_app
+from dashboards.request_guard import UiRequestGuard
 from diagnosis import DiagnosisSettings, PrometheusMetricsSource, load_diagnosis_settings
 from diagnosis.capacity import CapacitySettings
 from hotspan import metrics as metrics_routes
@@ -179,6 +180,7 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
         ClickHouseIncidentStore(storage.clickhouse),
         engine_metrics,
         capacity_service(settings),
+        settings.cardinality_limit,
     )
 
 
@@ -291,7 +293,9 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     app.state.query = _mount_query(app, settings, storage) if parts.query else None
     # The trace pipeline (started by server.py) runs these on every batch.
     app.state.trace_processors = (
-        trace_processors(storage, TraceMetrics(app.state.metrics_registry)) if parts.pipeline else []
+        trace_processors(storage, TraceMetrics(app.state.metrics_registry, settings.cardinality_limit))
+        if parts.pipeline
+        else []
     )
     app.state.tail_sampling_metrics = TailSamplingMetrics(app.state.metrics_registry) if parts.pipeline else None
     if settings.prometheus_url and parts.query:
@@ -359,8 +363,8 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(trace_view_api.build_router(query.views))
     app.include_router(jaeger_v1.build_router(query.store, trace_reads))
     app.include_router(jaeger_v3.build_router(query.store, trace_reads))
-    app.include_router(topology_api.build_router(query.store))
-    app.include_router(red_api.build_router(query.store))
+    app.include_router(topology_api.build_router(query.store, query.cardinality_limit))
+    app.include_router(red_api.build_router(query.store, query.cardinality_limit))
     app.include_router(diagnosis_api.build_router(query.diagnosis))
     app.include_router(incidents_api.build_router(query.incidents))
     app.include_router(analysis_api.build_router(query.analysis))
@@ -374,5 +378,6 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     dash_app = build_dash_app(query, requests_pathname_prefix="/ui/")
     # An unknown package or file under /ui/_dash-component-suites/ is a 404, not a 500 with a traceback.
     dash_app.server.register_error_handler(DependencyException, lambda exc: ("not found", 404))
-    app.mount("/ui", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
+    ui = WSGIMiddleware(dash_app.server)  # type: ignore[arg-type]
+    app.mount("/ui", UiRequestGuard(ui, settings.ui_max_body_bytes, lambda: dash_app.callback_map))
     return query

@@ -110,6 +110,7 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validat
 
 from storage.faults import FaultPlan
 from storage.layout import Layout
+from storage.rollup_sql import CARDINALITY_LIMIT
 
 Role = Literal["all", "collector", "query", "pipeline"]
 """What one Hotspan process runs (``hotspan.roles`` says which parts each starts)."""
@@ -131,6 +132,8 @@ ENVIRONMENT = {
     "max_request_spans": "HOTSPAN_MAX_REQUEST_SPANS",
     "body_read_timeout_s": "HOTSPAN_BODY_READ_TIMEOUT_S",
     "max_trace_spans": "HOTSPAN_MAX_TRACE_SPANS",
+    "ui_max_body_bytes": "HOTSPAN_UI_MAX_BODY_BYTES",
+    "cardinality_limit": "HOTSPAN_CARDINALITY_LIMIT",
     "decode_wait_s": "HOTSPAN_DECODE_WAIT_S",
     "ttl_days": "HOTSPAN_TTL_DAYS",
     "queue_max_bytes": "HOTSPAN_QUEUE_MAX_BYTES",
@@ -200,6 +203,18 @@ class Settings(BaseModel):
     max_request_spans: int = Field(200_000, ge=1)
     body_read_timeout_s: float = Field(30.0, gt=0)
     max_trace_spans: int = Field(100_000, ge=1)
+    ui_max_body_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body under /ui (a Dash callback), bytes: 413 above, before the body is read.",
+    )
+    cardinality_limit: int = Field(
+        CARDINALITY_LIMIT,
+        ge=1,
+        description="Most series per metric family on /metrics and most groups (edges) per RED, Services and "
+        'topology read; the rest fold into one series or row marked otel_metric_overflow="true" (the OTel '
+        "spanmetrics connector's aggregation_cardinality_limit).",
+    )
     decode_wait_s: float = Field(3.0, gt=0)
     ttl_days: int = Field(0, ge=0)
     queue_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)

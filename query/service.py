@@ -23,6 +23,7 @@ from storage.engine_reader import EngineReader, EngineWindow
 from storage.incident_store import IncidentStore
 from storage.reader import TraceReader
 from storage.rollup_reader import EdgeScope, RollupReader
+from storage.rollup_sql import CARDINALITY_LIMIT
 
 
 class Store(TraceReader, RollupReader, Protocol):
@@ -44,6 +45,8 @@ class QueryService:
         engine_metrics: vLLM's metrics for the Services page; None without ``HOTSPAN_PROMETHEUS_URL``.
         capacity: the capacity health score per engine and service (the API, the Services page and ``/metrics``);
             one reporting ``not_configured`` without ``HOTSPAN_PROMETHEUS_URL``.
+        cardinality_limit: most groups of a RED read and edges of a topology read the API and the UI make (the
+            rest fold into one overflow row), ``HOTSPAN_CARDINALITY_LIMIT``.
     """
 
     store: Store
@@ -54,6 +57,7 @@ class QueryService:
     engines: EngineReader
     engine_metrics: EngineMetricsReader | None = None
     capacity: CapacityService = field(default_factory=lambda: CapacityService(None))
+    cardinality_limit: int = CARDINALITY_LIMIT
 
     @classmethod
     def build(
@@ -66,6 +70,7 @@ class QueryService:
         incidents: IncidentStore,
         engine_metrics: EngineMetricsReader | None = None,
         capacity: CapacityService | None = None,
+        cardinality_limit: int = CARDINALITY_LIMIT,
     ) -> QueryService:
         """The room over one store, with the pipeline's configuration (stage rules, prices) and the diagnosis
         settings, so every reader shares them."""
@@ -78,12 +83,13 @@ class QueryService:
             engines=engines,
             engine_metrics=engine_metrics,
             capacity=capacity or CapacityService(None),
+            cardinality_limit=cardinality_limit,
         )
 
     def topology(self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None) -> Topology:
-        """The service graph over ``[start_ns, end_ns]``, of ``scope``'s calls when given
-        (:func:`query.topology.window_topology`)."""
-        return window_topology(self.store, start_ns, end_ns, tenant=tenant, scope=scope)
+        """The service graph over ``[start_ns, end_ns]``, of ``scope``'s calls when given, at most
+        :attr:`cardinality_limit` edges (:func:`query.topology.window_topology`)."""
+        return window_topology(self.store, start_ns, end_ns, tenant=tenant, scope=scope, limit=self.cardinality_limit)
 
     def anomaly_detector(self, settings: AnomalySettings | None = None) -> AnomalyDetector:
         """A detector judging this room's series into its incidents, explained by its diagnosis (not started:

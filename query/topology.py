@@ -21,25 +21,39 @@ typed by the connections that reach it."""
 
 @dataclass(frozen=True)
 class Topology:
-    """A window's service graph: ``nodes`` (:func:`topology_nodes`) and ``edges``
-    (:meth:`storage.rollup_reader.RollupReader.service_graph` columns)."""
+    """A window's service graph: ``nodes`` (:func:`topology_nodes`), ``edges``
+    (:meth:`storage.rollup_reader.RollupReader.service_graph` columns) and ``overflow``: the same columns, one row
+    folding the edges beyond the read's limit (its names empty), or none."""
 
     nodes: pl.DataFrame
     edges: pl.DataFrame
+    overflow: pl.DataFrame
 
 
 def window_topology(
-    rollups: RollupReader, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None
+    rollups: RollupReader,
+    start_ns: int,
+    end_ns: int,
+    *,
+    tenant: str | None,
+    scope: EdgeScope | None = None,
+    limit: int | None = None,
 ) -> Topology:
     """The service graph over ``[start_ns, end_ns]`` as the rollups hold it (whole minutes). With a ``scope``
     (:class:`~storage.rollup_reader.EdgeScope`), its calls only, and of the services that sent spans only those
-    on them (and the scope's service). Blocking."""
-    edges = rollups.service_graph(start_ns, end_ns, tenant=tenant, scope=scope)
+    on them (and the scope's service). With a ``limit``, the ``limit`` edges with the most calls (the rest in
+    ``overflow``) and at most ``limit`` nodes that sent spans without an edge shown. Blocking."""
+    read = rollups.service_graph(start_ns, end_ns, tenant=tenant, scope=scope, limit=limit)
+    edges, overflow = read.filter(~pl.col("overflow")), read.filter(pl.col("overflow"))
     services = rollups.rollup_services(start_ns, end_ns, tenant=tenant)
+    shown = {*edges["client"], *edges["server"]}
     if scope is not None and scope.parameters():
-        shown = {*edges["client"], *edges["server"], scope.parameters().get("service")}
+        shown.add(scope.parameters().get("service"))
         services = [service for service in services if service in shown]
-    return Topology(topology_nodes(edges, services), edges)
+    elif limit is not None:
+        alone = [service for service in services if service not in shown][:limit]
+        services = [service for service in services if service in shown] + alone
+    return Topology(topology_nodes(edges, services), edges, overflow)
 
 
 def topology_nodes(edges: pl.DataFrame, services: Iterable[str]) -> pl.DataFrame:

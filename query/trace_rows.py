@@ -378,8 +378,9 @@ def _ancestors(parent: IntArray, spans: IntArray) -> IntArray:
 
 
 def _valid(spans: frozenset[int], size: int) -> IntArray:
-    values = np.fromiter(spans, dtype=np.int64, count=len(spans))
-    return values[(values >= 0) & (values < size)]
+    """The span indices of ``spans`` inside ``0..size-1`` (others, however large, name no span and are ignored)."""
+    inside = [value for value in spans if 0 <= value < size]
+    return np.fromiter(inside, dtype=np.int64, count=len(inside))
 
 
 def _listed(values: np.ndarray) -> list:

@@ -23,6 +23,9 @@ GroupBy = Literal["service", "operation"]
 
 QUANTILE_COLUMNS = ("p50_ns", "p95_ns", "p99_ns")
 
+ALL_GROUPS = 2**64 - 1
+"""The group limit of a read that names none: every group."""
+
 
 @dataclass(frozen=True)
 class RedQuery:
@@ -36,6 +39,8 @@ class RedQuery:
         service, operation: exact filters, ``None`` for all.
         span_kind: ``Server``, ``Client``, ``Producer``, ``Consumer``, ``Internal`` or ``Unspecified``; ``None``
             for every kind.
+        limit: most groups of their own (those with the most calls, ties by keys); the others fold into one
+            overflow row. ``None``: every group.
     """
 
     group_by: GroupBy
@@ -45,6 +50,7 @@ class RedQuery:
     service: str | None = None
     operation: str | None = None
     span_kind: str | None = None
+    limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -52,12 +58,14 @@ class RedResult:
     """RED of a :class:`RedQuery`.
 
     Attributes:
-        totals: one row per group over the whole window: the group keys (``service``; plus ``operation`` and
+        totals: one row per group over the whole window: ``overflow`` (Boolean: the row of the groups beyond the
+            query's limit, its keys empty, last), the group keys (``service``; plus ``operation`` and
             ``span_kind`` by operation), ``calls``, ``errors`` (UInt64), ``duration_sum_ns``,
             ``duration_max_ns`` (UInt64 ns), ``p50_ns``, ``p95_ns``, ``p99_ns`` (Float64 ns, null when unknown).
-            Sorted by the keys.
-        series: one row per group and step with calls: the keys, ``bucket_start_ns`` (Int64 ns, aligned to
-            ``step_s``), ``calls``, ``errors``, ``p50_ns``, ``p95_ns``, ``p99_ns``. Sorted by keys then time.
+            Sorted by overflow, then the keys.
+        series: one row per group and step with calls: ``overflow``, the keys, ``bucket_start_ns`` (Int64 ns,
+            aligned to ``step_s``), ``calls``, ``errors``, ``p50_ns``, ``p95_ns``, ``p99_ns``. Sorted by overflow,
+            keys, then time.
     """
 
     totals: pl.DataFrame
@@ -142,12 +150,20 @@ class RollupReader(Protocol):
         ...
 
     def service_graph(
-        self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None
+        self,
+        start_ns: int,
+        end_ns: int,
+        *,
+        tenant: str | None,
+        scope: EdgeScope | None = None,
+        limit: int | None = None,
     ) -> pl.DataFrame:
-        """Edges over the window: ``client``, ``server``, ``connection_type`` (String), ``calls``, ``errors``
-        (UInt64), ``client_p50_ns`` ... ``client_p99_ns`` and ``server_p50_ns`` ... ``server_p99_ns`` (Float64
-        ns, null for a side without spans). Sorted by client, server, connection type. With a ``scope``, only
-        its calls count (read from the calls, not the minute rollup)."""
+        """Edges over the window: ``overflow`` (Boolean), ``client``, ``server``, ``connection_type`` (String),
+        ``calls``, ``errors`` (UInt64), ``client_p50_ns`` ... ``client_p99_ns`` and ``server_p50_ns`` ...
+        ``server_p99_ns`` (Float64 ns, null for a side without spans). The ``limit`` edges with the most calls
+        (ties by names; ``None``: every edge) have a row each, sorted by client, server, connection type; the
+        others fold into one last row with ``overflow`` true and empty names. With a ``scope``, only its calls
+        count (read from the calls, not the minute rollup)."""
         ...
 
     def edge_examples(
@@ -188,12 +204,17 @@ class ClickHouseRollupReader:
     def red(self, query: RedQuery, *, tenant: str | None) -> RedResult:
         if query.step_s < 60 or query.step_s % 60:
             raise ValueError(f"step_s must be a multiple of 60 (rollups are per minute), got {query.step_s}")
-        keys = rollup_sql.RED_KEYS[query.group_by]
-        names = [key.rsplit(" AS ", 1)[1] for key in keys]
+        columns = [key.split(" AS ", 1) for key in rollup_sql.RED_KEYS[query.group_by]]
+        names = [name for _, name in columns]
         conditions, parameters = _red_conditions(query.service, query.operation, query.span_kind)
         parameters |= {"start_ns": query.start_ns, "end_ns": query.end_ns, "step_s": query.step_s}
-        parameters |= tenant_parameters(tenant)
-        fields = {"keys": ", ".join(keys), "group": ", ".join(names), "conditions": conditions}
+        parameters |= tenant_parameters(tenant) | {"limit": _limit(query.limit)}
+        fields = {
+            "raw": ", ".join(column for column, _ in columns),
+            "keys": ", ".join(f"if(overflow, '', {column}) AS {name}" for column, name in columns),
+            "group": ", ".join(names),
+            "conditions": conditions,
+        }
         totals = self._frame(rollup_sql.RED_TOTALS.format(**fields), parameters)
         series = self._frame(rollup_sql.RED_SERIES.format(**fields), parameters)
         return RedResult(_split_quantiles(totals, "q", "", names), _split_quantiles(series, "q", "", names))
@@ -225,10 +246,17 @@ class ClickHouseRollupReader:
         return int(rows[0][0]), int(rows[0][1])
 
     def service_graph(
-        self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None
+        self,
+        start_ns: int,
+        end_ns: int,
+        *,
+        tenant: str | None,
+        scope: EdgeScope | None = None,
+        limit: int | None = None,
     ) -> pl.DataFrame:
         scope = scope or EdgeScope()
-        parameters = {"start_ns": start_ns, "end_ns": end_ns} | tenant_parameters(tenant) | scope.parameters()
+        parameters = {"start_ns": start_ns, "end_ns": end_ns, "limit": _limit(limit)}
+        parameters |= tenant_parameters(tenant) | scope.parameters()
         template = rollup_sql.SERVICE_GRAPH_EDGES_SCOPED if scope.parameters() else rollup_sql.SERVICE_GRAPH_EDGES
         conditions = " AND ".join([TENANT_CONDITION, *scope.conditions()])
         frame = self._frame(template.format(conditions=conditions), parameters)
@@ -309,11 +337,17 @@ def _red_conditions(service: str | None, operation: str | None, span_kind: str |
     return " AND ".join(conditions), dict(chosen)
 
 
+def _limit(limit: int | None) -> int:
+    """The bound ``limit`` of a read: ``limit`` groups (at least 0), or :data:`ALL_GROUPS` for ``None``."""
+    return ALL_GROUPS if limit is None else max(limit, 0)
+
+
 def _split_quantiles(frame: pl.DataFrame, column: str, prefix: str, keys: list[str]) -> pl.DataFrame:
     """Replace list column ``column`` ([p50, p95, p99], NaN when unknown) by ``<prefix>p50_ns``... (null when
-    unknown); an empty result gets the same columns."""
+    unknown), make ``overflow`` Boolean and sort by it, then ``keys``; an empty result gets the same columns."""
     names = [f"{prefix}{name}" for name in QUANTILE_COLUMNS]
+    frame = frame.with_columns(pl.col("overflow").cast(pl.Boolean))
     if frame.height == 0:
         return frame.drop(column).with_columns(pl.lit(None, dtype=pl.Float64).alias(name) for name in names)
     quantiles = [pl.col(column).list.get(i).cast(pl.Float64).fill_nan(None).alias(name) for i, name in enumerate(names)]
-    return frame.with_columns(quantiles).drop(column).sort(keys)
+    return frame.with_columns(quantiles).drop(column).sort(["overflow", *keys])

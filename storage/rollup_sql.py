@@ -18,6 +18,10 @@ defaults (``defaultHistogramBucketsMs``). ``hotspan_red_minutes.DurationBuckets`
 ``traces_span_metrics_duration_milliseconds`` use exactly these, so latency SLOs evaluate the same in
 ClickHouse and in Prometheus."""
 
+CARDINALITY_LIMIT = 2000
+"""Default most groups of a RED or service-graph read, and most series per metric family on ``/metrics``
+(``HOTSPAN_CARDINALITY_LIMIT``)."""
+
 INF_BUCKET = 4294967295
 """``DurationBuckets`` key of the ``+Inf`` bucket (the largest UInt32)."""
 
@@ -40,9 +44,33 @@ RED_FILTERS = {
 """Optional conditions of a RED read, by parameter name; kinds are stored folded (``Server``...). Plain strings:
 they are inserted into ``{conditions}`` as values, so their braces stay single."""
 
+
+def kept(table: str, columns: str, calls: str) -> str:
+    """The ``kept`` CTE (a template) of a read bounded by its ``limit`` parameter: the ``columns`` (a group's or
+    an edge's) of the ``limit`` groups of ``table`` with the most ``calls`` (an aggregate) in the window, ties by
+    the columns."""
+    return f"""
+WITH kept AS (
+    SELECT {columns}
+    FROM {table}
+    WHERE{MINUTES} AND {{conditions}}
+    GROUP BY {columns}
+    ORDER BY {calls} DESC, {columns}
+    LIMIT {{{{limit:UInt64}}}}
+)"""
+
+
+RED_KEPT = kept("hotspan_red_minutes", "{raw}", "sum(Calls)")
+"""The groups a RED read keeps (``{raw}``: the group's columns): the ``limit`` with the most calls in the window,
+ties by name. Every other group folds into one overflow row (``overflow`` = 1, keys empty), so a read holds at
+most ``limit + 1`` groups whatever the senders named (the cardinality limit, ``HOTSPAN_CARDINALITY_LIMIT``).
+``{keys}`` are the folded keys: ``if(overflow, '', <column>) AS <name>``."""
+
 RED_TOTALS = (
-    """
+    RED_KEPT
+    + """
 SELECT
+    ({raw}) NOT IN kept AS overflow,
     {keys},
     sum(Calls) AS calls,
     sum(Errors) AS errors,
@@ -53,16 +81,18 @@ FROM hotspan_red_minutes
 WHERE"""
     + MINUTES
     + """ AND {conditions}
-GROUP BY {group}
-ORDER BY {group}
+GROUP BY overflow, {group}
+ORDER BY overflow, {group}
 """
 )
-"""RED over the whole window per group: calls, errors, total and max duration (ns), and ``q`` =
-``[p50, p95, p99]`` in ns."""
+"""RED over the whole window per kept group and the overflow row: calls, errors, total and max duration (ns), and
+``q`` = ``[p50, p95, p99]`` in ns."""
 
 RED_SERIES = (
-    """
+    RED_KEPT
+    + """
 SELECT
+    ({raw}) NOT IN kept AS overflow,
     {keys},
     toInt64(intDiv(toUnixTimestamp(Timestamp), {{step_s:UInt32}}) * {{step_s:UInt32}}) * 1000000000 AS bucket_start_ns,
     sum(Calls) AS calls,
@@ -72,11 +102,12 @@ FROM hotspan_red_minutes
 WHERE"""
     + MINUTES
     + """ AND {conditions}
-GROUP BY {group}, bucket_start_ns
-ORDER BY {group}, bucket_start_ns
+GROUP BY overflow, {group}, bucket_start_ns
+ORDER BY overflow, {group}, bucket_start_ns
 """
 )
-"""RED per group and step (``step_s`` a multiple of 60, aligned to the Unix epoch); only steps with calls."""
+"""RED per kept group (and the overflow row) and step (``step_s`` a multiple of 60, aligned to the Unix epoch); only
+steps with calls."""
 
 RED_COUNTS = (
     """
@@ -102,12 +133,22 @@ ORDER BY ServiceName
 )
 """Services that stored spans in the window."""
 
+EDGE_COLUMNS = "Client, Server, ConnectionType"
+"""The columns naming an edge of the service graph."""
+
+EDGE_KEYS = """
+    (Client, Server, ConnectionType) NOT IN kept AS overflow,
+    if(overflow, '', Client) AS client,
+    if(overflow, '', Server) AS server,
+    if(overflow, '', ConnectionType) AS connection_type,"""
+"""An edge's keys, folded into one overflow edge (``overflow`` = 1, names empty) beyond the kept edges."""
+
 SERVICE_GRAPH_EDGES = (
-    """
-SELECT
-    Client AS client,
-    Server AS server,
-    ConnectionType AS connection_type,
+    kept("hotspan_service_graph_minutes", EDGE_COLUMNS, "sum(Calls)")
+    + """
+SELECT"""
+    + EDGE_KEYS
+    + """
     sum(Calls) AS calls,
     sum(Failed) AS errors,
     quantilesMerge(0.5, 0.95, 0.99)(ClientDurationQuantiles) AS client_q,
@@ -116,19 +157,21 @@ FROM hotspan_service_graph_minutes
 WHERE"""
     + MINUTES
     + """ AND {conditions}
-GROUP BY client, server, connection_type
-ORDER BY client, server, connection_type
+GROUP BY overflow, client, server, connection_type
+ORDER BY overflow, client, server, connection_type
 """
 )
 """Edges of the service graph over a window: calls, failed calls, and ``[p50, p95, p99]`` ns as seen by the
-client span and by the server span (NaN when that side has no span: a virtual peer or the "user")."""
+client span and by the server span (NaN when that side has no span: a virtual peer or the "user"). The ``limit``
+edges with the most calls (ties by names) keep their own row, the rest fold into one overflow row, as
+:data:`RED_KEPT` does for RED."""
 
 SERVICE_GRAPH_EDGES_SCOPED = (
-    """
-SELECT
-    Client AS client,
-    Server AS server,
-    ConnectionType AS connection_type,
+    kept("hotspan_service_graph_edges", EDGE_COLUMNS, "count()")
+    + """
+SELECT"""
+    + EDGE_KEYS
+    + """
     toUInt64(count()) AS calls,
     toUInt64(sum(Failed)) AS errors,
     quantilesIf(0.5, 0.95, 0.99)(ClientDuration, HasClientSpan = 1) AS client_q,
@@ -137,8 +180,8 @@ FROM hotspan_service_graph_edges
 WHERE"""
     + MINUTES
     + """ AND {conditions}
-GROUP BY client, server, connection_type
-ORDER BY client, server, connection_type
+GROUP BY overflow, client, server, connection_type
+ORDER BY overflow, client, server, connection_type
 """
 )
 """The edges of :data:`SERVICE_GRAPH_EDGES` over the same minutes, from the calls themselves, for a scope

@@ -134,6 +134,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
                 service=(span_service or "").strip() or None,
                 operation=(operation or "").strip() or None,
                 span_kind=None if kind in (None, "all") else kind,
+                limit=query.cardinality_limit,
             )
             result = query.store.red(selection, tenant=tenant)
             window = TraceQuery(service=selection.service, start_ns=start, end_ns=end, limit=TIER_TRACES)
@@ -144,6 +145,8 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         prefix = app.get_relative_path("/").rstrip("/")
 
         def drill(row: dict[str, object]) -> Component:
+            if row.get("overflow"):
+                return html.Span()
             scope = {"service": row.get("service"), "operation": row.get("operation")}
             return drilldown(prefix, [], search_href(prefix, lookback=lookback, **scope))  # type: ignore[arg-type]
 

@@ -99,6 +99,9 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             return [], cytoscape_layout(), "", None, str(exc), url
         scheme: ColorBy = "p95" if color_by == "p95" else "error_rate"
         summary = f"{nodes.height} nodes · {edges.height} edges · {format_time_ns(start)} – {format_time_ns(end)}"
+        if graph.overflow.height:
+            summary += f" · the busiest edges only: {int(graph.overflow['calls'][0]):,} more calls on edges beyond"
+            summary += " HOTSPAN_CARDINALITY_LIMIT"
         window = {"start": start, "end": end, "lookback": lookback, "scope": scope}
         return cytoscape_elements(nodes, edges, scheme), cytoscape_layout(), summary, window, "", url
 

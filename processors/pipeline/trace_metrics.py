@@ -31,6 +31,14 @@ lives in ClickHouse (the RED and service-graph rollups), not in these counters.
 counted here, as the connectors drop spans that arrive after their pairing window; the RED rollup, filled at
 insert, still counts them.
 
+**Cardinality limit.** Each family keeps at most ``limit`` series (``HOTSPAN_CARDINALITY_LIMIT``), as the OTel
+spanmetrics connector's ``aggregation_cardinality_limit`` does: the first ``limit`` label sets seen keep their own
+series (within one batch the busiest first, then by labels), and every later new label set adds to one overflow
+series labelled only ``otel_metric_overflow="true"`` (the connector's ``otel.metric.overflow`` attribute as its
+Prometheus exporter writes it). A series never moves once placed, so every series stays a monotonic counter; the
+sum over a family (overflow included) is still every span, call or request counted; memory and the size of a
+scrape stay bounded whatever the senders name.
+
 Thread-safe: updates and scrapes take one lock per family; the tables hold aggregated state, so a batch of a
 million spans is a handful of numpy operations, not a call per span.
 """
@@ -49,7 +57,7 @@ from prometheus_client.registry import Collector
 
 from analysis import TraceAnalysis, stage_breakdown
 from processors.pipeline.service_graph import CONNECTOR_CONNECTION_TYPES, RecentKeys, ServiceGraph, batch_key
-from storage.rollup_sql import SPAN_BUCKETS_MS
+from storage.rollup_sql import CARDINALITY_LIMIT, SPAN_BUCKETS_MS
 from storage.tenancy import DEFAULT_TENANT
 
 SERVICE_GRAPH_BUCKETS_S: tuple[float, ...] = (
@@ -81,25 +89,60 @@ SERVICE_GRAPH_LABELS = ("client", "server", "connection_type")
 STAGE_LABELS = ("service", "stage")
 HOTSPOT_LABELS = ("service_name", "reason")
 
+OVERFLOW_LABEL = "otel_metric_overflow"
+"""Label of the overflow series (value ``"true"``), the only label it has."""
+
+Key = tuple[str, ...]
+OVERFLOW: Key = ()
+"""Key of the overflow series in a table (a real series has one value per label)."""
+
+
+def place(known: dict[Key, object], limit: int, weights: dict[Key, float]) -> dict[Key, Key]:
+    """Where each label set of a batch is counted: its own series when ``known`` holds it or while fewer than
+    ``limit`` real series exist (new ones busiest first, ties by labels), else :data:`OVERFLOW`. Pure.
+
+    Args:
+        known: the table's series so far (the overflow series among them or not).
+        limit: most real series.
+        weights: the batch's label sets, each with its amount (spans, calls) to rank new ones by.
+    """
+    room = max(limit - (len(known) - (OVERFLOW in known)), 0)
+    new = sorted((key for key in weights if key not in known), key=lambda key: (-weights[key], key))
+    admitted = set(new[:room])
+    return {key: key if key in known or key in admitted else OVERFLOW for key in weights}
+
+
+def _target(family: Metric, key: Key) -> tuple[Metric, list[str]]:
+    """Where a series of ``family`` is added, and its label values: ``family`` itself, or for the overflow series a
+    family of the same name and type with only the overflow label (whose samples the caller moves over)."""
+    if key != OVERFLOW:
+        return family, list(key)
+    return type(family)(family.name, "", labels=[OVERFLOW_LABEL]), ["true"]
+
 
 class CounterTable:
-    """A labelled counter kept as ``{label values: total}``."""
+    """A labelled counter kept as ``{label values: total}``, at most ``limit`` series plus the overflow one."""
 
-    def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
+    def __init__(self, name: str, documentation: str, labels: Sequence[str], limit: int = CARDINALITY_LIMIT) -> None:
         self.name = name
         self.documentation = documentation
         self.labels = tuple(labels)
-        self._values: dict[tuple[str, ...], float] = {}
+        self.limit = limit
+        self._values: dict[Key, float] = {}
         self._lock = threading.Lock()
 
-    def add(self, rows: Iterable[tuple[tuple[str, ...], float]]) -> None:
-        """Add each ``(label values, amount)``; amounts must be >= 0 (counters only go up)."""
+    def add(self, rows: Iterable[tuple[Key, float]]) -> None:
+        """Add each ``(label values, amount)``; amounts must be >= 0 (counters only go up). Label sets beyond the
+        limit add to the overflow series."""
+        batch: dict[Key, float] = {}
+        for key, amount in rows:
+            batch[key] = batch.get(key, 0.0) + float(amount)
         with self._lock:
-            for key, amount in rows:
-                self._values[key] = self._values.get(key, 0.0) + float(amount)
+            for key, target in place(self._values, self.limit, batch).items():
+                self._values[target] = self._values.get(target, 0.0) + batch[key]
 
     def value(self, *labels: str) -> float:
-        """The current total of one series (0 when never incremented)."""
+        """The current total of one series (0 when never incremented); no labels: the overflow series."""
         with self._lock:
             return self._values.get(tuple(labels), 0.0)
 
@@ -107,7 +150,10 @@ class CounterTable:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
         with self._lock:
             for key, total in sorted(self._values.items()):
-                family.add_metric(list(key), total)
+                target, values = _target(family, key)
+                target.add_metric(values, total)
+                if target is not family:
+                    family.samples.extend(target.samples)
         return family
 
 
@@ -118,18 +164,27 @@ class HistogramTable:
         bounds: inclusive upper bounds in the metric's unit, ascending; ``+Inf`` is implied.
     """
 
-    def __init__(self, name: str, documentation: str, labels: Sequence[str], bounds: Sequence[float]) -> None:
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str],
+        bounds: Sequence[float],
+        limit: int = CARDINALITY_LIMIT,
+    ) -> None:
         self.name = name
         self.documentation = documentation
         self.labels = tuple(labels)
         self.bounds = np.asarray(bounds, dtype=np.float64)
-        self._counts: dict[tuple[str, ...], np.ndarray] = {}
-        self._sums: dict[tuple[str, ...], float] = {}
+        self.limit = limit
+        self._counts: dict[Key, np.ndarray] = {}
+        self._sums: dict[Key, float] = {}
         self._lock = threading.Lock()
 
     def observe(self, frame: pl.DataFrame, value: str) -> None:
         """Observe every row of ``frame``: label values from the columns named like :attr:`labels`, the
-        observation from column ``value`` (in the metric's unit)."""
+        observation from column ``value`` (in the metric's unit); label sets beyond the limit go to the overflow
+        series."""
         if frame.height == 0:
             return
         # Prometheus buckets are inclusive upper bounds: a value v belongs to the first bound >= v.
@@ -139,12 +194,17 @@ class HistogramTable:
             .group_by([*self.labels, "_bucket"])
             .agg(pl.len().alias("_n"), pl.col(value).sum().alias("_sum"))
         )
+        rows = [(tuple(str(row[name]) for name in self.labels), row) for row in grouped.iter_rows(named=True)]
+        weights: dict[Key, float] = {}
+        for key, row in rows:
+            weights[key] = weights.get(key, 0.0) + row["_n"]
         with self._lock:
-            for row in grouped.iter_rows(named=True):
-                key = tuple(str(row[name]) for name in self.labels)
-                counts = self._counts.setdefault(key, np.zeros(len(self.bounds) + 1, dtype=np.int64))
+            targets = place(self._counts, self.limit, weights)
+            for key, row in rows:
+                target = targets[key]
+                counts = self._counts.setdefault(target, np.zeros(len(self.bounds) + 1, dtype=np.int64))
                 counts[row["_bucket"]] += row["_n"]
-                self._sums[key] = self._sums.get(key, 0.0) + float(row["_sum"])
+                self._sums[target] = self._sums.get(target, 0.0) + float(row["_sum"])
 
     def family(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
@@ -152,59 +212,74 @@ class HistogramTable:
         with self._lock:
             for key in sorted(self._counts):
                 cumulative = np.cumsum(self._counts[key])
-                family.add_metric(
-                    list(key), list(zip(edges, (float(c) for c in cumulative), strict=True)), self._sums[key]
-                )
+                target, values = _target(family, key)
+                buckets = list(zip(edges, (float(c) for c in cumulative), strict=True))
+                target.add_metric(values, buckets, self._sums[key])
+                if target is not family:
+                    family.samples.extend(target.samples)
         return family
 
 
 class TraceMetrics(Collector):
-    """The metric families of this module, registered on ``registry`` (the app's, see ``hotspan.metrics``)."""
+    """The metric families of this module, registered on ``registry`` (the app's, see ``hotspan.metrics``), each
+    holding at most ``limit`` series plus the overflow one (module docstring)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, limit: int = CARDINALITY_LIMIT) -> None:
         self.span_calls = CounterTable(
-            "traces_span_metrics_calls", "Spans seen, per service, span name, kind and status.", SPAN_METRIC_LABELS
+            "traces_span_metrics_calls",
+            "Spans seen, per service, span name, kind and status.",
+            SPAN_METRIC_LABELS,
+            limit=limit,
         )
         self.span_duration = HistogramTable(
             "traces_span_metrics_duration_milliseconds",
             "Span duration in milliseconds.",
             SPAN_METRIC_LABELS,
             SPAN_BUCKETS_MS,
+            limit=limit,
         )
         self.requests = CounterTable(
-            "traces_service_graph_request", "Calls between two nodes of the service graph.", SERVICE_GRAPH_LABELS
+            "traces_service_graph_request",
+            "Calls between two nodes of the service graph.",
+            SERVICE_GRAPH_LABELS,
+            limit=limit,
         )
         self.failed = CounterTable(
             "traces_service_graph_request_failed",
             "Calls between two nodes where the client or the server span has status Error.",
             SERVICE_GRAPH_LABELS,
+            limit=limit,
         )
         self.server_seconds = HistogramTable(
             "traces_service_graph_request_server_seconds",
             "Call duration seen by the server span, in seconds.",
             SERVICE_GRAPH_LABELS,
             SERVICE_GRAPH_BUCKETS_S,
+            limit=limit,
         )
         self.client_seconds = HistogramTable(
             "traces_service_graph_request_client_seconds",
             "Call duration seen by the client span, in seconds.",
             SERVICE_GRAPH_LABELS,
             SERVICE_GRAPH_BUCKETS_S,
+            limit=limit,
         )
         self.unpaired = CounterTable(
             "traces_service_graph_unpaired_spans",
             "Client spans with no server span and no peer attribute (label client), and server spans whose"
             " parent is not a client span in the trace (label server).",
             ("client", "server"),
+            limit=limit,
         )
         self.stage_seconds = HistogramTable(
             "hotspan_stage_duration_seconds",
             "Critical-path time one request spent in one stage, in seconds; service is the request's root service.",
             STAGE_LABELS,
             STAGE_BUCKETS_S,
+            limit=limit,
         )
         self.hotspots = CounterTable(
-            "hotspan_hotspot_spans", "Spans flagged as hotspots, per service and reason.", HOTSPOT_LABELS
+            "hotspan_hotspot_spans", "Spans flagged as hotspots, per service and reason.", HOTSPOT_LABELS, limit=limit
         )
         registry.register(self)
 

@@ -10,7 +10,7 @@ here without a change.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +62,27 @@ def _routes(server: RunningServer) -> list[tuple[str, list[str]]]:
     return routes
 
 
+def parameters(server: RunningServer) -> list[tuple[str, str]]:
+    """``(path, query parameter name)`` of every query parameter of every ``/api`` GET route (:func:`_routes`)."""
+    return [(path, name) for path, names in _routes(server) for name in names]
+
+
+def answers(server: RunningServer, values: Sequence[str]) -> Iterator[tuple[str, str, str, httpx.Response]]:
+    """``(path, parameter, value, answer)`` of ``GET path?parameter=value`` as acme, for every parameter
+    (:func:`parameters`) and each of ``values``."""
+    with httpx.Client(base_url=server.base_url, headers=ACME_QUERY.header, timeout=60) as client:
+        for path, name in parameters(server):
+            for value in values:
+                yield path, name, value, client.get(path, params={name: value})
+
+
 def test_injection_payloads_through_every_query_parameter_of_every_route(secured_server: RunningServer) -> None:
     problems, checked = [], 0
-    with httpx.Client(base_url=secured_server.base_url, headers=ACME_QUERY.header, timeout=30) as client:
-        for path, names in _routes(secured_server):
-            for name in names:
-                for payload in PAYLOADS:
-                    answer = client.get(path, params={name: payload})
-                    checked += 1
-                    leaked = [m for m in foreign_markers("acme") if m in answer.text and m not in payload]
-                    if answer.status_code >= 500 or leaked:
-                        problems.append(f"{path}?{name}={payload[:40]!r}: {answer.status_code} {leaked}")
+    for path, name, payload, answer in answers(secured_server, PAYLOADS):
+        checked += 1
+        leaked = [m for m in foreign_markers("acme") if m in answer.text and m not in payload]
+        if answer.status_code >= 500 or leaked:
+            problems.append(f"{path}?{name}={payload[:40]!r}: {answer.status_code} {leaked}")
     assert checked > 500, f"only {checked} requests: the routes were not found"
     assert not problems, "\n".join(problems[:40])
 

@@ -75,6 +75,7 @@ def test_topology_window_and_errors(client: TestClient) -> None:
         "end_ns": 1,
         "nodes": [],
         "edges": [],
+        "overflow": None,
     }
     response = client.get("/api/v1/topology", params={"start_ns": 10, "end_ns": 5})
     assert response.status_code == 400

@@ -109,3 +109,23 @@ def test_pipeline_fills_stage_and_hotspot_metrics(store: ClickHouse) -> None:
     assert hotspots
     for service, reason, count in hotspots:
         assert value(got, "hotspan_hotspot_spans_total", service_name=service, reason=reason) == count
+
+
+def test_series_beyond_the_cardinality_limit_fold_into_one_overflow_series() -> None:
+    """The spanmetrics connector's ``aggregation_cardinality_limit``: the first label sets keep their series (the
+    busiest first within a batch), later ones count into ``otel_metric_overflow="true"``, and a series once placed
+    stays where it is."""
+    registry = CollectorRegistry()
+    metrics = TraceMetrics(registry, limit=2)
+    busy = [span(f"b{i}", "", "gw", "Server", name="busy", duration_ms=5) for i in range(3)]
+    metrics.observe_spans(frame(*busy, span("x", "", "gw", "Server", name="rare", duration_ms=5)))
+    metrics.observe_spans(frame(span("y", "", "gw", "Server", name="late", duration_ms=5)))
+    metrics.observe_spans(frame(span("z", "", "gw", "Server", name="rare", duration_ms=5)))
+    got = samples(registry)
+    kept = {"service_name": "gw", "span_kind": "SPAN_KIND_SERVER", "status_code": "STATUS_CODE_UNSET"}
+    assert value(got, "traces_span_metrics_calls_total", **kept, span_name="busy") == 3
+    assert value(got, "traces_span_metrics_calls_total", **kept, span_name="rare") == 2
+    assert value(got, "traces_span_metrics_calls_total", otel_metric_overflow="true") == 1
+    assert value(got, "traces_span_metrics_duration_milliseconds_count", otel_metric_overflow="true") == 1
+    assert total(got, "traces_span_metrics_calls_total") == 6
+    assert len({labels for name, labels in got if name == "traces_span_metrics_calls_total"}) == 3
