@@ -48,6 +48,7 @@ CONVENTIONS: dict[str, tuple[str, str | None]] = {
     "anthropic_sdk": ("gen_ai.provider.name", "anthropic"),
     "openinference_anthropic": ("llm.provider", "anthropic"),
     "openllmetry_anthropic": ("gen_ai.usage.cache_creation.input_tokens", None),
+    "promptflow": ("span_type", "LLM"),
 }
 """Driver -> an attribute the library itself writes (key, and value when one is expected), as observed."""
 
@@ -84,6 +85,7 @@ def is_llm_call(span: Span) -> bool:
         or attributes.get("langfuse.observation.type") == "generation"
         or attributes.get("ai.operationId") in VERCEL_AI_CALLS
         or attributes.get("mlflow.spanType") in ('"CHAT_MODEL"', '"LLM"')
+        or (attributes.get("framework"), attributes.get("span_type")) == ("promptflow", "LLM")
     )
 
 
