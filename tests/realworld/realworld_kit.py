@@ -49,6 +49,7 @@ CONVENTIONS: dict[str, tuple[str, str | None]] = {
     "openinference_anthropic": ("llm.provider", "anthropic"),
     "openllmetry_anthropic": ("gen_ai.usage.cache_creation.input_tokens", None),
     "promptflow": ("span_type", "LLM"),
+    "ddtrace_llmobs": ("_dd.llmobs.span_kind", "llm"),
 }
 """Driver -> an attribute the library itself writes (key, and value when one is expected), as observed."""
 
@@ -80,7 +81,7 @@ def is_llm_call(span: Span) -> bool:
         # Logfire's zero-length "streaming response ... took {duration}s" record after a streamed call's span.
         return False
     return (
-        attributes.get("gen_ai.operation.name") in ("chat", "text_completion", "generate_content")
+        attributes.get("gen_ai.operation.name") in ("chat", "text_completion", "generate_content", "llm")
         or attributes.get("openinference.span.kind") == "LLM"
         or attributes.get("langfuse.observation.type") == "generation"
         or attributes.get("ai.operationId") in VERCEL_AI_CALLS

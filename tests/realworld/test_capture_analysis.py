@@ -48,6 +48,7 @@ CACHED_REPORTED = frozenset(
         "anthropic_sdk",
         "openinference_anthropic",
         "openllmetry_anthropic",
+        "ddtrace_llmobs",
     }
 )
 """Drivers whose library records cached prompt tokens (tests/realworld/README.md)."""
