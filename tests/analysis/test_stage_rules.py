@@ -209,6 +209,21 @@ def test_a_function_named_call_llm_around_a_declared_llm_call_is_its_caller(
     assert dict(pieces.iter_rows()) == {"agent": 100 + 98 + 5, "llm.call": 85 + 80}
 
 
+def test_any_agents_call_llm_is_the_call_unless_the_frameworks_own_llm_span_is_below_it() -> None:
+    # any-agent wraps the framework's model call in "call_llm {model}" (gen_ai.operation.name=call_llm).
+    wrapper = {"gen_ai.operation.name": "call_llm", "gen_ai.request.model": "gpt-4o"}
+    spans = frame(
+        [
+            S("alone", "", 0, 50, "call_llm gpt-4o", "app", attributes=wrapper),
+            S("outer", "", 60, 100, "call_llm gpt-4o", "app", attributes=wrapper),
+            S("inner", "outer", 61, 99, "ChatCompletion", "app", attributes={"openinference.span.kind": "LLM"}),
+        ]
+    )
+    stages = assign_stages(spans)
+    assert by_span(stages, "stage") == {"alone": "llm.call", "outer": "agent", "inner": "llm.call"}
+    assert by_span(stages, "llm_call") == {"alone": True, "outer": False, "inner": True}
+
+
 def test_a_name_matched_call_stays_a_call_without_a_declared_call_of_its_service_below_it() -> None:
     # call_llm around a bare HTTP request: the request carries it. call_llm around a declared call of another
     # service (an LLM service it calls): it is the client's call, the other service's span its server's.
