@@ -31,6 +31,10 @@ convention uses, in the order they are tried (the first present wins). Sources:
   ``mlflow.chat.tokenUsage`` (a JSON object: ``input_tokens``, ``output_tokens``, ``total_tokens``,
   ``cache_read_input_tokens``; OpenAI's meaning, cached tokens part of the input) and, streamed, one span event
   ``mlflow.chunk.item.<n>`` per chunk (``mlflow.chunk.item.0``: the first).
+- Prompt Flow tracing (``promptflow-tracing`` 1.18.5, ``promptflow/tracing/_trace.py``): ``llm.response.model``
+  and, from the OpenAI response's usage, ``llm.usage.prompt_tokens`` / ``completion_tokens`` / ``total_tokens``
+  on its ``span_type=LLM`` spans (a streamed call's are counted with ``tiktoken`` by the library, not the
+  server's); its parents' ``__computed__.cumulative_token_count.*`` sums are not read.
 - Langfuse SDK v3 (OpenTelemetry-based): ``langfuse.observation.model.name``,
   ``langfuse.observation.usage_details`` (a JSON object whose keys are usage types: ``input``, ``output``,
   ``input_cached_tokens`` / ``cache_read_input_tokens``, ``output_reasoning_tokens`` ...) and
@@ -54,6 +58,7 @@ MODEL_KEYS = (
     "ai.model.id",
     "langfuse.observation.model.name",
     "mlflow.llm.model",
+    "llm.response.model",
 )
 """The model a call used, most specific first (the response names the exact snapshot). Values are read with
 surrounding JSON quotes stripped (MLflow's are JSON strings)."""
@@ -76,6 +81,7 @@ TOKEN_KEYS: dict[str, tuple[str, ...]] = {
         "llm.token_count.prompt",
         "ai.usage.inputTokens",
         "ai.usage.promptTokens",
+        "llm.usage.prompt_tokens",
     ),
     "output_tokens": (
         "gen_ai.usage.output_tokens",
@@ -83,6 +89,7 @@ TOKEN_KEYS: dict[str, tuple[str, ...]] = {
         "llm.token_count.completion",
         "ai.usage.outputTokens",
         "ai.usage.completionTokens",
+        "llm.usage.completion_tokens",
     ),
     "cached_input_tokens": (
         "gen_ai.usage.cache_read.input_tokens",

@@ -9,8 +9,11 @@ A table maps a span to one stage of the taxonomy in DESIGN.md ("LLM-aware analys
     step_stages: [tool, retrieval]  # a span no rule matches below a span of these stages is part of that step
     same_service_stages: [agent]    # else, when the nearest matched span above it is of these stages and of
                                     # its own service, part of that span (default [agent]; [] turns it off)
-    rules:                    # ordered; the first rule whose every condition holds wins
+    rules:                    # ordered; the first rule whose every condition holds wins, declared rules first
       - stage: retrieval      # one of STAGES
+        declared: true        # optional: the rule reads the kind a span's instrumentation declares in an
+                              # attribute (openinference.span.kind: RETRIEVER): tried before every rule that
+                              # is not declared, so a declared kind beats a name glob (see below)
         why: vector stores serve retrieval    # free text, for the reader
         source: OpenInference span kinds  # where the convention the rule reads is defined (spec, project)
         split: vllm           # optional: tile the span into phases, ``stage`` being what it gets when the
@@ -35,6 +38,15 @@ A table maps a span to one stage of the taxonomy in DESIGN.md ("LLM-aware analys
 
 Globs know ``*`` (any run of characters) and ``?`` (one character) and ignore case; a string stands for a
 list of one. A span no rule matches is ``other``.
+
+Precedence: the ``declared`` rules are tried first, in table order, then the others, in table order. A span's
+kind as its instrumentation declares it (``gen_ai.operation.name``, ``openinference.span.kind`` ...) is the best
+evidence of what it is; a name or service glob is a guess, so a user's function that happens to be named
+``call_llm`` or ``parse_output`` takes the kind its attributes declare. Generic declarations (a chain, a
+workflow, a plain function) say too little to overrule a name and stay undeclared rules. An LLM call that only an
+undeclared rule makes (a name glob) yields to a declared LLM call of its own service below it
+(:func:`analysis.stages.match_rules`): the real call is the one below, the span around it its caller
+(``llm_caller_stage``). Inside a declared call it does not yield: there it is part of that call's work.
 
 Validation happens at load (pydantic), and every problem is reported at once, each under its key path
 (``rules[3].match.kind[0]: ...``), in one :class:`StageRulesError`.
@@ -138,7 +150,8 @@ class SpanMatch(BaseModel):
 
 
 class StageRule(BaseModel):
-    """One row of the table: spans matching ``match`` get ``stage`` (or are split, see ``split``)."""
+    """One row of the table: spans matching ``match`` get ``stage`` (or are split, see ``split``); ``declared``
+    rules are tried before the others (module docstring, "Precedence")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -148,6 +161,7 @@ class StageRule(BaseModel):
     traced_stage: Stage | None = None
     transport: bool = False
     prepare_stage: Stage | None = None
+    declared: bool = False
     why: str | None = None
     source: str | None = None
 
@@ -160,7 +174,7 @@ class StageRule(BaseModel):
 
 
 class StageRules(BaseModel):
-    """An ordered rule table; the first matching rule decides a span's stage."""
+    """An ordered rule table; the first matching rule, declared rules first, decides a span's stage."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -170,6 +184,12 @@ class StageRules(BaseModel):
     step_stages: list[Stage] = Field(default_factory=lambda: ["tool", "retrieval"])
     same_service_stages: list[Stage] = Field(default_factory=lambda: ["agent"])
     rules: list[StageRule] = Field(min_length=1)
+
+    @property
+    def precedence(self) -> list[int]:
+        """Indices into ``rules`` in the order they are tried: the declared rules, then the others, each in table
+        order."""
+        return sorted(range(len(self.rules)), key=lambda index: not self.rules[index].declared)
 
     @property
     def attribute_keys(self) -> list[str]:

@@ -1,10 +1,13 @@
 """Spans to stages: the rule table applied to every span, and each span tiled into stage pieces.
 
 :func:`assign_stages` gives every span the stage of the first rule of a :class:`~analysis.stage_rules.
-StageRules` table that matches it (``other`` when none does). Rules are evaluated once per distinct
-combination of the inputs they read (name, service, kind, whether the span has children, the attribute
-values named by some rule), not once per span. Two refinements follow the tree:
+StageRules` table that matches it, its ``declared`` rules tried first (``other`` when none does). Rules are
+evaluated once per distinct combination of the inputs they read (name, service, kind, whether the span has
+children, the attribute values named by some rule), not once per span. Refinements follow the tree:
 
+- an **LLM call** that no declared rule makes (a span named ``call_llm``) with a declared LLM call of its own
+  service below it, and none above it, is that call's caller, not a second call: the table's
+  ``llm_caller_stage`` (or ``other``);
 - an **LLM call** (a rule with ``split: first_token``) with a SERVER span below it is *traced*: the model
   server's spans carry the inference, and the call's own time gets the rule's ``traced_stage`` (the hop);
 - a span of a ``transport`` rule (an HTTP or RPC client request) below an LLM call *carries* the nearest
@@ -129,7 +132,8 @@ class RuleMatch:
     """What the rule table says of each span on its own (aligned with ``SpanTree.spans``), before the tree
     refines it (:func:`refine`): the matching rule's index (-1: none), its stage, split mode and
     ``traced_stage`` (stage indices; the rule's stage where it names no traced stage), whether the rule is a
-    ``transport`` rule, and its ``prepare_stage`` (-1 where it names none)."""
+    ``transport`` rule, and its ``prepare_stage`` (-1 where it names none). An LLM call that yields to a
+    declared call below it (module docstring) is already its caller here, so the adjusters see one call."""
 
     rule: IntArray
     stage: IntArray
@@ -173,10 +177,8 @@ def match_rules(tree: SpanTree, rules: StageRules | None = None) -> RuleMatch:
     )
     # Rules only see these inputs, so each distinct combination is decided once.
     distinct = inputs.with_row_index("row").group_by(pl.all().exclude("row")).agg("row")
-    decided = distinct.select(
-        "row",
-        pl.coalesce(_rule_hit(i, rule.match, presence_only) for i, rule in enumerate(table.rules)).alias("rule"),
-    ).explode("row")
+    hits = (_rule_hit(i, table.rules[i].match, presence_only) for i in table.precedence)
+    decided = distinct.select("row", pl.coalesce(hits).alias("rule")).explode("row")
     rule = np.full(tree.size, _NO_RULE, dtype=np.int64)
     rule[decided["row"].to_numpy()] = decided["rule"].fill_null(_NO_RULE).to_numpy()
     codes = {None: NO_SPLIT, "vllm": VLLM_SPLIT, "first_token": FIRST_TOKEN_SPLIT}
@@ -184,14 +186,19 @@ def match_rules(tree: SpanTree, rules: StageRules | None = None) -> RuleMatch:
     split_of = np.array([codes[r.split] for r in table.rules] + [NO_SPLIT])
     traced_of = np.array([STAGES.index(r.traced_stage or r.stage) for r in table.rules] + [0])
     transport_of = np.array([r.transport for r in table.rules] + [False])
+    declared_of = np.array([r.declared for r in table.rules] + [False])
     prepare_of = np.array([STAGES.index(r.prepare_stage) if r.prepare_stage else -1 for r in table.rules] + [-1])
     caller = STAGES.index(table.llm_caller_stage) if table.llm_caller_stage else -1
-    steps = np.array([STAGES.index(stage) for stage in table.step_stages], dtype=np.int64)
-    owners = np.array([STAGES.index(stage) for stage in table.same_service_stages], dtype=np.int64)
+    stage, split = stage_of[rule], split_of[rule]
+    yields = _yielding_calls(tree, split == FIRST_TOKEN_SPLIT, declared_of[rule])
+    stage[yields] = caller if caller >= 0 else STAGES.index(DEFAULT_STAGE)
+    split[yields] = NO_SPLIT
+    steps = np.array([STAGES.index(name) for name in table.step_stages], dtype=np.int64)
+    owners = np.array([STAGES.index(name) for name in table.same_service_stages], dtype=np.int64)
     return RuleMatch(
         rule,
-        stage_of[rule],
-        split_of[rule],
+        stage,
+        split,
         traced_of[rule],
         transport_of[rule],
         prepare_of[rule],
@@ -206,7 +213,8 @@ def refine(tree: SpanTree, matched: RuleMatch) -> Assignment:
     may be an adjusted tree (:mod:`analysis.wrappers`) of the one ``matched`` was computed on."""
     stage, split = matched.stage.copy(), matched.split.copy()
     call = matched.call.copy()
-    traced = _calls_with_server_below(tree, call)
+    server = np.flatnonzero(tree.spans["kind"].is_in(_SERVER_KINDS).to_numpy())
+    traced = _enclosing(tree, call, server)
     stage[traced] = matched.traced_stage[traced]
     split[traced] = NO_SPLIT
 
@@ -264,17 +272,34 @@ def classify(tree: SpanTree, rules: StageRules | None = None) -> Assignment:
     return refine(tree, match_rules(tree, rules))
 
 
-def _calls_with_server_below(tree: SpanTree, call: BoolArray) -> BoolArray:
-    """LLM calls with a SERVER span among their descendants (every enclosing call of such a span)."""
-    nearest = ancestry.nearest_flagged(tree.parent, tree.depth, call)
-    traced = np.zeros(tree.size, dtype=bool)
-    below = np.flatnonzero(tree.spans["kind"].is_in(_SERVER_KINDS).to_numpy() & (tree.parent >= 0))
+def _yielding_calls(tree: SpanTree, call: BoolArray, declared: BoolArray) -> BoolArray:
+    """LLM calls no declared rule made with a declared call of their own service below them and none above them
+    (module docstring): inside a declared call such a span is part of that call's work (the MCP sampling request
+    that carries a ``chat`` call to the client's model), and stays a call."""
+    service = tree.spans["service_name"].to_numpy()
+    declared_calls = call & declared
+    above = ancestry.nearest_flagged(tree.parent, tree.depth, declared_calls)
+    outside = np.where(tree.parent >= 0, above[np.maximum(tree.parent, 0)], -1) < 0
+    below = np.flatnonzero(declared_calls)
+    yields = np.zeros(tree.size, dtype=bool)
+    for name in np.unique(service[below]):
+        of_service = service == name
+        yields |= _enclosing(tree, call & ~declared & outside & of_service, below[service[below] == name])
+    return yields
+
+
+def _enclosing(tree: SpanTree, flagged: BoolArray, below: IntArray) -> BoolArray:
+    """Spans of ``flagged`` with a span of ``below`` (indices) among their descendants (every flagged ancestor of
+    such a span, not only the nearest)."""
+    nearest = ancestry.nearest_flagged(tree.parent, tree.depth, flagged)
+    found = np.zeros(tree.size, dtype=bool)
+    below = below[tree.parent[below] >= 0]
     reached = nearest[tree.parent[below]]
     while (reached := np.unique(reached[reached >= 0])).size:
-        reached = reached[~traced[reached]]
-        traced[reached] = True
+        reached = reached[~found[reached]]
+        found[reached] = True
         reached = np.where(tree.parent[reached] >= 0, nearest[np.maximum(tree.parent[reached], 0)], -1)
-    return traced
+    return found
 
 
 def _attribute_column(key: str) -> str:

@@ -33,12 +33,16 @@ DRIVERS: dict[str, str] = {
     "vercel_ai": "Vercel AI SDK (npm ai + @ai-sdk/openai) telemetry in Node, generateText/streamText with two tools",
     "google_adk": "Google ADK's built-in tracing, LiteLlm over an AsyncOpenAI client, two tools (side venv)",
     "semantic_kernel": "Semantic Kernel's GenAI telemetry, ChatCompletionAgent, two kernel functions (side venv)",
+    "promptflow": "Prompt Flow tracing (start_trace, @trace), a call_llm helper around each OpenAI call (side venv)",
+    "ddtrace_llmobs": "ddtrace LLM Observability (OpenAI, httpx2, @agent, tools) exporting OTLP itself (side venv)",
 }
 """Driver name -> what it runs (module ``drivers.<name>``)."""
 
 SIDE_VENV_DRIVERS: dict[str, str] = {
     "google_adk": "google.adk",
     "semantic_kernel": "semantic_kernel",
+    "promptflow": "promptflow.tracing",
+    "ddtrace_llmobs": "ddtrace",
 }
 """Drivers whose library's dependencies conflict with the project's venv -> the module they import; they run
 under a side virtualenv's interpreter (the driver's docstring says how to make it)."""

@@ -1,12 +1,14 @@
 """``python -m instrumented_stack.realclients <driver> ...``: run one driver (see the package docstring).
 
 Prints one JSON line on stdout: the truth file's metadata plus ``trace_ids``. Exit status 0 on success, 2 when
-app settings (``common.AppSettings``) are given to a driver that does not run the hand-written chat loop.
+app settings (``common.AppSettings``) are given to a driver that does not run the hand-written chat loop. A
+driver whose library cannot have HTTP client spans (``HTTP_SPANS = False``) runs with them off.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import sys
@@ -65,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.app != AppSettings() and not getattr(module, "APP_SETTINGS", False):
         print(f"{options.driver} does not run the chat loop the app settings change", file=sys.stderr)
         return 2
+    if not getattr(module, "HTTP_SPANS", True):
+        options = dataclasses.replace(options, http_spans=False)
     run = DriverRun(options, export=not getattr(module, "EXPORTS_ITSELF", False))
     module.run(run)
     meta = run.finish(module.LIBRARIES)

@@ -199,9 +199,12 @@ class DriverRun:
         """The OpenAI base URL (``<llm_url>/v1``)."""
         return self.options.llm_url.rstrip("/") + "/v1"
 
-    def http_client(self) -> httpx2.Client:
-        """A synchronous ``httpx2`` client through :class:`RecordingTransport` (instrumented with ``http_spans``)."""
-        transport = RecordingTransport(self.recorder, inject_context=not self.options.http_spans)
+    def http_client(self, *, inject_context: bool | None = None) -> httpx2.Client:
+        """A synchronous ``httpx2`` client through :class:`RecordingTransport` (instrumented with ``http_spans``).
+        The transport injects ``traceparent`` when ``inject_context`` says so, by default when ``http_spans`` is
+        off (a library that traces and propagates over ``httpx2`` itself, as ddtrace does, passes ``False``)."""
+        inject = not self.options.http_spans if inject_context is None else inject_context
+        transport = RecordingTransport(self.recorder, inject_context=inject)
         client = httpx2.Client(transport=transport, timeout=60)
         if self.options.http_spans:
             from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor

@@ -136,6 +136,174 @@ def test_first_matching_rule_wins() -> None:
     assert by_span(stages, "rule_index") == {"a": 0, "b": 1, "c": 2}
 
 
+def test_a_declared_rule_beats_every_undeclared_rule_wherever_it_stands() -> None:
+    rules = parse_stage_rules(
+        {
+            "rules": [
+                {"stage": "llm.call", "split": "first_token", "match": {"name": "call_llm"}},
+                {"stage": "tool", "declared": True, "match": {"attributes": {"kind": "tool"}}},
+                {"stage": "agent", "declared": True, "match": {"attributes": {"kind": "*"}}},
+            ]
+        }
+    )
+    assert rules.precedence == [1, 2, 0]
+    spans = frame(
+        [
+            S("a", "", 0, 9, "call_llm", attributes={"kind": "tool"}),
+            S("b", "a", 1, 2, "call_llm", attributes={"kind": "chain"}),
+            S("c", "a", 3, 4, "call_llm"),
+        ]
+    )
+    stages = assign_stages(spans, rules)
+    assert by_span(stages, "stage") == {"a": "tool", "b": "agent", "c": "llm.call"}
+    assert by_span(stages, "rule_index") == {"a": 1, "b": 2, "c": 0}
+
+
+@pytest.mark.parametrize(
+    ("name", "attributes", "stage"),
+    [
+        # A specific declared kind beats the name rules above it in the default table ...
+        ("parse_order", {"openinference.span.kind": "TOOL"}, "tool"),
+        ("call_llm", {"openinference.span.kind": "AGENT"}, "agent"),
+        ("tokenize_query", {"gen_ai.operation.name": "execute_tool"}, "tool"),
+        ("ai.toolCall", {"langsmith.span.kind": "retriever"}, "retrieval"),
+        ("call_llm", {"span_type": "Retrieval", "framework": "promptflow"}, "retrieval"),
+        # ... a generic one does not: LangChain's output parsers are OpenInference CHAIN spans, OpenLLMetry tasks.
+        ("StrOutputParser", {"openinference.span.kind": "CHAIN"}, "output_parsing"),
+        ("PydanticOutputParser.task", {"traceloop.span.kind": "task"}, "output_parsing"),
+        ("lookup_order", {"span_type": "Function", "framework": "promptflow"}, "agent"),
+    ],
+)
+def test_the_kind_an_attribute_declares_beats_a_name_glob(name: str, attributes: dict[str, str], stage: str) -> None:
+    stages = assign_stages(frame([S("a", "", 0, 9, name, attributes=attributes)]))
+    assert by_span(stages, "stage") == {"a": stage}
+
+
+LLM_DECLARATIONS = [
+    ("ChatCompletion", {"openinference.span.kind": "LLM"}),
+    ("chat gpt-4o", {"gen_ai.operation.name": "chat"}),
+    ("openai_chat", {"span_type": "LLM", "framework": "promptflow"}),
+]
+
+
+@pytest.mark.parametrize(("name", "declaration"), LLM_DECLARATIONS)
+def test_a_function_named_call_llm_around_a_declared_llm_call_is_its_caller(
+    name: str, declaration: dict[str, str]
+) -> None:
+    # A user's own function named call_llm (traced without any kind, or as a plain Prompt Flow function) wraps
+    # the real model call its instrumentation declares; the HTTP request below carries that call.
+    spans = frame(
+        [
+            S("ask", "", 0, 100, "POST /ask", "app", "Server"),
+            S("wrap", "ask", 1, 99, "call_llm", "app", attributes={"span_type": "Function", "framework": "promptflow"}),
+            S("llm", "wrap", 5, 95, name, "app", "Client", declaration),
+            S("http", "llm", 10, 90, "POST", "app", "Client", {"http.url": "http://m/v1/chat/completions"}),
+        ]
+    )
+    stages = assign_stages(spans)
+    assert by_span(stages, "stage") == {"ask": "agent", "wrap": "agent", "llm": "llm.call", "http": "llm.call"}
+    assert by_span(stages, "llm_call") == {"ask": False, "wrap": False, "llm": True, "http": False}
+    # Each span's whole interval: the wrapper's is the caller's, the call's the model's after its 5 ns of
+    # preparation before the request carrying it.
+    pieces = stage_pieces(spans).group_by("stage").agg(pl.col("duration_ns").sum())
+    assert dict(pieces.iter_rows()) == {"agent": 100 + 98 + 5, "llm.call": 85 + 80}
+
+
+def test_any_agents_call_llm_is_the_call_unless_the_frameworks_own_llm_span_is_below_it() -> None:
+    # any-agent wraps the framework's model call in "call_llm {model}" (gen_ai.operation.name=call_llm).
+    wrapper = {"gen_ai.operation.name": "call_llm", "gen_ai.request.model": "gpt-4o"}
+    spans = frame(
+        [
+            S("alone", "", 0, 50, "call_llm gpt-4o", "app", attributes=wrapper),
+            S("outer", "", 60, 100, "call_llm gpt-4o", "app", attributes=wrapper),
+            S("inner", "outer", 61, 99, "ChatCompletion", "app", attributes={"openinference.span.kind": "LLM"}),
+        ]
+    )
+    stages = assign_stages(spans)
+    assert by_span(stages, "stage") == {"alone": "llm.call", "outer": "agent", "inner": "llm.call"}
+    assert by_span(stages, "llm_call") == {"alone": True, "outer": False, "inner": True}
+
+
+def test_a_name_matched_call_stays_a_call_without_a_declared_call_of_its_service_below_it() -> None:
+    # call_llm around a bare HTTP request: the request carries it. call_llm around a declared call of another
+    # service (an LLM service it calls): it is the client's call, the other service's span its server's.
+    spans = frame(
+        [
+            S("bare", "", 0, 50, "call_llm", "app"),
+            S("http", "bare", 5, 45, "POST", "app", "Client", {"http.url": "http://m/v1/chat/completions"}),
+            S("remote", "", 60, 100, "call_llm", "app"),
+            S("srv", "remote", 62, 98, "POST /generate", "llm-service", "Server"),
+            S("chat", "srv", 63, 97, "chat m", "llm-service", "Client", {"gen_ai.operation.name": "chat"}),
+        ]
+    )
+    stages = assign_stages(spans)
+    assert by_span(stages, "llm_call") == {"bare": True, "http": False, "remote": False, "srv": False, "chat": True}
+    assert by_span(stages, "stage")["bare"] == "llm.call"
+    assert by_span(stages, "stage")["remote"] == "llm.call"
+
+
+def test_inside_a_declared_call_a_name_matched_call_is_that_calls_work() -> None:
+    # Logfire's MCP sampling: a chat call whose model is the MCP client's, reached by a sampling/createMessage
+    # request; the spans between the two chat spans are the outer call's request, not its caller.
+    chat = {"gen_ai.operation.name": "chat"}
+    spans = frame(
+        [
+            S("outer", "", 0, 100, "chat mcp-sampling", "app", "Client", chat),
+            S("req", "outer", 2, 98, "MCP request: sampling/createMessage", "app"),
+            S("handle", "req", 3, 97, "MCP client handle request: sampling/createMessage", "app"),
+            S("inner", "handle", 4, 96, "chat gpt-4o", "app", "Client", chat),
+        ]
+    )
+    stages = by_span(assign_stages(spans), "stage")
+    assert set(stages.values()) == {"llm.call"}
+
+
+def _ddtrace(kind: str, function: str, **more: str) -> dict[str, str]:
+    """The attributes ddtrace 4.16.0 exported over OTLP (OTEL_TRACES_EXPORTER=otlp) on an LLM Observability span."""
+    declared = {"span.type": "llm", "gen_ai.operation.name": kind}
+    return {**declared, "operation.name": function, "resource.name": kind, **more}
+
+
+def test_ddtrace_llm_observability_spans_take_the_kind_they_declare() -> None:
+    # The shape ddtrace 4.16.0 exported for @workflow > @agent > @embedding, @retrieval, @llm, @tool, @task (the
+    # OTLP span name is the kind), and Bedrock Agents' steps rebuilt by its integration.
+    model = {"gen_ai.request.model": "llama", "gen_ai.provider.name": "vllm", "gen_ai.usage.input_tokens": "10"}
+    spans = frame(
+        [
+            S("wf", "", 0, 200, "workflow", "app", attributes=_ddtrace("workflow", "handle")),
+            S("ag", "wf", 1, 199, "agent", "app", attributes=_ddtrace("agent", "support_agent")),
+            S("emb", "ag", 2, 5, "embedding", "app", attributes=_ddtrace("embedding", "embed")),
+            S("ret", "ag", 6, 10, "retrieval", "app", attributes=_ddtrace("retrieval", "search")),
+            S("llm", "ag", 11, 60, "llm", "app", attributes=_ddtrace("llm", "call_llm", **model)),
+            S("tool", "ag", 61, 70, "tool", "app", attributes=_ddtrace("tool", "lookup_order")),
+            S("task", "ag", 71, 72, "task", "app", attributes=_ddtrace("task", "parse_output")),
+            S("oai", "ag", 73, 120, "openai.request", "app", "Client", {"_dd.llmobs.span_kind": "llm", **model}),
+            S("bed", "ag", 121, 198, "Bedrock Agent A1", "app", attributes=_ddtrace("agent", "Bedrock Agent A1")),
+            S("step", "bed", 122, 197, "orchestrationTrace Step", "app", attributes=_ddtrace("workflow", "step")),
+            S("inv", "step", 123, 150, "modelInvocation", "app", attributes=_ddtrace("llm", "modelInvocation")),
+            S("why", "step", 151, 152, "reasoning", "app", attributes=_ddtrace("task", "reasoning")),
+            S("grp", "step", 153, 190, "OrderActions", "app", attributes=_ddtrace("tool", "OrderActions")),
+        ]
+    )
+    stages = assign_stages(spans)
+    assert by_span(stages, "stage") == {
+        "wf": "agent",
+        "ag": "agent",
+        "emb": "retrieval",
+        "ret": "retrieval",
+        "llm": "llm.call",
+        "tool": "tool",
+        # A @task is generic orchestration; its function's name is in operation.name, not the span's name.
+        "task": "agent",
+        "oai": "llm.call",
+        "bed": "agent",
+        "step": "agent",
+        "inv": "llm.call",
+        "why": "agent",
+        "grp": "tool",
+    }
+
+
 def test_unmatched_spans_are_other_with_no_rule() -> None:
     rules = parse_stage_rules(
         {"step_stages": [], "rules": [{"stage": "tool", "match": {"name_regex": "^GET /v[0-9]+/"}}]}

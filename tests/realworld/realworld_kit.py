@@ -48,6 +48,8 @@ CONVENTIONS: dict[str, tuple[str, str | None]] = {
     "anthropic_sdk": ("gen_ai.provider.name", "anthropic"),
     "openinference_anthropic": ("llm.provider", "anthropic"),
     "openllmetry_anthropic": ("gen_ai.usage.cache_creation.input_tokens", None),
+    "promptflow": ("span_type", "LLM"),
+    "ddtrace_llmobs": ("_dd.llmobs.span_kind", "llm"),
 }
 """Driver -> an attribute the library itself writes (key, and value when one is expected), as observed."""
 
@@ -79,11 +81,12 @@ def is_llm_call(span: Span) -> bool:
         # Logfire's zero-length "streaming response ... took {duration}s" record after a streamed call's span.
         return False
     return (
-        attributes.get("gen_ai.operation.name") in ("chat", "text_completion", "generate_content")
+        attributes.get("gen_ai.operation.name") in ("chat", "text_completion", "generate_content", "llm")
         or attributes.get("openinference.span.kind") == "LLM"
         or attributes.get("langfuse.observation.type") == "generation"
         or attributes.get("ai.operationId") in VERCEL_AI_CALLS
         or attributes.get("mlflow.spanType") in ('"CHAT_MODEL"', '"LLM"')
+        or (attributes.get("framework"), attributes.get("span_type")) == ("promptflow", "LLM")
     )
 
 
