@@ -33,22 +33,36 @@ SEARCH = {"service": "flood", "limit": "24", "lookback": "2h"}
 """A heavy search: 24 whole traces, 12,288 spans, about 25 MB of Jaeger JSON (seconds of conversion)."""
 
 _STEADY = """
-import json, sys, time, httpx
+import json, sys, threading, time, httpx
 url, health, body = sys.argv[1], sys.argv[2], open(sys.argv[3], "rb").read()
 until = time.monotonic() + float(sys.argv[4])
-exports, probes, number = [], [], 0
-with httpx.Client(timeout=60) as client:
-    while time.monotonic() < until:
-        trace = (10**9 + number).to_bytes(16, "big")
-        started = time.monotonic()
-        status = client.post(url, content=body.replace(b"\\xab" * 16, trace),
-                             headers={"content-type": "application/x-protobuf"}).status_code
-        exports.append((status, time.monotonic() - started))
-        started = time.monotonic()
-        client.get(health)
-        probes.append(time.monotonic() - started)
-        number += 1
-        time.sleep(0.1)
+exports, probes = [], []
+
+def export():
+    with httpx.Client(timeout=120) as client:
+        number = 0
+        while time.monotonic() < until:
+            trace = (10**9 + number).to_bytes(16, "big")
+            started = time.monotonic()
+            answer = client.post(url, content=body.replace(b"\\xab" * 16, trace),
+                                 headers={"content-type": "application/x-protobuf"})
+            exports.append((answer.status_code, time.monotonic() - started))
+            number += 1
+            time.sleep(0.1)
+
+def probe():
+    with httpx.Client(timeout=120) as client:
+        while time.monotonic() < until:
+            started = time.monotonic()
+            client.get(health)
+            probes.append(time.monotonic() - started)
+            time.sleep(0.1)
+
+threads = [threading.Thread(target=export), threading.Thread(target=probe)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
 print(json.dumps({"exports": exports, "health": probes}))
 """
 
@@ -75,9 +89,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedHotspan]:
 
 
 def _steady_sender(server: ServedHotspan, body: Path, seconds: float) -> subprocess.Popen[str]:
-    """A sender exporting ``body`` every 0.1 s, each export followed by a ``/healthz``, for ``seconds``, from a
-    process of its own (so the searches' client threads cannot delay its timing); it prints ``{"exports": [[status,
-    seconds], ...], "health": [seconds, ...]}``."""
+    """A sender exporting ``body`` every 0.1 s after its last answer and a ``/healthz`` probe as often, for
+    ``seconds``, from a process of its own (so the searches' client threads cannot delay its timing); it prints
+    ``{"exports": [[status, seconds], ...], "health": [seconds, ...]}``."""
     base = server.base_url
     command = [sys.executable, "-c", _STEADY, f"{base}/v1/traces", f"{base}/healthz", str(body), str(seconds)]
     return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
