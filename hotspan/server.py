@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 import sys
 import threading
@@ -172,11 +171,6 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
     if settings.anomaly and app.state.query is not None:
         anomaly_loop = open_anomaly_loop(settings, app.state.query, alerts_config, http.port)
         anomaly_loop.start()
-    # The objects of the assembled server (modules, the app, Dash's layout) live as long as the process: kept out of
-    # the garbage collector's full passes, which hold the GIL, every thread's included, while they walk every object.
-    # A heavy read makes such passes often; walking the server's own objects too made each 0.1-0.3 s on two loaded
-    # cores, and the OTLP answers waited that long (tests/reliability/test_reliability_reads.py).
-    gc.freeze()
     return RunningServer(
         settings,
         storage,
