@@ -1,4 +1,4 @@
-"""How much of one trace a read returns at once, and the answer built off the event loop.
+"""How much of one trace a read returns at once (the answer is built off the event loop: :mod:`api.read_pool`).
 
 A stored trace may hold a million spans; building its answer whole costs minutes and gigabytes (issue 17
 measured 300 s and 5.7 GB for a 1M-span trace). Every by-ID trace read returns at most
@@ -11,12 +11,7 @@ Grafana Tempo bounds the other end: spans past its ``max_bytes_per_trace`` are r
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from fastapi import Response
 from prometheus_client import CollectorRegistry, Counter
-from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 
 DEFAULT_MAX_TRACE_SPANS = 100_000
 """Default of :attr:`TraceReadLimits.max_spans`: the largest trace Jaeger's UI and Grafana still draw."""
@@ -56,10 +51,3 @@ class TraceReadLimits:
             f"trace {trace_id} has {total} spans; the first {self.max_spans} by start time are returned"
             " (HOTSPAN_MAX_TRACE_SPANS; /api/v1/traces/{id} pages through all of them)"
         )
-
-
-async def json_off_loop(build: Callable[[], BaseModel], headers: dict[str, str] | None = None) -> Response:
-    """The JSON answer of ``build()``, built and serialized on a worker thread: a large answer takes seconds of CPU
-    that the event loop (and ``/healthz`` with it) must not wait for."""
-    body = await run_in_threadpool(lambda: build().model_dump_json())
-    return Response(body, media_type="application/json", headers=headers)

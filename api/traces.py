@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 import polars as pl
 from fastapi import APIRouter, Query, Response
-from starlette.concurrency import run_in_threadpool
 
 from api.errors import ApiError
 from api.models import (
@@ -24,12 +23,13 @@ from api.models import (
     TracesResponse,
     TraceSummary,
 )
+from api.read_pool import ReadPool
 from api.tenancy import Tenant
-from api.trace_limits import TraceReadLimits, json_off_loop
+from api.trace_limits import TraceReadLimits
 from api.window import MAX_NS, check_order
 from query.analysis import AnalysisService
 from storage.ids import IdError, normalize_trace_id
-from storage.reader import TraceCursor, TraceQuery, TraceReader
+from storage.reader import MAX_ATTRIBUTE_FILTERS, TraceCursor, TraceQuery, TraceReader
 from units import NS_PER_MS
 
 MAX_DURATION_MS = MAX_NS // NS_PER_MS
@@ -37,29 +37,40 @@ MAX_DURATION_MS = MAX_NS // NS_PER_MS
 keeps ``inf`` (and ``1e309``) out of the ns conversion."""
 
 
-def build_router(reader: TraceReader, analysis: AnalysisService, limits: TraceReadLimits | None = None) -> APIRouter:
+def build_router(
+    reader: TraceReader,
+    analysis: AnalysisService,
+    limits: TraceReadLimits | None = None,
+    reads: ReadPool | None = None,
+) -> APIRouter:
     """Routes over ``reader`` (and ``analysis`` for the model usage of search results); every query is
     parameterised by the storage layer. A trace read returns at most ``limits.max_spans`` spans per page
-    (:mod:`api.trace_limits`)."""
+    (:mod:`api.trace_limits`). Every read, and the answer built from it, runs on ``reads`` (:mod:`api.read_pool`; a
+    pool of its own when omitted), never on the event loop."""
     router = APIRouter(prefix="/api/v1", tags=["traces"])
     limits = limits or TraceReadLimits()
+    reads = reads or ReadPool()
 
     @router.get("/services", operation_id="list_services", response_model=ServicesResponse)
     async def services(tenant: Tenant) -> ServicesResponse:
         """Every service that has sent spans."""
-        return ServicesResponse(services=await run_in_threadpool(reader.services, tenant=tenant))
+        return ServicesResponse(services=await reads.run(reader.services, tenant=tenant))
 
     @router.get("/services/{service}/operations", operation_id="list_operations", response_model=OperationsResponse)
     async def operations(service: str, tenant: Tenant) -> OperationsResponse:
         """Span names of one service with their span kinds; empty for an unknown service."""
-        pairs = await run_in_threadpool(reader.operations, service, tenant=tenant)
+        pairs = await reads.run(reader.operations, service, tenant=tenant)
         return OperationsResponse(operations=[Operation(name=n, span_kind=k) for n, k in pairs])
 
     @router.get(
         "/traces",
         operation_id="search_traces",
         response_model=TracesResponse,
-        responses={400: {"model": ErrorResponse}},
+        responses={
+            400: {"model": ErrorResponse},
+            413: {"model": ErrorResponse, "description": "The read would exceed its memory budget."},
+            503: {"model": ErrorResponse, "description": "Too many reads at once, or past the time budget."},
+        },
     )
     async def search(
         tenant: Tenant,
@@ -74,16 +85,23 @@ def build_router(reader: TraceReader, analysis: AnalysisService, limits: TraceRe
             float | None, Query(ge=0, le=MAX_DURATION_MS, description="Span duration upper bound, ms.")
         ] = None,
         attr: Annotated[
-            list[str] | None, Query(description="`key:value`, repeatable; span or resource attribute.")
+            list[str] | None,
+            Query(
+                description=f"`key:value`, repeatable (at most {MAX_ATTRIBUTE_FILTERS}); span or resource attribute."
+            ),
         ] = None,
         hotspot: Annotated[
             bool | None, Query(description="`true`: only traces with a span flagged `hotspan.hotspot=true`.")
         ] = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 20,
-    ) -> TracesResponse:
+    ) -> Response:
         """Traces with a span matching every filter, newest first (Jaeger's matching rule), with the model
         usage of those the trace pipeline has analysed: model calls, tokens, cost and dominant stage."""
         check_order(start_ns, end_ns)
+        if len(attr or ()) > MAX_ATTRIBUTE_FILTERS:
+            raise ApiError(
+                400, "invalid_parameter", f"attr: {len(attr or ())} filters (at most {MAX_ATTRIBUTE_FILTERS})"
+            )
         query = TraceQuery(
             service=service or None,
             operation=operation or None,
@@ -95,12 +113,16 @@ def build_router(reader: TraceReader, analysis: AnalysisService, limits: TraceRe
             hotspot=hotspot,
             limit=limit,
         )
-        frame = await run_in_threadpool(reader.search, query, tenant=tenant)
-        usage = await run_in_threadpool(analysis.trace_usage, frame["trace_id"].to_list(), tenant=tenant)
-        rows = frame.join(usage, on="trace_id", how="left", maintain_order="left").with_columns(
-            pl.when(pl.col("llm_calls").is_not_null()).then(pl.lit(analysis.currency)).alias("currency")
-        )
-        return TracesResponse(traces=[TraceSummary(**row) for row in rows.iter_rows(named=True)])
+
+        def answer() -> TracesResponse:
+            frame = reader.search(query, tenant=tenant)
+            usage = analysis.trace_usage(frame["trace_id"].to_list(), tenant=tenant)
+            rows = frame.join(usage, on="trace_id", how="left", maintain_order="left").with_columns(
+                pl.when(pl.col("llm_calls").is_not_null()).then(pl.lit(analysis.currency)).alias("currency")
+            )
+            return TracesResponse(traces=[TraceSummary(**row) for row in rows.iter_rows(named=True)])
+
+        return await reads.json(answer)
 
     @router.get(
         "/traces/{trace_id}",
@@ -146,7 +168,7 @@ def build_router(reader: TraceReader, analysis: AnalysisService, limits: TraceRe
                 truncated=partial,
             )
 
-        return await json_off_loop(page)
+        return await reads.json(page)
 
     return router
 

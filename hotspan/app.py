@@ -31,6 +31,7 @@ from api.errors import install_error_handlers
 from api.jaeger import routes_v1 as jaeger_v1
 from api.jaeger import routes_v3 as jaeger_v3
 from api.models import Health
+from api.read_pool import ReadPool
 from api.trace_limits import TraceReadLimits
 from collector import http_receiver
 from collector.limits import SpanLimits
@@ -164,20 +165,23 @@ def trace_processors(storage: Storage, metrics: TraceMetrics | None = None) -> l
 
 def open_query(settings: Settings, storage: Storage) -> QueryService:
     """The query room over ``storage`` with the configured stage rules, prices, diagnosis rules and engine
-    metrics: what the REST API, the UI and the SLO evaluator all read through.
+    metrics: what the REST API, the UI and the SLO evaluator all read through. Its statements carry the read budget
+    (``HOTSPAN_READ_TIMEOUT_S``, ``HOTSPAN_READ_MAX_MEMORY_BYTES``), a trace search's spans
+    ``HOTSPAN_MAX_SEARCH_SPANS``; ingest and the trace pipeline read and write unbudgeted.
 
     Raises:
         analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError,
             analysis.pricing.PriceTableError, diagnosis.RuleTableError: a configured table is invalid.
     """
     engine_metrics = PrometheusEngineMetrics(settings.prometheus_url) if settings.prometheus_url else None
+    reads = storage.clickhouse.budgeted(settings.read_budget)
     return QueryService.build(
-        storage.reader,
-        ClickHouseAnalysisStore(storage.clickhouse, STAGES),
-        ClickHouseEngineReader(storage.clickhouse),
+        ClickHouseTraceReader(reads, settings.max_search_spans),
+        ClickHouseAnalysisStore(reads, STAGES),
+        ClickHouseEngineReader(reads),
         trace_pipeline_config(settings),
         diagnosis_settings(settings),
-        ClickHouseIncidentStore(storage.clickhouse),
+        ClickHouseIncidentStore(reads),
         engine_metrics,
         capacity_service(settings),
         settings.cardinality_limit,
@@ -359,10 +363,12 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     # The query room: every read of the REST API and the UI goes through it (and the SLO evaluator's, server.py).
     query = open_query(settings, storage)
     trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
-    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads))
+    # Trace reads run on threads of their own, a few at a time, off the loop that answers OTLP (api.read_pool).
+    app.state.reads = ReadPool(settings.read_workers, settings.read_queue, settings.retry_after_s)
+    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads, app.state.reads))
     app.include_router(trace_view_api.build_router(query.views))
-    app.include_router(jaeger_v1.build_router(query.store, trace_reads))
-    app.include_router(jaeger_v3.build_router(query.store, trace_reads))
+    app.include_router(jaeger_v1.build_router(query.store, trace_reads, app.state.reads))
+    app.include_router(jaeger_v3.build_router(query.store, trace_reads, app.state.reads))
     app.include_router(topology_api.build_router(query.store, query.cardinality_limit))
     app.include_router(red_api.build_router(query.store, query.cardinality_limit))
     app.include_router(diagnosis_api.build_router(query.diagnosis))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -121,6 +122,12 @@ def _serve(args: argparse.Namespace) -> int:
     from hotspan.server import start_server
 
     server = start_server(_settings(args))
+    # The assembled server's objects (modules, the app, Dash's layout) live as long as this process: kept out of the
+    # garbage collector's full passes, which hold the GIL, every thread's, while they walk every object. A heavy read
+    # makes such passes often; walking the server's own objects too made each 0.1-0.3 s on two loaded cores, and the
+    # OTLP answers waited that long (tests/reliability/test_reliability_reads.py). Here, not in start_server: a
+    # process that starts servers again and again (the tests) would keep every frozen cycle.
+    gc.freeze()
     print(f"Hotspan ({server.settings.role}): health {server.base_url}/healthz", flush=True)
     if server.admin is not None:
         print(f"Admin health: http://{server.settings.host}:{server.admin.port}/healthz", flush=True)

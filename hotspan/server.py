@@ -106,6 +106,9 @@ class RunningServer:
         if self.grpc_server is not None:
             self.grpc_server.stop(grace=5).wait()
         self.http.stop()
+        reads = getattr(self.http.server.config.app.state, "reads", None)
+        if reads is not None:
+            reads.close()
         if self.admin is not None:
             self.admin.stop()
         if self.slo_evaluator is not None:

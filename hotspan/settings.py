@@ -30,6 +30,16 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_MAX_TRACE_SPANS``: the largest trace read whole: ``/api/v1/traces/{id}`` pages beyond it, the Jaeger
   APIs return the first spans by start with a warning (``api.trace_limits``), and the trace pipeline does not
   analyse a larger trace (it would hold every span in memory); count, default 100000.
+- ``HOTSPAN_READ_WORKERS``: trace reads of the APIs that run at once, on threads of their own, never on the event
+  loop answering OTLP and ``/healthz`` (``api.read_pool``); count, default 2.
+- ``HOTSPAN_READ_QUEUE``: trace reads that may wait for one of those threads; one more is refused at once with 503
+  and ``Retry-After``; count, default 16.
+- ``HOTSPAN_READ_TIMEOUT_S``: longest time one read statement of the query room may run (ClickHouse
+  ``max_execution_time``); beyond, 503 with ``Retry-After``; seconds, default 30.
+- ``HOTSPAN_READ_MAX_MEMORY_BYTES``: most memory one read statement of the query room may use (ClickHouse
+  ``max_memory_usage``); beyond, 413; bytes, default 2 GiB.
+- ``HOTSPAN_MAX_SEARCH_SPANS``: most spans a Jaeger trace search (v1 ``/api/traces``, v3 ``/api/v3/traces``) may
+  return, all its traces together (ClickHouse ``max_result_rows``); beyond, 413; count, default 100000.
 - ``HOTSPAN_TTL_DAYS``: drop partitions older than this; days, default 0 (keep forever).
 - ``HOTSPAN_QUEUE_MAX_BYTES``: request bytes (decompressed) held in memory, admitted and not yet in the
   spool; beyond it OTLP/HTTP answers 429 and OTLP/gRPC UNAVAILABLE; bytes, default 64 MiB.
@@ -108,6 +118,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from storage.clickhouse import ReadBudget
 from storage.faults import FaultPlan
 from storage.layout import Layout
 from storage.rollup_sql import CARDINALITY_LIMIT
@@ -135,6 +146,11 @@ ENVIRONMENT = {
     "ui_max_body_bytes": "HOTSPAN_UI_MAX_BODY_BYTES",
     "cardinality_limit": "HOTSPAN_CARDINALITY_LIMIT",
     "decode_wait_s": "HOTSPAN_DECODE_WAIT_S",
+    "read_workers": "HOTSPAN_READ_WORKERS",
+    "read_queue": "HOTSPAN_READ_QUEUE",
+    "read_timeout_s": "HOTSPAN_READ_TIMEOUT_S",
+    "read_max_memory_bytes": "HOTSPAN_READ_MAX_MEMORY_BYTES",
+    "max_search_spans": "HOTSPAN_MAX_SEARCH_SPANS",
     "ttl_days": "HOTSPAN_TTL_DAYS",
     "queue_max_bytes": "HOTSPAN_QUEUE_MAX_BYTES",
     "queue_max_spans": "HOTSPAN_QUEUE_MAX_SPANS",
@@ -216,6 +232,11 @@ class Settings(BaseModel):
         "spanmetrics connector's aggregation_cardinality_limit).",
     )
     decode_wait_s: float = Field(3.0, gt=0)
+    read_workers: int = Field(2, ge=1)
+    read_queue: int = Field(16, ge=0)
+    read_timeout_s: float = Field(30.0, gt=0)
+    read_max_memory_bytes: int = Field(2 * 1024**3, ge=64 * 1024**2)
+    max_search_spans: int = Field(100_000, ge=1)
     ttl_days: int = Field(0, ge=0)
     queue_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     queue_max_spans: int = Field(200_000, ge=1)
@@ -272,6 +293,11 @@ class Settings(BaseModel):
         elif not self.clickhouse_dsn.startswith(("chdb:", "http://", "https://")):
             raise ValueError("clickhouse_dsn must start with chdb:, http:// or https://")
         return self
+
+    @property
+    def read_budget(self) -> ReadBudget:
+        """What one read statement of the query room may cost (``storage.clickhouse.ReadBudget``)."""
+        return ReadBudget(self.read_timeout_s, self.read_max_memory_bytes)
 
     @property
     def layout(self) -> Layout:

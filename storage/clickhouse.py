@@ -7,15 +7,19 @@ calling code is the same for both.
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 import clickhouse_connect
 import pyarrow as pa
 from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import DatabaseError
 
 from storage.identifiers import validate_identifier
 from storage.layout import SINGLE_NODE, Layout
@@ -23,6 +27,54 @@ from storage.layout import SINGLE_NODE, Layout
 
 class StorageError(RuntimeError):
     """ClickHouse could not be reached or refused a statement."""
+
+
+ReadLimit = Literal["time", "memory", "rows", "size"]
+"""Which budget a read exceeded: its time, its memory, the rows it may return, or the size of its SQL."""
+
+_LIMIT_CODES: dict[int, ReadLimit] = {
+    159: "time",  # TIMEOUT_EXCEEDED (max_execution_time)
+    241: "memory",  # MEMORY_LIMIT_EXCEEDED (max_memory_usage)
+    158: "rows",  # TOO_MANY_ROWS (max_rows_to_read)
+    396: "rows",  # TOO_MANY_ROWS_OR_BYTES (max_result_rows)
+    167: "size",  # TOO_DEEP_AST
+    168: "size",  # TOO_BIG_AST
+    306: "size",  # TOO_DEEP_RECURSION
+}
+_CODE = re.compile(r"\bCode: (\d+)\b")
+
+
+class ReadLimitError(StorageError):
+    """ClickHouse stopped a statement at one of its budgets (:class:`ReadBudget`, ``max_result_rows``, the size of
+    the SQL); ``limit`` says which."""
+
+    def __init__(self, limit: ReadLimit, message: str) -> None:
+        super().__init__(message)
+        self.limit: ReadLimit = limit
+
+
+@dataclass(frozen=True)
+class ReadBudget:
+    """What one read statement may cost: ``time_s`` seconds (ClickHouse ``max_execution_time``) and ``memory_bytes``
+    bytes (``max_memory_usage``); 0 is no limit. A statement over either fails with :class:`ReadLimitError`."""
+
+    time_s: float = 30.0
+    memory_bytes: int = 2 * 1024**3
+
+    def settings(self) -> dict[str, Any]:
+        """The ClickHouse settings of this budget."""
+        return {"max_execution_time": self.time_s, "max_memory_usage": self.memory_bytes}
+
+
+def read_limit(exc: Exception) -> ReadLimitError | None:
+    """The :class:`ReadLimitError` that ClickHouse error ``exc`` means, or None when it is another failure. The
+    size of a statement is checked by the parser (``max_query_size``: a ``SYNTAX_ERROR`` naming it)."""
+    text = str(exc)
+    if "Max query size exceeded" in text:
+        return ReadLimitError("size", "the query is larger than the store parses (max_query_size)")
+    match = _CODE.search(text)
+    limit = _LIMIT_CODES.get(int(match[1])) if match else None
+    return ReadLimitError(limit, text.splitlines()[0][:300]) if limit else None
 
 
 class ClickHouse:
@@ -47,6 +99,7 @@ class ClickHouse:
         self.layout = layout
         self.is_embedded = dsn.startswith("chdb:")
         self._lock = threading.RLock()
+        self._settings: dict[str, Any] = {}
         on_cluster = f" ON CLUSTER {layout.cluster}" if layout.clustered and layout.replicated else ""
         try:
             bootstrap = clickhouse_connect.get_client(dsn=dsn)
@@ -61,20 +114,45 @@ class ClickHouse:
         except Exception as exc:
             raise StorageError(f"cannot open ClickHouse at {_redact(dsn)}: {exc}") from exc
 
-    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
-        """Run a statement that returns no rows (DDL, INSERT ... SELECT)."""
-        with self._lock:
-            return self._client.command(sql, parameters=dict(parameters or {}))
+    def budgeted(self, budget: ReadBudget) -> ClickHouse:
+        """A handle on the same connection (and lock) whose every :meth:`command` and query carries ``budget``'s
+        settings: the query room reads through one, so no read outgrows it, while ingest and the trace pipeline
+        keep their handles unbounded. Closing either closes both."""
+        view = copy.copy(self)
+        view._settings = {**self._settings, **budget.settings()}
+        return view
 
-    def query_arrow(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pa.Table:
-        """Run a query with bound ``{name:Type}`` parameters and return an Arrow table."""
-        with self._lock:
-            return self._client.query_arrow(sql, parameters=dict(parameters or {}), use_strings=True)
+    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
+        """Run a statement that returns no rows (DDL, INSERT ... SELECT).
+
+        Raises:
+            ReadLimitError: the statement exceeded a budget of this handle (:meth:`budgeted`).
+        """
+        with self._lock, _limits(bool(self._settings)):
+            return self._client.command(sql, parameters=dict(parameters or {}), settings=self._settings or None)
+
+    def query_arrow(
+        self, sql: str, parameters: Mapping[str, Any] | None = None, settings: Mapping[str, Any] | None = None
+    ) -> pa.Table:
+        """Run a query with bound ``{name:Type}`` parameters and return an Arrow table; ``settings`` are ClickHouse
+        settings of this query alone (over the handle's budget).
+
+        Raises:
+            ReadLimitError: the query exceeded a budget (the handle's, one of ``settings``, or the SQL's size).
+        """
+        with self._lock, _limits(bool(self._settings or settings)):
+            every = {**self._settings, **(settings or {})}
+            return self._client.query_arrow(sql, parameters=dict(parameters or {}), settings=every, use_strings=True)
 
     def query_rows(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        """Run a query with bound parameters and return its rows as tuples."""
-        with self._lock:
-            return self._client.query(sql, parameters=dict(parameters or {})).result_rows
+        """Run a query with bound parameters and return its rows as tuples.
+
+        Raises:
+            ReadLimitError: as for :meth:`query_arrow`.
+        """
+        with self._lock, _limits(bool(self._settings)):
+            answer = self._client.query(sql, parameters=dict(parameters or {}), settings=self._settings or None)
+            return answer.result_rows
 
     @cached_property
     def partition_limit(self) -> int:
@@ -115,6 +193,19 @@ class ClickHouse:
         """Release the client; the embedded engine stays open for other clients of this process."""
         with self._lock:
             self._client.close()
+
+
+@contextmanager
+def _limits(budgeted: bool) -> Iterator[None]:
+    """Turns a ClickHouse error that means a budget was exceeded into :class:`ReadLimitError`, on a ``budgeted``
+    call only: on the ingest and pipeline handles a memory or time limit of the server is a failed insert that their
+    callers retry (``collector.pipeline`` catches ``ClickHouseError``), never a read refused."""
+    try:
+        yield
+    except DatabaseError as exc:
+        if budgeted and (limit := read_limit(exc)) is not None:
+            raise limit from exc
+        raise
 
 
 def _redact(dsn: str) -> str:

@@ -92,6 +92,11 @@ def _after_parameters(after: TraceCursor | None) -> dict[str, object]:
     }
 
 
+MAX_ATTRIBUTE_FILTERS = 64
+"""Most attribute filters one search may carry: each adds a condition to the SQL, and a few thousand make a statement
+larger than ClickHouse parses (``max_query_size``); the APIs answer 400 beyond it."""
+
+
 @dataclass(frozen=True)
 class TraceQuery:
     """Filters of a trace search. A trace matches when one of its spans meets every set filter
@@ -205,7 +210,11 @@ class TraceReader(Protocol):
 
     def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         """Every span of the traces :meth:`search` finds for ``query`` (same traces, same limit), with the
-        columns of :meth:`trace`, ordered by trace ID, then span start; zero rows when nothing matches."""
+        columns of :meth:`trace`, ordered by trace ID, then span start; zero rows when nothing matches.
+
+        Raises:
+            storage.clickhouse.ReadLimitError: ``rows``: the traces hold more spans than the reader's span budget.
+        """
         ...
 
     def traces(self, trace_ids: Sequence[str], *, tenant: str | None) -> pl.DataFrame:
@@ -224,8 +233,14 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
     """:class:`TraceReader` over ``otel_traces`` (written by Hotspan or by an OTel Collector); also the
     :class:`~storage.rollup_reader.RollupReader` over the RED and service-graph rollups of the same store."""
 
-    def __init__(self, ch: ClickHouse) -> None:
+    def __init__(self, ch: ClickHouse, max_search_spans: int | None = None) -> None:
+        """``max_search_spans``: most spans :meth:`search_spans` returns (None: no bound); more is
+        :class:`~storage.clickhouse.ReadLimitError` ``rows``, raised by ClickHouse as the rows stream, before they
+        are all read."""
         self._ch = ch
+        self._search_settings = (
+            {"max_result_rows": max_search_spans, "result_overflow_mode": "throw"} if max_search_spans else None
+        )
 
     def services(self, *, tenant: str | None) -> list[str]:
         return [row[0] for row in self._ch.query_rows(trace_sql.SERVICES, tenant_parameters(tenant))]
@@ -312,7 +327,7 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
 
     def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         sql, parameters = build_search(query, trace_sql.SEARCH_SPANS)
-        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters | tenant_parameters(tenant)))
+        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters | tenant_parameters(tenant), self._search_settings))
         assert isinstance(frame, pl.DataFrame)
         return frame
 

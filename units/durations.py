@@ -47,7 +47,8 @@ def parse_go_duration(text: str, *, days: bool = False) -> int:
 
     Raises:
         DurationError: ``text`` is not a Go duration (the message quotes it, as Go's ``time: invalid
-            duration "..."`` does) or its magnitude exceeds :data:`MAX_DURATION_NS`.
+            duration "..."`` does), has a number of more digits than Python converts (4300 by default), or its
+            magnitude exceeds :data:`MAX_DURATION_NS`.
     """
     units = NS_PER_UNIT | DAY_UNITS if days else NS_PER_UNIT
     sign, body = 1, text
@@ -61,7 +62,10 @@ def parse_go_duration(text: str, *, days: bool = False) -> int:
         match = _PART.match(body, position)
         if match is None or match[2] not in units:
             raise DurationError(f'time: invalid duration "{text}"')
-        total += Fraction(match[1]) * units[match[2]]
+        try:
+            total += Fraction(match[1]) * units[match[2]]
+        except ValueError:  # more digits than Python converts to a number (sys.get_int_max_str_digits)
+            raise DurationError(f'time: invalid duration "{text}" (too many digits)') from None
         position = match.end()
     if position == 0:
         raise DurationError(f'time: invalid duration "{text}"')

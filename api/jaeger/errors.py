@@ -7,8 +7,9 @@ own shapes instead, so the Jaeger routers use route classes that turn every fail
   ``{"data": null, "total": 0, "limit": 0, "offset": 0, "errors": [{"code": 400, "msg": "..."}]}``;
 - API v3 (``/api/v3/...``, Jaeger's ``GRPCGatewayError``): ``{"error": {"httpCode": 400, "message": "..."}}``;
 
-each with the same HTTP status. Bad input (an unparsable parameter, a validation failure) is a 400; a storage
-failure is a 500 whose message names no SQL (the cause goes to the log).
+each with the same HTTP status. Bad input (an unparsable parameter, a validation failure) is a 400; a read over a
+budget is a 400, 413 or 503 (``api.read_pool``, with ``Retry-After`` on a 503); another storage failure is a 500
+whose message names no SQL (the cause goes to the log).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from api.errors import ApiError
+from api.errors import ApiError, limit_error
+from storage.clickhouse import ReadLimitError
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,11 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
+def _with_headers(response: JSONResponse, headers: dict[str, str] | None) -> JSONResponse:
+    response.headers.update(headers or {})
+    return response
+
+
 def _route_class(answer: Callable[[int, str], JSONResponse]) -> type[APIRoute]:
     """An APIRoute whose handler answers every failure with ``answer(status, message)``."""
 
@@ -66,8 +73,13 @@ def _route_class(answer: Callable[[int, str], JSONResponse]) -> type[APIRoute]:
             async def route(request: Request) -> Response:
                 try:
                     return await handler(request)
-                except (JaegerError, ApiError) as exc:
+                except JaegerError as exc:
                     return answer(exc.status, exc.message)
+                except ApiError as exc:
+                    return _with_headers(answer(exc.status, exc.message), exc.headers)
+                except ReadLimitError as exc:
+                    refused = limit_error(exc)
+                    return _with_headers(answer(refused.status, refused.message), refused.headers)
                 except RequestValidationError as exc:
                     return answer(400, _validation_message(exc))
                 except Exception:

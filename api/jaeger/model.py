@@ -191,8 +191,23 @@ def map_pairs(cell: Any) -> list[tuple[str, str]]:
 def traces_from_frame(frame: pl.DataFrame) -> list[JaegerTrace]:
     """Jaeger traces from span rows (columns of ``TraceReader.trace``; spans of one trace adjacent), newest
     trace first (by earliest span start), spans in start order within each."""
-    traces = [_trace(list(rows)) for _, rows in groupby(_rows(frame), key=lambda row: row["trace_id"])]
-    return sorted(traces, key=lambda trace: min(span.startTime for span in trace.spans), reverse=True)
+    return sorted(_traces(frame), key=_trace_start, reverse=True)
+
+
+def traces_json(frame: pl.DataFrame) -> list[bytes]:
+    """:func:`traces_from_frame` with each trace serialized as JSON as soon as it is built (and its objects freed):
+    a search's answer of 100k spans in one model holds the GIL for seconds (``api.read_pool.spliced``)."""
+    dumped = [(_trace_start(trace), trace.model_dump_json().encode()) for trace in _traces(frame)]
+    dumped.sort(key=lambda item: item[0], reverse=True)
+    return [body for _, body in dumped]
+
+
+def _traces(frame: pl.DataFrame) -> Iterator[JaegerTrace]:
+    return (_trace(list(rows)) for _, rows in groupby(_rows(frame), key=lambda row: row["trace_id"]))
+
+
+def _trace_start(trace: JaegerTrace) -> int:
+    return min(span.startTime for span in trace.spans)
 
 
 def _rows(frame: pl.DataFrame) -> Iterator[dict[str, Any]]:

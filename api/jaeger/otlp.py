@@ -12,15 +12,20 @@ instrumentation scope (name, version). Attribute values are typed by :func:`api.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import groupby
 from typing import Any
 
 import polars as pl
+from pydantic_core import to_json
 
 from api.jaeger.model import map_pairs, typed_value
 from storage.schema import SPAN_KINDS, STATUS_CODES
 
 _KIND_NUMBERS = {name: number for number, name in enumerate(SPAN_KINDS)}
 _STATUS_NUMBERS = {name: number for number, name in enumerate(STATUS_CODES)}
+_Resource = tuple[str, tuple[tuple[str, str], ...]]
+"""A ``resourceSpans`` entry's identity within a trace: service name and resource attributes."""
 
 
 def traces_data(frame: pl.DataFrame) -> dict[str, Any]:
@@ -31,17 +36,31 @@ def traces_data(frame: pl.DataFrame) -> dict[str, Any]:
     resource, one ``scopeSpans`` per scope, spans in start order. (Grafana's v3 client reads each entry as part
     of one trace.)
     """
-    Resource = tuple[str, str, tuple[tuple[str, str], ...]]
-    resources: dict[Resource, dict[tuple[str, str], list[dict[str, Any]]]] = {}
-    trace_starts: dict[str, int] = {}
-    for row in frame.sort(["trace_id", "start_time_unix_nano", "span_id"]).iter_rows(named=True):
-        trace_starts.setdefault(row["trace_id"], row["start_time_unix_nano"])
-        resource = (row["trace_id"], row["service_name"], tuple(map_pairs(row["resource_attributes"])))
-        scope = (row["scope_name"], row["scope_version"])
-        resources.setdefault(resource, {}).setdefault(scope, []).append(_span(row))
-    ordered = sorted(resources.items(), key=lambda item: trace_starts[item[0][0]], reverse=True)
-    return {
-        "resourceSpans": [
+    ordered = sorted(_traces(frame), key=lambda trace: trace[0], reverse=True)
+    return {"resourceSpans": [entry for _, entries in ordered for entry in entries]}
+
+
+def resource_spans_json(frame: pl.DataFrame) -> list[bytes]:
+    """The ``resourceSpans`` entries of :func:`traces_data`, each serialized as JSON as soon as its trace is built
+    (and its objects freed): one dict of 100k spans serialized whole holds the GIL for seconds
+    (``api.read_pool.spliced``)."""
+    dumped = [(start, [to_json(entry) for entry in entries]) for start, entries in _traces(frame)]
+    dumped.sort(key=lambda trace: trace[0], reverse=True)
+    return [body for _, entries in dumped for body in entries]
+
+
+def _traces(frame: pl.DataFrame) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """Per trace of ``frame`` (in trace ID order): its earliest span start (ns) and its ``resourceSpans`` entries."""
+    rows = frame.sort(["trace_id", "start_time_unix_nano", "span_id"]).iter_rows(named=True)
+    for _, trace_rows in groupby(rows, key=lambda row: row["trace_id"]):
+        resources: dict[_Resource, dict[tuple[str, str], list[dict[str, Any]]]] = {}
+        start = None
+        for row in trace_rows:
+            start = row["start_time_unix_nano"] if start is None else start
+            resource = (row["service_name"], tuple(map_pairs(row["resource_attributes"])))
+            scope = (row["scope_name"], row["scope_version"])
+            resources.setdefault(resource, {}).setdefault(scope, []).append(_span(row))
+        entries = [
             {
                 "resource": {"attributes": _resource_attributes(service, pairs)},
                 "scopeSpans": [
@@ -49,9 +68,9 @@ def traces_data(frame: pl.DataFrame) -> dict[str, Any]:
                     for (name, version), spans in scopes.items()
                 ],
             }
-            for (_, service, pairs), scopes in ordered
+            for (service, pairs), scopes in resources.items()
         ]
-    }
+        yield start or 0, entries
 
 
 def any_value(text: str) -> dict[str, Any]:

@@ -22,14 +22,18 @@ from datetime import UTC, datetime, timedelta
 
 from api.jaeger.errors import JaegerError
 from api.window import MAX_NS
-from storage.reader import TraceQuery
+from storage.reader import MAX_ATTRIBUTE_FILTERS, TraceQuery
 from units import NS_PER_MS, NS_PER_US
 from units.durations import DurationError, parse_go_duration
 
 DEFAULT_LIMIT = 100
 """Traces a search returns when the client sets no limit (Jaeger's default)."""
 MAX_LIMIT = 2**31 - 1
-"""Largest limit accepted (Jaeger parses it as int32); the store caps what it returns at 10 000 traces."""
+"""Largest limit accepted (Jaeger parses it as int32); a search returns at most :data:`MAX_TRACES` traces."""
+MAX_TRACES = 1_000
+"""Most traces one search returns, whatever its ``limit`` (v1) or ``query.searchDepth`` (v3) asks: a larger value is
+answered with this many (as Jaeger's UI caps its own field), and their spans within ``HOTSPAN_MAX_SEARCH_SPANS``
+(else 413, ``api.read_pool``)."""
 DEFAULT_TRACE_LOOKBACK_NS = 2 * 24 * 3600 * 10**9
 """Search window when ``start`` is absent: two days before ``end`` (Jaeger's default)."""
 DEFAULT_DEPENDENCY_LOOKBACK_MS = 24 * 3600 * 1000
@@ -60,7 +64,13 @@ class SearchFilters:
     limit: int
 
     def to_query(self) -> TraceQuery:
-        """The reader's query; Jaeger's derived tags become status and kind filters."""
+        """The reader's query; Jaeger's derived tags become status and kind filters.
+
+        Raises:
+            JaegerError: 400, more than :data:`storage.reader.MAX_ATTRIBUTE_FILTERS` tags.
+        """
+        if len(self.tags) > MAX_ATTRIBUTE_FILTERS:
+            raise JaegerError(400, f"too many tags: {len(self.tags)} (at most {MAX_ATTRIBUTE_FILTERS})")
         attributes: list[tuple[str, str]] = []
         status_code = span_kind = None
         for key, value in self.tags.items():
@@ -82,7 +92,7 @@ class SearchFilters:
             attributes=tuple(attributes),
             status_code=status_code,
             span_kind=span_kind,
-            limit=min(self.limit, 10_000),
+            limit=min(self.limit, MAX_TRACES),
         )
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from starlette.concurrency import run_in_threadpool
 
 from api.jaeger import model, params
 from api.jaeger.errors import JaegerError, JaegerV1Route
 from api.jaeger.model import JaegerDependency, JaegerEnvelope, JaegerOperation, JaegerStructuredError, JaegerTrace
 from api.jaeger.paths import ANY_PATH
+from api.read_pool import ReadPool, spliced
 from api.tenancy import Tenant
-from api.trace_limits import TraceReadLimits, json_off_loop
+from api.trace_limits import TraceReadLimits
 from api.traces import parse_trace_id
 from storage.reader import TraceReader
 
@@ -26,15 +26,27 @@ MAX_TRACE_IDS = 1_000
 """Most ``traceID`` values one search may ask for (each is one lookup)."""
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": JaegerEnvelope[None], "description": "Bad parameter: `data` null, the reason in `errors`."}
+    400: {"model": JaegerEnvelope[None], "description": "Bad parameter: `data` null, the reason in `errors`."},
+    413: {
+        "model": JaegerEnvelope[None],
+        "description": "The read would exceed its budget (spans of a search, memory): narrow it (`api.read_pool`).",
+    },
+    503: {
+        "model": JaegerEnvelope[None],
+        "description": "Too many reads at once, or one ran past its time budget; retry after `Retry-After` s.",
+    },
 }
 
 
-def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> APIRouter:
+def build_router(
+    reader: TraceReader, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
+) -> APIRouter:
     """Jaeger API v1 routes over ``reader``; a trace looked up by ID holds at most ``limits.max_spans`` spans (the
-    first by start, with a trace warning saying so: :mod:`api.trace_limits`)."""
+    first by start, with a trace warning saying so: :mod:`api.trace_limits`). Every read, and the answer built from
+    it, runs on ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted), never on the event loop."""
     router = APIRouter(prefix="/api", tags=["jaeger"], route_class=JaegerV1Route)
     limits = limits or TraceReadLimits()
+    reads = reads or ReadPool()
 
     @router.get(
         "/services",
@@ -43,7 +55,7 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
         description="Service names, sorted.",
     )
     async def services(tenant: Tenant) -> JaegerEnvelope[list[str]]:
-        names = await run_in_threadpool(reader.services, tenant=tenant)
+        names = await reads.run(reader.services, tenant=tenant)
         return JaegerEnvelope[list[str]](data=names, total=len(names))
 
     @router.get(
@@ -53,7 +65,7 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
         description="Span names of one service, any kind, sorted; empty for an unknown service.",
     )
     async def service_operations(service: str, tenant: Tenant) -> JaegerEnvelope[list[str]]:
-        pairs = await run_in_threadpool(reader.operations, service, tenant=tenant)
+        pairs = await reads.run(reader.operations, service, tenant=tenant)
         names = sorted({name for name, _ in pairs})
         return JaegerEnvelope[list[str]](data=names, total=len(names))
 
@@ -71,7 +83,7 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
     ) -> JaegerEnvelope[list[JaegerOperation]]:
         if not service:
             raise JaegerError(400, "parameter 'service' is required")
-        found = model.operations(await run_in_threadpool(reader.operations, service, tenant=tenant), span_kind)
+        found = model.operations(await reads.run(reader.operations, service, tenant=tenant), span_kind)
         return JaegerEnvelope[list[JaegerOperation]](data=found, total=len(found))
 
     @router.get(
@@ -96,11 +108,14 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
         lookback: Annotated[str | None, Query(description="Window length when `start` is absent: `1h`, `2d`.")] = None,
         min_duration: Annotated[str | None, Query(alias="minDuration", description="Go duration, `150ms`.")] = None,
         max_duration: Annotated[str | None, Query(alias="maxDuration", description="Go duration, `1.5s`.")] = None,
-        limit: Annotated[int | None, Query(description="Most traces returned; default 100.")] = None,
+        limit: Annotated[
+            int | None,
+            Query(description=f"Most traces returned; default {params.DEFAULT_LIMIT}, at most {params.MAX_TRACES}."),
+        ] = None,
         trace_ids: Annotated[list[str] | None, Query(alias="traceID", description="Trace IDs to fetch.")] = None,
     ) -> JaegerEnvelope[list[JaegerTrace]] | Response:
         if trace_ids:
-            return await _by_ids(reader, trace_ids, tenant, limits)
+            return await _by_ids(reader, trace_ids, tenant, limits, reads)
         query = params.v1_search(
             service=service,
             operation=operation,
@@ -113,8 +128,12 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
             max_duration=max_duration,
             limit=limit,
         )
-        traces = model.traces_from_frame(await run_in_threadpool(reader.search_spans, query, tenant=tenant))
-        return JaegerEnvelope[list[JaegerTrace]](data=traces, total=len(traces))
+
+        def answer() -> bytes:
+            traces = model.traces_json(reader.search_spans(query, tenant=tenant))
+            return spliced(JaegerEnvelope[list[JaegerTrace]](data=[], total=len(traces)), "data", traces)
+
+        return await reads.json(answer)
 
     @router.get(
         f"/traces/{{trace_id:{ANY_PATH}}}",
@@ -143,7 +162,7 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
                 raise JaegerError(404, "trace not found")
             return JaegerEnvelope[list[JaegerTrace]](data=[trace], total=1)
 
-        return await json_off_loop(answer)
+        return await reads.json(answer)
 
     @router.get(
         "/dependencies",
@@ -161,7 +180,7 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
         service: Annotated[str | None, Query(description="Only calls from or to this service.")] = None,
     ) -> JaegerEnvelope[list[JaegerDependency]]:
         start_ns, end_ns = params.dependency_window(end_ts, lookback)
-        rows = await run_in_threadpool(reader.dependencies, start_ns, end_ns, tenant=tenant)
+        rows = await reads.run(reader.dependencies, start_ns, end_ns, tenant=tenant)
         links = [
             JaegerDependency(parent=parent, child=child, callCount=count)
             for parent, child, count in rows
@@ -172,7 +191,9 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
     return router
 
 
-async def _by_ids(reader: TraceReader, trace_ids: list[str], tenant: str | None, limits: TraceReadLimits) -> Response:
+async def _by_ids(
+    reader: TraceReader, trace_ids: list[str], tenant: str | None, limits: TraceReadLimits, reads: ReadPool
+) -> Response:
     """Jaeger's ``/api/traces?traceID=...``: every trace of ``tenant`` found (each bounded as by
     :func:`_bounded_trace`), and a 404 entry in ``errors`` per ID that is not (another tenant's trace is not found
     either)."""
@@ -191,7 +212,7 @@ async def _by_ids(reader: TraceReader, trace_ids: list[str], tenant: str | None,
                 missing.append(JaegerStructuredError(code=404, msg="trace not found", traceID=trace_id))
         return JaegerEnvelope[list[JaegerTrace]](data=traces, total=len(traces), errors=missing or None)
 
-    return await json_off_loop(answer)
+    return await reads.json(answer)
 
 
 def _bounded_trace(

@@ -14,15 +14,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from api.errors import ApiError
 from api.jaeger import model, otlp, params
 from api.jaeger.errors import JaegerError, JaegerV3Route
 from api.jaeger.params import Named, pick
 from api.jaeger.paths import ANY_PATH
+from api.read_pool import ReadPool, spliced
 from api.tenancy import Tenant
-from api.trace_limits import TraceReadLimits, json_off_loop
+from api.trace_limits import TraceReadLimits
 from api.traces import parse_trace_id
 from storage.reader import TraceQuery, TraceReader
 
@@ -55,6 +55,8 @@ class V3Error(BaseModel):
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": V3Error, "description": "Bad parameter, named in the message."},
     404: {"model": V3Error, "description": "Nothing found (`No traces found`)."},
+    413: {"model": V3Error, "description": "The read would exceed its budget (spans of a search, memory)."},
+    503: {"model": V3Error, "description": "Too many reads at once, or one ran past its time budget; `Retry-After`."},
 }
 
 
@@ -72,7 +74,13 @@ def find_traces_query(
     ] = None,
     duration_min: Annotated[str | None, Query(alias="query.durationMin", description="Go duration.")] = None,
     duration_max: Annotated[str | None, Query(alias="query.durationMax", description="Go duration.")] = None,
-    search_depth: Annotated[str | None, Query(alias="query.searchDepth", description="Most traces; 100.")] = None,
+    search_depth: Annotated[
+        str | None,
+        Query(
+            alias="query.searchDepth",
+            description=f"Most traces; default {params.DEFAULT_LIMIT}, at most {params.MAX_TRACES} (more: that many).",
+        ),
+    ] = None,
     raw_traces: Annotated[str | None, Query(alias="query.rawTraces", description="Accepted; never adjusted.")] = None,
     filter_expression: Annotated[
         str | None, Query(alias="query.filter", description="Not supported: refused with a 400.")
@@ -106,11 +114,15 @@ def find_traces_query(
     )
 
 
-def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> APIRouter:
+def build_router(
+    reader: TraceReader, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
+) -> APIRouter:
     """Jaeger API v3 routes over ``reader``; a trace looked up by ID holds at most ``limits.max_spans`` spans (the
-    first by start; a ``Warning`` header says so, OTLP JSON having no place for it: :mod:`api.trace_limits`)."""
+    first by start; a ``Warning`` header says so, OTLP JSON having no place for it: :mod:`api.trace_limits`). Every
+    read, and the answer built from it, runs on ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted)."""
     router = APIRouter(prefix="/api/v3", tags=["jaeger"], route_class=JaegerV3Route)
     limits = limits or TraceReadLimits()
+    reads = reads or ReadPool()
 
     @router.get(
         "/services",
@@ -119,7 +131,7 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
         description="Service names, sorted.",
     )
     async def services(tenant: Tenant) -> V3ServicesResponse:
-        return V3ServicesResponse(services=await run_in_threadpool(reader.services, tenant=tenant))
+        return V3ServicesResponse(services=await reads.run(reader.services, tenant=tenant))
 
     @router.get(
         "/operations",
@@ -133,7 +145,7 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
         span_kind: Annotated[str | None, Query(alias="spanKind", description="Only this kind, lowercase.")] = None,
         span_kind_old: Annotated[str | None, Query(alias="span_kind", include_in_schema=False)] = None,
     ) -> V3OperationsResponse:
-        pairs = await run_in_threadpool(reader.operations, service or "", tenant=tenant)
+        pairs = await reads.run(reader.operations, service or "", tenant=tenant)
         kind = span_kind or span_kind_old
         return V3OperationsResponse(operations=model.operations(pairs, kind, unspecified="internal"))
 
@@ -144,11 +156,15 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
         responses=_ERRORS,
         description="Whole traces having a span that meets every filter; 404 when none does.",
     )
-    async def find_traces(query: Annotated[TraceQuery, Depends(find_traces_query)], tenant: Tenant) -> V3TracesResponse:
-        frame = await run_in_threadpool(reader.search_spans, query, tenant=tenant)
-        if frame.height == 0:
-            raise JaegerError(404, NOT_FOUND)
-        return V3TracesResponse(result=otlp.traces_data(frame))
+    async def find_traces(query: Annotated[TraceQuery, Depends(find_traces_query)], tenant: Tenant) -> Response:
+        def answer() -> bytes:
+            frame = reader.search_spans(query, tenant=tenant)
+            if frame.height == 0:
+                raise JaegerError(404, NOT_FOUND)
+            entries = otlp.resource_spans_json(frame)
+            return spliced(V3TracesResponse(result={"resourceSpans": []}), "resourceSpans", entries)
+
+        return await reads.json(answer)
 
     @router.get(
         f"/traces/{{trace_id:{ANY_PATH}}}",
@@ -183,14 +199,14 @@ def build_router(reader: TraceReader, limits: TraceReadLimits | None = None) -> 
             canonical = parse_trace_id(trace_id)
         except ApiError as exc:
             raise JaegerError(400, f"malformed parameter {exc.message}") from None
-        page = await run_in_threadpool(reader.trace_page, canonical, tenant=tenant, limit=limits.max_spans)
+        page = await reads.run(reader.trace_page, canonical, tenant=tenant, limit=limits.max_spans)
         if page.spans.height == 0:
             raise JaegerError(404, NOT_FOUND)
         headers = None
         if page.next is not None:
             limits.count_truncated("jaeger_v3")
-            total = await run_in_threadpool(reader.trace_size, canonical, tenant=tenant)
+            total = await reads.run(reader.trace_size, canonical, tenant=tenant)
             headers = {"Warning": f'299 hotspan "{limits.warning(canonical, total)}"'}
-        return await json_off_loop(lambda: V3TracesResponse(result=otlp.traces_data(page.spans)), headers)
+        return await reads.json(lambda: V3TracesResponse(result=otlp.traces_data(page.spans)), headers)
 
     return router

@@ -26,7 +26,9 @@ class RecordingStore:
         self.sent.append((sql, dict(parameters or {})))
         return []
 
-    def query_arrow(self, sql: str, parameters: Mapping[str, Any] | None = None) -> pa.Table:
+    def query_arrow(
+        self, sql: str, parameters: Mapping[str, Any] | None = None, settings: Mapping[str, Any] | None = None
+    ) -> pa.Table:
         self.sent.append((sql, dict(parameters or {})))
         return pa.table({})
 

@@ -128,7 +128,7 @@ def test_v1_tags_and_derived_tag_filters() -> None:
         tags=tags,
         limit=20_000,
     ).to_query()
-    assert query.status_code == "Error" and query.span_kind == "Server" and query.limit == 10_000
+    assert query.status_code == "Error" and query.span_kind == "Server" and query.limit == params.MAX_TRACES
     assert query.attributes == (("http.url", "http://x:80/a"), ("k", "v"))
     for bad_tag, bad_json in ((["novalue"], []), ([], ["[1]"]), ([], ['{"a": 1}']), ([], ["{"])):
         with pytest.raises(JaegerError, match=r"malformed 'tags?' parameter"):
