@@ -35,9 +35,11 @@ log = logging.getLogger(__name__)
 Request = tuple[bytes, str]
 """One spooled request: its serialized ``ExportTraceServiceRequest`` and its tenant."""
 
-FAILURES_BEFORE_PROOF = 8
-"""Refused parts :func:`isolate` tries before any part is stored and without other proof that the store takes
-inserts; past them the refusal is taken for a failing store (retried later with back-off), not for poisoned data."""
+FAILURES_BEFORE_PROOF = 2
+"""Refused parts :func:`isolate` tries before any part is stored, without other proof that the store takes inserts:
+the group's two halves. When both are refused the refusal is taken for a failing store (the group is retried later
+with back-off, as in an outage: each attempt then costs the whole and two halves, not a bisection down to spans);
+once another insert has succeeded since, the next attempt isolates without this bound."""
 
 
 @dataclass(frozen=True)
