@@ -26,7 +26,7 @@ seen from further on: a span T of any kind and service that lasts, is not a FOLL
 the end of its parent (or of any ancestor) and before the request's window ends (:mod:`analysis.request_window`).
 Jaeger UI drops T with its whole subtree; here T is a spawned task whose ancestors, of any service, end no earlier
 than T or the window's end, whichever comes first: the work is kept where the request's end waits for it, and
-nothing past the window is added (a span inside a parent that is itself such work is kept with it, unmarked).
+nothing past the window is added (spans inside a parent that is itself such work are kept with it, unmarked).
 This runs after :mod:`analysis.remote_spans` has lifted or shifted a SERVER span below a CLIENT span (clock skew,
 a streamed response) and after :mod:`analysis.request_window` has set the window.
 """
@@ -80,23 +80,23 @@ def extend_to_spawned_tasks(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     if not task.any() and not late.any():
         return tree
     window_end = ended[tree.primary_root][tree.trace]
+    # Every late span carries its own end up (a span below the head may outlast it); only the heads are marked.
     ended = np.maximum(ended, _ends_needed(tree, np.flatnonzero(late), np.minimum(end, window_end), ended, local=False))
-    return adjusted_tree(tree, parent, (ended > end) | task | late, SPAWNED, end_ns=ended)
+    head = late & ~(late[above] & (tree.start_ns < end[above]))
+    return adjusted_tree(tree, parent, (ended > end) | task | head, SPAWNED, end_ns=ended)
 
 
 def _started_late(tree: SpanTree, above: IntArray, end: IntArray) -> BoolArray:
-    """Per span, whether it is the head of work started after its parent returned (module docstring), the spans
-    ending at ``end`` (ns since the epoch: after the spawned tasks' extensions). ``above`` is each span's parent
-    (any index for a root)."""
+    """Per span, whether it is work started after its parent or an ancestor returned (module docstring), the
+    spans ending at ``end`` (ns since the epoch: after the spawned tasks' extensions). ``above`` is each span's
+    parent (any index for a root)."""
     has_parent, start = tree.parent >= 0, tree.start_ns
     # The earliest end on each span's ancestor path: a child starting at or after it lies outside an ancestor. Where
     # no span ends after its parent, that is each span's own end, and no pass up the tree is needed.
     overflowing = (has_parent & (end > end[above])).any()
     path_end = ancestry.reduce_to_root(tree.parent, end, np.minimum) if overflowing else end
     window_end = end[tree.primary_root][tree.trace]
-    late = has_parent & ~tree.follows_from & (start >= path_end[above]) & (end > start) & (start < window_end)
-    # Only the head of such work: a span inside a parent that is itself such work is kept with it.
-    return late & ~(late[above] & (start < end[above]))
+    return has_parent & ~tree.follows_from & (start >= path_end[above]) & (end > start) & (start < window_end)
 
 
 def _ends_needed(tree: SpanTree, tasks: IntArray, ends: IntArray, end: IntArray, *, local: bool) -> IntArray:
