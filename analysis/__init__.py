@@ -11,6 +11,7 @@ from analysis.critical_path import critical_path, critical_path_by_span
 from analysis.decomposition import (
     STAGE_COLUMNS,
     compare_attributions,
+    data_quality,
     latency_percentiles,
     request_summary,
     span_attributions,
@@ -50,6 +51,7 @@ __all__ = [
     "compare_attributions",
     "critical_path",
     "critical_path_by_span",
+    "data_quality",
     "default_stage_rules",
     "latency_percentiles",
     "llm_calls",

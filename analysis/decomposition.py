@@ -1,7 +1,9 @@
 """Where a request's time went, by stage, in two views, and their percentiles over many requests.
 
-A *request* is a trace; its end-to-end latency is the duration of the trace's root span
-(``SpanTree.primary_root``; other roots of a multi-root trace are left out, see :mod:`analysis.tree`).
+A *request* is a trace; its end-to-end latency is the duration of its window: the trace's root span
+(``SpanTree.primary_root``) in the analysis tree, where every other parentless span is the root's child and the
+root's window is the envelope of the trace's spans when the root is missing or never ended
+(:mod:`analysis.request_window`; :func:`data_quality` says which).
 
 Two attributions, each summing to the root's duration:
 
@@ -29,6 +31,7 @@ import polars as pl
 from analysis import vllm
 from analysis.genai import TOKEN_COLUMNS
 from analysis.model_calls import model_calls
+from analysis.request_window import quality_notes, request_quality
 from analysis.spans import attribute
 from analysis.stage_rules import STAGE_DTYPE, STAGES, StageRules, stage_series
 from analysis.trace_analysis import TraceAnalysis, analyze
@@ -192,6 +195,20 @@ def request_summary(spans: Spans, rules: StageRules | None = None) -> pl.DataFra
             *TOKEN_COLUMNS,
         )
     )
+
+
+def data_quality(spans: Spans, rules: StageRules | None = None) -> pl.DataFrame:
+    """Per request, what its window rests on, and the data-quality line a reader should see beside its numbers.
+
+    Returns:
+        The columns of :func:`analysis.request_window.request_quality`, then notes (List(String): one sentence
+        per concern, :func:`analysis.request_window.quality_notes`; empty when the window is the root's own and
+        no span was re-attached). One row per trace, sorted by trace_id.
+    """
+    analysis = analyze(spans, rules)
+    quality = request_quality(analysis.reported_tree, analysis.tree)
+    notes = [quality_notes(row) for row in quality.iter_rows(named=True)]
+    return quality.with_columns(pl.Series("notes", notes, dtype=pl.List(pl.String)))
 
 
 def stage_breakdown_wide(spans: Spans, rules: StageRules | None = None) -> pl.DataFrame:

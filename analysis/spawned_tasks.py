@@ -19,12 +19,23 @@ turn, an agent server's background run); work without one that outlives the requ
 is what the caller does not wait for, and stays cut to its parent as in Jaeger UI, as does a child that
 overflows its parent by less (the trace page then says the Stages page counts the root span's time). Remote
 spans (another service, or a SERVER span) are :mod:`analysis.remote_spans`' to place.
+
+**Work started after its parent returned** (issue 27: an async generator consumed after its caller's span ended,
+an A2A / JSON-RPC server task started after the handler answered, a streamed reply read later) is the same thing
+seen from further on: a span T of any kind and service that lasts, is not a FOLLOWS_FROM child, starts at or after
+the end of its parent (or of any ancestor) and before the request's window ends (:mod:`analysis.request_window`).
+Jaeger UI drops T with its whole subtree; here T is a spawned task whose ancestors, of any service, end no earlier
+than T or the window's end, whichever comes first: the work is kept where the request's end waits for it, and
+nothing past the window is added (spans inside a parent that is itself such work are kept with it, unmarked).
+This runs after :mod:`analysis.remote_spans` has lifted or shifted a SERVER span below a CLIENT span (clock skew,
+a streamed response) and after :mod:`analysis.request_window` has set the window.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from analysis import ancestry
 from analysis.ancestry import BoolArray, IntArray
 from analysis.stages import NO_SPLIT, RuleMatch
 from analysis.tree import SPAWNED, SpanTree, adjusted_tree
@@ -52,43 +63,60 @@ def extend_to_spawned_tasks(tree: SpanTree, matched: RuleMatch) -> SpanTree:
         & (overhang > MIN_OVERHANG_NS)
         & (overhang > end[above] - start[above])
     )
-    if not outlives.any():
-        return tree
-    # Names and kinds are read for the few spans that outlive their parent so, not for every span.
-    candidates = np.flatnonzero(outlives)
-    services = tree.spans["service_name"]
-    same = (services.gather(candidates) == services.gather(above[candidates])).fill_null(False).to_numpy()
-    internal = tree.spans["kind"].gather(candidates).is_in(TASK_KINDS).fill_null(False).to_numpy()
     task = np.zeros(tree.size, dtype=bool)
-    task[candidates[same & internal]] = True
-    if not task.any():
-        return tree
-    task &= _with_a_call_below(parent, matched.split != NO_SPLIT)
-    if not task.any():
-        return tree
+    if outlives.any():
+        # Names and kinds are read for the few spans that outlive their parent so, not for every span.
+        candidates = np.flatnonzero(outlives)
+        services = tree.spans["service_name"]
+        same = (services.gather(candidates) == services.gather(above[candidates])).fill_null(False).to_numpy()
+        internal = tree.spans["kind"].gather(candidates).is_in(TASK_KINDS).fill_null(False).to_numpy()
+        task[candidates[same & internal]] = True
+        if task.any():
+            task &= _with_a_call_below(parent, matched.split != NO_SPLIT)
     # The extension stays in the task's process: up to its local root (a SERVER span, or the last span of the
     # task's service); a remote caller's span is remote_spans' to relate to an outliving server span.
-    needed = _ends_needed(tree, np.flatnonzero(task))
-    extended = needed > end
-    return adjusted_tree(tree, parent, extended | task, SPAWNED, end_ns=np.maximum(end, needed))
+    ended = np.maximum(end, _ends_needed(tree, np.flatnonzero(task), end, end, local=True)) if task.any() else end
+    late = _started_late(tree, above, ended)
+    if not task.any() and not late.any():
+        return tree
+    window_end = ended[tree.primary_root][tree.trace]
+    # Every late span carries its own end up (a span below the head may outlast it); only the heads are marked.
+    ended = np.maximum(ended, _ends_needed(tree, np.flatnonzero(late), np.minimum(end, window_end), ended, local=False))
+    head = late & ~(late[above] & (tree.start_ns < end[above]))
+    return adjusted_tree(tree, parent, (ended > end) | task | head, SPAWNED, end_ns=ended)
 
 
-def _ends_needed(tree: SpanTree, tasks: IntArray) -> IntArray:
-    """Per span, the latest end (ns) of a spawned task below it that it must cover (-1 where none): the tasks'
-    ends carried up their ancestor chains, from a span to its parent only when both are of one service and the
-    span is no SERVER span, and stopping at an ancestor that already ends later."""
-    parent, end = tree.parent, tree.end_ns
+def _started_late(tree: SpanTree, above: IntArray, end: IntArray) -> BoolArray:
+    """Per span, whether it is work started after its parent or an ancestor returned (module docstring), the
+    spans ending at ``end`` (ns since the epoch: after the spawned tasks' extensions). ``above`` is each span's
+    parent (any index for a root)."""
+    has_parent, start = tree.parent >= 0, tree.start_ns
+    # The earliest end on each span's ancestor path: a child starting at or after it lies outside an ancestor. Where
+    # no span ends after its parent, that is each span's own end, and no pass up the tree is needed.
+    overflowing = (has_parent & (end > end[above])).any()
+    path_end = ancestry.reduce_to_root(tree.parent, end, np.minimum) if overflowing else end
+    window_end = end[tree.primary_root][tree.trace]
+    return has_parent & ~tree.follows_from & (start >= path_end[above]) & (end > start) & (start < window_end)
+
+
+def _ends_needed(tree: SpanTree, tasks: IntArray, ends: IntArray, end: IntArray, *, local: bool) -> IntArray:
+    """Per span, the latest of ``ends`` (ns) of a spawned task below it that it must cover (-1 where none): the
+    tasks' ends carried up their ancestor chains, the spans ending at ``end``; with ``local`` only from a span to
+    its parent when both are of one service and the span is no SERVER span, and stopping at an ancestor that
+    already ends later, else up to the root (an ancestor above one that ends later may still end earlier)."""
+    parent = tree.parent
     services, kinds = tree.spans["service_name"], tree.spans["kind"]
     needed = np.full(parent.size, -1, dtype=np.int64)
-    needed[tasks] = end[tasks]
+    needed[tasks] = ends[tasks]
     rising = tasks
     while rising.size:
         rising = rising[parent[rising] >= 0]
-        local = (services.gather(rising) == services.gather(parent[rising])) & (kinds.gather(rising) != "Server")
-        rising = rising[local.fill_null(False).to_numpy()]
+        if local:
+            same = (services.gather(rising) == services.gather(parent[rising])) & (kinds.gather(rising) != "Server")
+            rising = rising[same.fill_null(False).to_numpy()]
         above = parent[rising]
         np.maximum.at(needed, above, needed[rising])
-        rising = np.unique(above[needed[above] > end[above]])
+        rising = np.unique(above[needed[above] > end[above]] if local else above)
     return needed
 
 

@@ -15,6 +15,7 @@ from analysis.ancestry import IntArray
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.early_actions import adjust_early_actions
 from analysis.remote_spans import adjust_remote_spans
+from analysis.request_window import attach_parentless, envelop_requests
 from analysis.self_time import self_times
 from analysis.spawned_tasks import extend_to_spawned_tasks
 from analysis.stage_rules import StageRules, load_stage_rules
@@ -29,12 +30,13 @@ class TraceAnalysis:
     """Lazily computed analysis of the traces in one :class:`~analysis.tree.SpanTree`.
 
     :attr:`reported_tree` is the tree as the spans report it; :attr:`tree`, which every view reads, is that
-    tree after the adjusters (:mod:`analysis.spawned_tasks`, :mod:`analysis.stream_logs`,
-    :mod:`analysis.remote_spans`, :mod:`analysis.wrappers`, :mod:`analysis.early_actions`), identical unless a
-    task outlives the span that started it, a stream log ends a call, a server span outlives its client span, a
-    childless wrapper span contains sibling work or a caller acts on an LLM call's answer before its span ends.
-    Rules match spans on the reported tree; what the tree refines (a traced LLM call, a request carrying a call)
-    is read from the analysis tree.
+    tree after the adjusters (:mod:`analysis.request_window`, :mod:`analysis.stream_logs`,
+    :mod:`analysis.remote_spans`, :mod:`analysis.spawned_tasks`, :mod:`analysis.wrappers`,
+    :mod:`analysis.early_actions`), identical unless a trace has several parentless spans or a missing or unended
+    root, a stream log ends a call, a server span outlives its client span, a task outlives or starts after the
+    span that started it, a childless wrapper span contains sibling work or a caller acts on an LLM call's answer
+    before its span ends. Rules match spans on the reported tree; what the tree refines (a traced LLM call, a
+    request carrying a call) is read from the analysis tree.
 
     Not thread-safe while its properties are first computed (they are cached on the instance); read-only
     afterwards.
@@ -51,15 +53,18 @@ class TraceAnalysis:
 
     @cached_property
     def tree(self) -> SpanTree:
-        """The analysis tree: :attr:`reported_tree` with the ancestors of spawned tasks ending with them
-        (:mod:`analysis.spawned_tasks`), streamed calls ended by their stream logs
-        (:mod:`analysis.stream_logs`), server spans that outlive their client lifted or shifted
-        (:mod:`analysis.remote_spans`), wrapped siblings under their wrappers (:mod:`analysis.wrappers`), then
-        LLM calls cut, or given the step inside them, where their caller acted on their answer
-        (:mod:`analysis.early_actions`)."""
-        spawned = extend_to_spawned_tasks(self.reported_tree, self.matched)
-        streamed = attach_stream_usage(attach_stream_logs(spawned, self.matched), self.matched)
-        wrapped = adopt_wrapped_siblings(adjust_remote_spans(streamed), self.matched)
+        """The analysis tree: :attr:`reported_tree` with its parentless spans under the trace's root
+        (:mod:`analysis.request_window`), streamed calls ended by their stream logs (:mod:`analysis.stream_logs`),
+        server spans that outlive their client lifted or shifted (:mod:`analysis.remote_spans`, before the window
+        is read, so a skewed clock does not stretch it), the root's window the trace's envelope where the root is
+        missing or never ended, the ancestors of spawned tasks and of work started after its parent returned
+        ending with them within that window (:mod:`analysis.spawned_tasks`), wrapped siblings under their wrappers
+        (:mod:`analysis.wrappers`), then LLM calls cut, or given the step inside them, where their caller acted on
+        their answer (:mod:`analysis.early_actions`)."""
+        attached = attach_parentless(self.reported_tree)
+        streamed = attach_stream_usage(attach_stream_logs(attached, self.matched), self.matched)
+        spawned = extend_to_spawned_tasks(envelop_requests(adjust_remote_spans(streamed)), self.matched)
+        wrapped = adopt_wrapped_siblings(spawned, self.matched)
         return adjust_early_actions(wrapped, self.matched)
 
     @cached_property

@@ -3,8 +3,10 @@
 :func:`build_tree` turns a span frame (see :mod:`analysis.spans`) into a :class:`SpanTree` that every other
 analysis reuses. Rules, applied per trace:
 
-- **Duplicate span IDs**: the last row of the frame wins (a re-sent span supersedes the earlier copy);
-  the IDs and their copy counts are reported in :attr:`SpanTree.duplicates`.
+- **Duplicate span IDs**: the copy that ends last wins, the last row of the frame among copies ending together (a
+  re-sent span supersedes the earlier copy; a span sent when started, end == start, and again when ended keeps
+  its ended copy whatever order they arrive in); the IDs and their copy counts are reported in
+  :attr:`SpanTree.duplicates`.
 - **Orphans**: a span whose ``parent_span_id`` is not in its trace becomes a root (reason ``orphan``).
 - **Self-parent**: a span naming itself as parent becomes a root (reason ``self_parent``).
 - **Cycles** (``a -> b -> a``, any length): in each cycle the member that started first becomes a root
@@ -17,9 +19,10 @@ analysis reuses. Rules, applied per trace:
 - **Link-only children**: in OTLP a link is not a parent. A span with no parent (or a lost one) that links
   to a span of its own trace is a root of its own subtree, flagged ``link_only``.
 - **The trace's root** (:attr:`SpanTree.primary_root`), when a trace has several roots: the first of them
-  by (not link-only, a genuine root with an empty parent ID, longest duration, earliest start, smallest
-  span ID). Other roots are analysed as the roots of their own subtrees and are left out of the request's
-  decomposition.
+  by (a genuine root with an empty parent ID, longest duration, earliest start, smallest span ID). A span
+  link does not demote a span: a 0.1 ms orphan is no request's root because its longer siblings link to
+  spans. Here other roots are the roots of their own subtrees; the analysis tree attaches them to the trace's
+  root, whose window becomes the trace's envelope (:mod:`analysis.request_window`).
 
 Critical-path clamping (:meth:`SpanTree.clamped`), after trimming the overlaps a millisecond start clock fakes
 (:func:`trim_clock_overlaps`), follows Jaeger UI's
@@ -49,8 +52,18 @@ ROOT_REASONS: tuple[RootReason, ...] = ("", "root", "orphan", "self_parent", "cy
 """Codes of :attr:`SpanTree.root_reason`, by position: ``""`` is a span with a resolved parent."""
 _CHILD, _ROOT, _ORPHAN, _SELF_PARENT, _CYCLE = range(5)
 
-Adjustment = Literal["", "wrapped", "lifted", "shifted", "streamed", "early_action", "spawned"]
-ADJUSTMENTS: tuple[Adjustment, ...] = ("", "wrapped", "lifted", "shifted", "streamed", "early_action", "spawned")
+Adjustment = Literal["", "wrapped", "lifted", "shifted", "streamed", "early_action", "spawned", "attached", "enveloped"]
+ADJUSTMENTS: tuple[Adjustment, ...] = (
+    "",
+    "wrapped",
+    "lifted",
+    "shifted",
+    "streamed",
+    "early_action",
+    "spawned",
+    "attached",
+    "enveloped",
+)
 """Codes of :attr:`SpanTree.adjustment`, by position: ``wrapped``, analysed under a childless sibling that
 contains it (:mod:`analysis.wrappers`); ``lifted``, a server span that outlives its client span analysed under
 the caller's enclosing span, ``shifted``, a server span moved into its client span against clock skew
@@ -58,8 +71,11 @@ the caller's enclosing span, ``shifted``, a server span moved into its client sp
 reports it, or the log moved under its call (:mod:`analysis.stream_logs`); ``early_action``, an LLM call
 ended where its caller started a step on its answer that outlives it, or such a step inside a childless call
 analysed as the call's child (:mod:`analysis.early_actions`); ``spawned``, a task that outlives the span that
-started it, or an ancestor of it analysed as ending with it (:mod:`analysis.spawned_tasks`)."""
-WRAPPED, LIFTED, SHIFTED, STREAMED, EARLY_ACTION, SPAWNED = 1, 2, 3, 4, 5, 6
+started it or starts after it returned, or an ancestor of it analysed as ending with it
+(:mod:`analysis.spawned_tasks`); ``attached``, a parentless span (its parent missing, or a second root) analysed
+under the trace's root, ``enveloped``, a trace's root whose window is the envelope of the trace's spans, because
+the root is missing or never ended (:mod:`analysis.request_window`)."""
+WRAPPED, LIFTED, SHIFTED, STREAMED, EARLY_ACTION, SPAWNED, ATTACHED, ENVELOPED = 1, 2, 3, 4, 5, 6, 7, 8
 
 FOLLOWS_FROM_KEY = "opentracing.ref_type"
 FOLLOWS_FROM_VALUE = "follows_from"
@@ -245,7 +261,7 @@ def build_tree(frame: pl.DataFrame) -> SpanTree:
     follows_from = _follows_from_children(links, parent)
     link_only = _link_only_roots(spans, links, parent)
     depth, root = ancestry.depths_and_roots(parent)
-    primary = _primary_roots(trace, parent, reason, link_only, start, end)
+    primary = _primary_roots(trace, parent, reason, start, end)
     return SpanTree(
         spans=spans,
         trace=trace,
@@ -269,11 +285,12 @@ def adjusted_tree(
     code: int,
     shift_ns: IntArray | None = None,
     end_ns: IntArray | None = None,
+    start_ns: IntArray | None = None,
 ) -> SpanTree:
-    """``tree`` with the analysis parents ``parent`` (spans' times moved by ``shift_ns``, ns, and their ends set
-    to ``end_ns``, ns since the epoch, where given), ``changed`` spans marked with adjustment ``code``
-    (:data:`ADJUSTMENTS`); depths and roots recomputed, the reported parents kept. An adjuster's one way to build
-    its result."""
+    """``tree`` with the analysis parents ``parent`` (spans' times moved by ``shift_ns``, ns, and their ends and
+    starts set to ``end_ns`` and ``start_ns``, ns since the epoch, where given), ``changed`` spans marked with
+    adjustment ``code`` (:data:`ADJUSTMENTS`); depths and roots recomputed, the reported parents kept. An
+    adjuster's one way to build its result."""
     depth, root = ancestry.depths_and_roots(parent)
     adjustment = np.zeros(tree.size, dtype=np.int8) if tree.adjustment is None else tree.adjustment.copy()
     adjustment[changed] = code
@@ -282,7 +299,9 @@ def adjusted_tree(
         start, end = start + shift_ns, end + shift_ns
     if end_ns is not None:
         end = end_ns
-    if shift_ns is not None or end_ns is not None:
+    if start_ns is not None:
+        start = start_ns
+    if shift_ns is not None or end_ns is not None or start_ns is not None:
         spans = spans.with_columns(pl.Series("start_time_unix_nano", start), pl.Series("end_time_unix_nano", end))
     return replace(
         tree,
@@ -308,7 +327,8 @@ def span_tree(spans: pl.DataFrame | SpanTree) -> pl.DataFrame:
 
 
 def _drop_duplicates(spans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``spans`` keeping the last row of each (trace_id, span_id), and the report of repeated IDs.
+    """``spans`` keeping, of each (trace_id, span_id), the copy that ends last (the last row among copies ending
+    together), and the report of repeated IDs.
 
     Repeats are found by a 64-bit row hash and confirmed on the (few) rows whose hash repeats, so a hash
     collision never drops a span.
@@ -318,9 +338,9 @@ def _drop_duplicates(spans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     report_schema = {"trace_id": pl.String, "span_id": pl.String, "copies": pl.UInt32}
     if not suspects.any():
         return spans, pl.DataFrame(schema=report_schema)
-    candidates = ids.with_row_index("row").filter(suspects)
+    candidates = ids.with_row_index("row").with_columns(spans["end_time_unix_nano"].alias("end")).filter(suspects)
     copies = candidates.group_by("trace_id", "span_id").agg(
-        pl.len().cast(pl.UInt32).alias("copies"), pl.col("row").sort()
+        pl.len().cast(pl.UInt32).alias("copies"), pl.col("row").sort_by("end", "row")
     )
     repeated = copies.filter(pl.col("copies") > 1)
     superseded = repeated.select(pl.col("row").list.head(pl.col("row").list.len() - 1)).explode("row")["row"]
@@ -416,24 +436,12 @@ def _link_only_roots(spans: pl.DataFrame, links: pl.DataFrame, parent: IntArray)
 
 
 def _primary_roots(
-    trace: IntArray,
-    parent: IntArray,
-    reason: npt.NDArray[np.int8],
-    link_only: BoolArray,
-    start: IntArray,
-    end: IntArray,
+    trace: IntArray, parent: IntArray, reason: npt.NDArray[np.int8], start: IntArray, end: IntArray
 ) -> IntArray:
     candidates = np.flatnonzero(parent < 0)
     # Rows are sorted by (trace_id, start, span_id), so the index breaks the remaining ties by span ID.
     order = np.lexsort(
-        (
-            candidates,
-            start[candidates],
-            -(end - start)[candidates],
-            reason[candidates] != _ROOT,
-            link_only[candidates],
-            trace[candidates],
-        )
+        (candidates, start[candidates], -(end - start)[candidates], reason[candidates] != _ROOT, trace[candidates])
     )
     ranked = candidates[order]
     first = np.ones(ranked.size, dtype=bool)

@@ -113,7 +113,10 @@ class TraceFlameGraphResponse(BaseModel):
 class TraceStagesResponse(BaseModel):
     trace_id: str
     root_span_id: str
-    total_ns: int = Field(description="Root span duration, ns: the request's end-to-end latency.")
+    total_ns: int = Field(
+        description="The request window's duration, ns: the request's end-to-end latency (the root span's, or the "
+        "envelope of the spans where the root is missing or never ended, as data_quality says)."
+    )
     stages_ns: dict[str, int] = Field(
         description="Critical-path attribution: ns per stage (every stage, 0 when absent); sums to total_ns."
     )
@@ -126,6 +129,11 @@ class TraceStagesResponse(BaseModel):
     disagreements: list[str] = Field(
         description="Stages whose two attributions differ by at least 5 % of total_ns (e.g. a wrapper sibling "
         "that hides work from the critical path)."
+    )
+    data_quality: list[str] = Field(
+        description="How far to trust the numbers, one sentence per concern: the window is the envelope of the "
+        "spans (root missing or never ended), the root lasts far longer than everything under it, or spans were "
+        "analysed under another parent than they name. Empty when none."
     )
 
 

@@ -54,9 +54,14 @@ ADJUSTMENT_NOTES = {
     "analysed under its call (analysis.stream_logs); the end shown is the adjusted one",
     "early_action": "an LLM call its caller acted on before the call's span ended: the call ended where that "
     "step began, or the step analysed under the call (analysis.early_actions); times shown are the adjusted ones",
-    "spawned": "a task that outlives the span that started it (the request's work run after the answer), or a "
-    "span analysed as ending when such a task below it ends (analysis.spawned_tasks); the end shown is the "
-    "adjusted one",
+    "spawned": "a task that outlives the span that started it (the request's work run after the answer), or work "
+    "started after its parent returned (an async generator, a server task after the handler answered), or a span "
+    "analysed as ending when such work below it ends, within the request's window (analysis.spawned_tasks); the "
+    "end shown is the adjusted one",
+    "attached": "a span without a parent in the trace (its parent missing, or a second root) analysed as part of "
+    "the request, under the trace's root (analysis.request_window)",
+    "enveloped": "the trace's root, analysed as lasting from the trace's first start to its last end because the "
+    "real root is missing or never ended (analysis.request_window); the times shown are the adjusted ones",
 }
 """What each adjuster did to a span (``analysis.tree.ADJUSTMENTS``), in words, for the span detail."""
 
@@ -151,6 +156,7 @@ def header(view: TraceView) -> Component:
             f"{adjusted:,} span(s) analysed under another parent or moved against clock skew (marked ↺): the tree "
             "shows the parents the spans name, the numbers come from the adjusted tree."
         )
+    problems.extend(view.data_quality)
     if problems:
         children.append(html.Div(" ".join(problems), className="hs-warning"))
     if view.operations is not None:

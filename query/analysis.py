@@ -28,6 +28,7 @@ from analysis import (
     analyze,
     compare_attributions,
     critical_path,
+    data_quality,
     stage_breakdown_wide,
     trace_statistics,
     wall_clock_breakdown,
@@ -53,7 +54,8 @@ class TraceStages:
 
     Attributes:
         trace_id, root_span_id: the request and its root span (``analysis.tree``'s primary root).
-        total_ns: the root span's duration (the request's end-to-end latency).
+        total_ns: the request window's duration (its end-to-end latency: the root span's, or the envelope of the
+            spans where the root is missing or never ended, ``analysis.request_window``).
         stages_ns: critical-path view: ns per stage of ``analysis.STAGES`` (every stage, 0 where absent),
             summing exactly to ``total_ns``.
         wall_clock_stages_ns: wall-clock view (each instant split among the deepest active spans): ns per
@@ -62,6 +64,8 @@ class TraceStages:
             (``analysis.compare_attributions``).
         ttft_ns: time to first token of the request's first LLM call reporting one; None without.
         tpot_ns: time per output token over its LLM calls (ns per token); None without.
+        data_quality: the data-quality line, one sentence per concern (``analysis.data_quality``): the window is
+            the envelope of the spans, the root is implausible, spans were re-attached; empty when none.
     """
 
     trace_id: str
@@ -72,6 +76,7 @@ class TraceStages:
     disagreements: list[str]
     ttft_ns: int | None
     tpot_ns: float | None
+    data_quality: list[str]
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,7 @@ class AnalysisService:
             disagreements=disagree,
             ttft_ns=wide["ttft_ns"],
             tpot_ns=wide["tpot_ns"],
+            data_quality=data_quality(analysis)["notes"][0].to_list(),
         )
 
     def trace_critical_path(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame | None:

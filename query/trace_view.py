@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from analysis import STAGES, TraceAnalysis, analyze, request_summary, stage_breakdown
+from analysis import STAGES, TraceAnalysis, analyze, data_quality, request_summary, stage_breakdown
 from analysis.ancestry import BoolArray, IntArray, reduce_to_root
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.model_calls import model_calls
@@ -361,7 +361,8 @@ class TraceView:
 
     @property
     def root_duration_ns(self) -> int:
-        """The root span's duration, ns (analysis tree times): the request's latency as its caller saw it."""
+        """The request window's duration, ns (the root span's in the analysis tree: its own, or the envelope of the
+        spans where the root is missing or never ended, :mod:`analysis.request_window`)."""
         return int(self.span_end_ns[self.primary_root] - self.span_start_ns[self.primary_root])
 
     @cached_property
@@ -429,6 +430,12 @@ class TraceView:
         """The request's facts (:func:`analysis.request_summary`'s row for this trace: root, counts, tenant,
         model, llm_calls, ttft_ns, tpot_ns, token totals)."""
         return request_summary(self.analysis).row(0, named=True)
+
+    @cached_property
+    def data_quality(self) -> list[str]:
+        """The request's data-quality line, one sentence per concern (:func:`analysis.data_quality`): the window is
+        the envelope of the spans, the root is implausible, spans were re-attached; empty when none."""
+        return data_quality(self.analysis)["notes"][0].to_list()
 
     @cached_property
     def duplicates(self) -> int:

@@ -90,6 +90,8 @@ def test_header_names_the_repairs() -> None:
     assert "POST /v1/agent" in shown and "ab" * 16 in shown
     assert "1 span(s) shown as extra roots" in shown
     assert "1 repeated span ID(s)" in shown
+    # The data-quality line (issue 27): with an orphan beside it the root is no longer the whole request.
+    assert "window is the envelope of its spans" in shown and "1 span(s) analysed under another parent" in shown
 
 
 def test_header_says_when_only_the_first_spans_were_read() -> None:
@@ -126,13 +128,14 @@ def test_stage_panel_names_the_dominant_stage_in_words() -> None:
 
 
 def test_stage_panel_says_which_attribution_to_trust_on_an_async_trace() -> None:
-    # A 10 ms root whose child runs on for 490 ms after it (asynchronous work the caller does not wait for).
-    frame = spans_frame([("root", "", 0, 10 * MS), ("job", "root", 5 * MS, 495 * MS)], service="agent")
+    # A 10 ms root whose child runs on for 8 ms after it (asynchronous work the caller does not wait for; work
+    # outlasting the root by more than the root lasted would make it a root that never ended, analysis.request_window).
+    frame = spans_frame([("root", "", 0, 10 * MS), ("job", "root", 5 * MS, 13 * MS)], service="agent")
     view = build_trace_view("cd" * 16, frame, RULES)
     assert view.root_duration_ns == 10 * MS and int(view.request_stages_ns.sum()) == 10 * MS
     note = " ".join(texts(stage_panel(view)))
     assert "The Stages page counts this request as its root span's 10.00 ms" in note
-    assert "whole trace (500.00 ms, 500.00 ms of it traced)" in note and "trust the bar above" in note
+    assert "whole trace (18.00 ms, 18.00 ms of it traced)" in note and "trust the bar above" in note
     assert "The Stages page counts" not in " ".join(texts(stage_panel(_agent())))  # they agree there
 
 

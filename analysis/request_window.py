@@ -1,0 +1,158 @@
+"""The request's window: the one definition of a trace's request, which every view reads.
+
+A request is a trace; its root is :attr:`analysis.tree.SpanTree.primary_root` and its window the root's interval,
+unless the root is missing or never ended (issue 27, as real exporters, frameworks and samplers send them):
+
+1. **Attach.** Every other parentless span of the trace (an orphan whose parent never arrived, a span naming
+   itself or in a parent cycle, a second root, a span that only links to others) is analysed as the root's child
+   (adjustment ``attached``): a span of the trace is part of its request, never listed beside it and left out of
+   its breakdown.
+2. **Envelope.** The root's window becomes the envelope of the trace's spans, earliest start to latest end
+   (adjustment ``enveloped``), when the root is **missing**: the trace arrived with several parentless spans, or
+   its one parentless span names a parent that is not there; or **never ended**: it lasts 0 ns while other spans
+   of the trace last, or the trace's spans end after it by more than it lasted itself and by more than
+   :data:`~analysis.spawned_tasks.MIN_OVERHANG_NS` (the trace's work mostly came after the root "ended": an
+   unended span sent with its start time as its end, or the end its exporter wrote at exit). Jaeger and Tempo
+   show such a trace's duration as the envelope too.
+
+The root itself then reads as the trace's envelope: time no span of the request covers is the root's own. What the
+window rests on is reported per request by :func:`request_quality`, in words by :func:`quality_notes`, so a user
+knows how far to trust the numbers: an envelope window, spans analysed under another parent than they name, and a
+root that lasts far longer than everything under it (:data:`IMPLAUSIBLE_FACTOR`), which is kept as the window
+since a root's end is usually what its caller waited for, but said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from analysis.ancestry import BoolArray, IntArray
+from analysis.spawned_tasks import MIN_OVERHANG_NS
+from analysis.tree import ATTACHED, ENVELOPED, ROOT_REASONS, SpanTree, adjusted_tree
+from units import NS_PER_MS, NS_PER_S
+
+IMPLAUSIBLE_FACTOR = 10
+"""A root is implausible when it lasts more than this many times the envelope of the spans under it, and by more
+than :data:`IMPLAUSIBLE_MIN_NS`: a span ended at a process's exit, or a long-lived session span, rather than the
+request's own end."""
+IMPLAUSIBLE_MIN_NS = NS_PER_S
+"""Least excess (ns) of an implausible root over the spans under it."""
+_ROOT = ROOT_REASONS.index("root")
+
+
+def attach_parentless(tree: SpanTree) -> SpanTree:
+    """``tree`` with every parentless span but its trace's root analysed as the root's child (rule 1 of the
+    module docstring); ``tree`` itself when every trace has one parentless span."""
+    trace_root = tree.primary_root[tree.trace]
+    attached = (tree.parent < 0) & (np.arange(tree.size) != trace_root)
+    if not attached.any():
+        return tree
+    return adjusted_tree(tree, np.where(attached, trace_root, tree.parent), attached, ATTACHED)
+
+
+def envelop_requests(tree: SpanTree) -> SpanTree:
+    """``tree`` with its roots' windows the envelopes of their traces where the root is missing or never ended
+    (rule 2 of the module docstring, on the parents the spans report); ``tree`` itself when no window changes."""
+    root = tree.primary_root
+    low, high = _envelope(tree)
+    grow = _enveloped(tree, low, high) & ((low < tree.start_ns[root]) | (high > tree.end_ns[root]))
+    if not grow.any():
+        return tree
+    grown = root[grow]
+    start, end = tree.start_ns.copy(), tree.end_ns.copy()
+    start[grown], end[grown] = low[grow], high[grow]
+    changed = np.zeros(tree.size, dtype=bool)
+    changed[grown] = True
+    return adjusted_tree(tree, tree.parent, changed, ENVELOPED, end_ns=end, start_ns=start)
+
+
+def _envelope(tree: SpanTree) -> tuple[IntArray, IntArray]:
+    """Per trace, its spans' earliest start and latest end (ns since the epoch). A trace's spans are one run of
+    rows (:attr:`analysis.tree.SpanTree.spans` is sorted by trace first)."""
+    first = np.flatnonzero(np.r_[True, tree.trace[1:] != tree.trace[:-1]]) if tree.size else np.empty(0, np.int64)
+    return np.minimum.reduceat(tree.start_ns, first), np.maximum.reduceat(tree.end_ns, first)
+
+
+def _enveloped(tree: SpanTree, low: IntArray, high: IntArray) -> BoolArray:
+    """Per trace, whether its root is missing or never ended (module docstring): the root's reason and interval,
+    the trace's spans without a reported parent and its envelope (``low``, ``high``)."""
+    root = tree.primary_root
+    reported = tree.parent if tree.reported_parent is None else tree.reported_parent
+    parentless = np.bincount(tree.trace[reported < 0], minlength=tree.trace_count)
+    duration = tree.end_ns[root] - tree.start_ns[root]
+    overhang = high - tree.end_ns[root]
+    others_last = (high - low > 0) & (np.bincount(tree.trace, minlength=tree.trace_count) > 1)
+    missing = (parentless > 1) | (tree.root_reason[root] != _ROOT)
+    unended = ((duration == 0) & others_last) | ((overhang > duration) & (overhang > MIN_OVERHANG_NS))
+    return missing | unended
+
+
+def request_quality(reported: SpanTree, analysed: SpanTree) -> pl.DataFrame:
+    """What each request's window rests on, one row per trace in trace order.
+
+    Args:
+        reported: the tree as the spans report it (``TraceAnalysis.reported_tree``).
+        analysed: the analysis tree (``TraceAnalysis.tree``), its adjusters applied.
+
+    Returns:
+        trace_id (String); envelope (Boolean: the window is the envelope of the trace's spans, its root missing
+        or never ended); parentless_spans (UInt32, spans the trace holds without a parent in it, as reported);
+        reattached_spans (UInt32, spans the analysis reads under another parent than they name);
+        implausible_root (Boolean, :data:`IMPLAUSIBLE_FACTOR`); root_ns, below_root_ns (Int64 ns: the root's
+        reported duration, and the envelope of the spans under it, 0 when none).
+    """
+    root = reported.primary_root
+    low, high = _envelope(reported)
+    others = np.arange(reported.size) != root[reported.trace]
+    below_low = np.full(reported.trace_count, np.iinfo(np.int64).max, dtype=np.int64)
+    below_high = np.full(reported.trace_count, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(below_low, reported.trace[others], reported.start_ns[others])
+    np.maximum.at(below_high, reported.trace[others], reported.end_ns[others])
+    below = np.maximum(below_high - below_low, 0)
+    root_ns = reported.end_ns[root] - reported.start_ns[root]
+    moved = analysed.parent != reported.parent
+    return pl.DataFrame(
+        {
+            "trace_id": reported.spans["trace_id"].gather(root),
+            "envelope": _enveloped(reported, low, high),
+            "parentless_spans": np.bincount(reported.trace[reported.parent < 0], minlength=reported.trace_count),
+            "reattached_spans": np.bincount(analysed.trace[moved], minlength=analysed.trace_count),
+            "implausible_root": (root_ns > IMPLAUSIBLE_FACTOR * below) & (root_ns - below > IMPLAUSIBLE_MIN_NS),
+            "root_ns": root_ns,
+            "below_root_ns": below,
+        },
+        schema_overrides={"parentless_spans": pl.UInt32, "reattached_spans": pl.UInt32},
+    )
+
+
+def quality_notes(quality: Mapping[str, Any]) -> list[str]:
+    """The data-quality line of one request (a :func:`request_quality` row), one sentence per concern; empty when
+    the window is the root's own and no span was re-attached."""
+    notes = []
+    if quality["envelope"]:
+        parentless = int(quality["parentless_spans"])
+        why = (
+            f"its root is missing ({parentless:,} spans arrived without a parent in the trace)"
+            if parentless > 1
+            else "its root span is missing or never ended"
+        )
+        notes.append(
+            f"The request's window is the envelope of its spans (earliest start to latest end): {why}, so its "
+            "latency is the traced work's, not what a caller measured."
+        )
+    if quality["implausible_root"]:
+        notes.append(
+            f"The root span lasts {quality['root_ns'] / NS_PER_MS:,.1f} ms, far longer than everything under it "
+            f"({quality['below_root_ns'] / NS_PER_MS:,.1f} ms): the time between is the root's own, untraced."
+        )
+    if quality["reattached_spans"]:
+        notes.append(
+            f"{int(quality['reattached_spans']):,} span(s) analysed under another parent than they name "
+            "(orphans attached to the request, moved servers, wrapped siblings): the breakdown counts them where "
+            "the request waited for them."
+        )
+    return notes
