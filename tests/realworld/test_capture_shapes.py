@@ -1,6 +1,7 @@
 """Metamorphic tests on the golden captures (issue 27): each capture of a real library, broken the way the wild
 breaks traces (:mod:`shape_mutations`), must keep its request's LLM share within 5 points of the wire's truth, as
-the unbroken capture does (``test_capture_analysis``), and hold the request window's invariants.
+the unbroken capture does (``test_capture_analysis``; a library whose unbroken capture misses the wire,
+``SHARE_MISSES``, within 5 points of its unbroken analysis), and hold the request window's invariants.
 
 All 72 captures are stored once through the real decode path, read back, and analysed together per mutation (the
 analysis is columnar over traces), so the module costs one ingest and nine analyses.
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 import polars as pl
 import pytest
 from shape_mutations import MUTATIONS
-from test_capture_analysis import CASES, SHARE_TOLERANCE, truth_of
+from test_capture_analysis import CASES, SHARE_MISSES, SHARE_TOLERANCE, truth_of
 
 from analysis import STAGE_COLUMNS, analyze, data_quality, span_attributions, stage_breakdown_wide
 from analysis.decomposition import Spans
@@ -88,7 +89,9 @@ def test_a_broken_capture_keeps_its_llm_share(corpus: Corpus, mutation: str) -> 
     assert set(broken) == set(corpus.truth)
     misses = {}
     for capture, truth in corpus.truth.items():
-        reference = unbroken[capture] if mutation in ROOT_DROPPING and capture in ROOT_OWN_TIME else truth
+        # A library whose unbroken capture misses the wire (SHARE_MISSES: Prompt Flow) is held to its unbroken analysis.
+        own = capture.split("/")[0] in SHARE_MISSES or (mutation in ROOT_DROPPING and capture in ROOT_OWN_TIME)
+        reference = unbroken[capture] if own else truth
         if abs(broken[capture] - reference) > SHARE_TOLERANCE:
             misses[capture] = (round(broken[capture], 3), round(reference, 3))
     assert not misses, misses
