@@ -511,6 +511,8 @@ class IngestPipeline:
             refused_at = self._refused_at.get(group.token)
             proven = refused_at is not None and self._stored_at > refused_at
             outcomes: list[StoreOutcome] = []
+            # Each part stored reports its own unreadable requests (a request is in one stored part or one refused).
+            poisoned.clear()
 
             def store_part(part: Sequence[Request]) -> None:
                 stored, unreadable = self._store_part(writer, part)
