@@ -501,10 +501,9 @@ class IngestPipeline:
                 in the spool.
             OSError: a part could not be written to the dead-letter directory; the group stays in the spool.
         """
-        requests = read_batch(prepared.path.read_bytes())
-        poisoned = _unreadable(requests, prepared)
         try:
             outcome = writer.store(prepared)
+            poisoned = _unreadable(prepared)
         except OperationalError:
             raise
         except ClickHouseError as refusal:
@@ -512,13 +511,14 @@ class IngestPipeline:
             proven = refused_at is not None and self._stored_at > refused_at
             outcomes: list[StoreOutcome] = []
             # Each part stored reports its own unreadable requests (a request is in one stored part or one refused).
-            poisoned.clear()
+            poisoned = []
 
             def store_part(part: Sequence[Request]) -> None:
                 stored, unreadable = self._store_part(writer, part)
                 outcomes.append(stored)
                 poisoned.extend(unreadable)
 
+            requests = read_batch(prepared.path.read_bytes())
             poisoned.extend(isolate(requests, store_part, proven, str(refusal)))
             outcome = StoreOutcome(
                 sum(o.stored for o in outcomes), sum(o.repeated for o in outcomes), sum(o.replaced for o in outcomes)
@@ -542,14 +542,19 @@ class IngestPipeline:
             stored = writer.store(prepared)
         finally:
             path.unlink(missing_ok=True)
-        return stored, _unreadable(part, prepared)
+        return stored, _unreadable(prepared, part)
 
 
-def _unreadable(requests: Sequence[Request], prepared: PreparedBatch) -> list[Poisoned]:
-    """The requests of a prepared batch that the protobuf runtime could not read back, with the reason."""
+def _unreadable(prepared: PreparedBatch, requests: Sequence[Request] | None = None) -> list[Poisoned]:
+    """The requests of a prepared batch that the protobuf runtime could not read back, with the reason. ``requests``:
+    the batch's requests when the caller holds them; else its file is read, and only when one is unreadable (the
+    common batch costs no read)."""
+    if not any(isinstance(result, UnreadableRequestError) for result in prepared.results):
+        return []
+    held = requests if requests is not None else read_batch(prepared.path.read_bytes())
     return [
         Poisoned(body, tenant, str(result))
-        for (body, tenant), result in zip(requests, prepared.results, strict=True)
+        for (body, tenant), result in zip(held, prepared.results, strict=True)
         if isinstance(result, UnreadableRequestError)
     ]
 
