@@ -20,7 +20,7 @@ from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color, stage_
 from dashboards.evidence import evidence_row
 from dashboards.figures import TEMPLATE, empty_figure, service_icicle
 from dashboards.format import format_duration_ns, shorten
-from diagnosis import Finding
+from diagnosis import EvidenceTest, Finding
 from units import NS_PER_MS
 
 SEVERITY_CLASSES = {"critical": "hs-badge hs-badge-critical", "warning": "hs-badge hs-badge-warning"}
@@ -210,6 +210,7 @@ def _finding_card(finding: Finding, trace_path: str, search: str | None) -> Comp
             className="hs-kv",
             children=[html.Tbody([html.Tr([html.Td(label), html.Td(value)]) for label, value in evidence])],
         ),
+        *([_tests_list(finding.tests)] if finding.tests else []),
         html.P([html.B("Remedy: "), finding.remedy], className="hs-remedy"),
     ]
     if isinstance(examples, list) and examples:
@@ -222,6 +223,38 @@ def _finding_card(finding: Finding, trace_path: str, search: str | None) -> Comp
             )
         )
     return html.Article(className=f"hs-card hs-finding hs-finding-{finding.severity}", children=children)
+
+
+TEST_NAMES = {
+    "mann_whitney_u": "Mann-Whitney U",
+    "poisson_rate": "Poisson rate test",
+    "fisher_exact": "Fisher's exact test",
+    "binomial": "binomial test",
+}
+"""How each test of :mod:`diagnosis.evidence` reads on a finding card."""
+
+
+def _tests_list(tests: Sequence[EvidenceTest]) -> Component:
+    """The comparisons a finding rests on, one line each: the claim, the test with its counts, p-value and
+    effect, and either "evidence" or why it is not (:attr:`EvidenceTest.why_not`)."""
+    items = []
+    for test in tests:
+        effect = "—" if test.effect_ratio is None else f"{test.effect_ratio:,.2f}×"
+        verdict = "evidence" if test.significant else test.why_not or "not evidence"
+        items.append(
+            html.Li(
+                [
+                    html.Span(test.claim),
+                    html.Span(
+                        f" · {TEST_NAMES[test.name]}, n = {test.counts[0]} / {test.counts[1]}, "
+                        f"p = {test.p_value:.2g} (< {test.alpha:.2g} needed), effect {effect} · ",
+                        className="hs-hint",
+                    ),
+                    html.B(verdict, className="hs-test-verdict" if test.significant else "hs-test-verdict-no"),
+                ]
+            )
+        )
+    return html.Div(className="hs-tests", children=[html.B("Statistical evidence"), html.Ul(items)])
 
 
 def swatch(color: str) -> Component:

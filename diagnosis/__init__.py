@@ -4,7 +4,8 @@ Each rule (:mod:`diagnosis.rules`) is a small class with one job behind one inte
 ``evaluate(ctx) -> Finding | None``, configured by a validated pydantic model whose defaults live in the
 packaged rule table (``diagnosis/rules.yaml``, :mod:`diagnosis.table`). :class:`Diagnoser` runs the enabled
 rules on a :class:`DiagnosisContext` (the spans and their analysis, computed once) and ranks the findings by
-severity, then confidence. :func:`diagnose_window` reads a window from a ``TraceReader`` first and, when a
+severity, then the latency they explain, then confidence (:mod:`diagnosis.evidence`: a warning needs its
+evidence). :func:`diagnose_window` reads a window from a ``TraceReader`` first and, when a
 metrics source is configured (``HOTSPAN_PROMETHEUS_URL``, :mod:`diagnosis.settings`), vLLM's metrics for it.
 
 Imports: :mod:`analysis` and the ``storage`` interfaces; only ``api`` and ``hotspan`` import this package.
@@ -12,7 +13,7 @@ Imports: :mod:`analysis` and the ``storage`` interfaces; only ``api`` and ``hots
 
 from diagnosis.context import DiagnosisContext
 from diagnosis.engine import Diagnoser, DiagnosisReport, RuleError, diagnose_spans, diagnose_window
-from diagnosis.findings import SEVERITIES, Finding, Severity, rank_findings
+from diagnosis.findings import SEVERITIES, EvidenceTest, Finding, Severity, rank_findings
 from diagnosis.metrics import (
     EngineMetrics,
     GaugeSamples,
@@ -34,6 +35,7 @@ __all__ = [
     "DiagnosisReport",
     "DiagnosisSettings",
     "EngineMetrics",
+    "EvidenceTest",
     "Finding",
     "GaugeSamples",
     "MetricsSource",

@@ -34,7 +34,8 @@ class RuleError:
 
 @dataclass(frozen=True)
 class DiagnosisReport:
-    """Findings of one diagnosis, ordered by severity then confidence (:func:`diagnosis.findings.rank_findings`).
+    """Findings of one diagnosis, ordered by severity, then the latency they explain, then confidence
+    (:func:`diagnosis.findings.rank_findings`).
 
     Attributes:
         findings: the ranked findings.
@@ -80,9 +81,18 @@ class Diagnoser:
                 errors.append(RuleError(rule.cause, f"{type(error).__name__}: {error}"))
                 continue
             if finding is not None:
-                findings.append(finding)
+                findings.append(_with_latency_share(rule, finding))
         trace_count = ctx.requests.height
         return DiagnosisReport(rank_findings(findings), trace_count, metrics_status, errors)
+
+
+def _with_latency_share(rule: Rule[Any], finding: Finding) -> Finding:
+    """``finding`` with ``latency_share`` read from its evidence key :attr:`Rule.latency_share` (the one place
+    a rule says which of its figures is its share of latency), unless the rule set it itself."""
+    share = finding.evidence.get(rule.latency_share) if rule.latency_share else None
+    if finding.latency_share is not None or not isinstance(share, int | float):
+        return finding
+    return finding.model_copy(update={"latency_share": min(1.0, max(0.0, float(share)))})
 
 
 def diagnose_spans(

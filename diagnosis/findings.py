@@ -57,6 +57,53 @@ EXAMPLE_TRACES = 3
 """Example trace IDs a finding lists."""
 
 
+TestName = Literal["mann_whitney_u", "poisson_rate", "fisher_exact", "binomial"]
+"""The tests :mod:`diagnosis.evidence` runs."""
+
+
+class EvidenceTest(BaseModel):
+    """One comparison a finding rests on, with everything needed to judge it again.
+
+    Attributes:
+        claim: what was tested, in words ("tier P0's latency alongside tier P2's load > apart from it").
+        name: the test (:data:`TestName`).
+        counts: observations on each side, baseline side first (requests, calls or arrivals).
+        min_count: least observations per side the rule needs to judge.
+        p_value: one-sided p-value, 0..1 (1.0 when the counts were too few to test).
+        alpha: the level it had to beat (:data:`ALPHA` over the comparisons the rule tried).
+        effect_ratio: the suspected side over the baseline side (medians, rates or shares); ``None`` when a side
+            is empty or zero.
+        min_effect_ratio: the least effect that matters in latency, per the rule's configuration.
+        enough: the counts reach ``min_count`` (on each side, or in all for a rate).
+        significant: all three gates passed (counts, p-value, effect).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    claim: str
+    name: TestName
+    counts: tuple[int, int]
+    min_count: int = Field(ge=1)
+    p_value: float = Field(ge=0, le=1)
+    alpha: float = Field(gt=0, lt=1)
+    effect_ratio: float | None
+    min_effect_ratio: float
+    enough: bool
+    significant: bool
+
+    @property
+    def why_not(self) -> str | None:
+        """Why the comparison is not evidence (the first gate it failed), ``None`` when it is."""
+        if not self.enough:
+            return f"too few to compare ({self.counts[0]} and {self.counts[1]}; {self.min_count} needed on each side)"
+        if self.p_value >= self.alpha:
+            return f"could be chance (p = {self.p_value:.2g}, needs < {self.alpha:.2g})"
+        if self.effect_ratio is None or self.effect_ratio < self.min_effect_ratio:
+            shown = "n/a" if self.effect_ratio is None else f"{self.effect_ratio:.2f}x"
+            return f"too small to matter ({shown}, needs {self.min_effect_ratio:.2f}x)"
+        return None
+
+
 class Finding(BaseModel):
     """One diagnosed cause.
 
@@ -68,6 +115,8 @@ class Finding(BaseModel):
             corroborating signals such as engine metrics).
         evidence: numbers with units in their key names, plus ``example_trace_ids``.
         remedy: what to change, concretely.
+        tests: the comparisons the finding rests on (:class:`EvidenceTest`).
+        latency_share: share (0..1) of end-to-end latency the cause accounts for, or ``None``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -81,11 +130,31 @@ class Finding(BaseModel):
         "`example_trace_ids`."
     )
     remedy: str = Field(description="What to change.")
+    tests: list[EvidenceTest] = Field(
+        default_factory=list,
+        description="The comparisons the finding rests on (diagnosis/evidence.py), each with its counts, p-value "
+        "and effect; empty for a finding that rests on structure alone (a span that is there or not).",
+    )
+    latency_share: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Share (0..1) of end-to-end latency on the critical path the cause accounts for, where the rule "
+        "measures one: findings of one severity rank by it.",
+    )
 
 
 def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """``findings`` ordered by severity (critical first), then confidence (highest first), then cause name."""
-    return sorted(findings, key=lambda f: (-SEVERITIES.index(f.severity), -f.confidence, f.cause))
+    """``findings`` ordered by severity (critical first); among warnings and critical findings, by the latency
+    they explain (``latency_share``, none counting as 0), then confidence (highest first), then cause name. A
+    warning exists only with its evidence (:func:`diagnosis.evidence.capped`), so the one that explains most
+    latency leads; ``info`` findings, worth knowing rather than acting on, rank by confidence alone."""
+
+    def key(finding: Finding) -> tuple[int, float, float, str]:
+        impact = (finding.latency_share or 0.0) if finding.severity != "info" else 0.0
+        return (-SEVERITIES.index(finding.severity), -impact, -finding.confidence, finding.cause)
+
+    return sorted(findings, key=key)
 
 
 def severity_for(value: float, warning: float, critical: float) -> Severity | None:

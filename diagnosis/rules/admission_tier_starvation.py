@@ -18,12 +18,18 @@ enough to hide the growth from the p95 alone.
 
 A flood shorter than half the window hides in its half: ten seconds of a backlog among two minutes of steady
 requests moved the P0 p95 of the live stack's second half 1.3x. So the higher tier's requests are also compared
-by load: those that ran alongside ``alongside_in_flight_min`` or more of the lower tier's requests in flight
-against those that did not, with the same thresholds (at least ``min_requests_per_half`` in each group, the lower
+by load: those that ran alongside an unusual load of the lower tier (``alongside_in_flight_min`` or more of its
+requests in flight, and ``volume_growth_ratio`` times the median the higher tier's requests saw: where the lower
+tier always has requests in flight, as in the stack's default mixed-tier traffic, only a surge counts) against
+those that did not, with the same thresholds (at least ``min_requests_per_half`` in each group, the lower
 tier's requests in flight ``volume_growth_ratio`` times as many alongside as apart); the same ten seconds are 5x
 at the p95 there. Of the pairs starving by either comparison the one whose higher tier suffered most is
 reported (evidence ``comparison_name``), with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`,
 what the Services page shows).
+
+Crossing those thresholds is not yet evidence: the comparison must pass :mod:`diagnosis.evidence` (the higher
+tier's latency by the Mann-Whitney U test or its drops by Fisher's exact test; for the halves, the lower tier's
+arrivals by the Poisson rate test or its requests in flight by the rank test), else the finding is ``info``.
 """
 
 from __future__ import annotations
@@ -32,11 +38,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 from pydantic import Field
 
 from diagnosis.context import DiagnosisContext
-from diagnosis.findings import EXAMPLE_TRACES, Finding, confidence, margin, ratio
+from diagnosis.evidence import capped, higher_rate, joint_confidence, larger_share, larger_values
+from diagnosis.findings import EXAMPLE_TRACES, EvidenceTest, Finding, ratio
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.signals import mean_concurrency, top_traces
 from diagnosis.tiers import TierSettings, tier_stats, tiered_requests
@@ -75,9 +83,6 @@ class AdmissionTierStarvationConfig(RuleConfig):
     min_lower_requests: int = Field(
         ge=1, description="Requests of the lower tier in flight beside the higher tier's second half needed. Count."
     )
-    full_confidence_requests: int = Field(
-        ge=2, description="Higher-tier requests at which the sample no longer limits confidence. Count."
-    )
     alongside_in_flight_min: float = Field(
         gt=0,
         description="Lower-tier requests in flight during a higher-tier request (time-averaged) from which that "
@@ -101,6 +106,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
 
     cause = "admission_tier_starvation"
     config_model = AdmissionTierStarvationConfig
+    latency_share = "added_latency_share"
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config
@@ -116,15 +122,15 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         critical = growth >= config.latency_growth_critical or drop_rise >= config.drop_share_critical
         volume_growth = _volume_growth(low)
         samples = int(high["request_count_first"] + high["request_count_second"])
-        base = 0.6 + 0.4 * max(
-            margin(growth, 1.0, config.latency_growth_critical), margin(drop_rise, 0.0, config.drop_share_critical)
-        )
         overall = tier_stats(requests)
+        second = higher.filter(pl.col("half") == "second")
+        added_ns = max(0.0, (high["latency_ms_p50_second"] - high["latency_ms_p50_first"]) * 1e6) * second.height
         return Finding(
             cause=self.cause,
             title=_title(found.comparison, high, low, volume_growth),
-            severity="critical" if critical else "warning",
-            confidence=confidence(base, samples=samples, full=config.full_confidence_requests),
+            severity=capped("critical" if critical else "warning", found.tests),
+            confidence=joint_confidence(found.tests),
+            tests=list(found.tests),
             evidence={
                 "comparison_name": found.comparison,
                 "higher_tier_name": high["tier"],
@@ -144,11 +150,10 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 "higher_latency_growth_ratio": ratio(growth),
                 "higher_first_half_dropped_share": ratio(high["dropped_share_first"]),
                 "higher_second_half_dropped_share": ratio(high["dropped_share_second"]),
+                "added_latency_share": ratio(min(1.0, added_ns / max(float(requests["duration_ns"].sum()), 1.0))),
                 **{key: _per_tier(overall, column) for key, column in _PER_TIER_EVIDENCE.items()},
                 "operation_names": sorted(requests["operation"].unique().to_list()),
-                "example_trace_ids": top_traces(
-                    higher.filter(pl.col("half") == "second"), "duration_ns", EXAMPLE_TRACES
-                ),
+                "example_trace_ids": top_traces(second, "duration_ns", EXAMPLE_TRACES),
             },
             remedy=f"Keep tier {high['tier']}'s capacity from being taken by tier {low['tier']}: reserve slots (or a "
             "share of the engine's batch) per tier instead of one shared limit, cap the lower tier's share and rate "
@@ -158,9 +163,12 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         )
 
     def _worst_pair(self, requests: pl.DataFrame) -> _Starving | None:
-        """The starving pair whose higher tier suffered most by either comparison (:data:`COMPARISONS`),
-        ``None`` when no pair starves."""
-        best: tuple[float, _Starving] | None = None
+        """The pair whose higher tier suffered most by either comparison (:data:`COMPARISONS`) among those whose
+        comparisons are evidence (:mod:`diagnosis.evidence`, the significance level divided among the pairs and
+        comparisons that crossed the thresholds: those are the ones tried as evidence); failing that, the one that
+        crossed the thresholds without evidence (reported as ``info``); ``None`` when no pair crosses them.
+        """
+        candidates = []
         ranks = requests["rank"].unique().sort().to_list()
         for rank in ranks:
             higher = requests.filter(pl.col("rank") == rank)
@@ -172,24 +180,28 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
             halves = _with_half(higher, lo + hi)
             for lower_rank in (other for other in ranks if other > rank):
                 lower = requests.filter(pl.col("rank") == lower_rank)
-                by_load = _by_load(higher, lower, self.config.alongside_in_flight_min)
+                by_load = _by_load(higher, lower, self.config)
                 (loaded,) = _halves(by_load)
-                candidates = []
                 if min(loaded["request_count_first"], loaded["request_count_second"]) > 0:
-                    candidates.append(("lower_in_flight", loaded, _lower_row(lower, by_load), by_load))
+                    candidates.append(("lower_in_flight", loaded, _lower_row(lower, by_load), by_load, lower))
                 # _alongside needs a second half: a tier whose requests all started at once has none.
                 if lower_rank in by_time and halves["half"].n_unique() == 2:
                     low = by_time[lower_rank] | _alongside(lower, halves)
-                    candidates.append(("halves", by_time[rank], low, halves))
-                for comparison, high, low, split in candidates:
-                    score = self._starving(high, low)
-                    if score is not None and (best is None or score > best[0]):
-                        best = (score, _Starving(comparison, high, low, split))
-        return None if best is None else best[1]
+                    candidates.append(("halves", by_time[rank], low, halves, lower))
+        scored = [(self._starving(candidate[1], candidate[2]), *candidate) for candidate in candidates]
+        crossed = [(score, *candidate) for score, *candidate in scored if score is not None]
+        best: tuple[bool, float, _Starving] | None = None
+        for score, comparison, high, low, split, lower in crossed:
+            tests = self._tests(comparison, high, low, split, lower, tries=len(crossed))
+            key = (all(test.significant for test in tests), score)
+            if best is None or key > best[:2]:
+                best = (*key, _Starving(comparison, high, low, split, tests))
+        return None if best is None else best[2]
 
     def _starving(self, high: dict[str, Any], low: dict[str, Any]) -> float | None:
-        """How much the higher tier (a :func:`_halves` row) suffered, ``None`` unless the pair starves: enough
-        requests on both sides, latency or drops grown, and the lower tier's load risen beside it."""
+        """How much the higher tier (a :func:`_halves` row) suffered, ``None`` unless the pair crosses the
+        thresholds: enough requests on both sides, latency or drops grown, and the lower tier's load risen beside
+        it. Whether that is evidence is :meth:`_tests`' to say."""
         config = self.config
         if min(high["request_count_first"], high["request_count_second"]) < config.min_requests_per_half:
             return None
@@ -201,6 +213,75 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
             return None
         return max(growth, 1.0 + drop_rise)
 
+    def _tests(
+        self,
+        comparison: str,
+        high: dict[str, Any],
+        low: dict[str, Any],
+        split: pl.DataFrame,
+        lower: pl.DataFrame,
+        *,
+        tries: int,
+    ) -> tuple[EvidenceTest, ...]:
+        """The evidence of a pair (:mod:`diagnosis.evidence`): the higher tier's suffering (its latency by the
+        Mann-Whitney U test, or its drops by Fisher's exact test, whichever is stronger) and, for ``halves``, the
+        lower tier's load rising (its arrivals by the Poisson rate test, or its requests in flight during the
+        higher tier's by the rank test). In the comparison by load the split itself is the load."""
+        config = self.config
+        first, second = (split.filter(pl.col("half") == half) for half in ("first", "second"))
+        if comparison == "lower_in_flight":
+            sides, rest = f"alongside a surge of tier {low['tier']}'s requests", "apart from it"
+        else:
+            sides, rest = f"in the second half of tier {low['tier']}'s rising load", "in the first"
+        suffered = min(
+            larger_values(
+                f"tier {high['tier']}'s latency {sides} > {rest}",
+                first["duration_ns"].to_numpy(),
+                second["duration_ns"].to_numpy(),
+                min_count=config.min_requests_per_half,
+                min_effect_ratio=config.latency_growth_ratio,
+                tries=2 * tries,
+            ),
+            larger_share(
+                f"tier {high['tier']}'s dropped share {sides} > {rest}",
+                (int(first["dropped"].sum()), first.height),
+                (int(second["dropped"].sum()), second.height),
+                min_count=config.min_requests_per_half,
+                min_rise=config.drop_share_rise,
+                tries=2 * tries,
+            ),
+            key=_strength,
+        )
+        if comparison == "lower_in_flight":
+            return (suffered,)
+        in_flight = _in_flight(lower, split)
+        rose = min(
+            higher_rate(
+                f"tier {low['tier']}'s arrivals in the second half of tier {high['tier']}'s time > in the first",
+                low["request_count_first"],
+                low["request_count_second"],
+                min_count=config.min_lower_requests,
+                min_effect_ratio=config.volume_growth_ratio,
+                tries=2 * tries,
+            ),
+            larger_values(
+                f"tier {low['tier']}'s requests in flight during tier {high['tier']}'s, second half > first",
+                in_flight[split["half"].to_numpy() == "first"],
+                in_flight[split["half"].to_numpy() == "second"],
+                min_count=config.min_requests_per_half,
+                min_effect_ratio=config.volume_growth_ratio,
+                tries=2 * tries,
+                quantile=None,
+            ),
+            key=_strength,
+        )
+        return (suffered, rose)
+
+
+def _strength(test: EvidenceTest) -> tuple[bool, float]:
+    """Sort key putting the stronger of two alternative tests first: evidence before none, then lower p."""
+    return (not test.significant, test.p_value)
+
 
 COMPARISONS = ("halves", "lower_in_flight")
 """How a higher tier's requests are split in two: ``halves``, first and second half of their time range;
@@ -210,25 +291,23 @@ COMPARISONS = ("halves", "lower_in_flight")
 @dataclass(frozen=True)
 class _Starving:
     """A starving pair: the comparison (:data:`COMPARISONS`), the higher tier's :func:`_halves` row, the lower
-    tier's row (counts and requests in flight on each side) and the higher tier's requests with ``half``."""
+    tier's row (counts and requests in flight on each side), the higher tier's requests with ``half`` and the
+    comparison's evidence."""
 
     comparison: str
     high: dict[str, Any]
     low: dict[str, Any]
     split: pl.DataFrame
+    tests: tuple[EvidenceTest, ...]
 
 
-def _by_load(higher: pl.DataFrame, lower: pl.DataFrame, in_flight_min: float) -> pl.DataFrame:
-    """``higher`` with ``half``: ``second`` where ``in_flight_min`` or more of ``lower``'s requests were in
-    flight during the request (time-averaged), else ``first``."""
-    starts = lower["start_ns"].to_numpy()
-    in_flight = mean_concurrency(
-        starts,
-        starts + lower["duration_ns"].to_numpy(),
-        higher["start_ns"].to_numpy(),
-        (higher["start_ns"] + higher["duration_ns"]).to_numpy(),
-    )
-    alongside = pl.Series(in_flight >= in_flight_min)
+def _by_load(higher: pl.DataFrame, lower: pl.DataFrame, config: AdmissionTierStarvationConfig) -> pl.DataFrame:
+    """``higher`` with ``half``: ``second`` where ``lower``'s requests in flight during the request
+    (time-averaged) reach ``alongside_in_flight_min`` and ``volume_growth_ratio`` times their median over
+    ``higher``'s requests (a surge, not the lower tier's usual traffic), else ``first``."""
+    in_flight = _in_flight(lower, higher)
+    usual = float(np.median(in_flight)) if in_flight.size else 0.0
+    alongside = pl.Series(in_flight >= max(config.alongside_in_flight_min, config.volume_growth_ratio * usual))
     return higher.with_columns(pl.when(alongside).then(pl.lit("second")).otherwise(pl.lit("first")).alias("half"))
 
 
@@ -280,9 +359,7 @@ def _alongside(lower: pl.DataFrame, higher: pl.DataFrame) -> dict[str, float]:
     requests overlapped a second-half one."""
     starts = lower["start_ns"].to_numpy()
     ends = starts + lower["duration_ns"].to_numpy()
-    high_starts = higher["start_ns"].to_numpy()
-    high_ends = high_starts + higher["duration_ns"].to_numpy()
-    seen = higher.with_columns(pl.Series("in_flight", mean_concurrency(starts, ends, high_starts, high_ends)))
+    seen = higher.with_columns(pl.Series("in_flight", _in_flight(lower, higher)))
     means = dict(seen.group_by("half").agg(pl.col("in_flight").mean()).iter_rows())
     second = higher.filter(pl.col("half") == "second")
     second_start = int(second["start_ns"].min())  # type: ignore[arg-type]
@@ -293,6 +370,15 @@ def _alongside(lower: pl.DataFrame, higher: pl.DataFrame) -> dict[str, float]:
         "in_flight_second": float(means.get("second", 0.0)),
         "alongside_second": overlapping,
     }
+
+
+def _in_flight(lower: pl.DataFrame, higher: pl.DataFrame) -> np.ndarray:
+    """Per request of ``higher``, the ``lower`` tier's requests in flight during it (time-weighted mean)."""
+    starts = lower["start_ns"].to_numpy()
+    high_starts = higher["start_ns"].to_numpy()
+    return mean_concurrency(
+        starts, starts + lower["duration_ns"].to_numpy(), high_starts, high_starts + higher["duration_ns"].to_numpy()
+    )
 
 
 def _volume_growth(low: dict[str, Any]) -> float:

@@ -4,8 +4,9 @@ Trace signal: the ``llm.decode`` stage (vLLM's ``time_in_model_decode``) as a sh
 the critical path. Per engine call, TPOT (decode time per output token after the first, vLLM's definition) is
 set against the decoding batch: the time-averaged number of calls decoding on the same engine during the
 call's decode phase. TPOT *grows with batch* when calls decoding in the largest batches (top third) have a
-median TPOT at least ``tpot_growth_ratio`` times that of the smallest (bottom third), and the rank correlation
-agrees.
+median TPOT at least ``tpot_growth_ratio`` times that of the smallest (bottom third) and the Mann-Whitney U test
+says the top third's TPOTs are larger (:mod:`diagnosis.evidence`: ``growth_min_calls`` / 3 calls per side,
+one-sided at 0.01); the rank correlation of TPOT with batch is shown beside it.
 
 Generation being the largest part of latency is the normal state of LLM serving, so decode leading alone is
 ``info`` (the lever is output length). The cause is the conjunction: decode leads *and* TPOT grows with batch,
@@ -28,7 +29,8 @@ from pydantic import Field, model_validator
 
 from analysis import STAGES
 from diagnosis.context import DiagnosisContext
-from diagnosis.findings import EXAMPLE_TRACES, Finding, Severity, confidence, margin, ms, ratio
+from diagnosis.evidence import joint_confidence, larger_values
+from diagnosis.findings import EXAMPLE_TRACES, EvidenceTest, Finding, Severity, confidence, margin, ms, ratio
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.signals import mean_concurrency, rank_correlation, top_traces
 
@@ -54,9 +56,6 @@ class DecodeBoundConfig(RuleConfig):
         description="Median TPOT of calls in the largest decoding batches (top third) over the smallest (bottom "
         "third), at or above which TPOT grows with batch (ratio). A decode step reads the weights once (fixed) "
         "plus each sequence's KV cache; at 1.3 the per-sequence part is a visible share of every step.",
-    )
-    growth_correlation_min: float = Field(
-        ge=-1, le=1, description="Rank correlation (-1..1) of TPOT with batch needed to confirm the growth."
     )
     growth_min_calls: int = Field(
         ge=6,
@@ -98,14 +97,10 @@ class DecodeBound(Rule[DecodeBoundConfig]):
             return None
         batch = _decoding_batch(calls)
         tpot = calls["tpot_ns"].to_numpy()
-        growth = _growth(batch, tpot, config.batch_spread_min) if calls.height >= config.growth_min_calls else None
+        test = _growth_test(batch, tpot, config) if calls.height >= config.growth_min_calls else None
+        growth = None if test is None else test.effect_ratio
         correlation = rank_correlation(batch, tpot)
-        grows = (
-            growth is not None
-            and growth >= config.tpot_growth_ratio
-            and correlation is not None
-            and correlation >= config.growth_correlation_min
-        )
+        grows = test is not None and test.significant
         contention = ctx.contention
         corroborated = grows and not contention.detected
         severity = _severity(share, corroborated, config)
@@ -137,7 +132,10 @@ class DecodeBound(Rule[DecodeBoundConfig]):
             cause=self.cause,
             title=title,
             severity=severity,
-            confidence=confidence(base, samples=calls.height, full=config.full_confidence_calls),
+            confidence=joint_confidence([test])
+            if corroborated and test is not None
+            else confidence(base, samples=calls.height, full=config.full_confidence_calls),
+            tests=[] if test is None else [test],
             evidence={
                 "decode_share": ratio(share),
                 "decode_ms_p50": ms(calls["decode_ns"].median()),
@@ -177,16 +175,22 @@ def _decoding_batch(calls: pl.DataFrame) -> np.ndarray:
     return batch
 
 
-def _growth(batch: np.ndarray, tpot: np.ndarray, spread_min: float) -> float | None:
-    """Median TPOT in the top third of calls by batch over the bottom third; ``None`` when the top third's mean
-    batch is under ``spread_min`` times the bottom third's, since nothing can then be said about growth."""
+def _growth_test(batch: np.ndarray, tpot: np.ndarray, config: DecodeBoundConfig) -> EvidenceTest | None:
+    """Whether TPOT is larger in the top third of calls by batch than in the bottom third (effect: the ratio of
+    their medians); ``None`` when the top third's mean batch is under ``batch_spread_min`` times the bottom
+    third's, since nothing can then be said about growth."""
     order = np.argsort(batch, kind="stable")
     third = max(1, order.size // 3)
     low, high = order[:third], order[-third:]
-    if batch[high].mean() < batch[low].mean() * spread_min:
+    if batch[high].mean() < batch[low].mean() * config.batch_spread_min:
         return None
-    low_tpot = float(np.median(tpot[low]))
-    return float(np.median(tpot[high])) / low_tpot if low_tpot > 0 else None
+    return larger_values(
+        "TPOT of calls in the largest decoding batches (top third) > in the smallest (bottom third)",
+        tpot[low],
+        tpot[high],
+        min_count=config.growth_min_calls // 3,
+        min_effect_ratio=config.tpot_growth_ratio,
+    )
 
 
 def _length_share(calls: pl.DataFrame) -> float | None:

@@ -20,11 +20,12 @@ stall is the time the pending work waited for the call to end; its share of end-
 (under ``stall_share_warning`` the finding is ``info``: a blocking client that costs next to nothing yet).
 
 Freezing is judged against the same process's baseline: its operations that do not look blocking freeze only by
-chance (a thread starved of CPU, the process busy elsewhere), and when they freeze often too
-(``chance_frozen_share_max``) a frozen call says nothing about its own client. On a host whose CPUs are
-contended (``cpu_contention``) a whole process can stall for tens of milliseconds, so an operation also needs
-``min_eligible_calls_contended`` eligible calls. An operation that passes the plain test but not these is
-reported as ``info`` with a lowered confidence: it may block, the window cannot tell.
+chance (a thread starved of CPU, the process busy elsewhere). The exact binomial test (:mod:`diagnosis.evidence`)
+asks whether the operation's frozen calls are more than that chance rate explains, at ``min_eligible_calls``
+eligible calls, with a frozen share at least ``chance_ratio_min`` times the chance rate; the level is divided among
+the operations judged. On a host whose CPUs are contended (``cpu_contention``) a whole process can stall for tens
+of milliseconds, so an operation needs ``min_eligible_calls_contended`` eligible calls there. An operation that
+crosses the share but not the test is reported as ``info``: it may block, the window cannot tell.
 
 CPU-bound spans also hold the loop; they are named by their own causes (``orchestration_cpu_hotspot``,
 ``tokenizer_cold_start``, ``retrieval_topk_blowup``), so only I/O calls count here.
@@ -37,7 +38,8 @@ import polars as pl
 from pydantic import Field, model_validator
 
 from diagnosis.context import DiagnosisContext
-from diagnosis.findings import EXAMPLE_TRACES, Finding, Severity, confidence, margin, ms, ratio
+from diagnosis.evidence import above_chance, joint_confidence
+from diagnosis.findings import EXAMPLE_TRACES, Finding, Severity, ms, ratio
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.signals import first_attribute, in_flight, top_traces
 from units import NS_PER_MS
@@ -74,13 +76,12 @@ class EventLoopBlockingConfig(RuleConfig):
         "chance rarely (2 of about 250 eligible calls over the instrumented stack's clean and faulty runs), so two "
         "frozen out of two is already unlikely to be chance.",
     )
-    chance_frozen_share_max: float = Field(
-        ge=0,
-        le=1,
-        description="Share (0..1) of the eligible calls of the process's operations that do not look blocking "
-        "themselves that froze, above which a frozen call is not evidence of its own client: the process stalls "
-        "by itself. Async calls freeze in well under a tenth of cases (1 in 25 to 1 in 10 on the instrumented "
-        "stack, quiet to beside a CPU-burning neighbour).",
+    chance_ratio_min: float = Field(
+        gt=1,
+        description="An operation's frozen share over its process's chance rate (the share of the eligible calls of "
+        "its operations that do not look blocking that froze) from which freezing matters (ratio). Async calls "
+        "freeze in well under a tenth of cases (1 in 25 to 1 in 10 on the instrumented stack, quiet to beside a "
+        "CPU-burning neighbour); a blocking client freezes nearly all (0.8), so 4x separates them.",
     )
     min_eligible_calls_contended: int = Field(
         ge=1,
@@ -99,9 +100,6 @@ class EventLoopBlockingConfig(RuleConfig):
         le=1,
         description="Stall imposed on other requests as a share (0..1) of end-to-end latency that makes it critical.",
     )
-    full_confidence_calls: int = Field(
-        ge=2, description="Eligible calls at which the sample no longer limits confidence. Count."
-    )
 
     @model_validator(mode="after")
     def _ordered(self) -> EventLoopBlockingConfig:
@@ -115,6 +113,7 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
 
     cause = "event_loop_blocking"
     config_model = EventLoopBlockingConfig
+    latency_share = "stall_share"
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config
@@ -146,36 +145,43 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
                 ).alias("candidate")
             )
             .with_columns(
-                pl.when(others_eligible.over(PROCESS) > 0)
-                .then(others_frozen.over(PROCESS) / others_eligible.over(PROCESS))
-                .alias("chance_share")
+                others_frozen.over(PROCESS).alias("chance_frozen"), others_eligible.over(PROCESS).alias("chance_of")
             )
             .filter("candidate")
-            .with_columns(
-                (
-                    (pl.col("eligible") >= needed)
-                    & (pl.col("chance_share").fill_null(0.0) <= config.chance_frozen_share_max)
-                ).alias("clear")
+        )
+        tests = [
+            above_chance(
+                f"frozen calls of '{row['operation']}' in {row['service_name']} > its process's chance rate",
+                row["frozen_calls"],
+                row["eligible"],
+                chance=(row["chance_frozen"], row["chance_of"]),
+                min_count=needed,
+                min_effect_ratio=config.chance_ratio_min,
+                tries=operations.height,
             )
-            .sort(
-                ["clear", "stall_ns", "frozen_share", "operation", "instance"],
-                descending=[True, True, True, False, False],
-            )
+            for row in operations.iter_rows(named=True)
+        ]
+        operations = operations.with_columns(
+            pl.Series("clear", [test.significant for test in tests], dtype=pl.Boolean),
+            pl.Series("test", range(len(tests)), dtype=pl.Int64),
+            (pl.col("chance_frozen") / pl.col("chance_of")).alias("chance_share"),
+        ).sort(
+            ["clear", "stall_ns", "frozen_share", "operation", "instance"],
+            descending=[True, True, True, False, False],
         )
         if operations.height == 0:
             return None
         top = operations.row(0, named=True)
+        test = tests[top["test"]]
         stalls = judged.filter(
             pl.col("frozen"), pl.col("pending") > 0, **{key: top[key] for key in (*PROCESS, "operation")}
         )
         stall_share = ctx.critical_share(float(top["stall_ns"]))
         severity: Severity = "critical" if stall_share >= config.stall_share_critical else "warning"
-        base = 0.65 + 0.25 * margin(top["frozen_share"], config.frozen_share_warning, 1.0)
-        base += 0.1 * (top["eligible"] >= 2 * config.min_eligible_calls)
         verb = "blocks"
         if not top["clear"]:
             # Freezing this often is within what the process shows by itself here: worth a look, not a verdict.
-            severity, base, verb = "info", base - 0.3, "may block"
+            severity, verb = "info", "may block"
         elif stall_share < config.stall_share_warning:
             severity = "info"
         return Finding(
@@ -183,9 +189,8 @@ class EventLoopBlocking(Rule[EventLoopBlockingConfig]):
             title=f"'{top['operation']}' in {top['service_name']} {verb} the event loop: no other request of the "
             f"process progressed during {top['frozen_calls']} of {top['eligible']} calls",
             severity=severity,
-            confidence=contention.discount(
-                confidence(base, samples=top["eligible"], full=config.full_confidence_calls)
-            ),
+            confidence=contention.discount(joint_confidence([test])),
+            tests=[test],
             evidence={
                 "service_name": top["service_name"],
                 "service_instance_name": top["instance"],

@@ -251,20 +251,25 @@ def tiered_request(
 
 
 def tier_window(
-    p2_first: int, p2_second: int, p0_queue_second_ms: float, p0_drops_second: int = 0, p0_caught_first: int = 0
+    p2_first: int,
+    p2_second: int,
+    p0_queue_second_ms: float,
+    p0_drops_second: int = 0,
+    p0_caught_first: int = 0,
+    p0_per_half: int = 8,
 ) -> list[SpanSpec]:
-    """Two 1 s halves: eight P0 requests in each (the second half's waiting ``p0_queue_second_ms`` in the
+    """Two 1 s halves: ``p0_per_half`` P0 requests in each (the second half's waiting ``p0_queue_second_ms`` in the
     engine queue, 1 ms before, except the first half's last ``p0_caught_first``, already caught by the rising
     load; the last ``p0_drops_second`` of the second half refused with 429) and ``p2_first`` / ``p2_second`` P2
     requests spread over the halves."""
     spans: list[SpanSpec] = []
     number = 0
     for half, p2 in ((0, p2_first), (1, p2_second)):
-        for i in range(8):
-            dropped = half == 1 and i >= 8 - p0_drops_second
+        for i in range(p0_per_half):
+            dropped = half == 1 and i >= p0_per_half - p0_drops_second
             extra = {"http.response.status_code": "429"} if dropped else {}
-            queue = p0_queue_second_ms if half or i >= 8 - p0_caught_first else 1.0
-            spans += tiered_request(number, half * TIER_HALF_MS + i * 120.0, "P0", queue, extra)
+            queue = p0_queue_second_ms if half or i >= p0_per_half - p0_caught_first else 1.0
+            spans += tiered_request(number, half * TIER_HALF_MS + i * 960.0 / p0_per_half, "P0", queue, extra)
             number += 1
         for i in range(p2):
             spans += tiered_request(number, half * TIER_HALF_MS + i * TIER_HALF_MS / p2 + 7.0, "P2", 1.0, {})

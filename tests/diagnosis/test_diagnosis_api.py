@@ -44,8 +44,18 @@ def test_findings_ranked_with_evidence(hotspan_server: RunningServer) -> None:
         ("orchestration_cpu_hotspot", "warning"),
         ("tokenizer_cold_start", "info"),
     ]
-    assert set(findings[0]) == {"cause", "title", "severity", "confidence", "evidence", "remedy"}
+    assert set(findings[0]) == {
+        "cause",
+        "title",
+        "severity",
+        "confidence",
+        "evidence",
+        "remedy",
+        "tests",
+        "latency_share",
+    }
     assert findings[0]["evidence"]["queue_ms_max"] == 300.0
+    assert findings[0]["latency_share"] == findings[0]["evidence"]["queue_share"] >= 0.25
     assert findings[1]["evidence"]["example_trace_ids"][0] in {trace_id(100 + i) for i in range(20)}
 
 

@@ -1,15 +1,17 @@
 """End to end with the instrumented stack: each fault switch alone makes its cause the top finding, and a clean
 run shows nothing above ``info``, on this host as it is and beside a CPU-burning neighbour.
 
-Each run replays the first 12 Azure conversation rows (catalogue, calculator and policy questions) with six
-closed-loop users through the five services in this process, at engine speed 20 and with 100 ms catalogue
+Each run replays the first 36 Azure conversation rows (catalogue, calculator and policy questions) with six
+closed-loop users, sent as every configured tenant in turn as ``hotspan stack run`` does (the stack's default
+mixed tiers: P1, P2 and P0), through the five services in this process, at engine speed 20 and with 100 ms catalogue
 lookups (long enough that other requests' work arrives during most of them, which is what
 ``event_loop_blocking`` judges a blocking call by). Spans go through the collector's decode path into one embedded
 ClickHouse database, each run under its own tenant, which keeps the diagnoses apart. The engine's ``/metrics``
 page is scraped every 100 ms into the Prometheus stand-in (``prometheus_standin``), which diagnosis reads
 through prometheus-api-client as it would a real Prometheus (``HOTSPAN_PROMETHEUS_URL``); beside it the host's
-CPU pressure (Linux PSI, as node_exporter exports it) where the kernel has it. A run takes 2-4 s on a quiet
-host; every run happens once per session.
+CPU pressure (Linux PSI, as node_exporter exports it) where the kernel has it. Every run is diagnosed twice, with
+those metrics and from its traces alone (a ``hotspan serve`` without Prometheus): each must name its fault. A run
+takes 4-8 s on a quiet host; every run happens once per session.
 
 The matrix runs twice (issue 18): on the host as it is (``quiet``: no load of the test's own; a shared machine
 may still be busy) and with a neighbour (:class:`cpu_neighbour.CpuNeighbour`: two spinning processes per CPU,
@@ -45,11 +47,11 @@ from instrumented_stack.tokenizer import default_tokenizer
 from instrumented_stack.tools import ToolsConfig
 from instrumented_stack.workload import load_workload
 from storage.clickhouse import ClickHouse
-from storage.reader import ClickHouseTraceReader
+from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.writer import ClickHouseTraceWriter
 from testkit import migrated_database
 
-ROWS = 12
+ROWS = 36
 USERS = 6
 SPEED = 20.0
 TOOL_LATENCY_S = 0.1
@@ -75,6 +77,11 @@ INFO_ALLOWED = {"decode_bound"}
 the decoding batch; with six users the batch cannot grow (and the emulator's step overhead at speed 20 hides
 the per-sequence cost), so the fault shows as decode leading latency: an info finding, ranked first because
 nothing else is wrong."""
+NEEDS_METRICS = {"prefix_cache_off"}
+"""Faults diagnosis cannot name from this stack's traces alone: its prompts share no prefix key (no repeats to
+time against their first call) and a cached-token count of 0 on every call is also what unique prompts give, so
+only the engine's cache counters (vLLM's ``prefix_cache_queries``, flat with caching off) tell. Held as a known
+gap (strict xfail) so the day traces tell it, the test says so."""
 HOST_CAUSE = "cpu_contention"
 """The host's condition, not a fault of the stack: ``info``, and left out when the top cause is compared (beside
 the neighbour it may outrank decode_bound's info finding, rightly)."""
@@ -84,6 +91,8 @@ decode_bound, whose info finding ranks by confidence among the host's own findin
 (connect and loading spans, repeated prompt hashes, top_k attributes) or in a step's cost on its least delayed
 calls; ``HOTSPAN_FAULT_MATRIX_NEIGHBOUR=all`` runs them beside the neighbour too
 (``benchmarks/busy_host_matrix.py`` does)."""
+REJECTED = '"type":"admission_rejected"'
+"""The gateway's 429 body type for a request shed at admission (``instrumented_stack/gateway.py``)."""
 NEIGHBOUR_RUN_MAX_S = 120.0
 """Longest a neighbour spins if the test never stops it (killed mid-run): a run takes seconds."""
 
@@ -124,7 +133,7 @@ def stack_run() -> Iterator[StackRun]:
             )
             builder = PromptBuilder(default_tokenizer(), 7, INTENTS)
             prompts = [builder.build(row) for row in load_workload("azure-conv", limit=ROWS)]
-            settings = UserSettings(tenants=config.credentials(("tenant-p0",)))
+            settings = UserSettings(tenants=config.credentials())
             spans = InMemorySpans()
             standin = PrometheusStandIn().__enter__()
             standins.append(standin)
@@ -134,7 +143,10 @@ def stack_run() -> Iterator[StackRun]:
                 standin.sample_cpu_pressure_every(SCRAPE_INTERVAL_S)
                 outcomes = asyncio.run(replay_closed_loop(stack.gateway_url, prompts, settings, users=USERS))
                 standin.stop_scraping()
-            assert all(outcome.ok for outcome in outcomes), [o.error for o in outcomes if not o.ok]
+            # Under the flood the lowest tier's own users are shed at admission: the gateway working as designed.
+            lowest = {key.tenant_id for key in config.gateway.tenants if key.tier == "P2"}
+            failed = [o for o in outcomes if not o.ok and not (o.tenant_id in lowest and REJECTED in (o.error or ""))]
+            assert failed == [], [o.error for o in failed]
             runs[(faults, host)] = FaultRun(encode_spans(spans.spans()), standin.url)
         return runs[(faults, host)]
 
@@ -150,16 +162,24 @@ def fault_store(chdb_dsn: str) -> Iterator[ClickHouse]:
         yield ch
 
 
-def _diagnose(run: FaultRun, store: ClickHouse, tenant: str) -> DiagnosisReport:
-    Ingestor(ClickHouseTraceWriter(store)).export(run.spans, tenant=tenant)
-    # A step as fine as the scrapes: a run lasts one to a few seconds.
+Metrics = Literal["prometheus", "traces"]
+METRICS: tuple[Metrics, ...] = ("prometheus", "traces")
+
+
+def _diagnose(run: FaultRun, store: ClickHouse, tenant: str, metrics: Metrics) -> DiagnosisReport:
+    """The run's diagnosis, its spans stored once under ``tenant``; with the engine metrics or without."""
+    reader = ClickHouseTraceReader(store)
+    if not reader.search_spans(TraceQuery(limit=1), tenant=tenant).height:
+        Ingestor(ClickHouseTraceWriter(store)).export(run.spans, tenant=tenant)
+    # A step as fine as the scrapes: a run lasts a few seconds.
     source = PrometheusMetricsSource(run.prometheus_url, min_step_s=SCRAPE_INTERVAL_S)
-    report = diagnose_window(ClickHouseTraceReader(store), tenant=tenant, metrics_source=source)
-    # Every root span is a request: the users' twelve, and the batch client's where a fault adds one.
+    report = diagnose_window(reader, tenant=tenant, metrics_source=source if metrics == "prometheus" else None)
+    # Every root span is a request: the users' rows, and the batch client's where a fault adds one.
     roots = sum(
         not span.parent_span_id for rs in run.spans.resource_spans for ss in rs.scope_spans for span in ss.spans
     )
-    assert report.trace_count == roots >= ROWS and report.metrics == "prometheus" and report.errors == []
+    expected = "prometheus" if metrics == "prometheus" else "none"
+    assert report.trace_count == roots >= ROWS and report.metrics == expected and report.errors == []
     return report
 
 
@@ -167,23 +187,34 @@ def _summary(report: DiagnosisReport) -> list[tuple[str, str, float]]:
     return [(f.cause, f.severity, f.confidence) for f in report.findings]
 
 
+@pytest.mark.parametrize("metrics", METRICS)
 @pytest.mark.parametrize("host", HOSTS)
-def test_a_clean_run_shows_nothing_above_info(host: Host, stack_run: StackRun, fault_store: ClickHouse) -> None:
-    report = _diagnose(stack_run((), host), fault_store, f"clean-{host}")
+def test_a_clean_run_shows_nothing_above_info(
+    host: Host, metrics: Metrics, stack_run: StackRun, fault_store: ClickHouse
+) -> None:
+    report = _diagnose(stack_run((), host), fault_store, f"clean-{host}", metrics)
     assert [f for f in report.findings if f.severity != "info"] == [], _summary(report)
-    if host == "neighbour" and CPU_PRESSURE.exists():
+    if host == "neighbour" and metrics == "prometheus" and CPU_PRESSURE.exists():
         # Two spinning processes per CPU: the measured pressure names the host's condition.
         assert HOST_CAUSE in {f.cause for f in report.findings}, _summary(report)
 
 
+@pytest.mark.parametrize("metrics", METRICS)
 @pytest.mark.parametrize(
     ("fault", "host"),
     [(fault, "quiet") for fault in EXPECTED_CAUSE] + [(fault, "neighbour") for fault in _neighbour_faults()],
 )
 def test_each_fault_alone_is_the_top_finding(
-    fault: str, host: Host, stack_run: StackRun, fault_store: ClickHouse
+    fault: str,
+    host: Host,
+    metrics: Metrics,
+    stack_run: StackRun,
+    fault_store: ClickHouse,
+    request: pytest.FixtureRequest,
 ) -> None:
-    report = _diagnose(stack_run((fault,), host), fault_store, f"{fault.replace('_', '-')}-{host}")
+    if metrics == "traces" and fault in NEEDS_METRICS:
+        request.applymarker(pytest.mark.xfail(reason="no trace signal of the fault (NEEDS_METRICS)", strict=True))
+    report = _diagnose(stack_run((fault,), host), fault_store, f"{fault.replace('_', '-')}-{host}", metrics)
     causes = [f for f in report.findings if f.cause != HOST_CAUSE]
     top = causes[0] if causes else None
     assert top is not None and top.cause == EXPECTED_CAUSE[fault], _summary(report)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from diagnosis_cases import tier_burst, tier_window
 from diagnosis_support import by_cause, diagnose, frame
 
@@ -46,10 +48,23 @@ def test_a_short_flood_in_one_half_is_found_by_comparing_the_requests_alongside_
 
 
 def test_drops_of_the_high_tier_count_as_starving() -> None:
+    window = tier_window(p2_first=0, p2_second=30, p0_queue_second_ms=1.0, p0_drops_second=9, p0_per_half=24)
+    finding = by_cause(diagnose(window))["admission_tier_starvation"]
+    assert finding.evidence["higher_second_half_dropped_share"] == 0.375 and finding.severity == "critical"
+    dropped = finding.tests[0]
+    assert (dropped.name, sum(dropped.counts), dropped.significant) == ("fisher_exact", 48, True)
+    assert all(test.significant for test in finding.tests)
+    assert finding.confidence == round(math.prod(1 - test.p_value for test in finding.tests), 2) >= 0.99
+
+
+def test_drops_too_few_to_tell_from_chance_are_info_with_their_numbers() -> None:
+    # The same share, 3 of 8 against 0 of 8 (Fisher's one-sided p = 0.1): it could be chance.
     finding = by_cause(diagnose(tier_window(p2_first=0, p2_second=10, p0_queue_second_ms=1.0, p0_drops_second=3)))[
         "admission_tier_starvation"
     ]
-    assert finding.evidence["higher_second_half_dropped_share"] == 0.375 and finding.severity == "critical"
+    assert finding.evidence["higher_second_half_dropped_share"] == 0.375 and finding.severity == "info"
+    assert finding.tests[0].why_not is not None and finding.tests[0].why_not.startswith("could be chance")
+    assert finding.confidence < 0.95
 
 
 def test_steady_low_tier_or_unaffected_high_tier_is_fine() -> None:

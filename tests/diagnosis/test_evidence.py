@@ -1,0 +1,132 @@
+"""diagnosis.evidence: the three gates (counts, significance, effect), their calibration under no difference, and
+the comparison issue 29 saw raise a warning on the stack's default workload."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from diagnosis import Finding, Severity, rank_findings
+from diagnosis.evidence import (
+    ALPHA,
+    above_chance,
+    capped,
+    higher_rate,
+    joint_confidence,
+    larger_share,
+    larger_values,
+)
+
+
+def test_the_issue_29_comparison_is_no_evidence() -> None:
+    # The lower tier went from 7 to 11 requests between the halves ("traffic grew 6.1x" by requests in flight),
+    # the higher tier's p95 from 230 to 330 ms over 19 requests split in two.
+    arrivals = higher_rate("P2 arrivals", 7, 11, min_count=3, min_effect_ratio=1.5)
+    assert arrivals.p_value > 0.2 and not arrivals.significant
+    assert arrivals.why_not is not None and arrivals.why_not.startswith("could be chance")
+    first = [180, 190, 200, 205, 210, 215, 220, 225, 230]
+    second = [185, 195, 200, 210, 215, 230, 240, 250, 290, 330]
+    latency = larger_values("P0 latency", first, second, min_count=5, min_effect_ratio=1.5, quantile=0.95)
+    assert not latency.significant
+    assert capped("warning", (arrivals, latency)) == "info"
+
+
+def test_each_gate_says_why() -> None:
+    few = larger_values("x", [1.0, 2.0], [10.0, 20.0, 30.0], min_count=3, min_effect_ratio=1.5)
+    assert not few.enough and few.p_value == 1.0 and few.why_not is not None and few.why_not.startswith("too few")
+    rng = np.random.default_rng(7)
+    base = rng.lognormal(mean=5.0, sigma=0.3, size=5_000)
+    small = larger_values("x", base, base * 1.05, min_count=5, min_effect_ratio=1.5)
+    # Thousands of requests make a 5% shift significant; it is still no one's problem.
+    assert small.p_value < ALPHA and not small.significant
+    assert small.why_not is not None and small.why_not.startswith("too small")
+    real = larger_values("x", base[:20], base[20:40] * 3, min_count=5, min_effect_ratio=1.5)
+    assert real.significant and real.why_not is None and real.effect_ratio is not None and real.effect_ratio > 2
+
+
+def test_tries_share_the_level() -> None:
+    # Seven against seven, perfectly separated: p = 1/3432 = 2.9e-4 one-sided. Evidence among 12 comparisons
+    # (level 0.01 / 12 = 8.3e-4), not among 40 (2.5e-4).
+    first, second = list(range(1, 8)), list(range(101, 108))
+    assert larger_values("x", first, second, min_count=5, min_effect_ratio=1.5, tries=12).significant
+    assert not larger_values("x", first, second, min_count=5, min_effect_ratio=1.5, tries=40).significant
+
+
+def test_no_difference_is_evidence_at_most_at_the_level() -> None:
+    # 2,000 comparisons of two samples of one lognormal latency distribution (20 and 20), 2,000 of one Poisson
+    # rate over equal halves, 2,000 of one drop share: each test finds "evidence" in at most ALPHA of them (plus
+    # three binomial standard deviations of sampling), and with no effect gate (min ratio 1).
+    rng = np.random.default_rng(29)
+    trials = 2_000
+    bound = stats.binom.ppf(0.999, trials, ALPHA)
+    latency = sum(
+        larger_values(
+            "x", rng.lognormal(5, 0.8, 20), rng.lognormal(5, 0.8, 20), min_count=5, min_effect_ratio=1.0
+        ).significant
+        for _ in range(trials)
+    )
+    rate = sum(
+        higher_rate("x", *rng.poisson(20, 2), min_count=3, min_effect_ratio=1.0).significant for _ in range(trials)
+    )
+    share = sum(
+        larger_share(
+            "x", (int(rng.binomial(30, 0.1)), 30), (int(rng.binomial(30, 0.1)), 30), min_count=5, min_rise=0.0
+        ).significant
+        for _ in range(trials)
+    )
+    assert max(latency, rate, share) <= bound, (latency, rate, share, bound)
+
+
+def test_above_chance_uses_the_rate_seen_elsewhere() -> None:
+    # Two frozen calls out of two where the process's other calls froze 3 times in 100: not chance.
+    assert above_chance("x", 2, 2, chance=(3, 100), min_count=2, min_effect_ratio=2.0).significant
+    # Where they froze 60 times in 100, two out of two is what chance gives.
+    assert not above_chance("x", 2, 2, chance=(60, 100), min_count=2, min_effect_ratio=2.0).significant
+
+
+def test_confidence_is_the_product_of_one_minus_p() -> None:
+    a = higher_rate("x", 0, 30, min_count=3, min_effect_ratio=1.5)
+    b = larger_share("x", (0, 40), (10, 40), min_count=5, min_rise=0.05)
+    assert joint_confidence((a, b)) == round((1 - a.p_value) * (1 - b.p_value), 2) >= 0.99
+    assert joint_confidence(()) == 1.0
+
+
+def _finding(cause: str, severity: Severity, confidence: float, share: float | None) -> Finding:
+    return Finding(
+        cause=cause,
+        title=cause,
+        severity=severity,
+        confidence=confidence,
+        evidence={"example_trace_ids": []},
+        remedy="-",
+        latency_share=share,
+    )
+
+
+def test_the_finding_that_explains_most_latency_leads_its_severity() -> None:
+    ranked = rank_findings(
+        [
+            _finding("connection_setup_per_request", "warning", 0.99, 0.04),
+            _finding("queue_saturation", "warning", 0.8, 0.2),
+            _finding("oversized_payload", "warning", 0.95, None),
+            _finding("decode_bound", "info", 0.6, 0.7),
+            _finding("llm_bound", "info", 0.7, 0.9),
+            _finding("provider_throttling", "critical", 0.7, 0.01),
+        ]
+    )
+    assert [f.cause for f in ranked] == [
+        "provider_throttling",
+        "queue_saturation",
+        "connection_setup_per_request",
+        "oversized_payload",
+        "llm_bound",
+        "decode_bound",
+    ]
+
+
+def test_a_comparison_without_evidence_cannot_outrank_one_with_it() -> None:
+    # The issue 29 case: a starvation "warning" on 7 -> 11 arrivals beside a queue that is a fifth of latency.
+    weak = higher_rate("P2 arrivals", 7, 11, min_count=3, min_effect_ratio=1.5)
+    starving = _finding("admission_tier_starvation", capped("warning", [weak]), joint_confidence([weak]), 0.3)
+    queue = _finding("queue_saturation", "warning", 0.9, 0.2)
+    assert [f.cause for f in rank_findings([starving, queue])] == ["queue_saturation", "admission_tier_starvation"]
