@@ -36,6 +36,7 @@ from query.trace_flame import trace_flame
 from query.trace_rows import MAX_WINDOW_ROWS, Expansion, lane_window, position_of, window
 from query.trace_view import TraceView
 from storage.clickhouse import StorageError
+from storage.ids import short_trace_id
 
 LANE_BINS = 1_200
 """Bins of the stage lane above the timeline (about one per pixel of a wide screen)."""
@@ -119,7 +120,7 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
 
 def title(trace_id: str | None = None) -> str:
     """Browser tab title."""
-    return f"Trace {trace_id[:8]} · Hotspan" if trace_id else "Trace · Hotspan"
+    return f"Trace {short_trace_id(trace_id)} · Hotspan" if trace_id else "Trace · Hotspan"
 
 
 def register_callbacks(app: Dash, query: QueryService) -> None:

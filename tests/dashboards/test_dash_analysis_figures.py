@@ -88,6 +88,12 @@ def test_stage_percentile_table_lists_stages_with_time_in_ms_and_share() -> None
     )
     links = [node for node in walk(drilled) if isinstance(node, dcc.Link)]
     assert [link.href for link in links] == [f"/ui/trace/{'ab' * 16}", "/ui/?sort=longest", "/ui/?sort=longest"]
+    assert links[0].children == "abababab"
+    # A 64-bit ID (Zipkin, Jaeger) reads by its digits, not by the zeros it is stored with (issue 31).
+    (example, _) = [
+        node for node in walk(drilldown("/ui", ["0" * 16 + "1234abcd5678ef90"], "/ui/")) if isinstance(node, dcc.Link)
+    ]
+    assert example.children == "1234abcd" and example.href == f"/ui/trace/{'0' * 16}1234abcd5678ef90"
     assert isinstance(stage_percentile_table(percentiles.clear()), html.P)
 
 
