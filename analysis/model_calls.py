@@ -66,7 +66,8 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
         engine (Boolean: an engine span split into vLLM's phases); traced (Boolean: an LLM call span with a
         SERVER span below it); outermost (Boolean, module docstring); call_index (Int64, the index of the
         outermost call this one belongs to: itself when outermost); counted (Boolean, some count is counted
-        here); model, provider (String, null when not reported); input_tokens, output_tokens,
+        here); model (String, the call's model as the module docstring resolves it, null when no call of
+        its chain names one); provider (String, null when not reported); input_tokens, output_tokens,
         cached_input_tokens, reasoning_tokens (Int64, the counts counted on this call, null where the span
         reports none or a call below it reports the same count: sum them as they are); ttft_ns, stream_ns
         (Int64 ns, null when the first token is unknown); status_code (String, ``Unset`` when the frame has
@@ -90,6 +91,7 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
     counted = pl.DataFrame(counted_usage).select(pl.any_horizontal(pl.all().is_not_null())).to_series()
     outermost = np.flatnonzero(call & (above < 0))
     call_index = ancestry.nearest_flagged(tree.parent, tree.depth, np.isin(np.arange(tree.size), outermost))
+    model = _chain_model(tree.parent, tree.depth, index, call_index[index], usage["model"])
     is_engine = pl.Series(engine[index])
     engine_first = frame.select(pl.col("start_time_unix_nano") + seconds_attribute_ns(TIME_TO_FIRST_TOKEN)).to_series()
     first = pl.select(pl.when(is_engine).then(engine_first).otherwise(first_token_ns(frame))).to_series()
@@ -116,7 +118,7 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
             }
         )
         .with_columns(
-            usage["model"],
+            model,
             usage["provider"],
             *counted_usage,
             ttft.alias("ttft_ns"),
@@ -124,6 +126,27 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
             usage["status_code"],
         )
         .select(MODEL_CALL_COLUMNS)
+    )
+
+
+def _chain_model(
+    parent: np.ndarray, depth: np.ndarray, calls: np.ndarray, chains: np.ndarray, own: pl.Series
+) -> pl.Series:
+    """Per call (``calls``: span indices; ``chains``: their outermost call's index; ``own``: the model each
+    names, null where none), its model: its own, else the nearest enclosing call's, else the chain's first."""
+    named = np.zeros(parent.size, dtype=bool)
+    named[calls[own.is_not_null().to_numpy()]] = True
+    position = np.full(parent.size, -1, dtype=np.int64)
+    position[calls] = np.arange(calls.size)
+    # A call's nearest named ancestor (or itself) is a call of its own chain: the chain's root encloses both.
+    nearest = ancestry.nearest_flagged(parent, depth, named)[calls]
+    source = np.where(nearest >= 0, position[np.maximum(nearest, 0)], -1)
+    enclosing = pl.select(pl.when(pl.Series(source >= 0)).then(own.gather(np.maximum(source, 0)))).to_series()
+    return (
+        pl.DataFrame({"model": enclosing, "chain": chains})
+        .select(pl.coalesce("model", pl.col("model").drop_nulls().first().over("chain")))
+        .to_series()
+        .alias("model")
     )
 
 

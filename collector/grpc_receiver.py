@@ -85,11 +85,13 @@ def start_grpc_server(
     call's tenant, :data:`storage.tenancy.INGEST_TENANT`).
 
     Raises:
-        RuntimeError: the address could not be bound.
+        RuntimeError: the address could not be bound (in use by another process too: ``SO_REUSEPORT`` is off).
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otlp-grpc"),
-        options=[("grpc.max_receive_message_length", max_message_bytes)],
+        # gRPC sets SO_REUSEPORT by default: a second server on the same port then binds too and the kernel splits
+        # the senders' connections between the two. Off, a clash fails here.
+        options=[("grpc.max_receive_message_length", max_message_bytes), ("grpc.so_reuseport", 0)],
         interceptors=interceptors,
     )
     service = TraceService(pipeline, metrics, max_request_spans)

@@ -21,6 +21,7 @@ from dashboards.evidence import evidence_row
 from dashboards.figures import TEMPLATE, empty_figure, service_icicle
 from dashboards.format import format_duration_ns, shorten
 from diagnosis import EvidenceTest, Finding
+from storage.ids import short_trace_id
 from units import NS_PER_MS
 
 SEVERITY_CLASSES = {"critical": "hs-badge hs-badge-critical", "warning": "hs-badge hs-badge-warning"}
@@ -218,7 +219,10 @@ def _finding_card(finding: Finding, trace_path: str, search: str | None) -> Comp
             html.Div(
                 className="hs-examples",
                 children=["Example traces: "]
-                + [dcc.Link(tid[:8], href=f"{trace_path}{tid}", title=tid, className="hs-mono") for tid in examples]
+                + [
+                    dcc.Link(short_trace_id(tid), href=f"{trace_path}{tid}", title=tid, className="hs-mono")
+                    for tid in examples
+                ]
                 + ([dcc.Link("the window's slowest traces →", href=search, className="hs-drill")] if search else []),
             )
         )

@@ -24,11 +24,18 @@ STATISTIC_WORDS = {
 ACRONYMS = {"llm": "LLM", "kv": "KV", "tls": "TLS", "tpot": "TPOT", "ttft": "TTFT", "cpu": "CPU", "id": "ID"}
 """Words written in capitals."""
 _BYTES_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+NAMED = {"cpu_contention_level_ratio": ("Host CPU contention", "_share")}
+"""Evidence keys whose words or unit read wrong by the naming rule, with their label and the unit suffix whose
+format they take: the contention level is a fraction in [0, 1] (PSI, utilisation, or share of spans delayed;
+diagnosis/README.md), not a growth factor, so it reads as a percentage."""
 
 
 def evidence_row(key: str, value: object) -> tuple[str, str]:
     """``(label, value text)`` of one evidence item (module docstring); an unknown key reads as words and its
     value as stored."""
+    if key in NAMED:
+        label, unit = NAMED[key]
+        return label, _format(unit, value)
     base, statistic = key, ""
     for suffix in EVIDENCE_STATISTICS:
         if key.endswith(suffix):
@@ -71,11 +78,11 @@ _UNIT_FORMATS = {
     "_tokens": format_tokens,
     "_count": lambda value: f"{value:,.0f}" if value == int(value) else f"{value:,.1f}",
     "_share": format_share,
-    "_ratio": lambda value: f"×{value:.2f}",
+    "_ratio": lambda value: f"×{value:.2f}" if value == 0 or abs(value) >= 0.01 else f"×{value:.1g}",
     "_correlation": lambda value: f"{value:+.2f}",
     "_bytes": _bytes,
 }
 """Value formats by unit suffix (``_per_s`` before ``_s``: the first suffix that matches wins)."""
-_HIDDEN_UNITS = ("_ms", "_s", "_tokens", "_bytes", "_per_s")
-"""Unit suffixes the value's format already says, left out of the label (a count, share or ratio keeps its
-word)."""
+_HIDDEN_UNITS = ("_ms", "_s", "_tokens", "_bytes", "_per_s", "_ratio")
+"""Unit suffixes the value's format already says (a ratio's ``×``), left out of the label (a count or share keeps
+its word)."""

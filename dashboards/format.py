@@ -73,6 +73,24 @@ def format_per_second(value: float | None, unit: str) -> str:
     return f"{number} {unit}/s"
 
 
+RATE_UNITS = ((1, "s"), (60, "min"), (3_600, "h"), (86_400, "day"))
+"""Time units a rate may be given per, each with its seconds: the first that makes the rate at least 1 is used."""
+
+
+def format_rate(per_second: float) -> str:
+    """A rate per the first time unit of :data:`RATE_UNITS` that makes it at least 1, as
+    :func:`format_per_second` writes numbers: ``"12.0/s"``, ``"2.00/min"``, ``"1,235/s"``, ``"0.0211/day"`` (a
+    few calls over all stored time, which read ``"2.44e-07"`` per second); ``"0/s"`` for none, ``"< 0.001/day"``
+    below that."""
+    if per_second <= 0:
+        return "0/s"
+    seconds, unit = next(((s, u) for s, u in RATE_UNITS if per_second * s >= 1), RATE_UNITS[-1])
+    value = per_second * seconds
+    if value < 0.001:
+        return f"< 0.001/{unit}"
+    return f"{value:,.0f}/{unit}" if value >= 99.95 else f"{value:#.3g}/{unit}"
+
+
 def format_time_ns(unix_ns: int, *, zone: bool = True) -> str:
     """A Unix time in ns as UTC with milliseconds: ``"2024-10-30 12:24:28.889 UTC"`` (without `` UTC``
     when ``zone`` is False, for columns whose header names the zone)."""

@@ -10,6 +10,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from dashboards.query_form import LOOKBACKS, SearchForm, form_to_url
+from storage.ids import short_trace_id
 
 
 def search_href(
@@ -37,10 +38,12 @@ def search_href(
 
 
 def drilldown(prefix: str, trace_ids: Sequence[str], search: str) -> Component:
-    """A cell of example trace links (each its ID's first 8 characters, the whole ID in its title), then a link to
-    the prefilled search."""
+    """A cell of example trace links (each its short ID, ``storage.ids.short_trace_id``, the whole ID in its title),
+    then a link to the prefilled search."""
     links: list[Component | str] = [
-        dcc.Link(trace_id[:8], href=f"{prefix}/trace/{trace_id}", title=trace_id, className="hs-mono hs-example")
+        dcc.Link(
+            short_trace_id(trace_id), href=f"{prefix}/trace/{trace_id}", title=trace_id, className="hs-mono hs-example"
+        )
         for trace_id in trace_ids
     ]
     links.append(dcc.Link("all, slowest first →", href=search, className="hs-drill"))

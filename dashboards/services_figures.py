@@ -27,7 +27,7 @@ from plotly.subplots import make_subplots
 
 from dashboards.colors import ERROR_COLOR, SERVICE_PALETTE, service_color
 from dashboards.figures import TEMPLATE, empty_figure
-from dashboards.format import format_share
+from dashboards.format import format_rate, format_share
 
 MAX_LINES = 8
 """Groups drawn in the latency figure (the busiest ones); the table lists all."""
@@ -207,10 +207,10 @@ def red_table(
         return html.P("No spans in this window.", className="hs-hint")
     keys = _group_keys(totals)
     window_s = max(window_s, 1.0)
-    rate_note = f"Calls per second, averaged over the selected window ({_window_text(window_s)})"
+    rate_note = f"Calls per second, minute, hour or day, averaged over the selected window ({_window_text(window_s)})"
     header = html.Tr(
         [html.Th("Operation" if "operation" in keys else "Service", style=_NAME_COLUMN)]
-        + [html.Th("Calls", style=_NUMBER), html.Th("Rate (/s, window avg)", title=rate_note, style=_NUMBER)]
+        + [html.Th("Calls", style=_NUMBER), html.Th("Rate (window avg)", title=rate_note, style=_NUMBER)]
         + [html.Th(name, style=_NUMBER) for name in ("Errors", "p50 (ms)", "p95 (ms)", "p99 (ms)")]
         + [html.Th(name) for name in ("Calls over time", "p95 over time")]
         + ([html.Th("Slowest traces")] if drill else [])
@@ -228,7 +228,7 @@ def red_table(
                 children=[
                     html.Td(group_label(row), className="hs-mono", style=_NAME_COLUMN),
                     html.Td(f"{row['calls']:,}", style=_NUMBER),
-                    html.Td(f"{row['calls'] / window_s:.3g}", title=rate_note, style=_NUMBER),
+                    html.Td(format_rate(row["calls"] / window_s), title=rate_note, style=_NUMBER),
                     html.Td(f"{error_rate:.1%}", className="hs-error-cell" if row["errors"] else None, style=_NUMBER),
                     *(html.Td(_ms(row[name]), style=_NUMBER) for name in ("p50_ns", "p95_ns", "p99_ns")),
                     html.Td(

@@ -11,12 +11,16 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from alerts.cli import add_alerts_parser, run_alerts_command
 from alerts.config import AlertsConfigError
 from hotspan.auth.cli import add_auth_parser, run_auth_command, tenant_argument
-from hotspan.settings import ROLES, SettingsError, load_settings
+from hotspan.settings import ROLES, Settings, SettingsError, load_settings
 from storage.tenancy import DEFAULT_TENANT
+
+if TYPE_CHECKING:
+    from hotspan.server import RunningServer
 
 log = logging.getLogger("hotspan")
 
@@ -117,11 +121,42 @@ def _settings(args: argparse.Namespace):
     )
 
 
+def _store_in_use(settings: Settings, remedy: str) -> str | None:
+    """Why this process cannot open ``settings``' embedded store (another Hotspan holds it), in one line ending
+    with ``remedy``; None when it may try. Asked before opening: chDB's own failure is a long traceback whose
+    reason is only on its stderr."""
+    from storage.clickhouse import embedded_store_held
+
+    held = embedded_store_held(settings.clickhouse_dsn)
+    if held is None:
+        return None
+    under_data_dir = held == (settings.data_dir / "clickhouse").resolve()
+    where = f"data dir {settings.data_dir}" if under_data_dir else f"embedded store {held}"
+    return f"another Hotspan is using {where} ({remedy})"
+
+
+def _start(command: str, settings: Settings) -> RunningServer | None:
+    """The started server of ``command`` (``serve``, ``demo``), or None once the reason it cannot start is printed
+    in one line: its store is in use, a port is taken, the store cannot be opened."""
+    from hotspan.server import ListenError, start_server
+    from storage.clickhouse import StorageError
+
+    busy = _store_in_use(settings, "stop it, or pass another --data-dir")
+    if busy is None:
+        try:
+            return start_server(settings)
+        except (ListenError, StorageError) as exc:
+            busy = str(exc)
+    print(f"hotspan {command}: {busy}", file=sys.stderr)
+    return None
+
+
 def _serve(args: argparse.Namespace) -> int:
     from hotspan.roles import PARTS
-    from hotspan.server import start_server
 
-    server = start_server(_settings(args))
+    server = _start("serve", _settings(args))
+    if server is None:
+        return 2
     # The assembled server's objects (modules, the app, Dash's layout) live as long as this process: kept out of the
     # garbage collector's full passes, which hold the GIL, every thread's, while they walk every object. A heavy read
     # makes such passes often; walking the server's own objects too made each 0.1-0.3 s on two loaded cores, and the
@@ -150,6 +185,10 @@ def _migrate(args: argparse.Namespace) -> int:
     from storage.migrations import apply_migrations
 
     settings = _settings(args)
+    busy = _store_in_use(settings, "it applied pending migrations when it started")
+    if busy is not None:
+        print(f"hotspan migrate: {busy}", file=sys.stderr)
+        return 2
     try:
         ch = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
         applied = apply_migrations(ch, settings.ttl_days, reapply=args.reapply)
@@ -187,17 +226,10 @@ def _import_files(args: argparse.Namespace) -> int:
         from hotspan.app import open_storage
 
         settings = _settings(args)
-        try:
-            storage = open_storage(settings)
-        except StorageError as exc:
-            if not settings.clickhouse_dsn.startswith("chdb:"):
-                raise
-            # The embedded engine's own reason ("Cannot lock file ... Another server instance in same
-            # directory is already running") goes to stderr, not into the exception.
-            raise StorageError(
-                f"{exc}\nThe embedded store is open in one process at a time: if a Hotspan is serving "
-                f"{settings.data_dir}, import through it with --endpoint http://HOST:PORT instead."
-            ) from exc
+        busy = _store_in_use(settings, "import through it with --endpoint http://HOST:PORT, or stop it")
+        if busy is not None:
+            raise StorageError(busy)
+        storage = open_storage(settings)
         sink = StoreSink(storage.writer, args.tenant or DEFAULT_TENANT)
         summary = import_paths(args.paths, sink, progress=not args.no_progress)
         analysed = analyse_stored(storage, settings)
@@ -209,10 +241,11 @@ def _import_files(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from hotspan.server import start_server
     from instrumented_stack.runner import run_stack
 
-    server = start_server(_settings(args))
+    server = _start("demo", _settings(args))
+    if server is None:
+        return 2
     print(f"Hotspan is up: UI {server.base_url}/ui/  (API docs {server.base_url}/docs)", flush=True)
     print(f"Running the instrumented agent stack ({args.requests} requests) ...", flush=True)
     summary = run_stack(endpoint=server.base_url, requests=args.requests)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
+import socket
 import sys
 import threading
 from dataclasses import dataclass
@@ -26,11 +29,11 @@ from hotspan.app import (
     open_trace_pipeline,
     trace_pipeline_config,
 )
-from hotspan.auth import check_bind, load_auth
+from hotspan.auth import Auth, check_bind, load_auth
 from hotspan.auth import logs as auth_logs
 from hotspan.health import StorageProbe
-from hotspan.roles import PARTS
-from hotspan.settings import Settings
+from hotspan.roles import PARTS, RoleParts
+from hotspan.settings import ENVIRONMENT, Settings
 from processors.pipeline.pipeline import TracePipeline
 from query.service import QueryService
 
@@ -43,6 +46,46 @@ senders' bodies queued enough steps ahead of a ``/healthz`` to delay it by 1.2-1
 same cores answered in 0.03 s; at 1 ms, 0.6 s (``tests/reliability/test_reliability_overload.py``)."""
 
 
+class ListenError(RuntimeError):
+    """A listener's address cannot be bound; the message names the port, why, and the setting that moves it."""
+
+
+LISTENERS = {
+    "http_port": ("OTLP/HTTP, API and UI", "--http-port"),
+    "grpc_port": ("OTLP/gRPC", "--grpc-port"),
+    "admin_port": ("admin health", None),
+}
+"""Per port setting: what listens there and its command-line option (None: environment only)."""
+
+
+def listen_error(setting: str, host: str, port: int, reason: OSError) -> ListenError:
+    """The :class:`ListenError` of the ``setting`` port (a key of :data:`LISTENERS`) on ``host`` failing with
+    ``reason``."""
+    what, option = LISTENERS[setting]
+    moved = " or ".join(filter(None, (option, ENVIRONMENT[setting])))
+    cause = "is in use" if reason.errno == errno.EADDRINUSE else f"cannot be bound ({reason.strerror})"
+    return ListenError(f"{what} port {port} on {host} {cause}: stop what listens there, or set another with {moved}")
+
+
+def bind_listener(setting: str, host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: a free port) as uvicorn binds its own (``SO_REUSEADDR``: a port a
+    stopped server left in TIME_WAIT is free), for the ``setting`` port (a key of :data:`LISTENERS`). Bound here,
+    not by uvicorn, so a clash is one :class:`ListenError` before anything starts rather than uvicorn's log line
+    and a thread that exits.
+
+    Raises:
+        ListenError: the address cannot be bound (another process listens there, or it is not this host's).
+    """
+    listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise listen_error(setting, host, port, exc) from exc
+    return listening
+
+
 @dataclass(frozen=True)
 class HttpListener:
     """One uvicorn server on a thread (and event loop) of its own: ``port`` is the bound one."""
@@ -52,11 +95,12 @@ class HttpListener:
     port: int
 
     @classmethod
-    def start(cls, app: FastAPI, host: str, port: int, name: str) -> HttpListener:
-        """Serve ``app`` on ``host:port`` (0: a free port) on a daemon thread named ``name``; return once it
-        accepts connections. Raises ``RuntimeError`` when the port cannot be bound or it is not up in 30 s."""
+    def start(cls, app: FastAPI, listening: socket.socket, name: str) -> HttpListener:
+        """Serve ``app`` on the bound socket ``listening`` (:func:`bind_listener`) on a daemon thread named
+        ``name``; return once it accepts connections. Raises ``RuntimeError`` when it is not up in 30 s."""
+        host, port = listening.getsockname()[:2]
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
-        thread = threading.Thread(target=server.run, name=name, daemon=True)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, name=name, daemon=True)
         thread.start()
         for _ in range(300):
             if server.started:
@@ -130,7 +174,8 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
     wait until HTTP accepts connections.
 
     Raises:
-        RuntimeError: a port could not be bound or the HTTP server did not come up in 30 s.
+        ListenError: a port could not be bound (in use, or the host is not this machine's).
+        RuntimeError: the HTTP server did not come up in 30 s.
         hotspan.auth.InsecureBindError: ``settings.host`` is not loopback and no tokens are configured.
         hotspan.auth.AuthFileError: the auth file is missing or invalid.
         alerts.config.AlertsConfigError: the SLO file (``settings.alerts_path``) is missing or invalid.
@@ -140,6 +185,30 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
     auth_logs.install()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     parts = PARTS[settings.role]
+    with contextlib.ExitStack() as unwind:
+        # Bound before the store opens: a port clash fails at once, with nothing started to stop.
+        http_socket = unwind.enter_context(bind_listener("http_port", settings.host, settings.http_port))
+        admin_socket = None
+        if settings.admin_port >= 0:
+            admin_socket = unwind.enter_context(bind_listener("admin_port", settings.host, settings.admin_port))
+        if settings.grpc_port > 0 and parts.ingest:
+            # gRPC binds its own socket, and says only that it could not (in a log line of its C core): the
+            # address is tried here first, so a clash is a ListenError that says why.
+            bind_listener("grpc_port", settings.host, settings.grpc_port).close()
+        server = _start_parts(settings, storage, auth, parts, http_socket, admin_socket)
+        unwind.pop_all()
+    return server
+
+
+def _start_parts(
+    settings: Settings,
+    storage: Storage | None,
+    auth: Auth,
+    parts: RoleParts,
+    http_socket: socket.socket,
+    admin_socket: socket.socket | None,
+) -> RunningServer:
+    """:func:`start_server` once its HTTP sockets are bound."""
     storage = storage or open_storage(settings)
     # Read (and validated) before anything starts; the evaluator itself reads through the app's query room.
     alerts_config = load_alerts_config(settings.alerts_path) if settings.alerts_path and parts.query else None
@@ -156,10 +225,10 @@ def start_server(settings: Settings, storage: Storage | None = None) -> RunningS
             max_request_spans=settings.max_request_spans,
             interceptors=auth.grpc_interceptors(),
         )
-    http = HttpListener.start(app, settings.host, settings.http_port, "hotspan-http")
+    http = HttpListener.start(app, http_socket, "hotspan-http")
     admin = None
-    if settings.admin_port >= 0:
-        admin = HttpListener.start(create_admin_app(app, settings), settings.host, settings.admin_port, "hotspan-admin")
+    if admin_socket is not None:
+        admin = HttpListener.start(create_admin_app(app, settings), admin_socket, "hotspan-admin")
     trace_pipeline = None
     if parts.pipeline:
         # The query room's configuration when there is one: the API analyses traces with the same rule tables.

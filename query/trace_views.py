@@ -24,6 +24,7 @@ import polars as pl
 
 from analysis.stage_rules import StageRules, load_stage_rules
 from query.trace_view import TraceView, build_trace_view
+from storage.ids import PADDING_64
 from storage.reader import TraceReader
 
 DEFAULT_MAX_SPANS_HELD = 2_000_000
@@ -87,7 +88,8 @@ class TraceViews:
 
     def ids_starting(self, text: str, *, tenant: str | None, limit: int = 10) -> list[str]:
         """The tenant's trace IDs that start with ``text`` when it is 8 to 31 hex characters (a short ID a page
-        showed, such as the 16-character prefix in Jaeger's and Hotspan's lists); ``[]`` for anything else.
+        showed, such as the 16-character prefix in Jaeger's and Hotspan's lists), and the 64-bit IDs whose digits
+        after the zero padding do (how Hotspan and Jaeger show those); ``[]`` for anything else.
 
         Raises:
             storage.clickhouse.StorageError: the read failed.
@@ -95,7 +97,13 @@ class TraceViews:
         prefix = text.strip().lower()
         if not SHORT_ID.fullmatch(prefix):
             return []
-        return self._reader.trace_ids_with_prefix(prefix, tenant=tenant, limit=limit)
+        found = self._reader.trace_ids_with_prefix(prefix, tenant=tenant, limit=limit)
+        if len(prefix) <= len(PADDING_64):
+            # A 64-bit ID is shown without its zero padding (storage.ids.short_trace_id): its short form is a
+            # prefix of the digits after the padding.
+            padded = self._reader.trace_ids_with_prefix(PADDING_64 + prefix, tenant=tenant, limit=limit)
+            found = sorted({*found, *padded})[:limit]
+        return found
 
     def read(self, trace_id: str, *, tenant: str | None) -> tuple[pl.DataFrame, int]:
         """What a view of ``trace_id`` is built from: its spans as ``TraceReader.trace`` returns them, at most

@@ -8,13 +8,17 @@ calling code is the same for both.
 from __future__ import annotations
 
 import copy
+import fcntl
+import os
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote, urlparse
 
 import clickhouse_connect
 import pyarrow as pa
@@ -206,6 +210,42 @@ def _limits(budgeted: bool) -> Iterator[None]:
         if budgeted and (limit := read_limit(exc)) is not None:
             raise limit from exc
         raise
+
+
+def embedded_store_held(dsn: str) -> Path | None:
+    """The directory of the embedded store ``dsn`` names (``chdb:///path``) when another engine holds it open,
+    else None (a server DSN, an in-memory engine, a directory not made yet, or a free one).
+
+    ClickHouse, chDB's included, takes an exclusive ``flock`` on ``<path>/status`` for as long as its engine is
+    open; chDB's own failure to take it surfaces only as "Error initializing EmbeddedServer" (its reason goes to
+    the process's stderr). The lock is tried and released at once. This process's own open engine holds it too
+    (a test serving in-process): that is no other engine, told by this process having the file open elsewhere.
+    """
+    parsed = urlparse(dsn)
+    if parsed.scheme != "chdb" or parsed.netloc:
+        return None
+    path = Path(unquote(parsed.path))
+    try:
+        status = os.open(path / "status", os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(status, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return None if _open_elsewhere_here(status) else path
+    finally:
+        os.close(status)
+    return None
+
+
+def _open_elsewhere_here(descriptor: int) -> bool:
+    """Whether another descriptor of this process (Linux ``/proc/self/fd``) names the file ``descriptor`` does."""
+    target = os.readlink(f"/proc/self/fd/{descriptor}")
+    for name in os.listdir("/proc/self/fd"):
+        with suppress(OSError):  # descriptors close while the directory is read
+            if int(name) != descriptor and os.readlink(f"/proc/self/fd/{name}") == target:
+                return True
+    return False
 
 
 def _redact(dsn: str) -> str:

@@ -69,6 +69,28 @@ def hex_id(text: object, digits: int) -> str:
     return text.lower().rjust(digits, "0")
 
 
+SHORT_TRACE_DIGITS = 8
+"""Hex digits of a trace ID's short form (example links, page titles)."""
+PADDING_64 = "0" * (SPAN_ID_BYTES * 2)
+"""The upper half of a stored 64-bit trace ID (Zipkin, Jaeger): the zeros :func:`check_id_bytes` pads it with."""
+
+
+def shown_trace_id(trace_id: str) -> str:
+    """A stored trace ID (32 lowercase hex) as Jaeger's UI and Zipkin show it: a 64-bit ID (the upper half zero,
+    the padding :func:`check_id_bytes` added) as its 16 hex digits, any other whole. Jaeger's ``TraceID.String``
+    prints a zero ``High`` this way, so an ID reads the same here as in the tracer that made it."""
+    padded = len(trace_id) == TRACE_ID_BYTES * 2 and trace_id.startswith(PADDING_64)
+    return trace_id[len(PADDING_64) :] if padded else trace_id
+
+
+def short_trace_id(trace_id: str, digits: int = SHORT_TRACE_DIGITS) -> str:
+    """The first ``digits`` hex digits of :func:`shown_trace_id`: a 64-bit ID's significant digits, not its zero
+    padding (which made every Zipkin and Jaeger import read ``00000000``). Kept a prefix of the shown ID rather
+    than its last digits so a short ID pasted into the trace page still finds the trace as a prefix
+    (``query.trace_views.TraceViews.ids_starting``)."""
+    return shown_trace_id(trace_id)[:digits]
+
+
 def normalize_trace_id(text: str) -> str:
     """Canonical lowercase 32-hex trace ID from user input (hex of 16 or 32 chars, or base64).
 

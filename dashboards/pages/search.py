@@ -122,6 +122,8 @@ SUBMITTING_INPUTS = (
     "search-limit",
 )
 """Fields whose Enter runs the search (as the button does)."""
+NO_RESULTS = "No results: the search has an error (see the form)"
+"""The scatter's text when the form's search cannot run."""
 
 
 def layout(**query: str) -> Component:
@@ -298,7 +300,9 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             search = build_search(form, time.time_ns())
             result = search_traces(query.store, query.analysis, search, tenant=tenant)
         except (FormError, StorageError, ValueError) as exc:
-            return no_update, no_update, no_update, str(exc), no_update
+            # Results are cleared, not kept: under the error they would read as this search's, and on a page
+            # opened from a URL with a bad field the scatter would say "Searching…" for good.
+            return [], empty_figure(NO_RESULTS), "", str(exc), no_update
         traces = result.traces
         count = f"{traces.height} trace{'s' if traces.height != 1 else ''}"
         if result.ranked:

@@ -20,6 +20,7 @@ from dashboards.topology_figures import ColorBy, cytoscape_elements, cytoscape_l
 from processors.pipeline.service_graph import USER
 from query.service import QueryService
 from storage.clickhouse import StorageError
+from storage.ids import short_trace_id
 from storage.rollup_reader import EdgeScope
 
 EXAMPLES = 10
@@ -132,7 +133,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
                 className="hs-edge-example",
                 children=[
                     dcc.Link(
-                        row["trace_id"][:16],
+                        short_trace_id(row["trace_id"], 16),
                         href=app.get_relative_path(f"/trace/{row['trace_id']}"),
                         className="hs-mono",
                     ),

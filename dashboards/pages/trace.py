@@ -36,6 +36,7 @@ from query.trace_flame import trace_flame
 from query.trace_rows import MAX_WINDOW_ROWS, Expansion, lane_window, position_of, window
 from query.trace_view import TraceView
 from storage.clickhouse import StorageError
+from storage.ids import short_trace_id
 
 LANE_BINS = 1_200
 """Bins of the stage lane above the timeline (about one per pixel of a wide screen)."""
@@ -44,6 +45,8 @@ FLAME_ID = {"type": "trace-flame", "index": 0}
 """The flame graph's id: a pattern so its click callback can exist before the graph does."""
 READ_AHEAD_THREADS = 2
 """Trace reads started ahead of the page's layout request at most at once (more page loads read in the layout)."""
+NO_TRACE = "No trace."
+"""What the flame graph's box says without a trace (none selected, or it is gone)."""
 _DETAIL_HINT = "Click a row of the timeline (anywhere on it) or a tile of the flame graph to see its span."
 
 
@@ -52,25 +55,30 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
     of its own (the pages router), so loading in it spares a second round trip before the first paint.
     ``trace_id`` comes from the URL, still percent-encoded (Dash passes path variables as they are), and may be
     malformed (then the header says why); called with none for Dash's callback validation, it reads nothing."""
-    head, stages, meta = (
-        _load(unquote(trace_id) if trace_id else None) if flask.has_request_context() else (None, None, None)
+    loading = flask.has_request_context()
+    head, stages, meta = _load(unquote(trace_id) if trace_id else None) if loading else (None, None, None)
+    stores = [
+        dcc.Store(id="trace-meta", data=meta),
+        dcc.Store(id="trace-request"),
+        dcc.Store(id="trace-rows"),
+        dcc.Store(id="trace-selected"),
+        dcc.Store(id="trace-painted"),
+        dcc.Store(id="trace-flame-wanted"),
+    ]
+    header_card = html.Div(
+        className="hs-card hs-trace-header",
+        children=[html.Div(id="trace-header", children=head), html.Div(id="trace-request-facts")],
     )
+    if trace_id and meta is None:
+        # No trace to draw (unknown, malformed, ambiguous): the header says why, and no empty panel waits for it
+        # (the flame graph's box would say "Loading…" for good: only a drawn timeline asks for it). Called without
+        # an ID, by Dash's callback validation among others (in a request), the layout stays whole.
+        return html.Div(className="hs-page hs-trace", children=[*stores, header_card])
     return html.Div(
         className="hs-page hs-trace",
         children=[
-            dcc.Store(id="trace-meta", data=meta),
-            dcc.Store(id="trace-request"),
-            dcc.Store(id="trace-rows"),
-            dcc.Store(id="trace-selected"),
-            dcc.Store(id="trace-painted"),
-            dcc.Store(id="trace-flame-wanted"),
-            html.Div(
-                className="hs-card hs-trace-header",
-                children=[
-                    html.Div(id="trace-header", children=head),
-                    html.Div(id="trace-request-facts"),
-                ],
-            ),
+            *stores,
+            header_card,
             html.Section(
                 className="hs-card",
                 children=[
@@ -110,7 +118,10 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
                     # Filled when it first comes near the viewport (trace-flame-wanted, set by the timeline widget
                     # after its first paint): Plotly's script (4.8 MB) loads with the first graph on a page, and
                     # run right after the paint it held up the page's first interactions for 100-150 ms.
-                    html.Div(id="trace-flame-box", children=html.P("Loading…", className="hs-hint")),
+                    html.Div(
+                        id="trace-flame-box",
+                        children=html.P("Loading…" if meta else NO_TRACE, className="hs-hint"),
+                    ),
                 ],
             ),
         ],
@@ -119,7 +130,7 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
 
 def title(trace_id: str | None = None) -> str:
     """Browser tab title."""
-    return f"Trace {trace_id[:8]} · Hotspan" if trace_id else "Trace · Hotspan"
+    return f"Trace {short_trace_id(trace_id)} · Hotspan" if trace_id else "Trace · Hotspan"
 
 
 def register_callbacks(app: Dash, query: QueryService) -> None:
@@ -147,7 +158,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
     def load_flame(_wanted: str | None, meta: dict | None) -> Component:
         view = _kept(meta)
         if view is None:
-            return html.P("No trace.", className="hs-hint")
+            return html.P(NO_TRACE, className="hs-hint")
         return dcc.Graph(
             id=FLAME_ID, className="hs-trace-flame", figure=flame_figure(trace_flame(view)), config=_GRAPH_CONFIG
         )

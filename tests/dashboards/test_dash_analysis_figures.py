@@ -88,6 +88,12 @@ def test_stage_percentile_table_lists_stages_with_time_in_ms_and_share() -> None
     )
     links = [node for node in walk(drilled) if isinstance(node, dcc.Link)]
     assert [link.href for link in links] == [f"/ui/trace/{'ab' * 16}", "/ui/?sort=longest", "/ui/?sort=longest"]
+    assert links[0].children == "abababab"
+    # A 64-bit ID (Zipkin, Jaeger) reads by its digits, not by the zeros it is stored with (issue 31).
+    (example, _) = [
+        node for node in walk(drilldown("/ui", ["0" * 16 + "1234abcd5678ef90"], "/ui/")) if isinstance(node, dcc.Link)
+    ]
+    assert example.children == "1234abcd" and example.href == f"/ui/trace/{'0' * 16}1234abcd5678ef90"
     assert isinstance(stage_percentile_table(percentiles.clear()), html.P)
 
 
@@ -187,7 +193,11 @@ def test_analysis_window_opens_both_ends_for_all_only() -> None:
 def test_evidence_reads_in_words_with_units() -> None:
     assert evidence_row("queue_ms_p95", 812.5) == ("Queue, p95", "812.50 ms")
     assert evidence_row("queue_share", 0.25) == ("Queue share", "25.0%")
-    assert evidence_row("tpot_growth_ratio", 2.3) == ("TPOT growth ratio", "×2.30")
+    assert evidence_row("tpot_growth_ratio", 2.3) == ("TPOT growth", "×2.30")
+    assert evidence_row("repeat_prefill_ratio", 0.004) == ("Repeat prefill", "×0.004")
+    # A level in [0, 1], not a factor: "CPU contention level ratio ×0.00" read as generated (issue 31).
+    assert evidence_row("cpu_contention_level_ratio", 0.0) == ("Host CPU contention", "0.0%")
+    assert evidence_row("cpu_contention_level_ratio", 0.82) == ("Host CPU contention", "82.0%")
     assert evidence_row("prompt_tokens_p50", 1234) == ("Prompt, median", "1,234 tokens")
     assert evidence_row("kv_cache_usage_max_share", None) == ("KV cache usage max share", "—")
     assert evidence_row("stall_s_total", 90.0) == ("Stall, total", "1.5 min")

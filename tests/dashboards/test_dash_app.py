@@ -16,6 +16,7 @@ from collector.ingest import Ingestor
 from collector.otlp_json import request_from_json
 from dashboards.app import PAGES, build_dash_app
 from query.service import QueryService
+from storage.ids import short_trace_id
 from testkit import TRACES, dash_update_body, ingest_otlp_json_file
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
@@ -193,6 +194,36 @@ def test_a_short_id_several_traces_start_lists_them(ingestor: Ingestor, query: Q
     assert "starts several traces" in several and ids[0] in several and ids[1] in several and ids[2] not in several
     assert _component(page("/ui/trace/abcdef02"), "trace-meta")["data"]["trace_id"] == ids[2]
     assert "is not a trace ID" in json.dumps(_component(page("/ui/trace/abcdef03"), "trace-header"))
+
+
+def test_a_64_bit_trace_opens_from_the_short_id_pages_show(ingestor: Ingestor, query: QueryService) -> None:
+    # Zipkin and Jaeger IDs are 64-bit: stored padded with 16 zeros, shown by their digits (storage.ids).
+    span = {
+        "traceId": "1234abcd5678ef90",
+        "spanId": "00000000000000a1",
+        "name": "op",
+        "kind": 2,
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000000001000000",
+    }
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "s"}}]},
+                "scopeSpans": [{"spans": [span]}],
+            }
+        ]
+    }
+    ingestor.export(request_from_json(body)[0])
+    stored = "0" * 16 + "1234abcd5678ef90"
+    assert short_trace_id(stored) == "1234abcd"
+    app = build_dash_app(query)
+    client = app.server.test_client()
+    dependencies = json.loads(client.get("/_dash-dependencies").data)
+    for path in ("/ui/trace/1234abcd", "/ui/trace/1234ABCD5678", "/ui/trace/1234abcd5678ef90"):
+        body = _callback_body(dependencies, "_pages_content.children", {"_pages_location.pathname": path})
+        page = client.post("/_dash-update-component", json=body).get_json()["response"]["_pages_content"]["children"]
+        assert _component(page, "trace-meta")["data"]["trace_id"] == stored, path
 
 
 def test_the_layout_holds_the_page_its_referrer_opens(ingestor: Ingestor, query: QueryService) -> None:

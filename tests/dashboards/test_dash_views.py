@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl
 import polars as pl
 import pytest
 
-from dashboards.format import attribute_dict, format_duration_ns, format_time_ns
+from dashboards.format import attribute_dict, format_duration_ns, format_rate, format_time_ns
 from dashboards.query_form import (
     LOOKBACKS,
     FormError,
@@ -108,6 +108,16 @@ def test_formatting() -> None:
     assert attribute_dict({"a": "1", "b": None}) == {"a": "1"}
     assert attribute_dict([{"key": "a", "value": "1"}]) == {"a": "1"}
     assert attribute_dict(None) == {}
+    rates = (0.0, 12.0, 1234.6, 2 / 60, 3 / 3600, 2.44e-07, 1e-09)
+    assert [format_rate(r) for r in rates] == [
+        "0/s",
+        "12.0/s",
+        "1,235/s",
+        "2.00/min",
+        "3.00/h",
+        "0.0211/day",
+        "< 0.001/day",
+    ]
 
 
 def test_search_rows() -> None:

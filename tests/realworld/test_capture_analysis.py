@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 
 from analysis import STAGES, analyze, stage_breakdown_wide
+from analysis.model_calls import model_calls
 from analysis.stage_rules import LLM_STAGES
 from collector.ingest import Ingestor
 from instrumented_stack.realclients import DRIVERS
@@ -100,6 +101,10 @@ def test_llm_share_matches_the_measured_truth(
                 assert row[column] == sum(known), (column, breakdown)
         if driver in CACHED_REPORTED:
             assert row["cached_input_tokens"] == sum(a["cached_tokens"] or 0 for a in served)
+    # Every library names the model on its call span, so every call has one: tokens vLLM's llm_request counts
+    # below it (naming none) are the model's in usage per model (issue 31).
+    calls = model_calls(analysis)
+    assert calls["model"].null_count() == 0, calls.filter(pl.col("model").is_null())["name"].unique().to_list()
     within = llm_ns / e2e_ns == pytest.approx(truth_llm_ns / truth_e2e_ns, abs=SHARE_TOLERANCE)
     if driver in SHARE_MISSES:
         assert not within, f"{driver}'s share is now within the bar: drop it from SHARE_MISSES"

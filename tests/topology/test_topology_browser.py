@@ -4,6 +4,7 @@ pipeline). Screenshots go to ``test-artifacts/``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -41,6 +42,9 @@ def test_services_page_shows_red_table_with_sparklines(browser: Browser, ui_url:
     assert rows.count() == 7  # the demo services with SERVER spans: all but the load generator
     assert rows.first.locator("td").first.inner_text() == "frontend"  # busiest first
     assert rows.first.locator("img").count() == 2
+    # The capture's few calls over all stored time: a rate per minute, hour or day, never "2.44e-07" (issue 31).
+    rate = rows.first.locator("td").nth(2).inner_text()
+    assert re.fullmatch(r"[0-9.,]+/(s|min|h|day)", rate), rate
     page.wait_for_selector("#services-latency .scatterlayer .trace", timeout=TIMEOUT_MS)
     assert "HOTSPAN_PROMETHEUS_URL" in page.inner_text("#services-engine")
     page.wait_for_selector("#services-capacity .hs-capacity-status", timeout=TIMEOUT_MS)

@@ -150,11 +150,14 @@ def test_red_table_lists_groups_busiest_first() -> None:
     assert isinstance(table, html.Table)
     rows = table.children[1].children
     assert [row.children[0].children for row in rows] == ["svc0", "svc1"]
-    assert rows[0].children[2].children == "0.0333"  # 2 calls over 60 s
+    assert rows[0].children[2].children == "2.00/min"  # 2 calls over 60 s
     assert rows[0].children[5].children == "5.0"  # p95 in ms
     header = table.children[0].children.children
-    assert header[2].children == "Rate (/s, window avg)"
-    assert header[2].title == "Calls per second, averaged over the selected window (1 min)"
+    assert header[2].children == "Rate (window avg)"
+    assert header[2].title == "Calls per second, minute, hour or day, averaged over the selected window (1 min)"
+    # A few calls over all stored time read per day, not as 2.44e-07 per second (issue 31).
+    rare = red_table(totals, series, window_s=2 / 2.44e-07).children[1].children
+    assert rare[0].children[2].children == "0.0211/day"
 
 
 def test_red_table_sparklines_fit_their_cells() -> None:

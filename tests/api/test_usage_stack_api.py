@@ -1,0 +1,119 @@
+"""Token usage per model over the demo's own data (issue 31, item 1): the instrumented stack's spans, served.
+
+In the stack the agent's ``chat`` span names the model and repeats the usage, and vLLM's ``llm_request`` below it
+counts the same prompt and completion tokens without naming a model. Tokens are counted once per chain, on the
+engine span; ``/api/v1/usage?group_by=model`` must still file them under the chain's model, not under none.
+
+Input: four Azure conversation rows replayed closed-loop with two users through the five services in this
+process (engine speed 20), posted as one OTLP/protobuf body to a served Hotspan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from cluster_kit import layout_settings
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from hotspan.server import RunningServer, start_server
+from hotspan.settings import load_settings
+from instrumented_stack.capture import InMemorySpans
+from instrumented_stack.loadgen import UserSettings, replay_closed_loop
+from instrumented_stack.prompts import PromptBuilder
+from instrumented_stack.runner import with_speed
+from instrumented_stack.stack import Stack, StackConfig
+from instrumented_stack.tokenizer import default_tokenizer
+from instrumented_stack.workload import load_workload
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+ROWS = 4
+ANALYSIS_DEADLINE_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def stack_spans() -> ExportTraceServiceRequest:
+    """One clean stack run's spans as an OTLP export request."""
+    config = with_speed(StackConfig(), 20.0)
+    builder = PromptBuilder(default_tokenizer(), 7, {"catalogue": 2.0, "calculate": 1.0, "policy": 1.0})
+    prompts = [builder.build(row) for row in load_workload("azure-conv", limit=ROWS)]
+    spans = InMemorySpans()
+    with Stack(config, spans) as stack:
+        settings = UserSettings(tenants=config.credentials(("tenant-p0",)))
+        outcomes = asyncio.run(replay_closed_loop(stack.gateway_url, prompts, settings, users=2))
+    assert all(outcome.ok for outcome in outcomes), [o.error for o in outcomes if not o.ok]
+    return encode_spans(spans.spans())
+
+
+@pytest.fixture(scope="module")
+def server(
+    chdb_dsn: str, layout: str, tmp_path_factory: pytest.TempPathFactory, stack_spans: ExportTraceServiceRequest
+) -> Iterator[RunningServer]:
+    with layout_settings(chdb_dsn, layout, "stack_usage") as where:
+        settings = load_settings(
+            data_dir=tmp_path_factory.mktemp("stack_usage"),
+            clickhouse_dsn=chdb_dsn,
+            http_port=0,
+            grpc_port=-1,
+            trace_idle_s=0.2,
+            **where,
+        )
+        running = start_server(settings)
+        answer = httpx.post(
+            f"{running.base_url}/v1/traces",
+            content=stack_spans.SerializeToString(),
+            headers={"content-type": "application/x-protobuf"},
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+        yield running
+        running.stop()
+
+
+def chat_usage(request: ExportTraceServiceRequest) -> tuple[int, int, int]:
+    """The agent's model calls (``chat`` spans naming :data:`MODEL`): their count and the input and output tokens
+    they carry, summed."""
+    calls = input_tokens = output_tokens = 0
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                attributes = {a.key: a.value for a in span.attributes}
+                if span.name.startswith("chat") and attributes["gen_ai.request.model"].string_value == MODEL:
+                    calls += 1
+                    input_tokens += attributes["gen_ai.usage.input_tokens"].int_value
+                    output_tokens += attributes["gen_ai.usage.output_tokens"].int_value
+    return calls, input_tokens, output_tokens
+
+
+def roots(request: ExportTraceServiceRequest) -> int:
+    return sum(not s.parent_span_id for r in request.resource_spans for c in r.scope_spans for s in c.spans)
+
+
+def analysed(server: RunningServer, traces: int) -> None:
+    """Waits until the pipeline has analysed ``traces`` traces (each search result carries its model calls)."""
+    deadline = time.monotonic() + ANALYSIS_DEADLINE_S
+    while time.monotonic() < deadline:
+        found = httpx.get(f"{server.base_url}/api/v1/traces", params={"limit": 100}, timeout=30).json()["traces"]
+        if len(found) == traces and all(t["llm_calls"] is not None for t in found):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the trace pipeline did not analyse {traces} traces in {ANALYSIS_DEADLINE_S} s")
+
+
+def test_usage_per_model_files_the_engine_counted_tokens_under_the_model(
+    server: RunningServer, stack_spans: ExportTraceServiceRequest
+) -> None:
+    analysed(server, roots(stack_spans))
+    calls, input_tokens, output_tokens = chat_usage(stack_spans)
+    assert calls >= ROWS and input_tokens > 0 and output_tokens > 0
+    answer = httpx.get(f"{server.base_url}/api/v1/usage", params={"start_ns": 0, "group_by": "model"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    groups = {g["group"]: g for g in answer.json()["groups"]}
+    model = groups[MODEL]
+    assert (model["llm_calls"], model["input_tokens"], model["output_tokens"]) == (calls, input_tokens, output_tokens)
+    # No tokens are left under a missing model: every chain of the stack names one.
+    assert "" not in groups, groups
