@@ -34,9 +34,9 @@ from served_stack import (
     Cell,
     cell_json,
     findings_line,
+    open_served,
     resolve_workload,
     run_cell,
-    served_stack as serving_stack,
 )
 
 DEFAULT_WORKLOADS = ("azure-conv", "demo")
@@ -89,8 +89,10 @@ def main() -> None:
         root = args.workdir or Path(tmp)
         for prometheus in SETTINGS[args.prometheus]:
             workdir = root / f"prometheus-{'on' if prometheus else 'off'}"
-            with serving_stack(workdir, prometheus) as (served, scraper):
-                print(f"# hotspan serve at {served.url}" + (f", Prometheus {scraper.url}" if scraper else ""), flush=True)
+            with open_served(workdir, prometheus) as (served, scraper):
+                print(
+                    f"# hotspan serve at {served.url}" + (f", Prometheus {scraper.url}" if scraper else ""), flush=True
+                )
                 for neighbour in SETTINGS[args.neighbour]:
                     for workload in workloads:
                         for fault in faults:

@@ -65,9 +65,11 @@ __all__ = [
     "Served",
     "Workload",
     "above_info",
+    "cell_json",
     "findings_line",
     "judge",
     "load_average",
+    "open_served",
     "resolve_workload",
     "run_cell",
 ]
@@ -327,7 +329,9 @@ class EngineScraper:
                 }
             ],
         }
-        self.url = self._scope.enter_context(serving("prometheus", self.workdir, config, ["--storage.tsdb.path={workdir}/tsdb"]))
+        self.url = self._scope.enter_context(
+            serving("prometheus", self.workdir, config, ["--storage.tsdb.path={workdir}/tsdb"])
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -518,7 +522,7 @@ def run_cell(
         cell.held, cell.verdict = judge(fault, cell.findings)
         if cell.rule_errors:
             cell.verdict += f" [rule errors: {', '.join(e['cause'] for e in cell.rule_errors)}]"
-    except Exception as exc:  # noqa: BLE001 - one failed cell is reported, the matrix goes on
+    except Exception as exc:  # one failed cell is reported, the matrix goes on
         cell.error = f"{type(exc).__name__}: {exc}"
         cell.verdict = cell.error
     finally:
@@ -535,7 +539,7 @@ def cell_json(cell: Cell) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def served_stack(workdir: Path, prometheus: bool) -> Iterator[tuple[Served, EngineScraper | None]]:
+def open_served(workdir: Path, prometheus: bool) -> Iterator[tuple[Served, EngineScraper | None]]:
     """A served Hotspan (reading a real Prometheus that scrapes the stack's engine when ``prometheus``)."""
     with contextlib.ExitStack() as scope:
         scraper = scope.enter_context(EngineScraper(workdir)) if prometheus else None
