@@ -62,6 +62,16 @@ def _decode_bound(config: StackConfig) -> StackConfig:
     return _agent(_engine(config, max_num_seqs=256), output_tokens_factor=8.0)
 
 
+BLOCKING_LOOKUP_S = 0.1
+"""Catalogue lookup latency under ``event_loop_blocking``, seconds: long enough that other requests' work
+arrives during a blocking call at the stack's default rate."""
+
+
+def _event_loop_blocking(config: StackConfig) -> StackConfig:
+    tools = config.tools.model_copy(update={"lookup_latency_s": max(config.tools.lookup_latency_s, BLOCKING_LOOKUP_S)})
+    return _agent(config, tool_calls="blocking").model_copy(update={"tools": tools})
+
+
 @dataclass(frozen=True, slots=True)
 class Fault:
     """One switch: ``name``, ``changes`` (what it does), ``stage`` (what it should move), ``patch``."""
@@ -77,9 +87,10 @@ FAULTS: dict[str, Fault] = {
     for fault in (
         Fault(
             "queue_saturation",
-            "engine max_num_seqs 64 -> 2: requests wait in the scheduler's queue",
+            "engine max_num_seqs 64 -> 1: requests wait in the scheduler's queue (at the default open-loop rate, "
+            "about two requests a second, two sequences at once rarely queued)",
             "llm.queue",
-            lambda c: _engine(c, max_num_seqs=2),
+            lambda c: _engine(c, max_num_seqs=1),
         ),
         Fault(
             "prefix_cache_off",
@@ -127,9 +138,10 @@ FAULTS: dict[str, Fault] = {
         ),
         Fault(
             "event_loop_blocking",
-            "agent calls the tool service with a synchronous HTTP client inside its async handler",
+            f"agent calls the tool service with a synchronous HTTP client inside its async handler, and catalogue "
+            f"lookups take {BLOCKING_LOOKUP_S * 1e3:.0f} ms (a blocking client on a 2 ms call stalls nobody)",
             "agent",
-            lambda c: _agent(c, tool_calls="blocking"),
+            _event_loop_blocking,
         ),
         Fault(
             "oversized_responses",

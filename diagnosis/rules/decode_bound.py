@@ -67,6 +67,13 @@ class DecodeBoundConfig(RuleConfig):
         description="Mean decoding batch of the top third over the bottom third (ratio) needed to judge growth: "
         "over a narrow batch range any trend is noise.",
     )
+    batch_min_count: float = Field(
+        gt=1,
+        description="Mean decoding batch of the top third needed to blame the batch for TPOT growth. Count. Below "
+        "it a decode step is mostly its fixed cost (reading the weights: about 6 ms against 0.25 ms per sequence "
+        "on an 8B model), so what slows a token in the larger batches is other requests' prefill sharing the "
+        "steps, not the batch size: on the stack's clean default workload, batches of 1-4 showed TPOT 1.7x.",
+    )
     min_calls: int = Field(ge=3, description="Engine calls with two or more output tokens needed to judge. Count.")
     full_confidence_calls: int = Field(
         ge=2, description="Calls at which the sample no longer limits confidence. Count."
@@ -178,11 +185,12 @@ def _decoding_batch(calls: pl.DataFrame) -> np.ndarray:
 def _growth_test(batch: np.ndarray, tpot: np.ndarray, config: DecodeBoundConfig) -> EvidenceTest | None:
     """Whether TPOT is larger in the top third of calls by batch than in the bottom third (effect: the ratio of
     their medians); ``None`` when the top third's mean batch is under ``batch_spread_min`` times the bottom
-    third's, since nothing can then be said about growth."""
+    third's or under ``batch_min_count``, since nothing can then be said about growth with the batch."""
     order = np.argsort(batch, kind="stable")
     third = max(1, order.size // 3)
     low, high = order[:third], order[-third:]
-    if batch[high].mean() < batch[low].mean() * config.batch_spread_min:
+    top = batch[high].mean()
+    if top < batch[low].mean() * config.batch_spread_min or top < config.batch_min_count:
         return None
     return larger_values(
         "TPOT of calls in the largest decoding batches (top third) > in the smallest (bottom third)",

@@ -96,7 +96,7 @@ def connections(connecting: int, tls_ms: float = 6.0, count: int = 10) -> list[S
 
 def decode_heavy(batched: bool) -> list[SpanSpec]:
     """Requests generating 40 tokens. Not batched: 12, one after another, 400 ms of decode each. Batched: 12
-    alone at 300 ms, then two rounds of six at once at 700 ms each (TPOT 2.3x in a batch of six)."""
+    alone at 300 ms, then two rounds of eight at once at 700 ms each (TPOT 2.3x in a batch of eight)."""
     if not batched:
         return build_all(
             Request(trace=i, start_ms=i * 600.0, chats=(Chat(prompt=f"long {i}", decode_ms=400.0),)) for i in range(12)
@@ -106,9 +106,9 @@ def decode_heavy(batched: bool) -> list[SpanSpec]:
     ]
     together = [
         Request(
-            trace=12 + i, start_ms=7_000.0 + (i // 6) * 1_000.0, chats=(Chat(prompt=f"batch {i}", decode_ms=700.0),)
+            trace=12 + i, start_ms=7_000.0 + (i // 8) * 1_000.0, chats=(Chat(prompt=f"batch {i}", decode_ms=700.0),)
         )
-        for i in range(12)
+        for i in range(16)
     ]
     return build_all(alone + together)
 

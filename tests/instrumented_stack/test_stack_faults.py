@@ -45,7 +45,7 @@ def test_fault_names_never_appear_in_spans(scenario: Scenario) -> None:
 
 
 def test_queue_saturation_moves_llm_queue(scenario: Scenario) -> None:
-    """max_num_seqs 64 -> 2 with six users: summed time_in_queue grows by at least 0.2 s and 5x."""
+    """max_num_seqs 64 -> 1 with six users: summed time_in_queue grows by at least 0.2 s and 5x."""
     clean, faulty = scenario(), scenario("queue_saturation")
     _all_ok(faulty)
     before, after = engine_sum(clean.spans, "time_in_queue"), engine_sum(faulty.spans, "time_in_queue")
