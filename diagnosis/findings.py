@@ -145,14 +145,17 @@ class Finding(BaseModel):
 
 
 def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """``findings`` ordered by severity (critical first); among warnings and critical findings, by the latency
-    they explain (``latency_share``, none counting as 0), then confidence (highest first), then cause name. A
-    warning exists only with its evidence (:func:`diagnosis.evidence.capped`), so the one that explains most
-    latency leads; ``info`` findings, worth knowing rather than acting on, rank by confidence alone."""
+    """``findings`` ordered by severity (critical first); within a severity, findings whose comparisons all
+    passed (:attr:`EvidenceTest.significant`, or that rest on none) before those with a comparison that did not;
+    then, among warnings and critical findings, by the latency they explain (``latency_share``, none counting as
+    0); then confidence (highest first), then cause name. A warning exists only with its evidence
+    (:func:`diagnosis.evidence.capped`), so the one that explains most latency leads; an ``info`` finding whose
+    comparison failed (kept for its numbers) comes after every other ``info`` finding, however small its p-value."""
 
-    def key(finding: Finding) -> tuple[int, float, float, str]:
+    def key(finding: Finding) -> tuple[int, bool, float, float, str]:
+        unsupported = not all(test.significant for test in finding.tests)
         impact = (finding.latency_share or 0.0) if finding.severity != "info" else 0.0
-        return (-SEVERITIES.index(finding.severity), -impact, -finding.confidence, finding.cause)
+        return (-SEVERITIES.index(finding.severity), unsupported, -impact, -finding.confidence, finding.cause)
 
     return sorted(findings, key=key)
 

@@ -3,7 +3,7 @@
 While the stack is open, :class:`BatchLoad` sends ``POST /v1/agent`` as ``tenant`` (whose API key gives it its
 tier, P2 in the demo tenants) open loop: the rate grows linearly, ``rate_per_s_per_s`` more requests per second
 every second from 0, up to ``max_rate_per_s``, the way a backfill or evaluation job ramps up, until it has sent
-``max_requests``; with ``after_first_request`` the clock starts when the gateway has had its first request
+``max_requests``; with ``after_requests`` the clock starts when the gateway has had that many requests
 (its ``/metrics``), so the job joins the users' traffic however long they took to start. Answers are read
 and dropped (429s included: the gateway refuses what its SLA cannot hold). Like the users it is not
 instrumented, so each request is a trace rooted at the gateway. It runs on its own thread and event loop;
@@ -37,10 +37,12 @@ class BatchLoadConfig(BaseModel):
     )
     max_tokens: int = Field(default=16, ge=1, description="answer length in tokens")
     start_after_s: float = Field(default=0.0, ge=0, description="first request this long after the start, seconds")
-    after_first_request: bool = Field(
-        default=False,
-        description="the start is when the gateway has had its first request (the users'), not when the client "
-        "starts: on a busy host the users' first requests can come a second after the stack opens",
+    after_requests: int = Field(
+        default=0,
+        ge=0,
+        description="the start is when the gateway has had this many requests (the users'), not when the client "
+        "starts (0): on a busy host the users' first requests can come a second after the stack opens, and an "
+        "open-loop replay's first rows can be seconds apart",
     )
     rate_per_s_per_s: float = Field(default=8.0, gt=0, description="growth of the request rate, requests/s per s")
     max_rate_per_s: float = Field(default=40.0, gt=0, description="the rate stops growing here, requests/s")
@@ -112,8 +114,8 @@ class BatchLoad:
         self._stopping = asyncio.Event()
         config = self._config
         async with httpx.AsyncClient(base_url=self._gateway_url, timeout=config.timeout_s) as http:
-            if config.after_first_request:
-                await self._first_request(http)
+            if config.after_requests:
+                await self._gateway_requests(http, config.after_requests)
             started = self._loop.time() + config.start_after_s
             in_flight: set[asyncio.Task[None]] = set()
             for n in range(1, config.max_requests + 1):
@@ -130,13 +132,13 @@ class BatchLoad:
             if in_flight:
                 await asyncio.wait(in_flight, timeout=config.timeout_s)
 
-    async def _first_request(self, http: httpx.AsyncClient) -> None:
-        """Return once the gateway has had a request (or :meth:`stop` was called)."""
+    async def _gateway_requests(self, http: httpx.AsyncClient, count: int) -> None:
+        """Return once the gateway has had ``count`` requests (or :meth:`stop` was called)."""
         assert self._stopping is not None
         while not self._stopping.is_set():
             with contextlib.suppress(httpx.HTTPError):
                 response = await http.get("/metrics")
-                if response.status_code == 200 and _requests(response.text) > 0:
+                if response.status_code == 200 and _requests(response.text) >= count:
                     return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), GATEWAY_POLL_S)

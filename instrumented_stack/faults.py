@@ -46,16 +46,19 @@ def _tier_flood(config: StackConfig) -> StackConfig:
 TIER_FLOOD_SLOTS = 8
 """Gateway slots under the tier flood: more than the six users of the fault runs, so they alone never wait."""
 TIER_FLOOD = BatchLoadConfig(
-    after_first_request=True,
+    after_requests=3,
     rate_per_s_per_s=200.0,
-    max_rate_per_s=300.0,
-    max_requests=60,
+    max_rate_per_s=40.0,
+    max_requests=240,
     max_tokens=256,
 )
-"""The flood: 60 long requests (256 tokens) from the gateway's first request (the users': on a busy host they can
-come a second after the stack opens, after a flood timed from the opening), the first one 0.1 s later,
-the rate rising by 200 requests/s every second, so all are sent by 0.8 s; in arrival order they hold the slots
-and queue ahead of the users' later requests for the seconds the fault runs last at speed 20."""
+"""The flood: 240 long requests (256 tokens) from the gateway's third request (the users': on a busy host they
+can come a second after the stack opens, and the default open-loop replay's first rows seconds apart, after a
+flood timed from the opening; from the third, every tier of the default tenants has started), the rate rising
+to 40 requests/s within 0.2 s, so all are sent over about 6 s, twice what the eight slots serve: in arrival order
+they hold the slots and queue ahead of the users' requests for about ten seconds at speed 20, long enough for a
+handful of the P0 users' requests to arrive at the default rate (about 2 requests/s, a third of them P0). The
+first flood (60 requests from the first request) was over before the default replay's first P0 request."""
 
 
 def _decode_bound(config: StackConfig) -> StackConfig:
@@ -152,7 +155,7 @@ FAULTS: dict[str, Fault] = {
         Fault(
             "tier_flood",
             f"a P2 batch tenant sends {TIER_FLOOD.max_requests} requests of {TIER_FLOOD.max_tokens} tokens from "
-            "the gateway's first request, the rate rising by "
+            f"the gateway's request {TIER_FLOOD.after_requests}, the rate rising by "
             f"{TIER_FLOOD.rate_per_s_per_s:.0f} requests/s every second (up to {TIER_FLOOD.max_rate_per_s:.0f}/s), "
             f"while the gateway admits {TIER_FLOOD_SLOTS} requests at once (64 before) in arrival order, whatever "
             "their tier: P0 requests queue behind the batch backlog (up to P2's SLA, 5 s of it)",

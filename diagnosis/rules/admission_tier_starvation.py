@@ -163,11 +163,11 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         )
 
     def _worst_pair(self, requests: pl.DataFrame) -> _Starving | None:
-        """The pair whose higher tier suffered most by either comparison (:data:`COMPARISONS`) among those whose
-        comparisons are evidence (:mod:`diagnosis.evidence`, the significance level divided among the pairs and
-        comparisons that crossed the thresholds: those are the ones tried as evidence); failing that, the one that
-        crossed the thresholds without evidence (reported as ``info``); ``None`` when no pair crosses them.
-        """
+        """The pair whose higher tier suffered most, times its lower tier's load growth, by either comparison
+        (:data:`COMPARISONS`) among those whose comparisons are evidence (:mod:`diagnosis.evidence`, the
+        significance level divided among the pairs and comparisons that crossed the thresholds: those are the ones
+        tried as evidence); failing that, the one that crossed the thresholds without evidence (reported as
+        ``info``); ``None`` when no pair crosses them."""
         candidates = []
         ranks = requests["rank"].unique().sort().to_list()
         for rank in ranks:
@@ -193,7 +193,9 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         best: tuple[bool, float, _Starving] | None = None
         for score, comparison, high, low, split, lower in crossed:
             tests = self._tests(comparison, high, low, split, lower, tries=len(crossed))
-            key = (all(test.significant for test in tests), score)
+            # The lower tier to blame is the one whose surge was largest beside the suffering: users of a middle
+            # tier queued by the same flood are in flight too, but far fewer of them.
+            key = (all(test.significant for test in tests), score * min(_volume_growth(low), GROWTH_CAP))
             if best is None or key > best[:2]:
                 best = (*key, _Starving(comparison, high, low, split, tests))
         return None if best is None else best[2]
@@ -282,6 +284,9 @@ def _strength(test: EvidenceTest) -> tuple[bool, float]:
     """Sort key putting the stronger of two alternative tests first: evidence before none, then lower p."""
     return (not test.significant, test.p_value)
 
+
+GROWTH_CAP = 1_000.0
+"""Where a lower tier's load growth stops counting when pairs are ranked (growth from nothing is infinite)."""
 
 COMPARISONS = ("halves", "lower_in_flight")
 """How a higher tier's requests are split in two: ``halves``, first and second half of their time range;

@@ -130,3 +130,14 @@ def test_a_comparison_without_evidence_cannot_outrank_one_with_it() -> None:
     starving = _finding("admission_tier_starvation", capped("warning", [weak]), joint_confidence([weak]), 0.3)
     queue = _finding("queue_saturation", "warning", 0.9, 0.2)
     assert [f.cause for f in rank_findings([starving, queue])] == ["queue_saturation", "admission_tier_starvation"]
+
+
+def test_an_info_finding_whose_comparison_failed_comes_after_the_other_info_findings() -> None:
+    # The served matrix's decode_bound run: the starvation comparison (p just over its level) had 0.97 and led
+    # the decode finding the fault is about.
+    near = larger_values("P0 latency", list(range(10, 20)), list(range(14, 24)), min_count=4, min_effect_ratio=1.5)
+    assert not near.significant and joint_confidence([near]) > 0.8
+    starving = _finding("admission_tier_starvation", "info", joint_confidence([near]), None)
+    starving = starving.model_copy(update={"tests": [near]})
+    decode = _finding("decode_bound", "info", 0.8, 0.7)
+    assert [f.cause for f in rank_findings([starving, decode])] == ["decode_bound", "admission_tier_starvation"]

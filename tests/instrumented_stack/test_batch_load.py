@@ -55,11 +55,11 @@ class _StandInServer(ThreadingHTTPServer):
     posts = 0
 
 
-def test_after_first_request_the_job_waits_for_the_gateways_first_request() -> None:
+def test_the_job_waits_for_the_gateways_requests() -> None:
     server = _StandInServer(("127.0.0.1", 0), _GatewayStandIn)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    config = BatchLoadConfig(after_first_request=True, rate_per_s_per_s=1000.0, max_rate_per_s=1000.0, max_requests=3)
+    config = BatchLoadConfig(after_requests=2, rate_per_s_per_s=1000.0, max_rate_per_s=1000.0, max_requests=3)
     batch = BatchLoad(config, url, TenantCredentials("tenant-b"))
     try:
         batch.start()
@@ -67,6 +67,9 @@ def test_after_first_request_the_job_waits_for_the_gateways_first_request() -> N
         wait_until(lambda: server.polls >= 5, 10.0, "five reads of the gateway's /metrics", every_s=0.01)
         assert server.posts == 0
         server.requests = 1
+        wait_until(lambda: server.polls >= 10, 10.0, "five more reads after its first request", every_s=0.01)
+        assert server.posts == 0
+        server.requests = 2
         wait_until(lambda: server.posts == 3, 10.0, "the job's three requests", every_s=0.01)
     finally:
         batch.stop()
