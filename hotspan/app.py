@@ -17,7 +17,8 @@ from alerts.anomaly import AnomalyLoop
 from alerts.config import AlertsConfig
 from alerts.evaluator import SloEvaluator, diagnosis_annotations
 from alerts.notify import build_notifiers
-from analysis import STAGES
+from analysis import STAGES, load_stage_rules
+from analysis.pricing import load_price_table
 from api import analysis as analysis_api
 from api import capacity as capacity_api
 from api import diagnosis as diagnosis_api
@@ -50,9 +51,11 @@ from hotspan.roles import PARTS
 from hotspan.settings import Settings
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import TracePipelineConfig
+from processors.pipeline.hotspot_rules import load_hotspot_rules
 from processors.pipeline.pipeline import TracePipeline
 from processors.pipeline.service_graph import ServiceGraphProcessor
 from processors.pipeline.tail_sampling import TailSampler, TailSamplingMetrics
+from processors.pipeline.tail_sampling_policies import load_tail_sampling
 from processors.pipeline.trace_metrics import TraceMetrics, TraceMetricsProcessor
 from query.anomaly import AnomalySettings
 from query.capacity import CapacityService
@@ -124,16 +127,17 @@ def trace_pipeline_config(settings: Settings) -> TracePipelineConfig:
 
     Raises:
         analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError,
-            processors.pipeline.tail_sampling_policies.TailSamplingError: a rule or policy file is invalid.
+            analysis.pricing.PriceTableError, processors.pipeline.tail_sampling_policies.TailSamplingError: a rule,
+            price or policy file is unreadable or invalid (every problem listed).
     """
-    return TracePipelineConfig.load(
+    return TracePipelineConfig(
         trace_idle_s=settings.trace_idle_s,
-        stage_rules_path=settings.stage_rules_path,
-        hotspot_rules_path=settings.hotspot_rules_path,
+        stage_rules=load_stage_rules(settings.stage_rules_path),
+        hotspot_rules=load_hotspot_rules(settings.hotspot_rules_path),
         hotspot_window_s=settings.hotspot_window_s,
-        prices_path=settings.prices_path,
+        prices=load_price_table(settings.prices_path),
         max_trace_spans=settings.max_trace_spans,
-        tail_sampling_path=settings.tail_sampling_path,
+        tail_sampling=load_tail_sampling(settings.tail_sampling_path),
     )
 
 
@@ -173,7 +177,6 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
         analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError,
             analysis.pricing.PriceTableError, diagnosis.RuleTableError: a configured table is invalid.
     """
-    engine_metrics = PrometheusEngineMetrics(settings.prometheus_url) if settings.prometheus_url else None
     reads = storage.clickhouse.budgeted(settings.read_budget)
     return QueryService.build(
         ClickHouseTraceReader(reads, settings.max_search_spans),
@@ -182,10 +185,18 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
         trace_pipeline_config(settings),
         diagnosis_settings(settings),
         ClickHouseIncidentStore(reads),
-        engine_metrics,
+        engine_metrics(settings),
         capacity_service(settings),
         settings.cardinality_limit,
     )
+
+
+def engine_metrics(settings: Settings) -> PrometheusEngineMetrics | None:
+    """vLLM's metrics for the Services page, read from ``settings.prometheus_url`` with the per-query timeout
+    ``HOTSPAN_PROMETHEUS_TIMEOUT_S``, the one diagnosis and the capacity score use; None without a URL."""
+    if not settings.prometheus_url:
+        return None
+    return PrometheusEngineMetrics(settings.prometheus_url, timeout_s=settings.prometheus_timeout_s)
 
 
 def capacity_service(settings: Settings) -> CapacityService:

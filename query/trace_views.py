@@ -25,14 +25,12 @@ import polars as pl
 from analysis.stage_rules import StageRules, load_stage_rules
 from query.trace_view import TraceView, build_trace_view
 from storage.ids import PADDING_64
-from storage.reader import TraceReader
+from storage.reader import MAX_TRACE_SPANS, TraceReader
 
 DEFAULT_MAX_SPANS_HELD = 2_000_000
 """Spans the kept views may hold together; the view just built is kept even when it alone is larger."""
 DEFAULT_MAX_VIEWS = 32
 """Views kept at most."""
-DEFAULT_MAX_READ_SPANS = 100_000
-"""Spans one view reads at most (``HOTSPAN_MAX_TRACE_SPANS``' default)."""
 
 Key = tuple[str | None, str]
 
@@ -61,7 +59,7 @@ class TraceViews:
         *,
         max_spans_held: int = DEFAULT_MAX_SPANS_HELD,
         max_views: int = DEFAULT_MAX_VIEWS,
-        max_read_spans: int = DEFAULT_MAX_READ_SPANS,
+        max_read_spans: int = MAX_TRACE_SPANS,
     ) -> None:
         self._reader = reader
         self.rules = rules if rules is not None else load_stage_rules()

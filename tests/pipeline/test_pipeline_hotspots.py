@@ -33,7 +33,7 @@ def _trace_id(number: int) -> str:
 def _service(store: ClickHouse, tmp_path: Path) -> tuple[TracePipeline, AnalysisService]:
     rules = tmp_path / "hotspots.yaml"
     rules.write_text(RULES)
-    config = TracePipelineConfig.load(hotspot_rules_path=rules)
+    config = TracePipelineConfig(hotspot_rules=load_hotspot_rules(rules))
     analysis_store = ClickHouseAnalysisStore(store, STAGES)
     reader = ClickHouseTraceReader(store)
     return TracePipeline(analysis_store, reader, config), AnalysisService(reader, analysis_store, config)
