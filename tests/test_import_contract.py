@@ -1,6 +1,7 @@
 """The import contract (pyproject's ``[tool.importlinter]``) holds for the tree and catches what it forbids:
-an import back up the layers, the stack importing the server, the SDK importing Hotspan. Each probe is one line
-added to a copy of the packages; lint-imports must fail on it and name the contract it breaks."""
+an import back up the layers, the stack importing the server, the SDK importing Hotspan, the server importing a
+checkout's tools. Each probe is one line added to a copy of the packages; lint-imports must fail on it and name the
+contract it breaks."""
 
 from __future__ import annotations
 
@@ -26,12 +27,14 @@ PACKAGES = (
     "alerts",
     "query",
     "units",
+    "tools",
 )
 PROBES = {
     "storage/_probe.py": ("import api.traces\n", "One direction"),
     "analysis/_probe.py": ("import query.trace_view\n", "One direction"),
     "instrumented_stack/_probe.py": ("import hotspan.server\n", "instrumented_stack imports nothing"),
     "processors/sdk/_probe.py": ("import storage.ids\n", "processors.sdk imports nothing"),
+    "hotspan/_probe.py": ("import tools.device_check\n", "Nothing imports tools"),
 }
 
 
