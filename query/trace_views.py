@@ -70,8 +70,6 @@ class TraceViews:
         self._states: dict[Key, tuple[int, int]] = {}
         self._building: dict[Key, threading.Lock] = {}
         self._lock = threading.Lock()
-        self.reads = 0
-        """Trace reads so far (what the "read at most once per page load" tests count)."""
 
     def load(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
         """The view of ``trace_id`` (canonical 32 hex) as stored now: the kept one when the trace has not changed
@@ -144,8 +142,6 @@ class TraceViews:
                     self._kept.move_to_end(key)
                     return kept
             spans = self._read_spans(trace_id, tenant, state[0])
-            with self._lock:
-                self.reads += 1
             # A trace read in part is still summed whole, by operation, in the store.
             operations = self._reader.trace_operations(trace_id, tenant=tenant) if state[0] > self._max_read else None
             view = (
