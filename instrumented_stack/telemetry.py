@@ -40,7 +40,8 @@ SpanProcessorFactory = Callable[[str], SpanProcessor]
 BAGGAGE_TENANT_ID = "tenant_id"
 BAGGAGE_SAMPLE_POLICY = "sample_policy"
 BAGGAGE_KEYS: tuple[str, ...] = (BAGGAGE_TENANT_ID, BAGGAGE_SAMPLE_POLICY)
-"""W3C baggage keys the gateway sets; ``BaggageSpanProcessor`` copies them onto every span (DESIGN.md)."""
+"""W3C baggage keys the gateway sets; ``BaggageSpanProcessor`` copies them onto every span
+(``processors/sdk/README.md``)."""
 
 
 def build_tracer_provider(
