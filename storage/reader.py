@@ -23,7 +23,7 @@ from storage.tenancy import tenant_condition, tenant_parameters
 
 MAX_TRACE_SPANS = 100_000
 """The largest trace read whole, by default (``HOTSPAN_MAX_TRACE_SPANS``): the by-ID APIs page beyond it
-(``api.trace_limits``), a trace view reads its first that many spans (``query.trace_views``) and the trace pipeline
+(``api.trace_limits``), a trace view reads its first that many spans (``query.trace_view_cache``) and the trace pipeline
 does not analyse a larger trace (``processors.pipeline.config``); the largest trace Jaeger's UI and Grafana still
 draw. Written here once, the floor every one of those readers stands on."""
 

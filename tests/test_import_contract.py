@@ -31,7 +31,7 @@ PACKAGES = (
 )
 PROBES = {
     "storage/_probe.py": ("import api.traces\n", "One direction"),
-    "analysis/_probe.py": ("import query.trace_view\n", "One direction"),
+    "analysis/_probe.py": ("import query.trace_model\n", "One direction"),
     "instrumented_stack/_probe.py": ("import hotspan.server\n", "instrumented_stack imports nothing"),
     "processors/sdk/_probe.py": ("import storage.ids\n", "processors.sdk imports nothing"),
     "hotspan/_probe.py": ("import tools.device_check\n", "Nothing imports tools"),

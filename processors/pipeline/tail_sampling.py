@@ -1,7 +1,7 @@
 """Tail sampling: keep or drop each whole trace once it is quiet, by the policies of
 :mod:`processors.pipeline.tail_sampling_policies`.
 
-The trace pipeline (:class:`processors.pipeline.pipeline.TracePipeline`) asks :meth:`TailSampler.decide` about the
+The trace pipeline (:class:`processors.pipeline.trace_pipeline.TracePipeline`) asks :meth:`TailSampler.decide` about the
 traces it analyses for the first time, after its analysis (so the ``hotspot`` policy can read the analysis's
 flags) and before it writes anything; it stores the decision in the trace's summary (``Sampled``), deletes the raw
 spans of a dropped trace after the processors (service graph, span metrics) have counted them, and tells the

@@ -29,9 +29,9 @@ from collector import _otlp_rows
 from collector.attributes import go_float
 from collector.batch import check_request
 from collector.batchwriter import PreparedBatch, UnreadableRequestError, python_request
-from collector.decode import PROTOBUF, check_body
 from collector.limits import SpanLimits
 from collector.native_writer import COLUMNS, NativeBatchWriter, native_check, native_rows
+from collector.otlp_body import PROTOBUF, check_body
 from collector.rejections import Rejection
 from collector.results import ExportResult, export_result
 from collector.wire import encode_varint, read_batch, write_batch
@@ -446,7 +446,7 @@ def test_the_receiver_answers_clean_bodies_without_a_protobuf_parse(monkeypatch:
     clean = build_requests(10, per_request=10)[0]
     expected = check_body(ANOMALIES["duplicate span"], PROTOBUF)
     assert expected.result.rejected == 1
-    monkeypatch.setattr("collector.decode.decode_request", lambda raw, media: pytest.fail("parsed"))
+    monkeypatch.setattr("collector.otlp_body.decode_request", lambda raw, media: pytest.fail("parsed"))
     checked = check_body(clean, PROTOBUF)
     assert (checked.body, checked.spans, checked.result) == (clean, 10, export_result(10, [], []))
 

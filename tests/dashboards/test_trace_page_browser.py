@@ -25,7 +25,7 @@ from browser_kit import (
 )
 from dashboards.trace_panels import FIRST_WINDOW_ROWS
 from hotspan.importer import StoreSink, import_paths
-from query.trace_views import TraceViews
+from query.trace_view_cache import TraceViews
 from storage.clickhouse import ClickHouse
 from storage.writer import ClickHouseTraceWriter
 from synthetic_traces import agent_trace

@@ -16,7 +16,7 @@ from hotspan.app import engine_metrics
 from hotspan.cli import main
 from hotspan.settings import ENVIRONMENT, load_settings
 from processors.pipeline.config import TracePipelineConfig
-from query.trace_views import TraceViews
+from query.trace_view_cache import TraceViews
 from storage.reader import MAX_TRACE_SPANS
 
 

@@ -12,8 +12,8 @@ from analysis import STAGES
 from collector.ingest import Ingestor
 from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.hotspot_rules import HotspotRulesError, load_hotspot_rules
-from processors.pipeline.pipeline import TracePipeline
-from query.analysis import AnalysisService
+from processors.pipeline.trace_pipeline import TracePipeline
+from query.analysis_service import AnalysisService
 from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader

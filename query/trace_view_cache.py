@@ -10,8 +10,8 @@ Kept per (tenant, trace ID), least recently used first out, bounded by the spans
 A read is bounded too: a trace of more spans than ``max_read_spans`` (``HOTSPAN_MAX_TRACE_SPANS``, the bound of the
 trace pipeline and of the trace APIs' pages) is read as its first that many spans by start
 (``TraceReader.trace_page``, which costs memory for those only), and its view says how many the store holds
-(:attr:`query.trace_view.TraceView.stored_spans`) and its operations summed over the whole trace in the store
-(``TraceReader.trace_operations``, :attr:`query.trace_view.TraceView.operations`); the whole trace is never held.
+(:attr:`query.trace_model.TraceView.stored_spans`) and its operations summed over the whole trace in the store
+(``TraceReader.trace_operations``, :attr:`query.trace_model.TraceView.operations`); the whole trace is never held.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections import OrderedDict
 import polars as pl
 
 from analysis.stage_rules import StageRules, load_stage_rules
-from query.trace_view import TraceView, build_trace_view
+from query.trace_model import TraceView, build_trace_view
 from storage.ids import PADDING_64
 from storage.reader import MAX_TRACE_SPANS, TraceReader
 
@@ -39,7 +39,7 @@ SHORT_ID = re.compile(r"[0-9a-f]{8,31}")
 
 
 class TraceViews:
-    """Builds :class:`~query.trace_view.TraceView` objects from a reader and keeps them (module docstring).
+    """Builds :class:`~query.trace_model.TraceView` objects from a reader and keeps them (module docstring).
 
     Thread-safe: concurrent requests for one trace that is not kept wait for one build instead of each reading
     the trace.

@@ -1,4 +1,4 @@
-"""Kept trace views (``query.trace_views``): one read per load, reads shared by concurrent requests, the bound on
+"""Kept trace views (``query.trace_view_cache``): one read per load, reads shared by concurrent requests, the bound on
 spans held, and tenants kept apart."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from analysis.stage_rules import load_stage_rules
-from query.trace_views import TraceViews
+from query.trace_view_cache import TraceViews
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
 from storage.schema import with_tenant
