@@ -9,7 +9,7 @@ tenant (:mod:`api.tenancy`). Units are in every field name: ``_ns`` nanoseconds 
 
 Two "tenants" meet here: the caller's (from the bearer token, never a parameter) decides what can be read at
 all; the ``tenant`` query parameter and ``group_by=tenant`` are about the tenant a request's own spans name
-(``tenant_id`` / ``tenant.id`` attribute, e.g. set from W3C baggage by ``processors.sdk``).
+(``tenant_id`` / ``tenant.id`` attribute, e.g. set from W3C baggage by ``hotspan_sdk``).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ import polars as pl
 from prometheus_client import CollectorRegistry, Counter
 
 from analysis.spans import attribute
+from hotspan_sdk.consistent import MIN_PROBABILITY, threshold_for_probability
 from processors.pipeline.tail_sampling_policies import (
     AlwaysSamplePolicy,
     AndPolicy,
@@ -51,7 +52,6 @@ from processors.pipeline.tail_sampling_policies import (
     StringAttributePolicy,
     TailSamplingConfig,
 )
-from processors.sdk.consistent import MIN_PROBABILITY, threshold_for_probability
 
 KEEP, DROP = "keep", "drop"
 """Label values of ``decision``."""
@@ -275,7 +275,7 @@ def _matches(value: pl.Expr, values: list[str], regex: bool) -> pl.Expr:
 
 def _probabilistic(trace_ids: list[str], percentage: float) -> np.ndarray:
     """Kept when the trace ID's low 56 bits (its randomness, W3C Trace Context Level 2) reach the rejection threshold
-    of ``percentage`` % (``processors.sdk.consistent``): the same answer on every node, and a subset of what a
+    of ``percentage`` % (``hotspan_sdk.consistent``): the same answer on every node, and a subset of what a
     higher percentage keeps."""
     probability = percentage / 100
     if probability < MIN_PROBABILITY:
