@@ -1,6 +1,6 @@
 """The stage rule table: its schema, the packaged default, and loading a user's table.
 
-A table maps a span to one stage of the taxonomy in DESIGN.md ("LLM-aware analysis"). Document shape
+A table maps a span to one stage of :data:`STAGES` (README.md, "Analysis", says what each means). Document shape
 (YAML; the packaged ``stage_rules.yaml`` is the reference)::
 
     version: 1
@@ -84,7 +84,7 @@ Stage = Literal[
     "other",
 ]
 STAGES: tuple[Stage, ...] = get_args(Stage)
-"""The stage taxonomy of DESIGN.md, in pipeline order. ``llm.tokenize`` .. ``llm.detokenize`` are an engine's
+"""The stage taxonomy, in pipeline order (README.md, "Analysis"). ``llm.tokenize`` .. ``llm.detokenize`` are an engine's
 phases where its spans show them (vLLM's ``llm_request``); ``llm.call``, ``llm.first_token`` and
 ``llm.stream`` are LLM calls whose inside is not traced (a hosted API, or an engine without tracing): the whole
 call, or its wait up to the first token and the streaming after it where the span tells the first token."""

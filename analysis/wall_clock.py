@@ -1,12 +1,12 @@
 """The wall-clock profiler's view: each instant split among the deepest spans active at that instant.
 
-DESIGN.md asks for this second attribution because Jaeger's last-finishing-child rule can walk into a
-childless wrapper span that overlaps the subtree doing the work (a GraphQL ``graphql.execution`` sibling
-ending a little later) and hide that work. Here nothing is chosen: at every instant of the trace's root
-span, the spans of greatest depth that are active share the instant equally. Only the spans the critical
-path considers take part (the root's tree, FOLLOWS_FROM subtrees removed, overflowing children cut and
-outside ones dropped, :attr:`analysis.tree.SpanTree.clamped`), so both views cover the same interval and
-each sums to the root's duration.
+README.md ("Analysis") reports this second attribution beside the critical path's because Jaeger's
+last-finishing-child rule can walk into a childless wrapper span that overlaps the subtree doing the work (a GraphQL
+``graphql.execution`` sibling ending a little later) and hide that work. Here nothing is chosen: at every instant of
+the trace's root span, the spans of greatest depth that are active share the instant equally. Only the spans the
+critical path considers take part (the root's tree, FOLLOWS_FROM subtrees removed, overflowing children cut and
+outside ones dropped, :attr:`analysis.tree.SpanTree.clamped`), so both views cover the same interval and each sums
+to the root's duration.
 
 Sweep line, vectorised over every trace: the span (and stage-piece) boundaries of a trace cut its root
 interval into elementary segments; a span covers a contiguous run of them. The greatest depth on each

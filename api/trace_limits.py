@@ -13,20 +13,19 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter
 
-DEFAULT_MAX_TRACE_SPANS = 100_000
-"""Default of :attr:`TraceReadLimits.max_spans`: the largest trace Jaeger's UI and Grafana still draw."""
+from storage.reader import MAX_TRACE_SPANS
 
 
 class TraceReadLimits:
     """The span bound of by-ID trace reads and its counter.
 
     Args:
-        max_spans: most spans one answer holds.
+        max_spans: most spans one answer holds (default ``storage.reader.MAX_TRACE_SPANS``).
         registry: where ``hotspan_trace_reads_truncated_total`` is registered; None for no counting (tests
             mounting a router alone).
     """
 
-    def __init__(self, max_spans: int = DEFAULT_MAX_TRACE_SPANS, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, max_spans: int = MAX_TRACE_SPANS, registry: CollectorRegistry | None = None) -> None:
         self.max_spans = max_spans
         self._truncated = (
             Counter(

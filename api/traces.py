@@ -27,7 +27,7 @@ from api.read_pool import ReadPool
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.window import MAX_NS, check_order
-from query.analysis import AnalysisService
+from query.analysis_service import AnalysisService
 from storage.ids import IdError, normalize_trace_id
 from storage.reader import MAX_ATTRIBUTE_FILTERS, TraceCursor, TraceQuery, TraceReader
 from units import NS_PER_MS

@@ -57,8 +57,8 @@ from instrumented_stack.tools import ToolsConfig
 from instrumented_stack.workload import WorkloadRequest, load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
-# Run as a script, Python puts benchmarks/ first on sys.path, where benchmarks/analysis.py would shadow the analysis
-# package the fault matrix's module imports.
+# Run as a script, Python puts benchmarks/ first on sys.path; the repository root takes its place, so the packages
+# (and the fault matrix's module below) are this checkout's.
 if sys.path and Path(sys.path[0]).resolve() == ROOT / "benchmarks":
     sys.path[0] = str(ROOT)
 # The fault matrix's stack parameters and answer key (fault switch -> the cause diagnosis names), kept in one place.

@@ -38,8 +38,8 @@ import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
-# Run as a script, Python puts benchmarks/ first on sys.path, where benchmarks/analysis.py would shadow
-# the top-level analysis package; the repository root takes its place.
+# Run as a script, Python puts benchmarks/ first on sys.path; the repository root takes its place, so the packages
+# are this checkout's.
 REPO = Path(__file__).resolve().parents[1]
 if sys.path and Path(sys.path[0]).resolve() == REPO / "benchmarks":
     sys.path[0] = str(REPO)

@@ -44,7 +44,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from processors.sdk import (
+from hotspan_sdk import (
     AdaptiveConfig,
     BaggageSampler,
     BaggageSpanProcessor,

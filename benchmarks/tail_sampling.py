@@ -43,9 +43,9 @@ def main() -> None:
     from analysis import STAGES
     from benchmarks.dedup import BASE_NS, DAY_NS, GENERATE
     from processors.pipeline.config import TracePipelineConfig
-    from processors.pipeline.pipeline import TracePipeline
     from processors.pipeline.tail_sampling import TailSampler
     from processors.pipeline.tail_sampling_policies import parse_tail_sampling
+    from processors.pipeline.trace_pipeline import TracePipeline
     from storage import trace_sql
     from storage.analysis_store import ClickHouseAnalysisStore
     from storage.clickhouse import ClickHouse

@@ -6,10 +6,10 @@ Serves Hotspan (the embedded store, its trace pipeline idle), writes one generat
 and per size, the median of ``--repeat`` runs of:
 
 - **REST fetch**: ``GET /api/v1/traces/{id}``, the whole answer read (what Jaeger UI does before drawing);
-- **read**: the page's storage read alone (``query.trace_views.TraceViews.read``: the whole trace, or its first
+- **read**: the page's storage read alone (``query.trace_view_cache.TraceViews.read``: the whole trace, or its first
   ``HOTSPAN_MAX_TRACE_SPANS`` spans above that), in process;
 - **model build**: the trace page's server work when it first loads a trace, what its layout request does: the
-  read, the :class:`query.trace_view.TraceView` (``query.trace_views.TraceViews.load``, nothing kept), the header,
+  read, the :class:`query.trace_model.TraceView` (``query.trace_view_cache.TraceViews.load``, nothing kept), the header,
   the stage panel and the widget's starting data with the first window of rows (``dashboards.trace_panels``);
 - **page ready**: the trace's first page load, in a fresh page (tab) of a browser profile that opened Hotspan
   before (its scripts in the HTTP cache, as for anyone who used the UI before), navigating to ``/ui/trace/<id>``
@@ -19,7 +19,7 @@ and per size, the median of ``--repeat`` runs of:
   sample. Beside it, when Playwright's waits saw the rows, as this benchmark measured before: up to 0.5 s later
   (its polls back off to 500 ms), so that figure moves in steps;
 - **reopened**: the median of the next ``--repeat`` loads of the same page, the server's model of the unchanged
-  trace kept (``query.trace_views``: one small query instead of the read and the analysis);
+  trace kept (``query.trace_view_cache``: one small query instead of the read and the analysis);
 - **cold**: as reopened, in a new browser profile each time (nothing cached: every script downloaded and compiled);
 - **peak RSS**: the process's peak resident memory (server, store and benchmark together) before the size's REST
   fetch and after it (it only grows, so the growth from the previous size bounds what the larger trace needed).
@@ -47,8 +47,8 @@ from pathlib import Path
 
 import httpx
 
-# Run as a script, Python puts benchmarks/ first on sys.path, where benchmarks/analysis.py would shadow the
-# analysis package; the repository root takes its place, and tests/ lends the trace generator and browser setup.
+# Run as a script, Python puts benchmarks/ first on sys.path; the repository root takes its place, so the packages
+# are this checkout's, and tests/ lends the trace generator and browser setup.
 REPO = Path(__file__).resolve().parents[1]
 if sys.path and Path(sys.path[0]).resolve() == REPO / "benchmarks":
     sys.path[0] = str(REPO)
@@ -60,7 +60,7 @@ from browser_kit import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from dashboards.trace_panels import header, page_meta, stage_panel  # noqa: E402
 from hotspan.server import RunningServer, start_server  # noqa: E402
 from hotspan.settings import load_settings  # noqa: E402
-from query.trace_views import TraceViews  # noqa: E402
+from query.trace_view_cache import TraceViews  # noqa: E402
 from storage.writer import ClickHouseTraceWriter  # noqa: E402
 from synthetic_traces import agent_trace  # noqa: E402
 

@@ -1,8 +1,8 @@
 """OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export``.
 
 The method is registered without a request deserializer: the request arrives as the serialized
-``ExportTraceServiceRequest``, is checked (:meth:`collector.pipeline.IngestPipeline.receive`) and spooled as those
-same bytes (see :mod:`collector.pipeline`).
+``ExportTraceServiceRequest``, is checked (:meth:`collector.ingest_pipeline.IngestPipeline.receive`) and spooled as
+those same bytes (see :mod:`collector.ingest_pipeline`).
 
 Status codes (OTLP specification, OTLP/gRPC "Failures" and "Throttling"): ``INVALID_ARGUMENT`` for a
 request that cannot be read (not retryable); ``UNAVAILABLE`` with a ``google.rpc.RetryInfo`` trailer
@@ -19,10 +19,10 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
 
-from collector.decode import DEFAULT_MAX_REQUEST_SPANS, PROTOBUF, PayloadError
 from collector.http_receiver import DEFAULT_MAX_BODY_BYTES, export_response_message
+from collector.ingest_pipeline import IngestPipeline, OverloadedError, QueueFullError
 from collector.metrics import IngestMetrics
-from collector.pipeline import IngestPipeline, OverloadedError, QueueFullError
+from collector.otlp_body import DEFAULT_MAX_REQUEST_SPANS, PROTOBUF, PayloadError
 from storage.tenancy import INGEST_TENANT
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,10 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.requests import ClientDisconnect
 
-from collector.decode import (
+from collector.decoder_pool import DecoderPool
+from collector.ingest_pipeline import IngestPipeline, OverloadedError, QueueFullError, Ticket
+from collector.metrics import IngestMetrics
+from collector.otlp_body import (
     DEFAULT_MAX_REQUEST_SPANS,
     JSON,
     PROTOBUF,
@@ -22,9 +25,6 @@ from collector.decode import (
     decompress,
     media_type,
 )
-from collector.decoders import DecoderPool
-from collector.metrics import IngestMetrics
-from collector.pipeline import IngestPipeline, OverloadedError, QueueFullError, Ticket
 from collector.results import ExportResult
 from storage.tenancy import tenancy_of
 

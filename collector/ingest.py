@@ -19,7 +19,7 @@ from storage.writer import TraceWriter
 class Ingestor:
     """Turns decoded requests into stored rows, synchronously; used by ``hotspan import`` and tests.
 
-    The served receivers go through :class:`collector.pipeline.IngestPipeline` instead (bounded
+    The served receivers go through :class:`collector.ingest_pipeline.IngestPipeline` instead (bounded
     queue, batching, spool). Thread-safe as long as the writer is. Blocking: call it from a worker
     thread in async code.
     """

@@ -81,16 +81,11 @@ class NativeBatchWriter:
     Args:
         ch: a handle of its own (calls on one handle are serialized).
         limits: per-span limits.
-
-    Attributes:
-        native_requests, python_requests: requests each path converted so far (for tests and tuning).
     """
 
     def __init__(self, ch: ClickHouse, limits: SpanLimits) -> None:
         self._once = OnceWriter(ch)
         self._limits = limits
-        self.native_requests = 0
-        self.python_requests = 0
 
     def prepare(self, path: Path, pre_rejections: Sequence[Sequence[Rejection]]) -> PreparedBatch:
         """Check and convert the batch file at ``path``; needs no database.
@@ -110,14 +105,12 @@ class NativeBatchWriter:
                 spans, rows = converted
                 chunks.append(rows)
                 results.append(export_result(spans, [], []))
-                self.native_requests += 1
                 continue
             result, table, cut = python_request(body, tenant, pre, self._limits)
             results.append(result)
             truncated += cut
             if table is not None:
                 tables.append(table)
-            self.python_requests += 1
         return PreparedBatch(path, results, truncated, tables, native_rows=b"".join(chunks))
 
     def store(self, batch: PreparedBatch) -> StoreOutcome:

@@ -1,7 +1,7 @@
 """Figures and tables of the LLM-aware analysis pages (trace stage bar and critical path, Stages, Hotspots,
 Diagnosis): pure functions from polars frames or findings to ``go.Figure`` or Dash components, no I/O.
 
-Frames have the columns of :class:`query.analysis.AnalysisService`'s answers. Durations arrive in
+Frames have the columns of :class:`query.analysis_service.AnalysisService`'s answers. Durations arrive in
 ns and are shown in ms; shares arrive in [0, 1] and are shown in %. Every stage has one color, the same on
 every page (:data:`STAGE_COLORS`).
 """

@@ -10,7 +10,7 @@ from dash.development.base_component import Component
 from dashboards.colors import STAGE_COLORS, service_color, stage_label
 from dashboards.format import format_duration_ns, format_share, shorten
 from query.trace_compare import TraceComparison
-from query.trace_view import TraceView
+from query.trace_model import TraceView
 from query.window_compare import ATTRIBUTES, WindowComparison
 
 PATH_ROWS = 100

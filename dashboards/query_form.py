@@ -195,7 +195,7 @@ def form_from_url(values: Mapping[str, str]) -> SearchForm:
 
 def normalize_trace_id(text: str | None) -> str:
     """A typed or pasted trace ID as stored (:func:`storage.ids.normalize_trace_id`, the API's rule too): 32
-    lowercase hex characters; a 16-character (64-bit) ID is left-padded with zeros, as DESIGN.md asks.
+    lowercase hex characters; a 16-character (64-bit) ID is left-padded with zeros (README.md, "Ingest rules").
 
     Raises:
         FormError: empty, or not a trace ID (the message quotes it).

@@ -1,4 +1,4 @@
-"""What the trace page shows besides its timeline, built from one :class:`~query.trace_view.TraceView`: the header,
+"""What the trace page shows besides its timeline, built from one :class:`~query.trace_model.TraceView`: the header,
 the request's model facts, the stage panel, a span's (or an aggregate's) detail, the flame graph, and the meta the
 timeline widget (``assets/trace_timeline.js``) starts from. Pure functions of the view, tested without a browser.
 
@@ -26,8 +26,8 @@ from dashboards.format import (
     format_time_ns,
     format_tokens,
 )
+from query.trace_model import TraceView
 from query.trace_rows import AGGREGATE_ABOVE, Expansion, lane_window, window
-from query.trace_view import TraceView
 
 FIRST_WINDOW_ROWS = 64
 """Rows the page sends with its first paint: the timeline shows at most 33 (720 px of 22 px rows,
@@ -480,7 +480,7 @@ def _stage_text(view: TraceView, span: int) -> str:
 
 
 def _call_fields(call: dict[str, object]) -> list[tuple[str, str]]:
-    """A model call's facts (:attr:`query.trace_view.TraceView.model_calls` row) with units."""
+    """A model call's facts (:attr:`query.trace_model.TraceView.model_calls` row) with units."""
     fields = [
         ("Model", str(call["model"] or "—")),
         ("Provider", str(call["provider"] or "—")),

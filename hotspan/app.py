@@ -17,15 +17,16 @@ from alerts.anomaly import AnomalyLoop
 from alerts.config import AlertsConfig
 from alerts.evaluator import SloEvaluator, diagnosis_annotations
 from alerts.notify import build_notifiers
-from analysis import STAGES
-from api import analysis as analysis_api
+from analysis import STAGES, load_stage_rules
+from analysis.pricing import load_price_table
+from api import analysis_routes as analysis_api
 from api import capacity as capacity_api
 from api import diagnosis as diagnosis_api
 from api import incidents as incidents_api
 from api import red as red_api
 from api import throughput_latency as throughput_latency_api
 from api import topology as topology_api
-from api import trace_view as trace_view_api
+from api import trace_page as trace_page_api
 from api import traces as traces_api
 from api.errors import install_error_handlers
 from api.jaeger import routes_v1 as jaeger_v1
@@ -34,9 +35,9 @@ from api.models import Health
 from api.read_pool import ReadPool
 from api.trace_limits import TraceReadLimits
 from collector import http_receiver
+from collector.ingest_pipeline import IngestConfig, IngestPipeline
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
-from collector.pipeline import IngestConfig, IngestPipeline
 from dashboards.app import build_dash_app
 from dashboards.request_guard import UiRequestGuard
 from diagnosis import DiagnosisSettings, PrometheusMetricsSource, load_diagnosis_settings
@@ -50,10 +51,12 @@ from hotspan.roles import PARTS
 from hotspan.settings import Settings
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import TracePipelineConfig
-from processors.pipeline.pipeline import TracePipeline
+from processors.pipeline.hotspot_rules import load_hotspot_rules
 from processors.pipeline.service_graph import ServiceGraphProcessor
 from processors.pipeline.tail_sampling import TailSampler, TailSamplingMetrics
+from processors.pipeline.tail_sampling_policies import load_tail_sampling
 from processors.pipeline.trace_metrics import TraceMetrics, TraceMetricsProcessor
+from processors.pipeline.trace_pipeline import TracePipeline
 from query.anomaly import AnomalySettings
 from query.capacity import CapacityService
 from query.service import QueryService
@@ -124,16 +127,17 @@ def trace_pipeline_config(settings: Settings) -> TracePipelineConfig:
 
     Raises:
         analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError,
-            processors.pipeline.tail_sampling_policies.TailSamplingError: a rule or policy file is invalid.
+            analysis.pricing.PriceTableError, processors.pipeline.tail_sampling_policies.TailSamplingError: a rule,
+            price or policy file is unreadable or invalid (every problem listed).
     """
-    return TracePipelineConfig.load(
+    return TracePipelineConfig(
         trace_idle_s=settings.trace_idle_s,
-        stage_rules_path=settings.stage_rules_path,
-        hotspot_rules_path=settings.hotspot_rules_path,
+        stage_rules=load_stage_rules(settings.stage_rules_path),
+        hotspot_rules=load_hotspot_rules(settings.hotspot_rules_path),
         hotspot_window_s=settings.hotspot_window_s,
-        prices_path=settings.prices_path,
+        prices=load_price_table(settings.prices_path),
         max_trace_spans=settings.max_trace_spans,
-        tail_sampling_path=settings.tail_sampling_path,
+        tail_sampling=load_tail_sampling(settings.tail_sampling_path),
     )
 
 
@@ -173,7 +177,6 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
         analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError,
             analysis.pricing.PriceTableError, diagnosis.RuleTableError: a configured table is invalid.
     """
-    engine_metrics = PrometheusEngineMetrics(settings.prometheus_url) if settings.prometheus_url else None
     reads = storage.clickhouse.budgeted(settings.read_budget)
     return QueryService.build(
         ClickHouseTraceReader(reads, settings.max_search_spans),
@@ -182,10 +185,18 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
         trace_pipeline_config(settings),
         diagnosis_settings(settings),
         ClickHouseIncidentStore(reads),
-        engine_metrics,
+        engine_metrics(settings),
         capacity_service(settings),
         settings.cardinality_limit,
     )
+
+
+def engine_metrics(settings: Settings) -> PrometheusEngineMetrics | None:
+    """vLLM's metrics for the Services page, read from ``settings.prometheus_url`` with the per-query timeout
+    ``HOTSPAN_PROMETHEUS_TIMEOUT_S``, the one diagnosis and the capacity score use; None without a URL."""
+    if not settings.prometheus_url:
+        return None
+    return PrometheusEngineMetrics(settings.prometheus_url, timeout_s=settings.prometheus_timeout_s)
 
 
 def capacity_service(settings: Settings) -> CapacityService:
@@ -366,7 +377,7 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     # Trace reads run on threads of their own, a few at a time, off the loop that answers OTLP (api.read_pool).
     app.state.reads = ReadPool(settings.read_workers, settings.read_queue, settings.retry_after_s)
     app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads, app.state.reads))
-    app.include_router(trace_view_api.build_router(query.views))
+    app.include_router(trace_page_api.build_router(query.views))
     app.include_router(jaeger_v1.build_router(query.store, trace_reads, app.state.reads))
     app.include_router(jaeger_v3.build_router(query.store, trace_reads, app.state.reads))
     app.include_router(topology_api.build_router(query.store, query.cardinality_limit))

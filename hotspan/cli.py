@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import gc
 import logging
-import os
 import signal
 import sys
 import threading
@@ -220,7 +219,8 @@ def _import_files(args: argparse.Namespace) -> int:
         if args.tenant:
             print("hotspan import: --tenant is for the local store; with --endpoint the token decides", file=sys.stderr)
             return 2
-        sink = OtlpHttpSink(args.endpoint, token=os.environ.get("HOTSPAN_TOKEN") or None)
+        token = _settings(args).token
+        sink = OtlpHttpSink(args.endpoint, token=token.get_secret_value() if token else None)
         summary = import_paths(args.paths, sink, progress=not args.no_progress)
     else:
         from hotspan.app import open_storage

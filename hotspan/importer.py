@@ -22,8 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tqdm import tqdm
 
 from collector.batch import SpanBatch, to_batch
-from collector.decode import PayloadError, decode_request
 from collector.formats import FormatError, Payload, Rejected, read_payloads
+from collector.otlp_body import PayloadError, decode_request
 from collector.otlp_json import JsonPayloadError, request_from_json
 from storage.schema import with_tenant
 from storage.tenancy import DEFAULT_TENANT
@@ -32,7 +32,7 @@ from storage.writer import TraceWriter
 if TYPE_CHECKING:
     from hotspan.app import Storage
     from hotspan.settings import Settings
-    from processors.pipeline.pipeline import PollResult
+    from processors.pipeline.trace_pipeline import PollResult
 
 
 @dataclass

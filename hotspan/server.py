@@ -18,7 +18,7 @@ from alerts.anomaly import AnomalyLoop
 from alerts.config import load_alerts_config
 from alerts.evaluator import SloEvaluator
 from collector.grpc_receiver import start_grpc_server
-from collector.pipeline import IngestPipeline
+from collector.ingest_pipeline import IngestPipeline
 from hotspan.app import (
     Storage,
     create_admin_app,
@@ -34,7 +34,7 @@ from hotspan.auth import logs as auth_logs
 from hotspan.health import StorageProbe
 from hotspan.roles import PARTS, RoleParts
 from hotspan.settings import ENVIRONMENT, Settings
-from processors.pipeline.pipeline import TracePipeline
+from processors.pipeline.trace_pipeline import TracePipeline
 from query.service import QueryService
 
 log = logging.getLogger(__name__)

@@ -60,6 +60,8 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_AUTH_FILE``: YAML/JSON file of hashed bearer tokens, each with a tenant and roles
   (``hotspan.auth.config``); default none: no auth, one tenant (``default``), allowed on a loopback
   ``HOTSPAN_HOST`` only.
+- ``HOTSPAN_TOKEN``: the bearer token ``hotspan import --endpoint`` sends to a running Hotspan (its tenant is the
+  token's); default none (no ``Authorization`` header).
 - ``HOTSPAN_SESSION_SECRET``: key signing UI session cookies, at least 32 characters, the same on every
   instance behind one load balancer; default a random key per process (sessions end with it).
 - ``HOTSPAN_FAULT_INJECTION``: TEST HOOK, never set in production: makes storage fail on purpose
@@ -118,9 +120,12 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from diagnosis.settings import DEFAULT_PROMETHEUS_TIMEOUT_S
+from processors.pipeline.config import TracePipelineConfig
 from storage.clickhouse import ReadBudget
 from storage.faults import FaultPlan
 from storage.layout import Layout
+from storage.reader import MAX_TRACE_SPANS
 from storage.rollup_sql import CARDINALITY_LIMIT
 
 Role = Literal["all", "collector", "query", "pipeline"]
@@ -170,6 +175,7 @@ ENVIRONMENT = {
     "tail_sampling_path": "HOTSPAN_TAIL_SAMPLING",
     "auth_file": "HOTSPAN_AUTH_FILE",
     "session_secret": "HOTSPAN_SESSION_SECRET",
+    "token": "HOTSPAN_TOKEN",
     "prometheus_url": "HOTSPAN_PROMETHEUS_URL",
     "prometheus_timeout_s": "HOTSPAN_PROMETHEUS_TIMEOUT_S",
     "capacity_ttft_slo_s": "HOTSPAN_CAPACITY_TTFT_SLO_S",
@@ -218,7 +224,7 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     max_request_spans: int = Field(200_000, ge=1)
     body_read_timeout_s: float = Field(30.0, gt=0)
-    max_trace_spans: int = Field(100_000, ge=1)
+    max_trace_spans: int = Field(MAX_TRACE_SPANS, ge=1)
     ui_max_body_bytes: int = Field(
         4 * 1024 * 1024,
         ge=1024,
@@ -250,14 +256,15 @@ class Settings(BaseModel):
     fault_injection: str = ""
     auth_file: Path | None = None
     session_secret: SecretStr | None = Field(None, min_length=32)
-    trace_idle_s: float = Field(10.0, ge=0)
+    token: SecretStr | None = None
+    trace_idle_s: float = Field(TracePipelineConfig.trace_idle_s, ge=0)
     stage_rules_path: Path | None = None
     hotspot_rules_path: Path | None = None
-    hotspot_window_s: float = Field(3600.0, gt=0)
+    hotspot_window_s: float = Field(TracePipelineConfig.hotspot_window_s, gt=0)
     prices_path: Path | None = None
     tail_sampling_path: Path | None = None
     prometheus_url: str | None = Field(None, pattern=r"^https?://")
-    prometheus_timeout_s: float = Field(5.0, gt=0)
+    prometheus_timeout_s: float = Field(DEFAULT_PROMETHEUS_TIMEOUT_S, gt=0)
     capacity_ttft_slo_s: float = Field(2.0, gt=0)
     capacity_max_rate_per_s: float | None = Field(None, gt=0)
     capacity_window_s: float = Field(300.0, gt=0)

@@ -1,7 +1,7 @@
 """Can real vLLM run here? The ``vllm`` package and a visible CUDA GPU, found with the standard library only.
 
 Kept apart from ``engine.vllm_backend`` (which needs pydantic, tokenizers and the emulator's web stack) so
-that ``python -m hotspan.device_check`` can answer "vllm missing" on a bare Python, such as a GPU
+that ``python -m tools.device_check`` can answer "vllm missing" on a bare Python, such as a GPU
 machine's image that has none of Hotspan's dependencies. ``engine.vllm_backend`` re-exports these names.
 """
 

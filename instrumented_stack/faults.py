@@ -3,7 +3,7 @@
 A fault is data (:data:`FAULTS`): what it changes, which stage it should move, and the configuration it
 applies. :func:`apply_faults` turns a clean :class:`StackConfig` into the faulty one; services only ever see
 ordinary settings (``max_num_seqs``, ``tool_validation``, ...), so no span names a fault - the fault list is
-the answer key, recorded only in the run manifest. Stages follow DESIGN.md's taxonomy.
+the answer key, recorded only in the run manifest. Stages are Hotspan's (``analysis.stage_rules.STAGES``).
 
 The table in ``instrumented_stack/README.md`` lists the same faults with the change measured by the tests.
 """

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
-from processors.sdk import BaggageSampler, BaggageSpanProcessor, HotspotSpanProcessor
+from hotspan_sdk import BaggageSampler, BaggageSpanProcessor, HotspotSpanProcessor
 
 OtlpProtocol = Literal["http/protobuf", "grpc"]
 """OTLP transports the stack can export with (same spelling as ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``)."""
@@ -40,7 +40,8 @@ SpanProcessorFactory = Callable[[str], SpanProcessor]
 BAGGAGE_TENANT_ID = "tenant_id"
 BAGGAGE_SAMPLE_POLICY = "sample_policy"
 BAGGAGE_KEYS: tuple[str, ...] = (BAGGAGE_TENANT_ID, BAGGAGE_SAMPLE_POLICY)
-"""W3C baggage keys the gateway sets; ``BaggageSpanProcessor`` copies them onto every span (DESIGN.md)."""
+"""W3C baggage keys the gateway sets; ``BaggageSpanProcessor`` copies them onto every span
+(``processors/sdk/README.md``)."""
 
 
 def build_tracer_provider(
@@ -55,7 +56,7 @@ def build_tracer_provider(
     Args:
         service_name: the ``service.name`` resource attribute; it wins over ``OTEL_SERVICE_NAME``.
         span_processor: receives every span the provider records; it is shut down with the provider.
-        hotspan_sdk: instrument the service the way Hotspan asks its users to (``processors.sdk``):
+        hotspan_sdk: instrument the service the way Hotspan asks its users to (``hotspan_sdk``):
             :class:`BaggageSampler` from ``HOTSPAN_SAMPLING_POLICIES`` (unset: keep every trace),
             :class:`BaggageSpanProcessor` copying :data:`BAGGAGE_KEYS` onto every span, and
             :class:`HotspotSpanProcessor` (adaptive p95) in front of ``span_processor``. The vLLM
@@ -67,7 +68,7 @@ def build_tracer_provider(
     down, which flushes ``span_processor``.
 
     Raises:
-        processors.sdk.ConfigError: ``HOTSPAN_SAMPLING_POLICIES`` holds an invalid policy table.
+        hotspan_sdk.ConfigError: ``HOTSPAN_SAMPLING_POLICIES`` holds an invalid policy table.
     """
     # Each provider is one running instance of its service. The SDK's default is one UUID per OS process, shared by
     # every provider in it: the stack's services, and two stacks serving side by side as in a rolling deploy, would

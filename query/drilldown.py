@@ -1,7 +1,7 @@
 """Example traces behind an aggregate row, slowest first: the requests where a stage took longest, the traces
 holding a (service, operation)'s heaviest self time.
 
-Both read the trace pipeline's tables through :class:`query.analysis.AnalysisService` for a window
+Both read the trace pipeline's tables through :class:`query.analysis_service.AnalysisService` for a window
 (``storage.analysis_store.AnalysisFilter``), newest first and bounded (:data:`POOL`); the examples are the slowest
 within that pool. A row's full list is its search, prefilled with its scope and sorted longest first
 (:mod:`query.trace_search`).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from analysis import STAGES
-from query.analysis import AnalysisService
+from query.analysis_service import AnalysisService
 from storage.analysis_store import AnalysisFilter
 
 POOL = 2_000

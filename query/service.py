@@ -10,13 +10,13 @@ from typing import Protocol
 
 from diagnosis import DiagnosisSettings
 from processors.pipeline.config import TracePipelineConfig
-from query.analysis import AnalysisService
+from query.analysis_service import AnalysisService
 from query.anomaly import AnomalyDetector, AnomalySettings
 from query.capacity import CapacityService
 from query.diagnosis import DiagnosisService
 from query.throughput_latency import Latency, Throughput, ThroughputLatency, throughput_latency
 from query.topology import Topology, window_topology
-from query.trace_views import TraceViews
+from query.trace_view_cache import TraceViews
 from storage.analysis_store import AnalysisStore
 from storage.engine_metrics import EngineMetricsReader
 from storage.engine_reader import EngineReader, EngineWindow

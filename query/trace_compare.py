@@ -4,7 +4,7 @@ stage moved.
 Spans are matched by their path: the ``service:operation`` labels from their tree's root down to them, as the
 flame graph merges them (:func:`processors.pipeline.flame.span_nodes`, on the analysis tree). Per path both traces
 give a span count, summed duration and summed self time; a path one trace lacks is a structural difference
-(count 0). The stage totals are each trace's stage lane (:attr:`query.trace_view.TraceView.lane`).
+(count 0). The stage totals are each trace's stage lane (:attr:`query.trace_model.TraceView.lane`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import polars as pl
 
 from analysis import STAGES
 from processors.pipeline.flame import hex_ids, span_nodes
-from query.trace_view import TraceView
+from query.trace_model import TraceView
 
 PATH_COLUMNS = {
     "node": pl.String,

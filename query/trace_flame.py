@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from processors.pipeline.flame import ROOT_ID, flame_graph, hex_ids, span_nodes, trace_nodes
-from query.trace_view import TraceView
+from query.trace_model import TraceView
 
 MERGE_ABOVE = 2_000
 """Spans above which tiles are merged by path."""

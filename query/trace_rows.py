@@ -1,4 +1,4 @@
-"""The rows of a :class:`~query.trace_view.TraceView` a reader sees, and a window of them as compact columns.
+"""The rows of a :class:`~query.trace_model.TraceView` a reader sees, and a window of them as compact columns.
 
 What is visible follows an :class:`Expansion`, the reader's state:
 
@@ -31,7 +31,7 @@ import numpy as np
 from analysis import STAGES
 from analysis.ancestry import BoolArray, IntArray
 from query.binning import bin_coverage
-from query.trace_view import UNTRACED, TraceView
+from query.trace_model import UNTRACED, TraceView
 
 Mode = Literal["all", "depth", "critical"]
 MODES: tuple[Mode, ...] = get_args(Mode)

@@ -15,7 +15,7 @@ from typing import Literal, get_args
 
 import polars as pl
 
-from query.analysis import AnalysisService
+from query.analysis_service import AnalysisService
 from storage.reader import TraceQuery, TraceReader
 
 Sort = Literal["newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens"]

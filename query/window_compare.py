@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from analysis import STAGES
-from query.analysis import AnalysisService
+from query.analysis_service import AnalysisService
 from storage.analysis_store import AnalysisFilter
 
 POOL = 5_000

@@ -203,7 +203,7 @@ class ClickHouse:
 def _limits(budgeted: bool) -> Iterator[None]:
     """Turns a ClickHouse error that means a budget was exceeded into :class:`ReadLimitError`, on a ``budgeted``
     call only: on the ingest and pipeline handles a memory or time limit of the server is a failed insert that their
-    callers retry (``collector.pipeline`` catches ``ClickHouseError``), never a read refused."""
+    callers retry (``collector.ingest_pipeline`` catches ``ClickHouseError``), never a read refused."""
     try:
         yield
     except DatabaseError as exc:

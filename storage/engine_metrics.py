@@ -73,14 +73,15 @@ class PrometheusEngineMetrics:
 
     Attributes:
         url: the Prometheus base URL, e.g. ``http://127.0.0.1:9090``.
+        timeout_s: per-request timeout, seconds (``HOTSPAN_PROMETHEUS_TIMEOUT_S``; no default here, so the
+            setting's is the only one).
         rate_window_s: window of ``rate()`` in seconds (raised to twice the step when smaller); it must cover
             at least two scrapes of the engines.
-        timeout_s: per-request timeout.
     """
 
     url: str
+    timeout_s: float
     rate_window_s: int = 60
-    timeout_s: float = 10.0
 
     def engine_series(self, start_ns: int, end_ns: int, step_s: int) -> pl.DataFrame:
         window = f"{max(self.rate_window_s, 2 * step_s)}s"

@@ -87,7 +87,7 @@ def short_trace_id(trace_id: str, digits: int = SHORT_TRACE_DIGITS) -> str:
     """The first ``digits`` hex digits of :func:`shown_trace_id`: a 64-bit ID's significant digits, not its zero
     padding (which made every Zipkin and Jaeger import read ``00000000``). Kept a prefix of the shown ID rather
     than its last digits so a short ID pasted into the trace page still finds the trace as a prefix
-    (``query.trace_views.TraceViews.ids_starting``)."""
+    (``query.trace_view_cache.TraceViews.ids_starting``)."""
     return shown_trace_id(trace_id)[:digits]
 
 

@@ -61,11 +61,11 @@ class PrometheusReader:
 
     Attributes:
         url: the Prometheus base URL, e.g. ``http://127.0.0.1:9090``.
-        timeout_s: per-request timeout, seconds.
+        timeout_s: per-request timeout, seconds (``HOTSPAN_PROMETHEUS_TIMEOUT_S``, passed down by every caller).
     """
 
     url: str
-    timeout_s: float = 10.0
+    timeout_s: float
 
     def range_queries(
         self, queries: dict[str, str], start_s: float, end_s: float, step_s: float

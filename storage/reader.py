@@ -21,6 +21,12 @@ from storage.clickhouse import ClickHouse
 from storage.rollup_reader import ClickHouseRollupReader
 from storage.tenancy import tenant_condition, tenant_parameters
 
+MAX_TRACE_SPANS = 100_000
+"""The largest trace read whole, by default (``HOTSPAN_MAX_TRACE_SPANS``): the by-ID APIs page beyond it
+(``api.trace_limits``), a trace view reads its first that many spans (``query.trace_view_cache``) and the trace pipeline
+does not analyse a larger trace (``processors.pipeline.config``); the largest trace Jaeger's UI and Grafana still
+draw. Written here once, the floor every one of those readers stands on."""
+
 SearchOrder = Literal["newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens"]
 """Orders of :meth:`TraceReader.ranked_search` (:data:`storage.trace_sql.SEARCH_ORDERS`)."""
 

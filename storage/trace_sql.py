@@ -23,7 +23,7 @@ KIND = "initcap(replaceRegexpOne(SpanKind, '^SPAN_KIND_', ''))"
 STATUS = "initcap(replaceRegexpOne(StatusCode, '^STATUS_CODE_', ''))"
 START_NS = "toUnixTimestamp64Nano(Timestamp)"
 HOTSPOT = "SpanAttributes['hotspan.hotspot'] = 'true'"
-"""A span flagged by Hotspan's SDK ``HotspotSpanProcessor`` (``processors.sdk``)."""
+"""A span flagged by Hotspan's SDK ``HotspotSpanProcessor`` (``hotspan_sdk``)."""
 
 TENANT = f"if(Tenant = '', '{DEFAULT_TENANT}', Tenant)"
 """A span's tenant: ``Tenant``, with ``''`` (rows written before migration 0030 or by an OTel Collector) read as

@@ -14,7 +14,7 @@ check inside ClickHouse (``storage.trace_sql.CHECK_INCOMING``), so that
 
 The check looks only at stored rows of the batch's trace IDs and its spans' exact starts, so its cost follows the
 batch, not the store (``benchmarks/dedup.py`` measures it). Two writers must not store copies of one span at
-once: the ingest pipeline stores its groups one at a time (``collector.pipeline``); rows an OpenTelemetry
+once: the ingest pipeline stores its groups one at a time (``collector.ingest_pipeline``); rows an OpenTelemetry
 Collector writes into the same table are not checked (they keep Version 0), which readers tolerate.
 
 Why at insert and not ``ReplacingMergeTree``: the rollups that materialized views fill at insert (RED) see every

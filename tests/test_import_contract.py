@@ -1,6 +1,7 @@
 """The import contract (pyproject's ``[tool.importlinter]``) holds for the tree and catches what it forbids:
-an import back up the layers, the stack importing the server, the SDK importing Hotspan. Each probe is one line
-added to a copy of the packages; lint-imports must fail on it and name the contract it breaks."""
+an import back up the layers, the stack importing the server, the SDK importing Hotspan, the server importing a
+checkout's tools. Each probe is one line added to a copy of the packages; lint-imports must fail on it and name the
+contract it breaks."""
 
 from __future__ import annotations
 
@@ -26,12 +27,17 @@ PACKAGES = (
     "alerts",
     "query",
     "units",
+    "tools",
 )
+SDK = ("processors/sdk", "hotspan_sdk")
+"""The SDK's folder and the name it is imported by (its pyproject's package-dir), where the copy puts it."""
 PROBES = {
     "storage/_probe.py": ("import api.traces\n", "One direction"),
-    "analysis/_probe.py": ("import query.trace_view\n", "One direction"),
+    "analysis/_probe.py": ("import query.trace_model\n", "One direction"),
     "instrumented_stack/_probe.py": ("import hotspan.server\n", "instrumented_stack imports nothing"),
-    "processors/sdk/_probe.py": ("import storage.ids\n", "processors.sdk imports nothing"),
+    "hotspan_sdk/_probe.py": ("import storage.ids\n", "hotspan_sdk imports nothing"),
+    "query/_probe.py": ("import processors.sdk.policy\n", "The SDK is imported as hotspan_sdk only"),
+    "hotspan/_probe.py": ("import tools.device_check\n", "Nothing imports tools"),
 }
 
 
@@ -40,6 +46,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("contract")
     for package in PACKAGES:
         shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__", "*.so", "data"))
+    folder, name = SDK
+    shutil.copytree(REPO / folder, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
     return root
 

@@ -7,16 +7,20 @@ A plain module (not ``conftest``) so tests can import it by a name no other fold
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from collector.ingest import ExportResult, Ingestor
 from collector.otlp_json import request_from_json
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
+from storage.reader import ClickHouseTraceReader, TraceCursor, TracePage
 
 if TYPE_CHECKING:
     from hotspan.server import RunningServer
@@ -115,9 +119,34 @@ def dash_update_body(dependency: dict[str, Any], values: dict[str, object], ids:
     }
 
 
+class CountingTraceReader(ClickHouseTraceReader):
+    """The ClickHouse trace reader, counting the reads of a trace's spans (:meth:`trace`, :meth:`trace_page`) in
+    :attr:`span_reads`: what a trace page load costs the store, seen from the store's side. Thread-safe."""
+
+    def __init__(self, ch: ClickHouse) -> None:
+        super().__init__(ch)
+        self.span_reads = 0
+        self._counting = threading.Lock()
+
+    def _count(self) -> None:
+        with self._counting:
+            self.span_reads += 1
+
+    def trace(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame:
+        self._count()
+        return super().trace(trace_id, tenant=tenant)
+
+    def trace_page(
+        self, trace_id: str, *, tenant: str | None, after: TraceCursor | None = None, limit: int
+    ) -> TracePage:
+        self._count()
+        return super().trace_page(trace_id, tenant=tenant, after=after, limit=limit)
+
+
 def query_room(ch: ClickHouse) -> QueryService:
     """The query room over one migrated database with Hotspan's defaults (packaged stage, price and diagnosis
-    tables; no engine metrics), as ``hotspan.app.open_query`` builds it from default settings."""
+    tables; no engine metrics), as ``hotspan.app.open_query`` builds it from default settings. Its store is a
+    :class:`CountingTraceReader`, so a test can tell how often a trace was read."""
     from analysis import STAGES
     from diagnosis import load_diagnosis_settings
     from processors.pipeline.config import TracePipelineConfig
@@ -125,10 +154,9 @@ def query_room(ch: ClickHouse) -> QueryService:
     from storage.analysis_store import ClickHouseAnalysisStore
     from storage.engine_reader import ClickHouseEngineReader
     from storage.incident_store import ClickHouseIncidentStore
-    from storage.reader import ClickHouseTraceReader
 
     return QueryService.build(
-        ClickHouseTraceReader(ch),
+        CountingTraceReader(ch),
         ClickHouseAnalysisStore(ch, STAGES),
         ClickHouseEngineReader(ch),
         TracePipelineConfig(),

@@ -1,4 +1,4 @@
-"""Time units, in one place: every Hotspan module converts with these (``processors.sdk`` excepted, which
+"""Time units, in one place: every Hotspan module converts with these (``hotspan_sdk`` excepted, which
 imports nothing of Hotspan because it runs in users' services).
 
 Hotspan stores and computes in integer **nanoseconds** since the Unix epoch; APIs name any other unit in the

@@ -1,8 +1,8 @@
 """Trace and span IDs from Jaeger and Zipkin files, normalised to OTLP-JSON hex.
 
-Hotspan's convention (DESIGN.md): lowercase hex, 32 digits for a trace ID and 16 for a span ID, shorter
-IDs (64-bit Zipkin and Jaeger trace IDs, Jaeger IDs printed without leading zeros) left-padded with zeros,
-as Jaeger's own `TraceIDFromString`/`SpanIDFromString` read them.
+Hotspan's convention (README.md, "Ingest rules"; ``storage.ids``): lowercase hex, 32 digits for a trace ID and 16
+for a span ID, shorter IDs (64-bit Zipkin and Jaeger trace IDs, Jaeger IDs printed without leading zeros)
+left-padded with zeros, as Jaeger's own `TraceIDFromString`/`SpanIDFromString` read them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 /*
  * Hotspan's trace timeline: the span tree and its timeline, virtualised, drawn on canvas.
  *
- * The server keeps the trace's model (query/trace_view.py) and sends windows of the rows a reader can see
+ * The server keeps the trace's model (query/trace_model.py) and sends windows of the rows a reader can see
  * (query/trace_rows.py): compact column arrays, times in ns after the trace's start. This file draws only the
  * rows in view, asks for another window when the reader scrolls past the one it has, and turns clicks into
  * requests: a row's triangle collapses or expands its subtree (or opens an aggregate of repeated siblings),

@@ -27,8 +27,8 @@ from dashboards.query_form import (
     form_from_url,
     form_to_url,
 )
+from dashboards.search_rows import search_rows
 from dashboards.tenancy import read_tenant
-from dashboards.views import search_rows
 from query.service import QueryService
 from query.trace_search import SORT_LABELS, SORTS, search_traces
 from storage.clickhouse import StorageError
@@ -94,7 +94,7 @@ COLUMNS = [
         "cellClassRules": {"hs-hotspot-cell": "params.value > 0"},
     },
 ]
-"""Result grid columns; keys match :func:`dashboards.views.search_rows`."""
+"""Result grid columns; keys match :func:`dashboards.search_rows.search_rows`."""
 FORM_FIELDS = {
     "service": "search-service",
     "operation": "search-operation",

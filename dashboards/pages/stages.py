@@ -1,6 +1,6 @@
 """Stages page (``/ui/stages``): where requests' time goes over a window: stage shares of end-to-end latency
 over time, p50/p95/p99 per stage with its share, and end-to-end latency, TTFT and TPOT. Reads the trace
-pipeline's tables through :class:`query.analysis.AnalysisService` (requests quiet for
+pipeline's tables through :class:`query.analysis_service.AnalysisService` (requests quiet for
 ``trace_idle_s``)."""
 
 from __future__ import annotations

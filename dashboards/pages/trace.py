@@ -2,9 +2,9 @@
 its timeline (virtualised, collapsible, zoomable from a minimap, searchable), a span's detail and the flame graph.
 ``/ui/trace`` alone explains how to open one.
 
-Everything comes from one :class:`~query.trace_view.TraceView`, read once when the page loads
-(:meth:`query.trace_views.TraceViews.load`); scrolling, collapsing, searching, zooming, a span's detail and the
-flame graph read the kept view (:meth:`~query.trace_views.TraceViews.get`), never storage. The timeline is drawn
+Everything comes from one :class:`~query.trace_model.TraceView`, read once when the page loads
+(:meth:`query.trace_view_cache.TraceViews.load`); scrolling, collapsing, searching, zooming, a span's detail and the
+flame graph read the kept view (:meth:`~query.trace_view_cache.TraceViews.get`), never storage. The timeline is drawn
 in the browser (``assets/trace_timeline.js``) from windows of rows (:func:`query.trace_rows.window`).
 """
 
@@ -33,8 +33,8 @@ from dashboards.trace_panels import (
 )
 from query.service import QueryService
 from query.trace_flame import trace_flame
+from query.trace_model import TraceView
 from query.trace_rows import MAX_WINDOW_ROWS, Expansion, lane_window, position_of, window
-from query.trace_view import TraceView
 from storage.clickhouse import StorageError
 from storage.ids import short_trace_id
 
@@ -235,7 +235,7 @@ def _read_ahead(app: Dash, query: QueryService) -> None:
     """When the browser asks for a trace page's HTML (``<prefix>trace/<32-hex ID>``), start reading and modelling
     that trace in a thread. The layout request that reads it (:func:`layout`) comes only once the page's scripts
     have run (about 0.3-1 s later on two busy cores); by then the view is kept, or being built, and
-    :meth:`query.trace_views.TraceViews.load` waits for that one build instead of reading again (still one read per
+    :meth:`query.trace_view_cache.TraceViews.load` waits for that one build instead of reading again (still one read per
     page load). At most :data:`READ_AHEAD_THREADS` at once; beyond that, or for a short or malformed ID (which
     the layout resolves or explains), the layout reads as before. Errors are left for the layout to report."""
     prefix = app.config.routes_pathname_prefix + "trace/"

@@ -92,7 +92,7 @@ Source: ``do_tracing`` in ``vllm/v1/engine/output_processor.py`` and ``SpanAttri
 ``vllm/tracing/utils.py`` (vllm-project/vllm main, read at output_processor commit ``d078226``, the
 0.3x releases); REFERENCE.md's vLLM section lists the same names. The emulator's spans carry exactly this
 set (``tests/instrumented_stack/test_vllm_backend.py``), and the device check
-(``hotspan/device_check.py``) compares real vLLM's spans with it.
+(``tools/device_check.py``) compares real vLLM's spans with it.
 """
 
 

@@ -1,6 +1,6 @@
 """The extension point of the trace pipeline: :class:`TraceProcessor`.
 
-The pipeline (:class:`processors.pipeline.pipeline.TracePipeline`) picks up traces once they have been quiet for
+The pipeline (:class:`processors.pipeline.trace_pipeline.TracePipeline`) picks up traces once they have been quiet for
 ``trace_idle_s``, reads their spans in batches, analyses each batch once (:func:`analysis.analyze`) and hands
 the same spans and analysis to every processor in its list, in order, before it records the batch as done.
 A processor derives whatever it needs from whole traces (service-graph edges, span metrics, ...) and stores it.

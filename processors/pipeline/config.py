@@ -1,19 +1,20 @@
 """Configuration of the trace pipeline and of the analysis it serves: one validated object.
 
-Built by Hotspan from its settings (``hotspan.settings``: ``trace_idle_s``, ``stage_rules_path``,
-``hotspot_rules_path``, ``hotspot_window_s``, ``tail_sampling_path``) with :meth:`TracePipelineConfig.load`, or
-directly in tests.
+Built by Hotspan from its settings (``hotspan.app.trace_pipeline_config``: ``trace_idle_s``, ``stage_rules_path``,
+``hotspot_rules_path``, ``hotspot_window_s``, ``prices_path``, ``max_trace_spans``, ``tail_sampling_path``), or
+directly in tests. The defaults below are the settings' defaults too (``hotspan.settings`` refers to them), so each
+is written once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from analysis import StageRules, load_stage_rules
 from analysis.pricing import PriceTable, load_price_table
 from processors.pipeline.hotspot_rules import HotspotRules, load_hotspot_rules
-from processors.pipeline.tail_sampling_policies import TailSamplingConfig, load_tail_sampling
+from processors.pipeline.tail_sampling_policies import TailSamplingConfig
+from storage.reader import MAX_TRACE_SPANS
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class TracePipelineConfig:
     poll_interval_s: float | None = None
     batch_traces: int = 500
     batch_spans: int = 200_000
-    max_trace_spans: int = 100_000
+    max_trace_spans: int = MAX_TRACE_SPANS
     visibility_margin_s: float = 300.0
     tail_sampling: TailSamplingConfig | None = None
 
@@ -78,33 +79,3 @@ class TracePipelineConfig:
         if self.poll_interval_s is not None:
             return self.poll_interval_s
         return min(1.0, max(0.25, self.trace_idle_s / 4))
-
-    @classmethod
-    def load(
-        cls,
-        *,
-        trace_idle_s: float = 10.0,
-        stage_rules_path: str | Path | None = None,
-        hotspot_rules_path: str | Path | None = None,
-        hotspot_window_s: float = 3600.0,
-        prices_path: str | Path | None = None,
-        max_trace_spans: int = 100_000,
-        tail_sampling_path: str | Path | None = None,
-    ) -> TracePipelineConfig:
-        """The config with the rule tables read from their files (the packaged defaults for None).
-
-        Raises:
-            analysis.StageRulesError, processors.pipeline.hotspot_rules.HotspotRulesError,
-                analysis.pricing.PriceTableError, processors.pipeline.tail_sampling_policies.TailSamplingError: a
-                rule, price or policy file is unreadable or invalid (every problem listed).
-            ValueError: a number is out of range.
-        """
-        return cls(
-            trace_idle_s=trace_idle_s,
-            stage_rules=load_stage_rules(stage_rules_path),
-            hotspot_rules=load_hotspot_rules(hotspot_rules_path),
-            hotspot_window_s=hotspot_window_s,
-            prices=load_price_table(prices_path),
-            max_trace_spans=max_trace_spans,
-            tail_sampling=load_tail_sampling(tail_sampling_path),
-        )

@@ -153,7 +153,7 @@ def derive_rows(
             "OutputTokens": wide["output_tokens"].to_arrow(),
             "CachedInputTokens": wide["cached_input_tokens"].to_arrow(),
             "ReasoningTokens": wide["reasoning_tokens"].to_arrow(),
-            # Kept unless tail sampling decides otherwise (processors.pipeline.pipeline).
+            # Kept unless tail sampling decides otherwise (processors.pipeline.trace_pipeline).
             "Sampled": pa.repeat(pa.scalar(True), wide.height),
         },
         schema=TRACE_SUMMARY_SCHEMA,

@@ -19,8 +19,8 @@ import polars as pl
 
 from analysis.spans import attribute
 from analysis.stage_rules import glob_regex
+from hotspan_sdk.attributes import HOTSPOT, HOTSPOT_THRESHOLD_MS
 from processors.pipeline.hotspot_rules import HotspotRules
-from processors.sdk.attributes import HOTSPOT, HOTSPOT_THRESHOLD_MS
 from units import NS_PER_MS
 
 REASONS = ("static", "p95", "sdk")

@@ -1,7 +1,7 @@
 """Tail sampling: keep or drop each whole trace once it is quiet, by the policies of
 :mod:`processors.pipeline.tail_sampling_policies`.
 
-The trace pipeline (:class:`processors.pipeline.pipeline.TracePipeline`) asks :meth:`TailSampler.decide` about the
+The trace pipeline (:class:`processors.pipeline.trace_pipeline.TracePipeline`) asks :meth:`TailSampler.decide` about the
 traces it analyses for the first time, after its analysis (so the ``hotspot`` policy can read the analysis's
 flags) and before it writes anything; it stores the decision in the trace's summary (``Sampled``), deletes the raw
 spans of a dropped trace after the processors (service graph, span metrics) have counted them, and tells the
@@ -38,6 +38,7 @@ import polars as pl
 from prometheus_client import CollectorRegistry, Counter
 
 from analysis.spans import attribute
+from hotspan_sdk.consistent import MIN_PROBABILITY, threshold_for_probability
 from processors.pipeline.tail_sampling_policies import (
     AlwaysSamplePolicy,
     AndPolicy,
@@ -51,7 +52,6 @@ from processors.pipeline.tail_sampling_policies import (
     StringAttributePolicy,
     TailSamplingConfig,
 )
-from processors.sdk.consistent import MIN_PROBABILITY, threshold_for_probability
 
 KEEP, DROP = "keep", "drop"
 """Label values of ``decision``."""
@@ -275,7 +275,7 @@ def _matches(value: pl.Expr, values: list[str], regex: bool) -> pl.Expr:
 
 def _probabilistic(trace_ids: list[str], percentage: float) -> np.ndarray:
     """Kept when the trace ID's low 56 bits (its randomness, W3C Trace Context Level 2) reach the rejection threshold
-    of ``percentage`` % (``processors.sdk.consistent``): the same answer on every node, and a subset of what a
+    of ``percentage`` % (``hotspan_sdk.consistent``): the same answer on every node, and a subset of what a
     higher percentage keeps."""
     probability = percentage / 100
     if probability < MIN_PROBABILITY:

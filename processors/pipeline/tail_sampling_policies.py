@@ -39,11 +39,11 @@ Semantics (:mod:`processors.pipeline.tail_sampling` evaluates them):
   threshold, rolling quantile or the SDK's ``hotspan.hotspot`` flag; ``processors.pipeline.hotspots``).
 - ``string_attribute``: some span has the attribute ``key`` (span attributes, then resource attributes) with one
   of ``values``; regular expressions (searched, as Go's ``MatchString``) with ``enabled_regex_matching``. A W3C
-  baggage entry counts once it is on the spans: ``processors.sdk.BaggageSpanProcessor`` copies
+  baggage entry counts once it is on the spans: ``hotspan_sdk.BaggageSpanProcessor`` copies
   ``sample_policy`` onto every span (name the attribute as copied, with its prefix if you set one).
 - ``probabilistic``: keeps ``sampling_percentage`` % of traces by the trace ID alone, so every Hotspan instance
   (and a head sampler at a lower rate, OpenTelemetry consistent probability sampling) decides alike: the low 56
-  bits of the trace ID are compared with the threshold ``processors.sdk.consistent`` computes.
+  bits of the trace ID are compared with the threshold ``hotspan_sdk.consistent`` computes.
 - ``rate_limiting``: keeps traces while the spans it kept in the current second (the pipeline's clock) stay
   within ``spans_per_second``, one budget per tenant: per owner tenant (the bearer token's), and within it per
   request tenant (the ``tenant_id`` attribute the spans carry; one budget for requests naming none).

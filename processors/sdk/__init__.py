@@ -8,13 +8,13 @@ Depends only on opentelemetry-api/-sdk and the standard library (PyYAML optional
 * :class:`BaggageSpanProcessor` copies allow-listed baggage entries onto span attributes.
 """
 
-from processors.sdk.baggage_processor import BaggageSpanProcessor
-from processors.sdk.baggage_sampler import BaggageSampler
-from processors.sdk.config_errors import ConfigError, ConfigIssue
-from processors.sdk.hotspot import HotspotSpanProcessor
-from processors.sdk.hotspot_config import AdaptiveConfig, StaticRule
-from processors.sdk.policy import SamplingConfig, SamplingPolicy
-from processors.sdk.quantile import WindowedQuantileSketch
+from hotspan_sdk.baggage_processor import BaggageSpanProcessor
+from hotspan_sdk.baggage_sampler import BaggageSampler
+from hotspan_sdk.config_errors import ConfigError, ConfigIssue
+from hotspan_sdk.hotspot import HotspotSpanProcessor
+from hotspan_sdk.hotspot_config import AdaptiveConfig, StaticRule
+from hotspan_sdk.policy import SamplingConfig, SamplingPolicy
+from hotspan_sdk.quantile import WindowedQuantileSketch
 
 __all__ = [
     "AdaptiveConfig",

@@ -6,8 +6,8 @@ from opentelemetry import baggage
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Span, SpanProcessor
 
-from processors.sdk.baggage_values import entry_value
-from processors.sdk.config_errors import ConfigError, ConfigIssue
+from hotspan_sdk.baggage_values import entry_value
+from hotspan_sdk.config_errors import ConfigError, ConfigIssue
 
 
 class BaggageSpanProcessor(SpanProcessor):
@@ -15,7 +15,7 @@ class BaggageSpanProcessor(SpanProcessor):
 
     Makes request-scoped facts such as ``tenant_id`` searchable on every span of every service the
     baggage reaches. Only listed keys are copied: baggage travels across trust boundaries and may hold
-    values nobody meant to store. Values are read with :func:`~processors.sdk.baggage_values.entry_value`
+    values nobody meant to store. Values are read with :func:`~hotspan_sdk.baggage_values.entry_value`
     (W3C properties dropped; the propagator already percent-decoded them). Absent keys are skipped.
 
     Register it on the TracerProvider beside (before) the exporting processor; it exports nothing.

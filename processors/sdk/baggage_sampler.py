@@ -13,14 +13,14 @@ from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import Link, SpanKind, TraceState, get_current_span
 from opentelemetry.util.types import Attributes
 
-from processors.sdk import attributes as attr
-from processors.sdk import consistent
-from processors.sdk.baggage_values import entry_value
-from processors.sdk.config_errors import ConfigError
-from processors.sdk.config_source import ConfigSource, load_document, source_name
-from processors.sdk.environment_variables import HOTSPAN_SAMPLING_POLICIES
-from processors.sdk.globs import GlobMatcher, compile_glob
-from processors.sdk.policy import SamplingConfig, SamplingPolicy
+from hotspan_sdk import attributes as attr
+from hotspan_sdk import consistent
+from hotspan_sdk.baggage_values import entry_value
+from hotspan_sdk.config_errors import ConfigError
+from hotspan_sdk.config_source import ConfigSource, load_document, source_name
+from hotspan_sdk.environment_variables import HOTSPAN_SAMPLING_POLICIES
+from hotspan_sdk.globs import GlobMatcher, compile_glob
+from hotspan_sdk.policy import SamplingConfig, SamplingPolicy
 
 # Distinct baggage-value combinations remembered with their matching policy; the cache is emptied
 # when full, so high-cardinality keys (tenant IDs) cost a re-match, never unbounded memory.
@@ -66,9 +66,9 @@ def _root_state(threshold: int | None) -> TraceState | None:
 class BaggageSampler(Sampler):
     """Samples by an ordered policy table over the parent context's W3C baggage.
 
-    The first policy (:class:`~processors.sdk.policy.SamplingPolicy`) whose globs all match the
+    The first policy (:class:`~hotspan_sdk.policy.SamplingPolicy`) whose globs all match the
     baggage decides. Decision table (``R``/``T``: consistent probability sampling, see
-    :mod:`processors.sdk.consistent`):
+    :mod:`hotspan_sdk.consistent`):
 
     ============================  ===================  ======================  ======================
     matched policy                root span            parent sampled          parent not sampled
@@ -108,7 +108,7 @@ class BaggageSampler(Sampler):
     dropped spans carry no ``th``. Other tracestate entries and ``rv`` are kept.
 
     Baggage values are read without W3C properties (``v;prop=1`` -> ``v``); the propagator has
-    already percent-decoded them (see :mod:`processors.sdk.baggage_values`).
+    already percent-decoded them (see :mod:`hotspan_sdk.baggage_values`).
 
     Thread-safe: the table is immutable; the match cache is a dict whose single get/set/clear
     operations are atomic. ``should_sample`` raises nothing for string (or ``str()``-able) baggage.
@@ -134,7 +134,7 @@ class BaggageSampler(Sampler):
     def from_config(cls, source: ConfigSource) -> "BaggageSampler":
         """Build from a mapping, a JSON/YAML file path, or inline JSON/YAML text.
 
-        See :mod:`processors.sdk.policy` for the document and :mod:`processors.sdk.config_source`
+        See :mod:`hotspan_sdk.policy` for the document and :mod:`hotspan_sdk.config_source`
         for how a string is told apart from a path.
 
         Raises:

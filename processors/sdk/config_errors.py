@@ -1,4 +1,4 @@
-"""One error type for every configuration problem in ``processors.sdk``.
+"""One error type for every configuration problem in ``hotspan_sdk``.
 
 Validation collects every problem before raising, so a user fixes a config file in one pass.
 """

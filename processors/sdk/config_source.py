@@ -4,7 +4,7 @@ Accepted sources: a mapping (used as is); a :class:`os.PathLike` (a file); a ``s
 inline text or a path. Text is inline when, stripped, it starts with ``{`` or spans several lines
 (a YAML document); anything else is a path, so a mistyped path reports "file not found" rather than
 a parse error. Files ending ``.json`` are JSON, ``.yaml``/``.yml`` YAML; other files and inline text
-are tried as JSON first, then YAML. YAML needs PyYAML, which ``processors.sdk`` does not require:
+are tried as JSON first, then YAML. YAML needs PyYAML, which ``hotspan_sdk`` does not require:
 without it JSON still works and YAML input fails with a ConfigError that says so.
 """
 
@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from processors.sdk.config_errors import ConfigError, ConfigIssue
+from hotspan_sdk.config_errors import ConfigError, ConfigIssue
 
 ConfigSource = Mapping[str, object] | str | os.PathLike[str]
 """What ``from_config`` accepts: a parsed document, a path, or inline JSON/YAML text."""

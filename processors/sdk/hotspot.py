@@ -8,12 +8,12 @@ from opentelemetry import metrics
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from processors.sdk import attributes as attr
-from processors.sdk.config_errors import ConfigError, ConfigIssue
-from processors.sdk.flagged_span import with_attributes
-from processors.sdk.globs import GlobMatcher, compile_glob
-from processors.sdk.hotspot_config import AdaptiveConfig, StaticRule
-from processors.sdk.quantile import WindowedQuantileSketch
+from hotspan_sdk import attributes as attr
+from hotspan_sdk.config_errors import ConfigError, ConfigIssue
+from hotspan_sdk.flagged_span import with_attributes
+from hotspan_sdk.globs import GlobMatcher, compile_glob
+from hotspan_sdk.hotspot_config import AdaptiveConfig, StaticRule
+from hotspan_sdk.quantile import WindowedQuantileSketch
 
 _NS_PER_MS = 1_000_000
 _UNKNOWN_SERVICE = "unknown_service"
@@ -67,7 +67,7 @@ class HotspotSpanProcessor(SpanProcessor):
 
     How the flag reaches the exporter: the SDK (1.37+) freezes a span's attributes before any
     processor hook runs at end, so the wrapped processor receives an annotated copy of flagged spans
-    (see :mod:`processors.sdk.flagged_span`); unflagged spans pass through untouched. Processors
+    (see :mod:`hotspan_sdk.flagged_span`); unflagged spans pass through untouched. Processors
     registered beside this one, rather than wrapped by it, see the unflagged span.
 
     Memory: at most ``max_keys`` keys (least recently learning evicted first, static keys in the order

@@ -1,11 +1,11 @@
-"""Configuration of :class:`~processors.sdk.hotspot.HotspotSpanProcessor`: static rules and the adaptive
+"""Configuration of :class:`~hotspan_sdk.hotspot.HotspotSpanProcessor`: static rules and the adaptive
 (rolling quantile) mode. Plain frozen dataclasses, validated on construction (all problems at once)."""
 
 import math
 from dataclasses import dataclass
 
-from processors.sdk.config_errors import ConfigError, ConfigIssue
-from processors.sdk.quantile import DEFAULT_RELATIVE_ACCURACY
+from hotspan_sdk.config_errors import ConfigError, ConfigIssue
+from hotspan_sdk.quantile import DEFAULT_RELATIVE_ACCURACY
 
 
 def _is_number(value: object) -> bool:

@@ -1,6 +1,6 @@
-"""The sampling policy table of :class:`~processors.sdk.baggage_sampler.BaggageSampler`, as data.
+"""The sampling policy table of :class:`~hotspan_sdk.baggage_sampler.BaggageSampler`, as data.
 
-Plain frozen dataclasses (``processors.sdk`` must not depend on pydantic), validated on construction;
+Plain frozen dataclasses (``hotspan_sdk`` must not depend on pydantic), validated on construction;
 :meth:`SamplingConfig.from_mapping` validates a parsed JSON/YAML document and reports every problem at
 once, each under its key path (``policies[2].ratio``). Document shape::
 
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from processors.sdk.config_errors import ConfigError, ConfigIssue
+from hotspan_sdk.config_errors import ConfigError, ConfigIssue
 
 SampleMode = Literal["always", "never"]
 _SAMPLE_MODES = get_args(SampleMode)

@@ -207,7 +207,7 @@ def test_burn_rate_alert_fires_for_a_slow_window(served: RunningServer, promethe
 
 
 def test_engine_metrics_read_back_for_the_services_page(prometheus: str) -> None:
-    reader = PrometheusEngineMetrics(prometheus, rate_window_s=5)
+    reader = PrometheusEngineMetrics(prometheus, timeout_s=5.0, rate_window_s=5)
 
     def read() -> dict[str, float]:
         now = time.time_ns()

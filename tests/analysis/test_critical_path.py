@@ -121,7 +121,7 @@ def test_self_parent_and_cycle_traces_still_sum_to_the_root() -> None:
 
 
 def test_wrapper_sibling_hides_the_work_from_the_critical_path() -> None:
-    # DESIGN.md's trap: w [5,90] does the work (children w1 [10,50], w2 [50,85]); g, a childless
+    # The wrapper trap (analysis/wrappers.py): w [5,90] does the work (children w1 [10,50], w2 [50,85]); g, a childless
     # graphql.execution-like wrapper [2,95], is w's sibling and ends later. Jaeger's rule walks into g:
     # r [95,100], g [2,95], then back in r at 2 nothing ends before 2 -> r [0,2]. The work is off the path.
     spans = [

@@ -186,8 +186,8 @@ WRAPPER_RULES = parse_stage_rules(
 
 
 def wrapper_trace() -> pl.DataFrame:
-    # DESIGN.md's overlapping sibling: the work w [5,90] (children [10,49], [50,85]) and a childless wrapper
-    # g graphql.execution [2,95] under the root r [0,100], the wrapper ending last.
+    # The overlapping sibling of analysis/wrappers.py: the work w [5,90] (children [10,49], [50,85]) and a
+    # childless wrapper g graphql.execution [2,95] under the root r [0,100], the wrapper ending last.
     return frame(
         [
             S("r", "", 0, 100, "root"),

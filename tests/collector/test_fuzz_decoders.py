@@ -1,4 +1,4 @@
-"""Fuzzing the OTLP protobuf and JSON decoders (collector.decode.check_body) with hypothesis.
+"""Fuzzing the OTLP protobuf and JSON decoders (collector.otlp_body.check_body) with hypothesis.
 
 Property: any body is either refused whole with a PayloadError (HTTP 400) or decoded into a request
 whose spans are all accounted for (stored or rejected with a reason); nothing else is ever raised.
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.decode import JSON, PROTOBUF, PayloadError, check_body
+from collector.otlp_body import JSON, PROTOBUF, PayloadError, check_body
 
 EXAMPLES = int(os.environ.get("HOTSPAN_FUZZ_EXAMPLES", "500"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))

@@ -29,9 +29,9 @@ from collector import _otlp_rows
 from collector.attributes import go_float
 from collector.batch import check_request
 from collector.batchwriter import PreparedBatch, UnreadableRequestError, python_request
-from collector.decode import PROTOBUF, check_body
 from collector.limits import SpanLimits
 from collector.native_writer import COLUMNS, NativeBatchWriter, native_check, native_rows
+from collector.otlp_body import PROTOBUF, check_body
 from collector.rejections import Rejection
 from collector.results import ExportResult, export_result
 from collector.wire import encode_varint, read_batch, write_batch
@@ -175,8 +175,8 @@ def _python_prepare(path: Path, pre: Sequence[Sequence[Rejection]], limits: Span
 
 def _assert_writer_matches_python(
     tmp: Path, bodies: Sequence[bytes], limits: SpanLimits, pre: list[list[Rejection]] | None = None
-) -> NativeBatchWriter:
-    """The native writer's prepared batch against :func:`_python_prepare` of the same file."""
+) -> PreparedBatch:
+    """The native writer's prepared batch against :func:`_python_prepare` of the same file; the native one."""
     path = _batch_file(tmp, bodies)
     pre = pre or [[] for _ in bodies]
     writer = NativeBatchWriter(None, limits)  # type: ignore[arg-type]  # prepare needs no database
@@ -187,7 +187,7 @@ def _assert_writer_matches_python(
     got = _read_rows(native.native_rows) + [r for t in native.python_tables for r in _table_rows(t)]
     want = [r for t in python.python_tables for r in _table_rows(t)]
     assert sorted(got, key=repr) == sorted(want, key=repr)
-    return writer
+    return native
 
 
 # -- clean requests ---------------------------------------------------------------------------------
@@ -438,15 +438,15 @@ def test_anomalies_go_whole_to_python_with_the_reference_answer(tmp_path: Path, 
     assert isinstance(native_rows(body, "default", SMALL), str)
     if _checks_like_python(body):
         assert name.startswith("too many") or "too long" in name
-    writer = _assert_writer_matches_python(tmp_path, [clean, body, clean], SMALL)
-    assert (writer.native_requests, writer.python_requests) == (2, 1)
+    prepared = _assert_writer_matches_python(tmp_path, [clean, body, clean], SMALL)
+    assert len(_read_rows(prepared.native_rows)) == 2  # the clean requests' one span each; nothing of the anomaly
 
 
 def test_the_receiver_answers_clean_bodies_without_a_protobuf_parse(monkeypatch: pytest.MonkeyPatch) -> None:
     clean = build_requests(10, per_request=10)[0]
     expected = check_body(ANOMALIES["duplicate span"], PROTOBUF)
     assert expected.result.rejected == 1
-    monkeypatch.setattr("collector.decode.decode_request", lambda raw, media: pytest.fail("parsed"))
+    monkeypatch.setattr("collector.otlp_body.decode_request", lambda raw, media: pytest.fail("parsed"))
     checked = check_body(clean, PROTOBUF)
     assert (checked.body, checked.spans, checked.result) == (clean, 10, export_result(10, [], []))
 
@@ -460,8 +460,8 @@ def test_unknown_fields_are_skipped_like_protobuf_does() -> None:
 def test_decoder_placeholders_go_to_python(tmp_path: Path) -> None:
     body = otlp.request(otlp.span(1), trace_pb2.Span(), otlp.span(3)).SerializeToString()
     pre = [[Rejection.at((0, 0, 1), "spanId 'zz' is neither hex nor base64")]]
-    writer = _assert_writer_matches_python(tmp_path, [body], SMALL, pre)
-    assert (writer.native_requests, writer.python_requests) == (0, 1)
+    prepared = _assert_writer_matches_python(tmp_path, [body], SMALL, pre)
+    assert prepared.native_rows == b""
 
 
 def test_known_fields_cover_the_otlp_descriptors() -> None:
@@ -587,7 +587,10 @@ def test_stored_rows_equal_the_python_references(store: ClickHouse, second_store
     pre: list[list[Rejection]] = [[] for _ in bodies]
     native = NativeBatchWriter(store, DEFAULT)
     prepared = native.prepare(path, pre)
-    assert (native.native_requests, native.python_requests) == (3, 1)
+    # The clean requests' spans come from the scanner, the anomaly's (its spans but the duplicate) from Python.
+    accepted = [result.accepted for result in prepared.results if isinstance(result, ExportResult)]
+    assert len(_read_rows(prepared.native_rows)) == sum(accepted[:3])
+    assert sum(table.num_rows for table in prepared.python_tables) == accepted[3]
     native.store(prepared)
     assert native.store(prepared).stored == 0  # a replay after a crash stores nothing twice
     OnceWriter(second_store).store(tables=_python_prepare(path, pre, DEFAULT).python_tables)

@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from collector.batch import to_batch
-from collector.decode import JSON, PayloadError, check_body
+from collector.otlp_body import JSON, PayloadError, check_body
 
 PLACES = ("resource", "span", "event", "link")
 KINDS = ("array", "kvlist")

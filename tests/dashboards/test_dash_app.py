@@ -238,17 +238,17 @@ def test_the_layout_holds_the_page_its_referrer_opens(ingestor: Ingestor, query:
 
         # The trace page's HTML starts reading the trace, while the browser would still be running the page's scripts.
         path = f"/ui/trace/{LARGEST_DEMO_TRACE}"
-        reads = query.views.reads
+        reads = query.store.span_reads
         assert httpx.get(f"{url}{path}", timeout=60).status_code == 200
         deadline = time.monotonic() + 30
-        while query.views.reads == reads and time.monotonic() < deadline:
+        while query.store.span_reads == reads and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert query.views.reads == reads + 1
+        assert query.store.span_reads == reads + 1
         # Its layout: the page, its model found kept (one read for the page load), and a Location already at the
         # address (so the router stays idle).
         opened = layout(f"{url}{path}")
         assert _component(opened, "trace-meta")["data"]["span_count"] == 18
-        assert query.views.reads == reads + 1
+        assert query.store.span_reads == reads + 1
         assert _component(opened, "_pages_location")["pathname"] == path
         assert _component(opened, "_pages_location")["search"] == ""
         assert _component(opened, "_pages_store")["data"] == {"title": f"Trace {LARGEST_DEMO_TRACE[:8]} · Hotspan"}

@@ -25,12 +25,11 @@ from browser_kit import (
 )
 from dashboards.trace_panels import FIRST_WINDOW_ROWS
 from hotspan.importer import StoreSink, import_paths
-from query.trace_views import TraceViews
+from query.trace_view_cache import TraceViews
 from storage.clickhouse import ClickHouse
-from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
 from synthetic_traces import agent_trace
-from testkit import REPO, TRACES, query_room
+from testkit import REPO, TRACES, CountingTraceReader, query_room
 
 pytestmark = pytest.mark.ui
 
@@ -49,7 +48,7 @@ WIDGET_JS = "document.getElementById('trace-timeline').hsTimeline"
 class Served:
     url: str
     views: TraceViews
-    reader: ClickHouseTraceReader
+    reader: CountingTraceReader
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +76,9 @@ def _detail(page: Page) -> str:
 
 def test_a_real_trace_collapses_expands_and_opens_spans_reading_it_once(browser: Browser, served: Served) -> None:
     page, errors = new_page(browser, height=1300)
-    reads = served.views.reads
-    open_trace(page, f"{served.url}/ui/trace/{SMARTTHINGS_TRACE}")
     spans = served.reader.trace(SMARTTHINGS_TRACE, tenant=None).height
+    reads = served.reader.span_reads  # after the test's own read above
+    open_trace(page, f"{served.url}/ui/trace/{SMARTTHINGS_TRACE}")
     assert timeline_total(page) == spans  # a small trace: nothing aggregated, nothing collapsed
     assert "Most of this trace's time is" in page.inner_text("#trace-stages")
     # Header and stage panel are static HTML (one Dash component each), drawn as the same elements.
@@ -116,7 +115,7 @@ def test_a_real_trace_collapses_expands_and_opens_spans_reading_it_once(browser:
     page.mouse.move(0, 0)
     screenshot(page, "ui-trace-smartthings.png")
     # Scrolling, collapsing and opening spans read the kept view: one read for the page load.
-    assert served.views.reads == reads + 1
+    assert served.reader.span_reads == reads + 1
     assert errors == []
 
 

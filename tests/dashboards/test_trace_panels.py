@@ -26,7 +26,7 @@ from dashboards.trace_panels import (
     stage_panel,
 )
 from query.trace_flame import trace_flame
-from query.trace_view import TraceView, build_trace_view
+from query.trace_model import TraceView, build_trace_view
 from units import NS_PER_MS as MS
 
 RULES = load_stage_rules()

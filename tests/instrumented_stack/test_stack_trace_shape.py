@@ -167,7 +167,7 @@ def test_baggage_reaches_the_agent_but_not_the_engine(stack_run: RunSummary, sta
         assert invoke.attributes["sample_policy"] == "debug-high"
         assert "tenant_id" not in engine.attributes
         assert "sample_policy" not in engine.attributes
-        # processors.sdk's BaggageSpanProcessor copies baggage onto every span of the instrumented services,
+        # hotspan_sdk's BaggageSpanProcessor copies baggage onto every span of the instrumented services,
         # not only the ones the stack's code decorates by hand.
         downstream = [span for span in spans if _service(span) in {"agent", "retriever", "tools"}]
         assert downstream

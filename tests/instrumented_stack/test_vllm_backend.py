@@ -1,13 +1,12 @@
 """Real vLLM as the engine, without a GPU: engine choice, the ``vllm serve`` command line per fault, the tiny
-model directory, the launcher against real processes, attribute parity with vLLM v1, and the device check's
-whole path run against the emulator's own server process."""
+model directory, the launcher against real processes, attribute parity with vLLM v1 (the device check's
+run against the emulator: ``tests/tools/test_device_check.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,8 +20,6 @@ from opentelemetry.trace import SpanKind
 from tokenizers import Tokenizer as HfTokenizer
 
 from hotspan.cli import main as hotspan_main
-from hotspan.device_check import judge_spans, missing_modules, run_device_check
-from hotspan.server import RunningServer
 from instrumented_stack.capture import InMemorySpans
 from instrumented_stack.engine import EngineConfig, SchedulerConfig, StepTimeModel, create_engine_app
 from instrumented_stack.engine.process import EngineLaunch, EngineProcess, EngineStartError, free_loopback_port
@@ -395,49 +392,3 @@ def test_the_attribute_list_is_reference_mds() -> None:
     assert len(LLM_REQUEST_ATTRIBUTES) == 14
     assert {name.split(".")[1] for name in LLM_REQUEST_ATTRIBUTES} == {"latency", "usage", "request", "response"}
     assert LLM_REQUEST_OPTIONAL_ATTRIBUTES < LLM_REQUEST_ATTRIBUTES
-
-
-# The device check, run against the emulator ----------------------------------------------------------------
-
-
-def test_device_check_passes_against_the_emulators_process(hotspan_server: RunningServer, tmp_path: Path) -> None:
-    verdict = run_device_check("emulator", server=hotspan_server, requests=2, wait_s=30, log_dir=tmp_path)
-    assert verdict.ok, verdict.to_json()
-    line = json.loads(verdict.to_json())
-    assert line["llm_request_spans"] == line["nested_under_client_span"] == line["attribute_set_equal"] == 2
-    assert line["prompt_tokens_match"] == 2 and line["service_names"] == ["vllm"] and line["engine_exit_status"] == 0
-    assert (tmp_path / "engine.log").is_file()
-
-
-def test_device_check_reports_vllm_missing_fast() -> None:
-    if probe_vllm().usable:
-        pytest.skip("this machine can run vLLM")
-    started = time.monotonic()
-    verdict = run_device_check("vllm")
-    assert time.monotonic() - started < 10
-    assert (verdict.ok, verdict.verdict) == (False, "vllm missing")
-    assert any("not installed" in reason for reason in verdict.details["missing"])
-
-
-def test_device_check_judge_names_wrong_parents_and_attribute_differences() -> None:
-    trace = "a" * 32
-    attributes = dict.fromkeys(LLM_REQUEST_ATTRIBUTES - {VllmSpanAttributes.RESPONSE_FINISH_REASONS}, "1")
-    rows = [
-        {"trace_id": trace, "span_id": "c" * 16, "parent_span_id": "r" * 16, "name": f"chat {MODEL}", "kind": "Client",
-         "service_name": "agent", "attributes": {}},
-        {"trace_id": trace, "span_id": "e" * 16, "parent_span_id": "r" * 16, "name": "llm_request", "kind": "Server",
-         "service_name": "vllm", "attributes": attributes | {"gen_ai.response.model": MODEL}},
-    ]  # fmt: skip
-    judged = judge_spans(rows, [trace], MODEL)
-    assert not judged["ok"] and judged["nested_under_client_span"] == 0 and judged["attribute_set_equal"] == 0
-    assert judged["missing_attributes"] == [VllmSpanAttributes.RESPONSE_FINISH_REASONS]
-    assert judged["extra_attributes"] == ["gen_ai.response.model"]
-    assert judge_spans([], [trace], MODEL)["problems"] == [f"{trace}: 0 llm_request spans, expected 1"]
-
-
-def test_device_check_names_missing_dependencies_without_importing_them() -> None:
-    assert missing_modules(["json", "no_such_module_xyz", "no_such_package_xyz.sub"]) == [
-        "no_such_module_xyz",
-        "no_such_package_xyz.sub",
-    ]
-    assert missing_modules() == [], "the test environment has every dependency of the check"

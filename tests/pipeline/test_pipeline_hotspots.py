@@ -12,8 +12,8 @@ from analysis import STAGES
 from collector.ingest import Ingestor
 from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.hotspot_rules import HotspotRulesError, load_hotspot_rules
-from processors.pipeline.pipeline import TracePipeline
-from query.analysis import AnalysisService
+from processors.pipeline.trace_pipeline import TracePipeline
+from query.analysis_service import AnalysisService
 from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
@@ -33,7 +33,7 @@ def _trace_id(number: int) -> str:
 def _service(store: ClickHouse, tmp_path: Path) -> tuple[TracePipeline, AnalysisService]:
     rules = tmp_path / "hotspots.yaml"
     rules.write_text(RULES)
-    config = TracePipelineConfig.load(hotspot_rules_path=rules)
+    config = TracePipelineConfig(hotspot_rules=load_hotspot_rules(rules))
     analysis_store = ClickHouseAnalysisStore(store, STAGES)
     reader = ClickHouseTraceReader(store)
     return TracePipeline(analysis_store, reader, config), AnalysisService(reader, analysis_store, config)

@@ -16,7 +16,7 @@ from hotspan.cli import main
 from hotspan.importer import StoreSink, import_paths
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import TracePipelineConfig
-from processors.pipeline.pipeline import TracePipeline
+from processors.pipeline.trace_pipeline import TracePipeline
 from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader

@@ -18,7 +18,6 @@ from analysis import STAGES
 from collector.ingest import Ingestor
 from hotspan.importer import StoreSink, import_paths
 from processors.pipeline.config import TracePipelineConfig
-from processors.pipeline.pipeline import TracePipeline
 from processors.pipeline.service_graph import ServiceGraphProcessor, service_graph
 from processors.pipeline.tail_sampling import DecisionCache, TailSampler, TailSamplingMetrics
 from processors.pipeline.tail_sampling_policies import (
@@ -27,6 +26,7 @@ from processors.pipeline.tail_sampling_policies import (
     load_tail_sampling,
     parse_tail_sampling,
 )
+from processors.pipeline.trace_pipeline import TracePipeline
 from query.drilldown import stage_examples
 from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse

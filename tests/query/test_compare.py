@@ -9,7 +9,7 @@ from span_frames import spans_frame
 from analysis import STAGES
 from analysis.stage_rules import load_stage_rules
 from query.trace_compare import compare_traces
-from query.trace_view import build_trace_view
+from query.trace_model import build_trace_view
 from query.window_compare import compare_requests
 
 RULES = load_stage_rules()

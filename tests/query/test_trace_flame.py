@@ -10,7 +10,7 @@ from span_frames import spans_frame
 from analysis.stage_rules import load_stage_rules
 from query import trace_flame
 from query.trace_flame import trace_flame as flame_of
-from query.trace_view import TraceView, build_trace_view
+from query.trace_model import TraceView, build_trace_view
 
 RULES = load_stage_rules()
 # a [0,100] with ten children named alike, one after another (5 each), and one c [60,90].

@@ -12,6 +12,7 @@ from span_frames import spans_frame
 
 from analysis.stage_rules import load_stage_rules
 from query import trace_rows
+from query.trace_model import TraceView, build_trace_view
 from query.trace_rows import (
     AGGREGATE,
     COLLAPSED,
@@ -24,7 +25,6 @@ from query.trace_rows import (
     visible,
     window,
 )
-from query.trace_view import TraceView, build_trace_view
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
 from storage.tenancy import ALL_TENANTS

@@ -36,7 +36,7 @@ EXPECTED: dict[str, tuple[str, int, int, int, int]] = {
     "jaeger/jaegerui__stats_spanLongerAsParent.json": ("jaeger", 8, 1, 2, 0),
     "jaeger/jaegerui__stats_testTraceNormal.json": ("jaeger", 5, 1, 2, 0),
     # SOURCES.md: 11 spans, 1 trace, 2 services. Its IDs are "trace-123", "span-1", ...: not hex, so
-    # no OTLP span can carry them (DESIGN.md: IDs are hex, anything else is rejected naming the field).
+    # no OTLP span can carry them (README.md, "Ingest rules": an invalid ID is rejected naming the field).
     # All 11 spans are rejected; test_formats_jaeger.py converts a copy with hex IDs.
     "jaeger/jaegerui__tracegraph_testTrace.json": ("jaeger", 0, 0, 0, 11),
     "jaeger/tracecompass__opentracing_multiple_services.json": ("jaeger", 5, 1, 3, 0),

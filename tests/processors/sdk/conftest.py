@@ -1,4 +1,4 @@
-"""Fixtures for processors.sdk tests: real MeterProviders with in-memory readers."""
+"""Fixtures for hotspan_sdk tests: real MeterProviders with in-memory readers."""
 
 from collections.abc import Iterator
 

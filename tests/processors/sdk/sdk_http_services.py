@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from processors.sdk import BaggageSampler, BaggageSpanProcessor, HotspotSpanProcessor, StaticRule
+from hotspan_sdk import BaggageSampler, BaggageSpanProcessor, HotspotSpanProcessor, StaticRule
 
 SET_BAGGAGE_HEADER = "x-set-baggage"
 """Request header ``key=value``: the first service adds this baggage before calling downstream."""

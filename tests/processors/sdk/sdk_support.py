@@ -1,4 +1,4 @@
-"""Helpers shared by the processors.sdk tests (real SDK objects only)."""
+"""Helpers shared by the hotspan_sdk tests (real SDK objects only)."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass

@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from processors.sdk import BaggageSpanProcessor, ConfigError
+from hotspan_sdk import BaggageSpanProcessor, ConfigError
 
 
 def export_one(processor: BaggageSpanProcessor, parent: Context | None) -> dict[str, object]:

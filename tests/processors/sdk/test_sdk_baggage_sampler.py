@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.sampling import Decision, SamplingResult
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from processors.sdk import BaggageSampler
+from hotspan_sdk import BaggageSampler
 
 PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 POLICIES = {

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.trace import TraceState
 
-from processors.sdk import consistent
+from hotspan_sdk import consistent
 
 # The spec's table of 1-in-N probabilities at the recommended precision of 4 hex digits.
 SPEC_THRESHOLDS = [

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from sdk_support import BASE_NS, Metrics, counter_values, end_span_after, flagged
 
-from processors.sdk import AdaptiveConfig, BaggageSpanProcessor, ConfigError, HotspotSpanProcessor, StaticRule
+from hotspan_sdk import AdaptiveConfig, BaggageSpanProcessor, ConfigError, HotspotSpanProcessor, StaticRule
 
 METRIC = "hotspan.hotspot.spans"
 _OPEN_PROVIDERS: list[TracerProvider] = []

@@ -1,12 +1,12 @@
-"""processors.sdk runs inside users' services: it may import only the OTel API/SDK and the stdlib."""
+"""hotspan_sdk runs inside users' services: it may import only the OTel API/SDK and the stdlib."""
 
 import ast
 import sys
 from pathlib import Path
 
-import processors.sdk
+import hotspan_sdk
 
-PACKAGE_DIR = Path(processors.sdk.__file__).parent
+PACKAGE_DIR = Path(hotspan_sdk.__file__).parent
 OPTIONAL = {"yaml"}  # imported lazily, only when a YAML config is given
 
 
@@ -29,7 +29,7 @@ def test_imports_only_opentelemetry_stdlib_and_itself() -> None:
             allowed = (
                 top in sys.stdlib_module_names
                 or top == "opentelemetry"
-                or module.startswith("processors.sdk")
+                or module.startswith("hotspan_sdk")
                 or module in OPTIONAL
             )
             assert allowed, f"{path.name} imports {module}"

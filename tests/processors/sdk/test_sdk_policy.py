@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from processors.sdk import BaggageSampler, ConfigError, SamplingConfig, SamplingPolicy
-from processors.sdk.config_source import load_document
+from hotspan_sdk import BaggageSampler, ConfigError, SamplingConfig, SamplingPolicy
+from hotspan_sdk.config_source import load_document
 
 EXAMPLE = {
     "default_ratio": 0.1,

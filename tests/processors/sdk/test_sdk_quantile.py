@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.sdk.quantile import WindowedQuantileSketch
+from hotspan_sdk.quantile import WindowedQuantileSketch
 
 
 def exact_quantile(values: list[float], q: float) -> float:

@@ -19,12 +19,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-import processors.sdk
-from processors.sdk import BaggageSampler
+import hotspan_sdk
+from hotspan_sdk import BaggageSampler
 
-README = Path(processors.sdk.__file__).with_name("README.md").read_text()
+README = Path(hotspan_sdk.__file__).with_name("README.md").read_text()
 EXAMPLE_ENDPOINT = "http://127.0.0.1:4318/v1/traces"
-REPO_ROOT = Path(processors.sdk.__file__).parents[2]
+REPO_ROOT = Path(hotspan_sdk.__file__).parents[2]
 
 
 def fenced(language: str) -> str:

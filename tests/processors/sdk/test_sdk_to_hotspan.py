@@ -15,7 +15,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from sdk_http_services import Client, Service
 
 from hotspan.server import RunningServer
-from processors.sdk import StaticRule
+from hotspan_sdk import StaticRule
 
 POLICIES = {
     "default_ratio": 0.0,

@@ -10,8 +10,8 @@ Kept per (tenant, trace ID), least recently used first out, bounded by the spans
 A read is bounded too: a trace of more spans than ``max_read_spans`` (``HOTSPAN_MAX_TRACE_SPANS``, the bound of the
 trace pipeline and of the trace APIs' pages) is read as its first that many spans by start
 (``TraceReader.trace_page``, which costs memory for those only), and its view says how many the store holds
-(:attr:`query.trace_view.TraceView.stored_spans`) and its operations summed over the whole trace in the store
-(``TraceReader.trace_operations``, :attr:`query.trace_view.TraceView.operations`); the whole trace is never held.
+(:attr:`query.trace_model.TraceView.stored_spans`) and its operations summed over the whole trace in the store
+(``TraceReader.trace_operations``, :attr:`query.trace_model.TraceView.operations`); the whole trace is never held.
 """
 
 from __future__ import annotations
@@ -23,16 +23,14 @@ from collections import OrderedDict
 import polars as pl
 
 from analysis.stage_rules import StageRules, load_stage_rules
-from query.trace_view import TraceView, build_trace_view
+from query.trace_model import TraceView, build_trace_view
 from storage.ids import PADDING_64
-from storage.reader import TraceReader
+from storage.reader import MAX_TRACE_SPANS, TraceReader
 
 DEFAULT_MAX_SPANS_HELD = 2_000_000
 """Spans the kept views may hold together; the view just built is kept even when it alone is larger."""
 DEFAULT_MAX_VIEWS = 32
 """Views kept at most."""
-DEFAULT_MAX_READ_SPANS = 100_000
-"""Spans one view reads at most (``HOTSPAN_MAX_TRACE_SPANS``' default)."""
 
 Key = tuple[str | None, str]
 
@@ -41,7 +39,7 @@ SHORT_ID = re.compile(r"[0-9a-f]{8,31}")
 
 
 class TraceViews:
-    """Builds :class:`~query.trace_view.TraceView` objects from a reader and keeps them (module docstring).
+    """Builds :class:`~query.trace_model.TraceView` objects from a reader and keeps them (module docstring).
 
     Thread-safe: concurrent requests for one trace that is not kept wait for one build instead of each reading
     the trace.
@@ -61,7 +59,7 @@ class TraceViews:
         *,
         max_spans_held: int = DEFAULT_MAX_SPANS_HELD,
         max_views: int = DEFAULT_MAX_VIEWS,
-        max_read_spans: int = DEFAULT_MAX_READ_SPANS,
+        max_read_spans: int = MAX_TRACE_SPANS,
     ) -> None:
         self._reader = reader
         self.rules = rules if rules is not None else load_stage_rules()
@@ -72,8 +70,6 @@ class TraceViews:
         self._states: dict[Key, tuple[int, int]] = {}
         self._building: dict[Key, threading.Lock] = {}
         self._lock = threading.Lock()
-        self.reads = 0
-        """Trace reads so far (what the "read at most once per page load" tests count)."""
 
     def load(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
         """The view of ``trace_id`` (canonical 32 hex) as stored now: the kept one when the trace has not changed
@@ -146,8 +142,6 @@ class TraceViews:
                     self._kept.move_to_end(key)
                     return kept
             spans = self._read_spans(trace_id, tenant, state[0])
-            with self._lock:
-                self.reads += 1
             # A trace read in part is still summed whole, by operation, in the store.
             operations = self._reader.trace_operations(trace_id, tenant=tenant) if state[0] > self._max_read else None
             view = (

@@ -4,7 +4,7 @@ Flow (one process; threads in brackets):
 
 1. A receiver (event loop + worker thread, or gRPC worker) reserves queue room with
    :meth:`IngestPipeline.admit` before it reads a body, then :meth:`IngestPipeline.receive` checks the
-   uncompressed body (:func:`collector.decode.check_body`: one protobuf parse and the per-span rules, no
+   uncompressed body (:func:`collector.otlp_body.check_body`: one protobuf parse and the per-span rules, no
    attribute work) and sizes the reservation, and the receiver submits it
    (:meth:`IngestPipeline.submit`), getting a future.
 2. [spooler] appends every waiting request to one spool segment and fsyncs it (group commit: one
@@ -52,10 +52,10 @@ from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalErr
 
 from collector.batchwriter import BatchWriter, PreparedBatch, UnreadableRequestError
 from collector.dead_letter import DeadLetters, Poisoned, Request, UnprovenRefusal, isolate
-from collector.decode import CheckedRequest, check_body
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
 from collector.native_writer import NativeBatchWriter
+from collector.otlp_body import CheckedRequest, check_body
 from collector.results import ExportResult, log_answer
 from collector.spool import Group, Spool, SpoolFullError
 from collector.wire import read_batch, write_batch
@@ -298,7 +298,7 @@ class IngestPipeline:
             ticket.nbytes, ticket.spans = nbytes, spans
 
     def receive(self, ticket: Ticket, raw: bytes, media: str, max_request_spans: int) -> CheckedRequest:
-        """Check an admitted request's uncompressed body (:func:`collector.decode.check_body`) and size its
+        """Check an admitted request's uncompressed body (:func:`collector.otlp_body.check_body`) and size its
         reservation (:meth:`resize`): the one receive step of every protocol. Blocking, CPU-bound.
 
         Raises:

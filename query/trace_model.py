@@ -26,7 +26,7 @@ Memory: a few aligned numpy arrays per span plus the span frame itself (polars);
 a million-span trace costs some hundred MB, computed in vectorised passes (no recursion, no per-span loop).
 Parts only some readers need (model calls, the stage lane, the minimap, sibling groups) are computed on first
 use and kept. Not thread-safe while those are first computed; callers that share a view
-(:class:`query.trace_views.TraceViews`) read it under their own lock.
+(:class:`query.trace_view_cache.TraceViews`) read it under their own lock.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The trace model (``query.trace_view``) on hand-built frames with the awkward cases real traces bring, on every
+"""The trace model (``query.trace_model``) on hand-built frames with the awkward cases real traces bring, on every
 trace of the shared real captures, and on a generated 10k-span agent trace: the drawn tree, untraced gaps, the
 stage lane, groups, search and the minimap."""
 
@@ -13,8 +13,8 @@ from analysis import STAGES, stage_breakdown
 from analysis.stage_rules import load_stage_rules
 from hotspan.importer import StoreSink, import_paths
 from query.trace_flame import trace_flame
+from query.trace_model import TraceView, build_trace_view
 from query.trace_rows import Expansion, window
-from query.trace_view import TraceView, build_trace_view
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.tenancy import ALL_TENANTS

@@ -1,7 +1,7 @@
 """``/api/v1`` routes of the LLM-aware analysis: per trace (critical path, statistics, flame graph, stages) and
 over a window (stage percentiles and shares, hotspots, aggregated flame graph).
 
-Thin: parse, call :class:`query.analysis.AnalysisService`, shape the answer. Per-trace routes
+Thin: parse, call :class:`query.analysis_service.AnalysisService`, shape the answer. Per-trace routes
 analyse the trace's spans on the fly, so they answer before the trace pipeline has run; window routes read the
 pipeline's tables, so they cover requests quiet for ``trace_idle_s``. Every read is limited to the caller's
 tenant (:mod:`api.tenancy`). Units are in every field name: ``_ns`` nanoseconds (times since the Unix epoch),
@@ -9,7 +9,7 @@ tenant (:mod:`api.tenancy`). Units are in every field name: ``_ns`` nanoseconds 
 
 Two "tenants" meet here: the caller's (from the bearer token, never a parameter) decides what can be read at
 all; the ``tenant`` query parameter and ``group_by=tenant`` are about the tenant a request's own spans name
-(``tenant_id`` / ``tenant.id`` attribute, e.g. set from W3C baggage by ``processors.sdk``).
+(``tenant_id`` / ``tenant.id`` attribute, e.g. set from W3C baggage by ``hotspan_sdk``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from api.models import ErrorResponse
 from api.tenancy import Tenant
 from api.traces import parse_trace_id
 from api.window import MAX_NS, MAX_STEP_S, StartNs, window
-from query.analysis import AnalysisService, StatisticsGroup
+from query.analysis_service import AnalysisService, StatisticsGroup
 from storage.analysis_store import AnalysisFilter
 from units import NS_PER_S
 

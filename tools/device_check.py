@@ -1,8 +1,8 @@
 """The GPU device check of issue 4: real vLLM's ``llm_request`` spans, seen through Hotspan.
 
-One command, on a machine with a CUDA GPU and vLLM installed::
+One command, at the repository root of a machine with a CUDA GPU and vLLM installed::
 
-    python -m hotspan.device_check --log-dir "$OUT"
+    python -m tools.device_check --log-dir "$OUT"
 
 1. Checks that vLLM is importable and a GPU is visible; if not, prints ``{"ok": false, "verdict": "vllm
    missing", "missing": [...]}`` within a second or two and exits 2 (nothing else is started). Then checks
@@ -29,7 +29,9 @@ assertions), which is how the tests exercise this script without a GPU. The whol
 8-minute device slot. ``--log-dir`` keeps the engine log (``engine.log``) and the verdict (``verdict.json``).
 
 Everything beyond the standard library is imported inside the functions that need it, Hotspan's server
-(``hotspan``) included: the rest of ``instrumented_stack`` stays free of it.
+(``hotspan``) and the stack (``instrumented_stack``) included, so step 1 answers on a bare Python. The check drives
+both from outside, which is why it lives in ``tools/`` rather than in the server package or the stack (which
+imports nothing of the server).
 """
 
 from __future__ import annotations
@@ -243,7 +245,7 @@ async def _send_requests(
     from instrumented_stack.tokenizer import default_tokenizer, tokenizer_file
 
     provider = build_tracer_provider(CLIENT_SERVICE, otlp_span_processor(otlp_http), hotspan_sdk=False)
-    tracer = provider.get_tracer("hotspan.device_check")
+    tracer = provider.get_tracer("tools.device_check")
     tokenizer = default_tokenizer()
     config = LlmClientConfig(base_url=base_url, model=MODEL_NAME, max_model_len=MAX_MODEL_LEN, timeout_s=120.0)
     trace_ids: list[str] = []
@@ -387,9 +389,9 @@ def run_device_check(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m hotspan.device_check``: print the verdict line; exit 0 ok, 1 failed, 2 no vLLM,
+    """``python -m tools.device_check``: print the verdict line; exit 0 ok, 1 failed, 2 no vLLM,
     3 Hotspan's dependencies missing."""
-    parser = argparse.ArgumentParser(prog="python -m hotspan.device_check", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.device_check", description=__doc__.split("\n")[0])
     parser.add_argument("--engine", choices=("vllm", "emulator"), default="vllm")
     parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--prompt-tokens", type=int, default=64)

@@ -1,4 +1,4 @@
-"""``GET /api/v1/traces/{id}/view`` (``api.trace_view``): windows of a trace's visible rows over REST, the same
+"""``GET /api/v1/traces/{id}/view`` (``api.trace_page``): windows of a trace's visible rows over REST, the same
 kept views the trace page reads."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from analysis.stage_rules import load_stage_rules
-from api import trace_view
+from api import trace_page
 from api.errors import install_error_handlers
-from query.trace_views import TraceViews
+from query.trace_view_cache import TraceViews
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
@@ -24,7 +24,7 @@ def client(store: ClickHouse, reader: ClickHouseTraceReader) -> TestClient:
     ClickHouseTraceWriter(store).write(agent_trace(3_000, trace_id=TRACE))
     app = FastAPI()
     install_error_handlers(app)
-    app.include_router(trace_view.build_router(TraceViews(reader, load_stage_rules())))
+    app.include_router(trace_page.build_router(TraceViews(reader, load_stage_rules())))
     return TestClient(app)
 
 
@@ -64,7 +64,7 @@ def test_a_view_read_in_part_sums_the_whole_trace_by_operation(
 ) -> None:
     assert client.get(f"/api/v1/traces/{TRACE}/view", params={"limit": 1}).json()["operations"] is None
     app = FastAPI()
-    app.include_router(trace_view.build_router(TraceViews(reader, load_stage_rules(), max_read_spans=1_000)))
+    app.include_router(trace_page.build_router(TraceViews(reader, load_stage_rules(), max_read_spans=1_000)))
     body = TestClient(app).get(f"/api/v1/traces/{TRACE}/view", params={"limit": 1}).json()
     assert (body["span_count"], body["stored_spans"]) == (1_000, 2 + 149 * 20)
     operations = body["operations"]

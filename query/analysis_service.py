@@ -1,4 +1,4 @@
-"""Service functions of the LLM-aware analysis: what the REST API (``api.analysis``), the Dash pages and the
+"""Service functions of the LLM-aware analysis: what the REST API (``api.analysis_routes``), the Dash pages and the
 diagnosis rules call. No SQL here (it is in ``storage.analysis_sql``) and no HTTP.
 
 Two families:

@@ -1,4 +1,4 @@
-"""Kept trace views (``query.trace_views``): one read per load, reads shared by concurrent requests, the bound on
+"""Kept trace views (``query.trace_view_cache``): one read per load, reads shared by concurrent requests, the bound on
 spans held, and tenants kept apart."""
 
 from __future__ import annotations
@@ -10,39 +10,48 @@ import pyarrow as pa
 import pytest
 
 from analysis.stage_rules import load_stage_rules
-from query.trace_views import TraceViews
+from query.trace_view_cache import TraceViews
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
 from storage.schema import with_tenant
 from storage.writer import ClickHouseTraceWriter
 from synthetic_traces import agent_trace
+from testkit import CountingTraceReader
 
 RULES = load_stage_rules()
 A, B = "a1" * 16, "b2" * 16
 
 
 @pytest.fixture
-def views(store: ClickHouse, reader: ClickHouseTraceReader) -> TraceViews:
+def counted(store: ClickHouse) -> CountingTraceReader:
+    """The store holding traces A and B of tenant acme, its reads of a trace's spans counted."""
     writer = ClickHouseTraceWriter(store)
     writer.write(with_tenant(agent_trace(100, trace_id=A), "acme"))
     writer.write(with_tenant(agent_trace(200, trace_id=B), "acme"))
-    return TraceViews(reader, RULES, max_spans_held=250)
+    return CountingTraceReader(store)
 
 
-def test_a_load_reads_once_and_later_requests_read_the_kept_view(views: TraceViews, store: ClickHouse) -> None:
+@pytest.fixture
+def views(counted: CountingTraceReader) -> TraceViews:
+    return TraceViews(counted, RULES, max_spans_held=250)
+
+
+def test_a_load_reads_once_and_later_requests_read_the_kept_view(
+    views: TraceViews, counted: CountingTraceReader, store: ClickHouse
+) -> None:
     loaded = views.load(A, tenant="acme")
-    assert loaded is not None and views.reads == 1
+    assert loaded is not None and counted.span_reads == 1
     assert all(views.get(A, tenant="acme") is loaded for _ in range(5))
-    assert views.reads == 1
-    assert views.load(A, tenant="acme") is loaded and views.reads == 1  # a page load of an unchanged trace
+    assert counted.span_reads == 1
+    assert views.load(A, tenant="acme") is loaded and counted.span_reads == 1  # a page load of an unchanged trace
     late = agent_trace(100, trace_id=A).slice(0, 1)
     late = late.set_column(late.schema.get_field_index("SpanId"), "SpanId", pa.array(["0123456789abcdef"]))
     ClickHouseTraceWriter(store).write(with_tenant(late, "acme"))  # a late span arrives
     again = views.load(A, tenant="acme")  # so the next page load reads the trace as stored now
-    assert again is not loaded and views.reads == 2 and again.size == loaded.size + 1
+    assert again is not loaded and counted.span_reads == 2 and again.size == loaded.size + 1
 
 
-def test_concurrent_requests_for_one_trace_share_one_read(views: TraceViews) -> None:
+def test_concurrent_requests_for_one_trace_share_one_read(views: TraceViews, counted: CountingTraceReader) -> None:
     found = []
     threads = [threading.Thread(target=lambda: found.append(views.get(B, tenant="acme"))) for _ in range(6)]
     for thread in threads:
@@ -50,15 +59,15 @@ def test_concurrent_requests_for_one_trace_share_one_read(views: TraceViews) -> 
     for thread in threads:
         thread.join(30)
     assert len(found) == 6 and all(view is found[0] for view in found)
-    assert views.reads == 1
+    assert counted.span_reads == 1
 
 
-def test_the_spans_held_are_bounded(views: TraceViews) -> None:
+def test_the_spans_held_are_bounded(views: TraceViews, counted: CountingTraceReader) -> None:
     first = views.get(A, tenant="acme")
     assert first is not None
     views.get(B, tenant="acme")  # 80 + 180 spans exceed 250: A, the least recently used, goes
-    assert views.reads == 2
-    assert views.get(A, tenant="acme") is not first and views.reads == 3
+    assert counted.span_reads == 2
+    assert views.get(A, tenant="acme") is not first and counted.span_reads == 3
 
 
 def test_tenants_never_see_each_other(views: TraceViews) -> None:

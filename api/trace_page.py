@@ -1,6 +1,6 @@
 """``GET /api/v1/traces/{trace_id}/view``: the trace page's model over REST, a window of visible rows at a time.
 
-Thin: parse, ask :class:`query.trace_views.TraceViews` (the same kept views the trace page reads), shape the
+Thin: parse, ask :class:`query.trace_view_cache.TraceViews` (the same kept views the trace page reads), shape the
 answer. The rows are :func:`query.trace_rows.window`'s columns, so a client can draw a trace of any size without
 fetching every span: collapse and aggregation state travel as parameters. Every read is limited to the caller's
 tenant (:mod:`api.tenancy`).
@@ -19,9 +19,9 @@ from api.errors import ApiError
 from api.models import ErrorResponse
 from api.tenancy import Tenant
 from api.traces import parse_trace_id
+from query.trace_model import TraceView
 from query.trace_rows import MAX_WINDOW_ROWS, MODES, Expansion, Mode, window
-from query.trace_view import TraceView
-from query.trace_views import TraceViews
+from query.trace_view_cache import TraceViews
 
 
 class TraceOperation(BaseModel):

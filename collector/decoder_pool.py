@@ -5,7 +5,7 @@ at once only makes every answer later. Under 80 senders of JSON bodies, Hotspan 
 5-10 s (issue 17 measured 10.6 s), past the OTLP exporters' 10 s default timeout, so each late answer became a
 failed export sent again. :class:`DecoderPool` runs at most ``decoders`` decodes at once and bounds the wait for
 one: a request whose estimated wait passes ``wait_s`` is refused before its body is read (cheap), and one that
-still waits that long is refused after it, both with :class:`collector.pipeline.QueueFullError` (429 with
+still waits that long is refused after it, both with :class:`collector.ingest_pipeline.QueueFullError` (429 with
 ``Retry-After``). Event-loop only: every method must be called from the loop that serves the requests.
 """
 
@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
-from collector.pipeline import QueueFullError
+from collector.ingest_pipeline import QueueFullError
 
 T = TypeVar("T")
 

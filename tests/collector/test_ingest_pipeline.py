@@ -20,9 +20,9 @@ from clickhouse_connect.driver.exceptions import DatabaseError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client import CollectorRegistry
 
-from collector.decode import PROTOBUF, check_body
+from collector.ingest_pipeline import IngestConfig, IngestPipeline, QueueFullError, StorageUnavailableError
 from collector.metrics import IngestMetrics
-from collector.pipeline import IngestConfig, IngestPipeline, QueueFullError, StorageUnavailableError
+from collector.otlp_body import PROTOBUF, check_body
 from collector.results import ExportResult
 from collector.spool import Spool
 from storage.clickhouse import ClickHouse

@@ -19,7 +19,7 @@ from dashboards.query_form import (
     normalize_trace_id,
     parse_attribute_filter,
 )
-from dashboards.views import search_rows
+from dashboards.search_rows import search_rows
 from storage.reader import TraceQuery
 
 NOW_NS = 1_800_000_000_000_000_000

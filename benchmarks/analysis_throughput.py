@@ -12,7 +12,7 @@ in three mixes (simple chat, RAG with tools, tool-heavy with a second LLM call),
 Then times the full analysis of all traces at once: tree (parents, repairs, depth, clamping), self time,
 critical path, stage rules, the vLLM split, both decompositions, and the per-span and per-request tables.
 
-Run: ``python benchmarks/analysis.py [--traces 100000] [--seed 7]``. The last line is
+Run: ``python benchmarks/analysis_throughput.py [--traces 100000] [--seed 7]``. The last line is
 ``analysis_spans_per_s: N`` (spans analysed per second, generation excluded).
 """
 
@@ -28,9 +28,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-# Run as a script, this folder comes first on sys.path, and this file would shadow the `analysis` package.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
+# Run as a script, Python puts benchmarks/ first on sys.path; the repository root takes its place, so the packages
+# are this checkout's.
+REPO = Path(__file__).resolve().parents[1]
+if sys.path and Path(sys.path[0]).resolve() == REPO / "benchmarks":
+    sys.path[0] = str(REPO)
 
 from analysis import build_tree, span_attributions, stage_breakdown_wide  # noqa: E402
 from analysis.trace_analysis import TraceAnalysis  # noqa: E402
