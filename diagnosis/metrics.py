@@ -24,6 +24,10 @@ import numpy.typing as npt
 
 from storage.prometheus import PrometheusReader
 
+DEFAULT_PROMETHEUS_TIMEOUT_S = 5.0
+"""Per-query timeout of the engine metrics' reads, seconds (``HOTSPAN_PROMETHEUS_TIMEOUT_S``): a diagnosis waits
+for its metrics at most this long per series before going on from traces alone."""
+
 log = logging.getLogger(__name__)
 
 MAX_POINTS = 500
@@ -122,7 +126,7 @@ class PrometheusMetricsSource:
             only repeats samples, a coarser one can miss a short burst).
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 5.0, min_step_s: float = 1.0) -> None:
+    def __init__(self, url: str, *, timeout_s: float = DEFAULT_PROMETHEUS_TIMEOUT_S, min_step_s: float = 1.0) -> None:
         self.url = url.rstrip("/")
         # No retries (the reader's rule): diagnosis falls back to trace-only evidence rather than wait.
         self._reader = PrometheusReader(self.url, timeout_s)

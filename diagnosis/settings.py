@@ -9,10 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnosis.metrics import MetricsSource, PrometheusMetricsSource
+from diagnosis.metrics import DEFAULT_PROMETHEUS_TIMEOUT_S, MetricsSource, PrometheusMetricsSource
 from diagnosis.table import RuleTable, load_rule_table
-
-DEFAULT_PROMETHEUS_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)

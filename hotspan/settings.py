@@ -120,7 +120,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from diagnosis.settings import DEFAULT_PROMETHEUS_TIMEOUT_S
+from diagnosis.metrics import DEFAULT_PROMETHEUS_TIMEOUT_S
 from processors.pipeline.config import TracePipelineConfig
 from storage.clickhouse import ReadBudget
 from storage.faults import FaultPlan

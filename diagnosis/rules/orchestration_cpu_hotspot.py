@@ -37,7 +37,9 @@ class OrchestrationCpuHotspotConfig(RuleConfig):
     orchestrator_stages: list[str] = Field(
         min_length=1, description="Stages whose presence makes a service an orchestrator (the agent's own work)."
     )
-    stages: list[str] = Field(min_length=1, description="Stages (DESIGN.md taxonomy) where orchestration code runs.")
+    stages: list[str] = Field(
+        min_length=1, description="Stages (analysis.stage_rules.STAGES) where orchestration code runs."
+    )
     exclude_under_stages: list[str] = Field(
         description="Spans at or below a span of these stages belong to that step, not to orchestration."
     )
