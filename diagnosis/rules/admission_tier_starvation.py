@@ -8,9 +8,9 @@ priority as ``gen_ai.request.priority``).
 
 For each tier, the time its requests started over is split in two halves at the midpoint. A higher tier
 *starves* when, from the first half to the second, a lower tier's load grows by ``volume_growth_ratio`` (its
-arrivals in the same halves, counts + 1 so a tier that appears counts, or the number of its requests in flight
-during the higher tier's requests, so a backlog building up counts; at least ``min_lower_requests`` of them
-alongside the second half's) while the higher tier's median or p95 latency grows by
+arrivals in the same halves, counts + 1 so a tier that appears counts, or its arrivals within one typical latency
+before each of the higher tier's requests; at least ``min_lower_requests`` of its requests alongside the second
+half's) while the higher tier's median or p95 latency grows by
 ``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. The median counts as well as the p95
 because a half often holds a handful of requests, whose p95 is their slowest one: one request of the first half
 already caught by the rising load (the stack's tier flood: 0.5-1.6 s before, one at 3.2 s, 3-3.6 s after) is
@@ -18,18 +18,21 @@ enough to hide the growth from the p95 alone.
 
 A flood shorter than half the window hides in its half: ten seconds of a backlog among two minutes of steady
 requests moved the P0 p95 of the live stack's second half 1.3x. So the higher tier's requests are also compared
-by load: those that ran alongside an unusual load of the lower tier (``alongside_in_flight_min`` or more of its
-requests in flight, and ``volume_growth_ratio`` times the median the higher tier's requests saw: where the lower
-tier always has requests in flight, as in the stack's default mixed-tier traffic, only a surge counts) against
-those that did not, with the same thresholds (at least ``min_requests_per_half`` in each group, the lower
-tier's requests in flight ``volume_growth_ratio`` times as many alongside as apart); the same ten seconds are 5x
-at the p95 there. Of the pairs starving by either comparison the one whose higher tier suffered most is
-reported (evidence ``comparison_name``), with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`,
-what the Services page shows).
+by load: those that started just after a surge of the lower tier's arrivals against the others. A surge is
+``surge_arrivals_min`` or more lower-tier arrivals within one typical lower-tier latency (its median) before the
+request's start, and ``volume_growth_ratio`` times what the lower tier's average rate brings in that time; the
+same thresholds apply (at least ``min_requests_per_half`` in each group); the same ten seconds are 5x at the p95
+there. Load is counted in arrivals, not in requests in flight: by Little's law requests stay in flight longer
+whenever the system is slow, whatever slowed it, so in-flight counts rise with the very latency they would
+explain (on the stack's clean default workload, P1 requests ran "alongside" 1.4 P2 requests in flight against 0.1
+and were 2.9x slower, p = 0.0002: both were slow together). Of the pairs starving by either comparison the one
+whose higher tier suffered most, times the lower tier's load growth, is reported (evidence ``comparison_name``),
+with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`, what the Services page shows).
 
 Crossing those thresholds is not yet evidence: the comparison must pass :mod:`diagnosis.evidence` (the higher
 tier's latency by the Mann-Whitney U test or its drops by Fisher's exact test; for the halves, the lower tier's
-arrivals by the Poisson rate test or its requests in flight by the rank test), else the finding is ``info``.
+arrivals by the Poisson rate test or its recent arrivals per higher-tier request by the rank test), else the
+finding is ``info``.
 """
 
 from __future__ import annotations
@@ -59,8 +62,8 @@ class AdmissionTierStarvationConfig(RuleConfig):
     rejected_event_names: list[str] = Field(description="Span events that mark a request refused at admission.")
     volume_growth_ratio: float = Field(
         gt=1,
-        description="Growth of a lower tier's arrivals (counts + 1) or mean requests in flight, second half over "
-        "first, that makes it a rising load (ratio).",
+        description="Growth of a lower tier's arrivals (counts + 1) or of its arrivals just before the higher tier's "
+        "requests, second half over first (or after a surge over apart), that makes it a rising load (ratio).",
     )
     latency_growth_ratio: float = Field(
         gt=1,
@@ -83,11 +86,11 @@ class AdmissionTierStarvationConfig(RuleConfig):
     min_lower_requests: int = Field(
         ge=1, description="Requests of the lower tier in flight beside the higher tier's second half needed. Count."
     )
-    alongside_in_flight_min: float = Field(
-        gt=0,
-        description="Lower-tier requests in flight during a higher-tier request (time-averaged) from which that "
-        "request ran alongside the lower tier's load, in the comparison by load: at 1, a lower-tier "
-        "request for the whole of it. Count.",
+    surge_arrivals_min: int = Field(
+        ge=1,
+        description="Lower-tier arrivals within one typical lower-tier latency before a higher-tier request's "
+        "start from which it started after a surge, in the comparison by load. Count. With a tier arriving at "
+        "its usual rate a typical latency holds well under one arrival on the stack's default traffic.",
     )
 
 
@@ -139,8 +142,8 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 "lower_first_half_count": low["request_count_first"],
                 "lower_second_half_count": low["request_count_second"],
                 "lower_alongside_second_half_count": low["alongside_second"],
-                "lower_first_half_in_flight_count_mean": ratio(low["in_flight_first"]),
-                "lower_second_half_in_flight_count_mean": ratio(low["in_flight_second"]),
+                "lower_first_half_recent_arrivals_count_mean": ratio(low["recent_first"]),
+                "lower_second_half_recent_arrivals_count_mean": ratio(low["recent_second"]),
                 "lower_volume_growth_ratio": ratio(volume_growth),
                 "higher_request_count": samples,
                 "higher_first_half_ms_p50": ratio(high["latency_ms_p50_first"]),
@@ -183,7 +186,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 by_load = _by_load(higher, lower, self.config)
                 (loaded,) = _halves(by_load)
                 if min(loaded["request_count_first"], loaded["request_count_second"]) > 0:
-                    candidates.append(("lower_in_flight", loaded, _lower_row(lower, by_load), by_load, lower))
+                    candidates.append(("lower_surge", loaded, _lower_row(lower, by_load), by_load, lower))
                 # _alongside needs a second half: a tier whose requests all started at once has none.
                 if lower_rank in by_time and halves["half"].n_unique() == 2:
                     low = by_time[lower_rank] | _alongside(lower, halves)
@@ -227,11 +230,11 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
     ) -> tuple[EvidenceTest, ...]:
         """The evidence of a pair (:mod:`diagnosis.evidence`): the higher tier's suffering (its latency by the
         Mann-Whitney U test, or its drops by Fisher's exact test, whichever is stronger) and, for ``halves``, the
-        lower tier's load rising (its arrivals by the Poisson rate test, or its requests in flight during the
-        higher tier's by the rank test). In the comparison by load the split itself is the load."""
+        lower tier's load rising (its arrivals by the Poisson rate test, or its recent arrivals per higher-tier
+        request by the rank test). In the comparison by load the split itself is the load."""
         config = self.config
         first, second = (split.filter(pl.col("half") == half) for half in ("first", "second"))
-        if comparison == "lower_in_flight":
+        if comparison == "lower_surge":
             sides, rest = f"alongside a surge of tier {low['tier']}'s requests", "apart from it"
         else:
             sides, rest = f"in the second half of tier {low['tier']}'s rising load", "in the first"
@@ -254,9 +257,9 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
             ),
             key=_strength,
         )
-        if comparison == "lower_in_flight":
+        if comparison == "lower_surge":
             return (suffered,)
-        in_flight = _in_flight(lower, split)
+        recent = _recent_arrivals(lower, split)
         rose = min(
             higher_rate(
                 f"tier {low['tier']}'s arrivals in the second half of tier {high['tier']}'s time > in the first",
@@ -267,9 +270,9 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 tries=2 * tries,
             ),
             larger_values(
-                f"tier {low['tier']}'s requests in flight during tier {high['tier']}'s, second half > first",
-                in_flight[split["half"].to_numpy() == "first"],
-                in_flight[split["half"].to_numpy() == "second"],
+                f"tier {low['tier']}'s arrivals just before tier {high['tier']}'s requests, second half > first",
+                recent[split["half"].to_numpy() == "first"],
+                recent[split["half"].to_numpy() == "second"],
                 min_count=config.min_requests_per_half,
                 min_effect_ratio=config.volume_growth_ratio,
                 tries=2 * tries,
@@ -288,15 +291,15 @@ def _strength(test: EvidenceTest) -> tuple[bool, float]:
 GROWTH_CAP = 1_000.0
 """Where a lower tier's load growth stops counting when pairs are ranked (growth from nothing is infinite)."""
 
-COMPARISONS = ("halves", "lower_in_flight")
+COMPARISONS = ("halves", "lower_surge")
 """How a higher tier's requests are split in two: ``halves``, first and second half of their time range;
-``lower_in_flight``, apart from the lower tier's load (``first``) and alongside it (``second``)."""
+``lower_surge``, apart from a surge of the lower tier's arrivals (``first``) and just after one (``second``)."""
 
 
 @dataclass(frozen=True)
 class _Starving:
     """A starving pair: the comparison (:data:`COMPARISONS`), the higher tier's :func:`_halves` row, the lower
-    tier's row (counts and requests in flight on each side), the higher tier's requests with ``half`` and the
+    tier's row (counts and recent arrivals on each side), the higher tier's requests with ``half`` and the
     comparison's evidence."""
 
     comparison: str
@@ -307,12 +310,16 @@ class _Starving:
 
 
 def _by_load(higher: pl.DataFrame, lower: pl.DataFrame, config: AdmissionTierStarvationConfig) -> pl.DataFrame:
-    """``higher`` with ``half``: ``second`` where ``lower``'s requests in flight during the request
-    (time-averaged) reach ``alongside_in_flight_min`` and ``volume_growth_ratio`` times their median over
-    ``higher``'s requests (a surge, not the lower tier's usual traffic), else ``first``."""
-    in_flight = _in_flight(lower, higher)
-    usual = float(np.median(in_flight)) if in_flight.size else 0.0
-    alongside = pl.Series(in_flight >= max(config.alongside_in_flight_min, config.volume_growth_ratio * usual))
+    """``higher`` with ``half``: ``second`` where ``lower``'s arrivals within its typical latency before the
+    request's start (:func:`_recent_arrivals`) reach ``surge_arrivals_min`` and ``volume_growth_ratio`` times what
+    its average rate brings in that time (a surge, not the lower tier's usual traffic), else ``first``."""
+    recent = _recent_arrivals(lower, higher)
+    # The average rate over the time both tiers were seen: a tier that only ever came as one burst has the
+    # burst's rate over its own span.
+    starts = pl.concat([lower["start_ns"], higher["start_ns"]])
+    spread_ns = max(int(starts.max()) - int(starts.min()), 1)  # type: ignore[arg-type]
+    usual = lower.height * _typical_ns(lower) / spread_ns
+    alongside = pl.Series(recent >= max(config.surge_arrivals_min, config.volume_growth_ratio * usual))
     return higher.with_columns(pl.when(alongside).then(pl.lit("second")).otherwise(pl.lit("first")).alias("half"))
 
 
@@ -340,8 +347,9 @@ def _title(comparison: str, high: dict[str, Any], low: dict[str, Any], volume_gr
     if comparison == "halves":
         return f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s latency went {change}"
     return (
-        f"Tier {high['tier']}'s requests alongside tier {low['tier']}'s ({low['in_flight_second']:.1f} in flight on "
-        f"average, against {low['in_flight_first']:.1f}) went {change}"
+        f"Tier {high['tier']}'s requests started after a surge of tier {low['tier']}'s "
+        f"({low['recent_second']:.1f} arrivals within its typical latency on average, against "
+        f"{low['recent_first']:.1f}) went {change}"
     )
 
 
@@ -358,42 +366,48 @@ def _per_tier(stats: pl.DataFrame, column: str) -> list[str]:
 
 
 def _alongside(lower: pl.DataFrame, higher: pl.DataFrame) -> dict[str, float]:
-    """What the higher tier's requests (``higher``, with ``half``) ran alongside of the ``lower`` tier's:
-    ``in_flight_first`` / ``in_flight_second``, the lower tier's requests in flight during each higher-tier
-    request (time-weighted), averaged over the half's requests; ``alongside_second``, how many lower-tier
+    """What the higher tier's requests (``higher``, with ``half``) met of the ``lower`` tier's: ``recent_first``
+    / ``recent_second``, the lower tier's arrivals within its typical latency before each higher-tier request
+    (:func:`_recent_arrivals`), averaged over the half's requests; ``alongside_second``, how many lower-tier
     requests overlapped a second-half one."""
     starts = lower["start_ns"].to_numpy()
     ends = starts + lower["duration_ns"].to_numpy()
-    seen = higher.with_columns(pl.Series("in_flight", _in_flight(lower, higher)))
-    means = dict(seen.group_by("half").agg(pl.col("in_flight").mean()).iter_rows())
+    seen = higher.with_columns(pl.Series("recent", _recent_arrivals(lower, higher)))
+    means = dict(seen.group_by("half").agg(pl.col("recent").mean()).iter_rows())
     second = higher.filter(pl.col("half") == "second")
     second_start = int(second["start_ns"].min())  # type: ignore[arg-type]
     second_end = int((second["start_ns"] + second["duration_ns"]).max())  # type: ignore[arg-type]
     overlapping = int(((starts < second_end) & (ends > second_start)).sum())
     return {
-        "in_flight_first": float(means.get("first", 0.0)),
-        "in_flight_second": float(means.get("second", 0.0)),
+        "recent_first": float(means.get("first", 0.0)),
+        "recent_second": float(means.get("second", 0.0)),
         "alongside_second": overlapping,
     }
 
 
-def _in_flight(lower: pl.DataFrame, higher: pl.DataFrame) -> np.ndarray:
-    """Per request of ``higher``, the ``lower`` tier's requests in flight during it (time-weighted mean)."""
-    starts = lower["start_ns"].to_numpy()
-    high_starts = higher["start_ns"].to_numpy()
-    return mean_concurrency(
-        starts, starts + lower["duration_ns"].to_numpy(), high_starts, high_starts + higher["duration_ns"].to_numpy()
-    )
+def _typical_ns(lower: pl.DataFrame) -> float:
+    """The lower tier's median latency, ns: how long one of its arrivals typically holds capacity."""
+    return float(lower["duration_ns"].median() or 0.0)  # type: ignore[arg-type]
+
+
+def _recent_arrivals(lower: pl.DataFrame, higher: pl.DataFrame) -> np.ndarray:
+    """Per request of ``higher``, the ``lower`` tier's arrivals (starts) within one typical lower-tier latency
+    (:func:`_typical_ns`) before its start: the lower tier's load it met, measured by what arrived, which a slow
+    system does not inflate (requests in flight it does)."""
+    starts = np.sort(lower["start_ns"].to_numpy())
+    at = higher["start_ns"].to_numpy()
+    window = int(_typical_ns(lower))
+    return (np.searchsorted(starts, at, side="right") - np.searchsorted(starts, at - window, side="left")).astype(float)
 
 
 def _volume_growth(low: dict[str, Any]) -> float:
     """How much a lower tier's load grew from the first half to the second: the larger of its arrivals' growth
-    (counts + 1) and the growth of its requests in flight alongside the higher tier's (a backlog that builds up
-    while arrivals hold steady or stop is a rising load too; infinite from none)."""
+    (counts + 1) and the growth of its recent arrivals per higher-tier request (:func:`_alongside`; infinite
+    from none)."""
     arrivals = (low["request_count_second"] + 1) / (low["request_count_first"] + 1)
-    first, second = low["in_flight_first"], low["in_flight_second"]
-    in_flight = second / first if first > 0 else (math.inf if second > 0 else 0.0)
-    return max(arrivals, in_flight)
+    first, second = low["recent_first"], low["recent_second"]
+    recent = second / first if first > 0 else (math.inf if second > 0 else 0.0)
+    return max(arrivals, recent)
 
 
 def _with_half(requests: pl.DataFrame, twice_middle: int) -> pl.DataFrame:
