@@ -8,7 +8,7 @@ priority as ``gen_ai.request.priority``).
 
 For each tier, the time its requests started over is split in two halves at the midpoint. A higher tier
 *starves* when, from the first half to the second, a lower tier's load grows by ``volume_growth_ratio`` (its
-arrivals in the same halves, counts + 1 so a tier that appears counts, or its arrivals within one typical latency
+arrivals in the same halves, counts + 1 so a tier that appears counts, or its arrivals within one holding time
 before each of the higher tier's requests; at least ``min_lower_requests`` of its requests alongside the second
 half's) while the higher tier's median or p95 latency grows by
 ``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. The median counts as well as the p95
@@ -19,9 +19,10 @@ enough to hide the growth from the p95 alone.
 A flood shorter than half the window hides in its half: ten seconds of a backlog among two minutes of steady
 requests moved the P0 p95 of the live stack's second half 1.3x. So the higher tier's requests are also compared
 by load: those that started just after a surge of the lower tier's arrivals against the others. A surge is
-``surge_arrivals_min`` or more lower-tier arrivals within one typical lower-tier latency (its median) before the
-request's start, and ``volume_growth_ratio`` times what the lower tier's average rate brings in that time; the
-same thresholds apply (at least ``min_requests_per_half`` in each group); the same ten seconds are 5x at the p95
+``surge_arrivals_min`` or more lower-tier arrivals within one holding time of the lower tier (the 90th percentile
+of its latency: a backlog drains as long as its slowest requests wait) before the request's start, and
+``volume_growth_ratio`` times the median the higher tier's requests met; the same
+thresholds apply (at least ``min_requests_per_half`` in each group); the same ten seconds are 5x at the p95
 there. Load is counted in arrivals, not in requests in flight: by Little's law requests stay in flight longer
 whenever the system is slow, whatever slowed it, so in-flight counts rise with the very latency they would
 explain (on the stack's clean default workload, P1 requests ran "alongside" 1.4 P2 requests in flight against 0.1
@@ -88,9 +89,9 @@ class AdmissionTierStarvationConfig(RuleConfig):
     )
     surge_arrivals_min: int = Field(
         ge=1,
-        description="Lower-tier arrivals within one typical lower-tier latency before a higher-tier request's "
+        description="Lower-tier arrivals within one lower-tier holding time before a higher-tier request's "
         "start from which it started after a surge, in the comparison by load. Count. With a tier arriving at "
-        "its usual rate a typical latency holds well under one arrival on the stack's default traffic.",
+        "its usual rate a holding time holds well under one arrival on the stack's default traffic.",
     )
 
 
@@ -234,29 +235,31 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         request by the rank test). In the comparison by load the split itself is the load."""
         config = self.config
         first, second = (split.filter(pl.col("half") == half) for half in ("first", "second"))
+        dropped = bool(split["dropped"].any())
         if comparison == "lower_surge":
             sides, rest = f"alongside a surge of tier {low['tier']}'s requests", "apart from it"
         else:
             sides, rest = f"in the second half of tier {low['tier']}'s rising load", "in the first"
-        suffered = min(
-            larger_values(
-                f"tier {high['tier']}'s latency {sides} > {rest}",
-                first["duration_ns"].to_numpy(),
-                second["duration_ns"].to_numpy(),
-                min_count=config.min_requests_per_half,
-                min_effect_ratio=config.latency_growth_ratio,
-                tries=2 * tries,
-            ),
-            larger_share(
+        latency = larger_values(
+            f"tier {high['tier']}'s latency {sides} > {rest}",
+            first["duration_ns"].to_numpy(),
+            second["duration_ns"].to_numpy(),
+            min_count=config.min_requests_per_half,
+            min_effect_ratio=config.latency_growth_ratio,
+            tries=tries * (1 + dropped),
+        )
+        suffered = latency
+        if dropped:
+            # Drops are a second look only where there are drops: without any, Fisher's test cannot reject.
+            drops = larger_share(
                 f"tier {high['tier']}'s dropped share {sides} > {rest}",
                 (int(first["dropped"].sum()), first.height),
                 (int(second["dropped"].sum()), second.height),
                 min_count=config.min_requests_per_half,
                 min_rise=config.drop_share_rise,
                 tries=2 * tries,
-            ),
-            key=_strength,
-        )
+            )
+            suffered = min(latency, drops, key=_strength)
         if comparison == "lower_surge":
             return (suffered,)
         recent = _recent_arrivals(lower, split)
@@ -310,15 +313,11 @@ class _Starving:
 
 
 def _by_load(higher: pl.DataFrame, lower: pl.DataFrame, config: AdmissionTierStarvationConfig) -> pl.DataFrame:
-    """``higher`` with ``half``: ``second`` where ``lower``'s arrivals within its typical latency before the
-    request's start (:func:`_recent_arrivals`) reach ``surge_arrivals_min`` and ``volume_growth_ratio`` times what
-    its average rate brings in that time (a surge, not the lower tier's usual traffic), else ``first``."""
+    """``higher`` with ``half``: ``second`` where ``lower``'s arrivals within its holding time before the
+    request's start (:func:`_recent_arrivals`) reach ``surge_arrivals_min`` and ``volume_growth_ratio`` times their
+    median over ``higher``'s requests (a surge, not the lower tier's usual traffic), else ``first``."""
     recent = _recent_arrivals(lower, higher)
-    # The average rate over the time both tiers were seen: a tier that only ever came as one burst has the
-    # burst's rate over its own span.
-    starts = pl.concat([lower["start_ns"], higher["start_ns"]])
-    spread_ns = max(int(starts.max()) - int(starts.min()), 1)  # type: ignore[arg-type]
-    usual = lower.height * _typical_ns(lower) / spread_ns
+    usual = float(np.median(recent)) if recent.size else 0.0
     alongside = pl.Series(recent >= max(config.surge_arrivals_min, config.volume_growth_ratio * usual))
     return higher.with_columns(pl.when(alongside).then(pl.lit("second")).otherwise(pl.lit("first")).alias("half"))
 
@@ -348,7 +347,7 @@ def _title(comparison: str, high: dict[str, Any], low: dict[str, Any], volume_gr
         return f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s latency went {change}"
     return (
         f"Tier {high['tier']}'s requests started after a surge of tier {low['tier']}'s "
-        f"({low['recent_second']:.1f} arrivals within its typical latency on average, against "
+        f"({low['recent_second']:.1f} arrivals within its holding time on average, against "
         f"{low['recent_first']:.1f}) went {change}"
     )
 
@@ -367,7 +366,7 @@ def _per_tier(stats: pl.DataFrame, column: str) -> list[str]:
 
 def _alongside(lower: pl.DataFrame, higher: pl.DataFrame) -> dict[str, float]:
     """What the higher tier's requests (``higher``, with ``half``) met of the ``lower`` tier's: ``recent_first``
-    / ``recent_second``, the lower tier's arrivals within its typical latency before each higher-tier request
+    / ``recent_second``, the lower tier's arrivals within its holding time before each higher-tier request
     (:func:`_recent_arrivals`), averaged over the half's requests; ``alongside_second``, how many lower-tier
     requests overlapped a second-half one."""
     starts = lower["start_ns"].to_numpy()
@@ -385,18 +384,23 @@ def _alongside(lower: pl.DataFrame, higher: pl.DataFrame) -> dict[str, float]:
     }
 
 
-def _typical_ns(lower: pl.DataFrame) -> float:
-    """The lower tier's median latency, ns: how long one of its arrivals typically holds capacity."""
-    return float(lower["duration_ns"].median() or 0.0)  # type: ignore[arg-type]
+HOLDING_QUANTILE = 0.9
+"""Quantile of a lower tier's latency taken as how long its arrivals hold capacity: a surge's backlog drains for
+as long as its slowest requests wait, and the higher tier's requests queued behind it suffer that long."""
+
+
+def _holding_ns(lower: pl.DataFrame) -> float:
+    """How long the lower tier's arrivals hold capacity, ns: the :data:`HOLDING_QUANTILE` of its latency."""
+    return float(lower["duration_ns"].quantile(HOLDING_QUANTILE, "linear") or 0.0)
 
 
 def _recent_arrivals(lower: pl.DataFrame, higher: pl.DataFrame) -> np.ndarray:
-    """Per request of ``higher``, the ``lower`` tier's arrivals (starts) within one typical lower-tier latency
-    (:func:`_typical_ns`) before its start: the lower tier's load it met, measured by what arrived, which a slow
+    """Per request of ``higher``, the ``lower`` tier's arrivals (starts) within one lower-tier holding time
+    (:func:`_holding_ns`) before its start: the lower tier's load it met, measured by what arrived, which a slow
     system does not inflate (requests in flight it does)."""
     starts = np.sort(lower["start_ns"].to_numpy())
     at = higher["start_ns"].to_numpy()
-    window = int(_typical_ns(lower))
+    window = int(_holding_ns(lower))
     return (np.searchsorted(starts, at, side="right") - np.searchsorted(starts, at - window, side="left")).astype(float)
 
 

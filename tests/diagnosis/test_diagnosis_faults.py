@@ -1,7 +1,7 @@
 """End to end with the instrumented stack: each fault switch alone makes its cause the top finding, and a clean
 run shows nothing above ``info``, on this host as it is and beside a CPU-burning neighbour.
 
-Each run replays the first 36 Azure conversation rows (catalogue, calculator and policy questions) with six
+Each run replays the first 48 Azure conversation rows (catalogue, calculator and policy questions) with six
 closed-loop users, sent as every configured tenant in turn as ``hotspan stack run`` does (the stack's default
 mixed tiers: P1, P2 and P0), through the five services in this process, at engine speed 20 and with 100 ms catalogue
 lookups (long enough that other requests' work arrives during most of them, which is what
@@ -51,7 +51,7 @@ from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.writer import ClickHouseTraceWriter
 from testkit import migrated_database
 
-ROWS = 36
+ROWS = 48
 USERS = 6
 SPEED = 20.0
 TOOL_LATENCY_S = 0.1
