@@ -21,7 +21,9 @@ from storage.clickhouse import ClickHouse
 from storage.rollup_reader import ClickHouseRollupReader
 from storage.tenancy import tenant_condition, tenant_parameters
 
-SearchOrder = Literal["newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens"]
+SearchOrder = Literal[
+    "newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens", "longest_stage"
+]
 """Orders of :meth:`TraceReader.ranked_search` (:data:`storage.trace_sql.SEARCH_ORDERS`)."""
 
 SEARCH_COLUMNS = (
@@ -154,14 +156,17 @@ class TraceReader(Protocol):
         tenant: str | None,
         min_trace_duration_ns: int | None = None,
         max_trace_duration_ns: int | None = None,
+        stage: str = "",
     ) -> pl.DataFrame:
         """The :meth:`search` summaries of the first ``query.limit`` traces by ``order``
         (:data:`storage.trace_sql.SEARCH_ORDERS`) among *every* trace that matches ``query`` and whose whole
         duration (first span start to last span end, ns) lies within the bounds (None leaves one open); ranked in
-        the store, in no order here. ``most_tokens`` ranks by the trace pipeline's token counts (0 until analysed).
+        the store, in no order here. ``most_tokens`` ranks by the trace pipeline's token counts (0 until analysed);
+        ``longest_stage`` by the critical-path time of ``stage`` (an ``analysis.STAGES`` name), among the analysed
+        traces that spent time in it only.
 
         Raises:
-            ValueError: an unknown ``order``.
+            ValueError: an unknown ``order``, or ``longest_stage`` without a ``stage``.
         """
         ...
 
@@ -263,13 +268,19 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         tenant: str | None,
         min_trace_duration_ns: int | None = None,
         max_trace_duration_ns: int | None = None,
+        stage: str = "",
     ) -> pl.DataFrame:
         if order not in trace_sql.SEARCH_ORDERS:
             raise ValueError(f"unknown order {order!r}: one of {', '.join(trace_sql.SEARCH_ORDERS)}")
-        usage = trace_sql.SEARCH_USAGE.format(summary_tenant=tenant_condition()) if order == "most_tokens" else ""
+        if order == "longest_stage" and not stage:
+            raise ValueError("the longest_stage order needs a stage")
+        joins = {"most_tokens": trace_sql.SEARCH_USAGE, "longest_stage": trace_sql.SEARCH_STAGE}
+        usage = joins[order].format(summary_tenant=tenant_condition()) if order in joins else ""
         sql, parameters = build_search(
             query, trace_sql.RANKED_SEARCH, order=trace_sql.SEARCH_ORDERS[order], usage=usage
         )
+        if order == "longest_stage":
+            parameters["stage"] = stage
         parameters |= {
             "min_trace_ns": min_trace_duration_ns if min_trace_duration_ns is not None else 0,
             "max_trace_ns": max_trace_duration_ns if max_trace_duration_ns is not None else 2**63 - 1,

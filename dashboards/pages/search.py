@@ -13,6 +13,8 @@ import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.development.base_component import Component
 
+from analysis import STAGES
+from dashboards.colors import stage_label
 from dashboards.controls import field, text_input
 from dashboards.figures import empty_figure, search_scatter_figure
 from dashboards.pages import Page
@@ -124,6 +126,7 @@ FORM_FIELDS = {
     "start": "search-start",
     "end": "search-end",
     "sort": "search-sort",
+    "stage": "search-stage",
 }
 """:class:`~dashboards.query_form.SearchForm` field → the component holding it."""
 SUBMITTING_INPUTS = (
@@ -234,6 +237,15 @@ def layout(**query: str) -> Component:
                     ),
                 ],
             ),
+            field(
+                "Stage",
+                dcc.Dropdown(
+                    id="search-stage",
+                    options=[{"label": stage_label(stage), "value": stage} for stage in STAGES],
+                    placeholder="for the sort by stage time",
+                    value=form.stage,
+                ),
+            ),
             html.Button("Find traces", id="search-submit", className="hs-button hs-button-primary"),
             html.Div(id="search-message", className="hs-message", role="alert"),
         ],
@@ -341,7 +353,9 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             return [], no_update, empty_figure(NO_RESULTS), "", str(exc), no_update
         traces = result.traces
         count = f"{traces.height} trace{'s' if traces.height != 1 else ''}"
-        if result.ranked:
+        if search.sort == "longest_stage":
+            count += f" · longest in {stage_label(search.stage)} first, of all that spent time in it"
+        elif result.ranked:
             count += f" · {SORT_LABELS[search.sort].lower()} of all matches"
         url = form_to_url(form)
         rows = search_rows(traces, _trace_href(app))
