@@ -12,7 +12,10 @@ import httpx
 import pytest
 
 from hotspan.demo import DemoPrometheus, start_prometheus
+from storage.prometheus import PrometheusReader
 
+QUERY = "vllm:num_requests_waiting"
+"""The gauge the stand-in engine serves."""
 SCRAPED_TIMEOUT_S = 30.0
 """How long the first scrape of a new target may take (file refresh plus a scrape interval, on a loaded host)."""
 
@@ -49,13 +52,19 @@ def test_the_demo_prometheus_scrapes_each_engine_added_while_it_runs(engine: str
         prometheus.add_target(engine)
         deadline = time.monotonic() + SCRAPED_TIMEOUT_S
         while True:
-            answer = httpx.get(f"{prometheus.url}/api/v1/query", params={"query": "vllm:num_requests_waiting"})
+            answer = httpx.get(f"{prometheus.url}/api/v1/query", params={"query": QUERY})
             found = answer.json()["data"]["result"]
             if found:
                 break
             assert time.monotonic() < deadline, "the added engine was not scraped"
             time.sleep(0.5)
         assert found[0]["value"][1] == "3" and found[0]["metric"]["job"] == "vllm"
+        # A range read at a step of a fraction of a second more than whole (what a short window's step is): Prometheus
+        # refused "3.6s", so the demo's diagnosis read no engine metrics.
+        scraped = float(found[0]["value"][0])
+        reader = PrometheusReader(prometheus.url)
+        series = reader.range_queries({"waiting": QUERY}, scraped, scraped + 10, 3.6)["waiting"]
+        assert series and series[0]["values"]
     finally:
         prometheus.close()
     with pytest.raises(httpx.HTTPError):
