@@ -20,6 +20,7 @@ from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color, stage_
 from dashboards.evidence import evidence_row
 from dashboards.figures import TEMPLATE, empty_figure, service_icicle
 from dashboards.format import format_duration_ns, shorten
+from dashboards.links import drill_header
 from diagnosis import EvidenceTest, Finding
 from storage.ids import short_trace_id
 from units import NS_PER_MS
@@ -78,7 +79,7 @@ def stage_percentile_table(percentiles: pl.DataFrame, drill: Callable[[str], Com
         [html.Th("Stage")]
         + [html.Th(name, style=_NUMBER) for name in ("Requests", "p50 (ms)", "p95 (ms)", "p99 (ms)", "Mean (ms)")]
         + [html.Th("Share of e2e", style=_NUMBER)]
-        + ([html.Th("Slowest traces")] if drill else [])
+        + ([drill_header()] if drill else [])
     )
     body = [
         html.Tr(
@@ -130,7 +131,7 @@ def hotspot_table(
             html.Th(name, style=_NUMBER)
             for name in ("Spans", "Self total (ms)", "Self p95 (ms)", "Self mean (ms)", "Flagged", "Share")
         ]
-        + ([html.Th("Slowest traces")] if drill else [])
+        + ([drill_header()] if drill else [])
     )
     body = [
         html.Tr(

@@ -21,9 +21,12 @@ def search_href(
     operation: str | None = None,
     model: str | None = None,
     tenant: str | None = None,
+    stage: str | None = None,
 ) -> str:
-    """The search page prefilled with a scope, longest traces first. A model and a request tenant become attribute
-    filters (``gen_ai.request.model``, ``tenant_id``): spans carry them as such."""
+    """The search page prefilled with a scope, longest traces first, or with a ``stage`` (an ``analysis.STAGES``
+    name) the traces where that stage took longest (the ``longest_stage`` sort, only traces that spent time in it).
+    A model and a request tenant become attribute filters (``gen_ai.request.model``, ``tenant_id``): spans carry
+    them as such."""
     attributes = " ".join(
         f'{key}="{value}"' for key, value in (("gen_ai.request.model", model), ("tenant_id", tenant)) if value
     )
@@ -32,7 +35,8 @@ def search_href(
         operation=operation or None,
         attributes=attributes or None,
         lookback=lookback if lookback in LOOKBACKS else SearchForm.lookback,
-        sort="longest",
+        sort="longest_stage" if stage else "longest",
+        stage=stage or None,
     )
     return f"{prefix}/{form_to_url(form)}"
 
@@ -48,3 +52,10 @@ def drilldown(prefix: str, trace_ids: Sequence[str], search: str) -> Component:
     ]
     links.append(dcc.Link("all, slowest first →", href=search, className="hs-drill"))
     return html.Span(className="hs-drilldown", children=links)
+
+
+def drill_header() -> Component:
+    """The header of a table's column of :func:`drilldown` cells. Its class gives the column a fixed width
+    (``assets/hotspan.css``): in a ``table-layout: fixed`` table an unsized column gets an equal share, narrower
+    than "all, slowest first →" on a 1280 px screen, and the link ran out of its card."""
+    return html.Th("Slowest traces", className="hs-drill-col")

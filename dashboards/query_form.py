@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
+from analysis import STAGES
 from dashboards.format import shorten
 from query.trace_search import SORTS, TraceSearch
 from storage import ids
@@ -52,6 +53,7 @@ class SearchForm:
         min_trace_ms, max_trace_ms: bounds on the whole trace's duration in **ms** (first start to last end).
         start, end: an absolute time range, UTC, ``YYYY-MM-DD HH:MM[:SS]`` (or ``T`` between date and time).
         sort: one of :data:`query.trace_search.SORTS`.
+        stage: the stage (an ``analysis.STAGES`` name) the ``longest_stage`` sort ranks by; None otherwise.
     """
 
     service: str | None = None
@@ -67,6 +69,7 @@ class SearchForm:
     start: str | None = None
     end: str | None = None
     sort: str = "newest"
+    stage: str | None = None
 
 
 def parse_attribute_filter(text: str | None) -> tuple[tuple[str, str], ...]:
@@ -128,7 +131,7 @@ def build_search(form: SearchForm, now_ns: int) -> TraceSearch:
 
     Raises:
         FormError: what :func:`build_trace_query` raises, an unreadable or reversed time range, a negative or
-            reversed trace-duration bound, or an unknown sort.
+            reversed trace-duration bound, an unknown sort, or the sort by a stage without a known stage.
     """
     query = build_trace_query(form, now_ns)
     start, end = parse_time(form.start, "start"), parse_time(form.end, "end")
@@ -141,7 +144,10 @@ def build_search(form: SearchForm, now_ns: int) -> TraceSearch:
         raise FormError("min trace duration is above max trace duration")
     if form.sort not in SORTS:
         raise FormError(f"unknown sort {form.sort!r}")
-    return TraceSearch(query, low, high, form.sort, query.limit)  # type: ignore[arg-type]
+    if form.sort == "longest_stage" and form.stage not in STAGES:
+        raise FormError("choose the stage to sort by (Stage, below Sort)")
+    stage = form.stage if form.sort == "longest_stage" else ""
+    return TraceSearch(query, low, high, form.sort, query.limit, stage or "")  # type: ignore[arg-type]
 
 
 def parse_time(text: str | None, label: str) -> int | None:

@@ -28,6 +28,7 @@ from plotly.subplots import make_subplots
 from dashboards.colors import ERROR_COLOR, SERVICE_PALETTE, service_color
 from dashboards.figures import TEMPLATE, empty_figure
 from dashboards.format import format_rate, format_share
+from dashboards.links import drill_header
 
 MAX_LINES = 8
 """Groups drawn in the latency figure (the busiest ones); the table lists all."""
@@ -213,7 +214,7 @@ def red_table(
         + [html.Th("Calls", style=_NUMBER), html.Th("Rate (window avg)", title=rate_note, style=_NUMBER)]
         + [html.Th(name, style=_NUMBER) for name in ("Errors", "p50 (ms)", "p95 (ms)", "p99 (ms)")]
         + [html.Th(name) for name in ("Calls over time", "p95 over time")]
-        + ([html.Th("Slowest traces")] if drill else [])
+        + ([drill_header()] if drill else [])
     )
     rows = []
     # One pass over the series (a filter per row was quadratic: minutes for thousands of operations).

@@ -14,6 +14,7 @@ from dash.development.base_component import Component
 from dashboards.colors import service_color
 from dashboards.figures import TEMPLATE, empty_figure
 from dashboards.format import format_time_ns, hover_escape
+from dashboards.links import drill_header
 from query.throughput_latency import CONFIG_KEYS
 
 AXIS_TITLES = {
@@ -87,13 +88,14 @@ def throughput_latency_figure(points: pl.DataFrame, throughput: str, latency: st
 def distinct_labels(points: pl.DataFrame) -> pl.Series:
     """Per point, the configuration fields that differ between the points (model first, then
     :data:`query.throughput_latency.CONFIG_KEYS`), e.g. ``max_num_seqs=32``: what a marker's label needs when the
-    rest is common to all; the whole ``label`` when nothing differs."""
+    rest is common to all; ``""`` when nothing differs, as the legend already names the one configuration (its whole
+    label beside a marker ran past the plot's edge and was cut)."""
     varying = [key for key in CONFIG_KEYS if points[key].n_unique() > 1]
     parts = [pl.when(pl.col(key) != "").then(pl.lit(f"{key}=") + pl.col(key)) for key in varying]
     if points["model"].n_unique() > 1:
         parts.insert(0, pl.col("model"))
     if not parts:
-        return points["label"]
+        return pl.Series("label", [""] * points.height, dtype=pl.String)
     return points.select(pl.concat_str(parts, separator=" ", ignore_nulls=True)).to_series()
 
 
@@ -107,7 +109,7 @@ def throughput_table(points: pl.DataFrame, drill: Callable[[list[str], str], Com
     header = html.Tr(
         [html.Th("Configuration"), html.Th("Bucket")]
         + [html.Th(name, style=_NUMBER) for name in names]
-        + [html.Th("Frontier"), html.Th("Slowest traces")]
+        + [html.Th("Frontier"), drill_header()]
     )
     ordered = points.sort(["on_frontier", "requests_per_s"], descending=[True, True])
     body = [

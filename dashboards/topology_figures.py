@@ -51,6 +51,43 @@ ERROR_RATE_RED = 0.05
 """Error rate (0..1) drawn fully red; 0 is green, half of it amber."""
 P95_RED_MS = 1_000.0
 """p95 (ms) drawn fully red on a log scale from 1 ms (green); amber around 30 ms."""
+ISOLATED_GROUP = "isolated services"
+"""ID of the compound node holding the nodes without an edge in the graph (:func:`cytoscape_elements`)."""
+ISOLATED_GAP_PX = 150.0
+"""Distance between the grouped isolated nodes, in a grid below the layered graph."""
+
+
+def neighbourhood(
+    nodes: pl.DataFrame, edges: pl.DataFrame, focus: str | None, hops: int | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The part of a graph within ``hops`` calls of ``focus``, either way (callers and callees alike), and the
+    edges between those nodes: what a graph of tens of services is read for when one service is in question.
+
+    Args:
+        nodes: ``id`` and the rest, as :func:`cytoscape_elements` takes.
+        edges: ``client``, ``server`` and the rest.
+        focus: a node ID; None, or one not in ``nodes``, leaves the graph whole.
+        hops: how many calls away (>= 1); None for any number (the focus's connected part).
+
+    Returns:
+        ``(nodes, edges)`` filtered, rows in their order.
+    """
+    if not focus or focus not in set(nodes["id"].to_list()):
+        return nodes, edges
+    neighbours: dict[str, set[str]] = {}
+    for client, server in zip(edges["client"], edges["server"], strict=True):
+        neighbours.setdefault(client, set()).add(server)
+        neighbours.setdefault(server, set()).add(client)
+    reached, frontier, depth = {focus}, {focus}, 0
+    while frontier and (hops is None or depth < hops):
+        frontier = {other for node in frontier for other in neighbours.get(node, ())} - reached
+        reached |= frontier
+        depth += 1
+    kept = list(reached)
+    return (
+        nodes.filter(pl.col("id").is_in(kept)),
+        edges.filter(pl.col("client").is_in(kept) & pl.col("server").is_in(kept)),
+    )
 
 
 def edge_id(source: str, target: str, connection_type: str) -> str:
@@ -58,11 +95,16 @@ def edge_id(source: str, target: str, connection_type: str) -> str:
     return f"{source}→{target}|{connection_type}"
 
 
-def cytoscape_elements(nodes: pl.DataFrame, edges: pl.DataFrame, color_by: ColorBy = "error_rate") -> list[dict]:
+def cytoscape_elements(
+    nodes: pl.DataFrame, edges: pl.DataFrame, color_by: ColorBy = "error_rate", focus: str | None = None
+) -> list[dict]:
     """Nodes then edges as cytoscape element dicts.
 
     Node ``position`` (:func:`layered_positions`, px); node ``data``: ``id``, ``label`` (name and calls),
-    ``kind``, ``calls``, ``errors``, ``size`` (px), ``color``, ``shape``. Edge ``data``: ``id``
+    ``kind``, ``calls``, ``errors``, ``size`` (px), ``color``, ``shape``. Nodes without an edge are not laid out
+    in the layers (each took a row of the first layer, and tens of them made the graph a tall column too small to
+    read) but in a grid below, inside one compound node (:data:`ISOLATED_GROUP`, ``parent`` in their ``data``;
+    class ``group``, its ``label`` saying how many), when there are two or more. Edge ``data``: ``id``
     (:func:`edge_id`), ``source``, ``target``, ``connection_type``, ``calls``, ``errors``, ``error_rate``,
     ``p50_ms``/``p95_ms``/``p99_ms`` (client-seen, else server-seen; None when unknown), ``label``, ``color``,
     ``width`` (px).
@@ -72,30 +114,37 @@ def cytoscape_elements(nodes: pl.DataFrame, edges: pl.DataFrame, color_by: Color
         edges: ``client``, ``server``, ``connection_type``, ``calls``, ``errors``, ``client_p50_ns``...,
             ``server_p50_ns``... (Float64 ns, null when unknown).
         color_by: ``error_rate`` or ``p95``.
+        focus: the node the page is focused on (:func:`neighbourhood`), ringed (class ``focus``).
     """
     most_node_calls = max([int(c) for c in nodes["calls"]] or [0]) or 1
     most_edge_calls = max([int(c) for c in edges["calls"]] or [0]) or 1
-    positions = layered_positions(nodes["id"].to_list(), list(zip(edges["client"], edges["server"], strict=True)))
+    pairs = list(zip(edges["client"], edges["server"], strict=True))
+    linked = {node for pair in pairs for node in pair}
+    ids = nodes["id"].to_list()
+    isolated = [node for node in ids if node not in linked] if len(ids) - len(linked & set(ids)) >= 2 else []
+    positions = layered_positions([node for node in ids if node not in isolated], pairs)
+    positions |= _grid_below(isolated, positions)
     elements: list[dict] = []
+    if isolated:
+        label = f"{len(isolated)} services without calls between them in this window"
+        elements.append({"data": {"id": ISOLATED_GROUP, "label": label}, "classes": "group"})
     for row in nodes.iter_rows(named=True):
         kind = row["kind"]
         x, y = positions[row["id"]]
-        elements.append(
-            {
-                "position": {"x": x, "y": y},
-                "data": {
-                    "id": row["id"],
-                    "label": f"{row['id']}\n{row['calls']} calls",
-                    "kind": kind,
-                    "calls": int(row["calls"]),
-                    "errors": int(row["errors_in"]),
-                    "size": _scale(row["calls"], most_node_calls, MIN_NODE_PX, MAX_NODE_PX),
-                    "color": NODE_COLORS.get(kind, NEUTRAL_COLOR),
-                    "shape": NODE_SHAPES.get(kind, "round-rectangle"),
-                },
-                "classes": kind,
-            }
-        )
+        data = {
+            "id": row["id"],
+            "label": f"{row['id']}\n{row['calls']} calls",
+            "kind": kind,
+            "calls": int(row["calls"]),
+            "errors": int(row["errors_in"]),
+            "size": _scale(row["calls"], most_node_calls, MIN_NODE_PX, MAX_NODE_PX),
+            "color": NODE_COLORS.get(kind, NEUTRAL_COLOR),
+            "shape": NODE_SHAPES.get(kind, "round-rectangle"),
+        }
+        if row["id"] in isolated:
+            data["parent"] = ISOLATED_GROUP
+        classes = f"{kind} focus" if row["id"] == focus else kind
+        elements.append({"position": {"x": x, "y": y}, "data": data, "classes": classes})
     for row in edges.iter_rows(named=True):
         quantiles = edge_quantiles_ms(row)
         calls = int(row["calls"])
@@ -168,6 +217,21 @@ def cytoscape_stylesheet() -> list[dict]:
         },
         {"selector": "node.virtual", "style": {"border-style": "dashed", "border-color": "#6b7280", "border-width": 2}},
         {
+            "selector": "node.group",
+            "style": {
+                "shape": "round-rectangle",
+                "background-color": "#f4f5f7",
+                "border-color": "#c9ced8",
+                "border-style": "dashed",
+                "text-valign": "top",
+                "text-margin-y": -6,
+                "font-size": 12,
+                "color": "#6b7280",
+                "padding": 24,
+            },
+        },
+        {"selector": "node.focus", "style": {"border-color": "#f28e2b", "border-width": 4}},
+        {
             "selector": "edge",
             "style": {
                 "curve-style": "bezier",
@@ -233,6 +297,19 @@ def layered_positions(nodes: list[str], edges: list[tuple[str, str]]) -> dict[st
     return {
         node: (layer[node] * LAYER_GAP_PX, (row[node] - (len(layers[layer[node]]) - 1) / 2) * ROW_GAP_PX)
         for node in nodes
+    }
+
+
+def _grid_below(nodes: list[str], placed: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """Positions (px) for ``nodes`` in a near-square grid below the ``placed`` ones, left-aligned with them."""
+    if not nodes:
+        return {}
+    columns = math.ceil(math.sqrt(len(nodes)))
+    top = max((y for _x, y in placed.values()), default=-ROW_GAP_PX) + 1.5 * ROW_GAP_PX
+    left = min((x for x, _y in placed.values()), default=0.0)
+    return {
+        node: (left + (index % columns) * ISOLATED_GAP_PX, top + (index // columns) * ROW_GAP_PX)
+        for index, node in enumerate(nodes)
     }
 
 

@@ -108,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _settings(args: argparse.Namespace):
+def _settings(args: argparse.Namespace, **more: object):
     return load_settings(
+        **more,
         data_dir=args.data_dir,
         clickhouse_dsn=args.clickhouse_dsn,
         host=getattr(args, "host", None),
@@ -241,20 +242,46 @@ def _import_files(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from hotspan.demo import drive_demo, start_prometheus
     from instrumented_stack.runner import run_stack
 
-    server = _start("demo", _settings(args))
-    if server is None:
-        return 2
-    print(f"Hotspan is up: UI {server.base_url}/ui/  (API docs {server.base_url}/docs)", flush=True)
-    print(f"Running the instrumented agent stack ({args.requests} requests) ...", flush=True)
-    summary = run_stack(endpoint=server.base_url, requests=args.requests)
-    print(f"Stack run: {summary}", flush=True)
-    print(f"Open {server.base_url}/ui/ to explore the traces. Ctrl-C stops.", flush=True)
-    if not args.exit:
-        _wait_for_interrupt()
-    server.stop()
+    # A Prometheus of the demo's own scrapes the stack's engine (Capacity, vLLM engine), unless one is configured.
+    configured = _settings(args).prometheus_url
+    prometheus = None if args.exit or configured else start_prometheus()
+    try:
+        server = _start("demo", _settings(args, prometheus_url=prometheus.url if prometheus else configured))
+        if server is None:
+            return 2
+        print(f"Hotspan is up: UI {server.base_url}/ui/  (API docs {server.base_url}/docs)", flush=True)
+        if prometheus is not None:
+            print(f"Prometheus scraping the stack's engine: {prometheus.url}", flush=True)
+        elif not args.exit:
+            print(
+                "No prometheus binary (make system-deps installs it): Capacity and vLLM engine stay empty", flush=True
+            )
+        print(f"Running the instrumented agent stack ({args.requests} requests) ...", flush=True)
+        if args.exit:
+            print(f"Stack run: {run_stack(endpoint=server.base_url, requests=args.requests)}", flush=True)
+        else:
+            stop = threading.Event()
+            traffic = threading.Thread(
+                target=drive_demo,
+                args=(server.base_url, args.requests, prometheus, stop, _say),
+                name="demo-traffic",
+            )
+            traffic.start()
+            _wait_for_interrupt()
+            stop.set()
+            traffic.join()
+        server.stop()
+    finally:
+        if prometheus is not None:
+            prometheus.close()
     return 0
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def _stack(args: argparse.Namespace) -> int:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -21,7 +22,7 @@ from instrumented_stack.engine import StepTimeModel
 from instrumented_stack.loadgen import UserSettings, replay_closed_loop
 from instrumented_stack.planning import Intent
 from instrumented_stack.prompts import DEFAULT_INTENT_MIX, PromptBuilder
-from instrumented_stack.stack import Stack, StackConfig
+from instrumented_stack.stack import Stack, StackConfig, StackUrls
 from instrumented_stack.summary import TTFT_METRIC, HistogramSnapshot, RunSummary, parse_histogram, summarise
 from instrumented_stack.telemetry import OtlpProtocol, SpanProcessorFactory, otlp_span_processors
 from instrumented_stack.tokenizer import default_tokenizer
@@ -44,6 +45,67 @@ def scrape_ttft(engine_url: str, *, verify: bool = False) -> HistogramSnapshot |
     except httpx.HTTPError:
         return None
     return parse_histogram(response.text, TTFT_METRIC) if response.status_code == 200 else None
+
+
+class RunningStack:
+    """A started :class:`Stack` that replays Azure rows closed-loop on demand (:func:`running_stack`).
+
+    ``replay`` blocks until the requests are answered; call it from a thread without a running asyncio event loop,
+    one call at a time.
+    """
+
+    def __init__(self, stack: Stack, settings: UserSettings, builder: PromptBuilder, workload: Path | None) -> None:
+        self._stack = stack
+        self._settings = settings
+        self._builder = builder
+        self._workload = workload
+
+    @property
+    def urls(self) -> StackUrls:
+        """Root URLs of the stack's services (its engine's ``/metrics`` is what a Prometheus scrapes)."""
+        return self._stack.urls
+
+    def replay(self, requests: int, *, offset: int = 0, concurrency: int = 1) -> RunSummary:
+        """Replay ``requests`` (>= 1) workload rows from row ``offset`` with ``concurrency`` users (>= 1).
+
+        Raises:
+            ValueError: ``requests`` or ``concurrency`` < 1.
+        """
+        if requests < 1 or concurrency < 1:
+            raise ValueError(f"requests and concurrency must be >= 1, got {requests} and {concurrency}")
+        rows = load_azure_trace(self._workload, limit=requests, offset=offset)
+        prompts = [self._builder.build(row) for row in rows]
+        started = time.monotonic()
+        outcomes = asyncio.run(replay_closed_loop(self._stack.gateway_url, prompts, self._settings, users=concurrency))
+        duration_s = time.monotonic() - started
+        return summarise(outcomes, duration_s, scrape_ttft(self._stack.urls.engine))
+
+
+@contextmanager
+def running_stack(
+    endpoint: str | None = "http://127.0.0.1:4318",
+    *,
+    protocol: OtlpProtocol = "http/protobuf",
+    speed: float = 20.0,
+    tenants: Sequence[str] = ("tenant-a", "tenant-b"),
+    sample_policy: str | None = None,
+    workload_path: Path | None = None,
+    config: StackConfig | None = None,
+    span_processors: SpanProcessorFactory | None = None,
+    seed: int = 0,
+    intent_mix: Mapping[Intent, float] = DEFAULT_INTENT_MIX,
+) -> Iterator[RunningStack]:
+    """The stack started on free loopback ports in this process until the block ends (what :func:`run_stack`
+    replays once; ``hotspan demo`` keeps one open while it serves, so a Prometheus can go on scraping its engine).
+    Arguments and errors as :func:`run_stack`'s."""
+    if span_processors is None and endpoint is None:
+        raise ValueError("give an OTLP endpoint or span_processors")
+    processors = span_processors or otlp_span_processors(str(endpoint), protocol=protocol)
+    stack_config = with_speed(config or StackConfig(), speed)
+    settings = UserSettings(tenants=stack_config.credentials(tuple(tenants)), sample_policy=sample_policy)
+    builder = PromptBuilder(default_tokenizer(), seed, intent_mix)
+    with Stack(stack_config, processors) as stack:
+        yield RunningStack(stack, settings, builder, workload_path)
 
 
 def run_stack(
@@ -93,16 +155,16 @@ def run_stack(
     """
     if requests < 1 or concurrency < 1:
         raise ValueError(f"requests and concurrency must be >= 1, got {requests} and {concurrency}")
-    if span_processors is None and endpoint is None:
-        raise ValueError("give an OTLP endpoint or span_processors")
-    processors = span_processors or otlp_span_processors(str(endpoint), protocol=protocol)
-    stack_config = with_speed(config or StackConfig(), speed)
-    settings = UserSettings(tenants=stack_config.credentials(tuple(tenants)), sample_policy=sample_policy)
-    builder = PromptBuilder(default_tokenizer(), seed, intent_mix)
-    prompts = [builder.build(row) for row in load_azure_trace(workload_path, limit=requests, offset=offset)]
-    with Stack(stack_config, processors) as stack:
-        started = time.monotonic()
-        outcomes = asyncio.run(replay_closed_loop(stack.gateway_url, prompts, settings, users=concurrency))
-        duration_s = time.monotonic() - started
-        ttft = scrape_ttft(stack.urls.engine)
-    return summarise(outcomes, duration_s, ttft)
+    with running_stack(
+        endpoint,
+        protocol=protocol,
+        speed=speed,
+        tenants=tenants,
+        sample_policy=sample_policy,
+        workload_path=workload_path,
+        config=config,
+        span_processors=span_processors,
+        seed=seed,
+        intent_mix=intent_mix,
+    ) as stack:
+        return stack.replay(requests, offset=offset, concurrency=concurrency)

@@ -228,12 +228,13 @@ class AnalysisService:
         """The currency of every cost (the price table's)."""
         return self.config.prices.currency
 
-    def trace_usage(self, trace_ids: list[str], *, tenant: str | None) -> pl.DataFrame:
+    def trace_usage(self, trace_ids: list[str], *, tenant: str | None, stage: str = "") -> pl.DataFrame:
         """Model usage of analysed traces among ``trace_ids``, one row each: trace_id, llm_calls, input_tokens,
-        output_tokens, cached_input_tokens, reasoning_tokens (UInt64), dominant_stage (String), cost (Float64 in
+        output_tokens, cached_input_tokens, reasoning_tokens (UInt64), dominant_stage (String), stage_ns (UInt64:
+        the critical-path ns of ``stage``, an ``analysis.STAGES`` name; 0 for ``""``), cost (Float64 in
         :attr:`currency`; null when the trace used no model or a model the price table does not price). Traces
         not analysed yet are absent."""
-        rows = self._store.trace_usage(trace_ids, tenant=tenant)
+        rows = self._store.trace_usage(trace_ids, tenant=tenant, stage=stage)
         priced = rows.with_columns(
             self.config.prices.cost(
                 rows.select(
@@ -251,6 +252,7 @@ class AnalysisService:
             .agg(
                 *(pl.col(name).first() for name in totals),
                 pl.col("dominant_stage").first(),
+                pl.col("stage_ns").first(),
                 pl.col("cost").sum().alias("cost_sum"),
                 pl.col("model").is_not_null().any().alias("used_models"),
                 unpriced.any().alias("unpriced"),

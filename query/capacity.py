@@ -16,7 +16,8 @@ CapacityStatus = Literal["ok", "not_configured", "unavailable"]
 """``ok``: the engines' metrics were read (possibly holding no engine); ``not_configured``: no
 ``HOTSPAN_PROMETHEUS_URL``; ``unavailable``: Prometheus could not be queried."""
 NOT_CONFIGURED = (
-    "HOTSPAN_PROMETHEUS_URL is not set: point it at a Prometheus that scrapes the vLLM engines to score their capacity."
+    "HOTSPAN_PROMETHEUS_URL is not set: point it at a Prometheus that scrapes the vLLM engines to score their capacity"
+    " (make demo starts one scraping its stack's engine when the prometheus binary is installed: make system-deps)."
 )
 
 

@@ -15,10 +15,11 @@ from typing import Literal, get_args
 
 import polars as pl
 
+from analysis import STAGES
 from query.analysis_service import AnalysisService
 from storage.reader import TraceQuery, TraceReader
 
-Sort = Literal["newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens"]
+Sort = Literal["newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens", "longest_stage"]
 SORTS: tuple[Sort, ...] = get_args(Sort)
 SORT_LABELS: dict[Sort, str] = {
     "newest": "Most recent",
@@ -28,6 +29,7 @@ SORT_LABELS: dict[Sort, str] = {
     "most_errors": "Most errors",
     "most_spans": "Most spans",
     "most_tokens": "Most tokens",
+    "longest_stage": "Stage time",
 }
 _SORT_KEYS: dict[Sort, tuple[str, bool]] = {
     "newest": ("start_time_unix_nano", True),
@@ -37,6 +39,7 @@ _SORT_KEYS: dict[Sort, tuple[str, bool]] = {
     "most_errors": ("error_count", True),
     "most_spans": ("span_count", True),
     "most_tokens": ("tokens", True),
+    "longest_stage": ("stage_ns", True),
 }
 USAGE_COLUMNS = {
     "llm_calls": pl.UInt32,
@@ -45,6 +48,7 @@ USAGE_COLUMNS = {
     "cached_input_tokens": pl.UInt64,
     "reasoning_tokens": pl.UInt64,
     "dominant_stage": pl.String,
+    "stage_ns": pl.UInt64,
     "cost": pl.Float64,
 }
 
@@ -52,13 +56,16 @@ USAGE_COLUMNS = {
 @dataclass(frozen=True)
 class TraceSearch:
     """A search: the store's span filters (``query``; its ``limit`` is replaced), bounds on the whole trace's
-    duration (first span start to last span end, ns; None leaves one open), the sort, and the rows wanted."""
+    duration (first span start to last span end, ns; None leaves one open), the sort, the rows wanted, and the
+    stage (an ``analysis.STAGES`` name) the ``longest_stage`` sort ranks by: the analysed traces that spent time in
+    it, the most first (how a Stages page row lists its requests)."""
 
     query: TraceQuery
     min_trace_duration_ns: int | None = None
     max_trace_duration_ns: int | None = None
     sort: Sort = "newest"
     limit: int = 20
+    stage: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,13 +88,16 @@ def search_traces(
     """Run ``search`` (module docstring) for ``tenant`` (None: every tenant, admin only).
 
     Raises:
-        ValueError: an unknown sort, a limit below 1, or a minimum trace duration above the maximum.
+        ValueError: an unknown sort, a limit below 1, a minimum trace duration above the maximum, or the
+            ``longest_stage`` sort without a known stage.
         storage.clickhouse.StorageError: the store failed.
     """
     if search.sort not in SORTS:
         raise ValueError(f"unknown sort {search.sort!r}: one of {', '.join(SORTS)}")
     if search.limit < 1:
         raise ValueError("limit must be at least 1")
+    if search.sort == "longest_stage" and search.stage not in STAGES:
+        raise ValueError(f"sort by stage needs one of {', '.join(STAGES)}, not {search.stage!r}")
     low, high = search.min_trace_duration_ns, search.max_trace_duration_ns
     if low is not None and high is not None and low > high:
         raise ValueError("min trace duration is above max trace duration")
@@ -95,19 +105,25 @@ def search_traces(
     query = replace(search.query, limit=search.limit)
     if ranked:
         found = reader.ranked_search(
-            query, search.sort, tenant=tenant, min_trace_duration_ns=low, max_trace_duration_ns=high
+            query,
+            search.sort,
+            tenant=tenant,
+            min_trace_duration_ns=low,
+            max_trace_duration_ns=high,
+            stage=search.stage if search.sort == "longest_stage" else "",
         )
     else:
         found = reader.search(query, tenant=tenant)
     column, descending = _SORT_KEYS[search.sort]
-    found = _with_usage(found, analysis, tenant).sort(column, "trace_id", descending=[descending, False])
+    found = _with_usage(found, analysis, tenant, search.stage).sort(column, "trace_id", descending=[descending, False])
     return SearchResult(found, ranked)
 
 
-def _with_usage(traces: pl.DataFrame, analysis: AnalysisService | None, tenant: str | None) -> pl.DataFrame:
-    """``traces`` with :data:`USAGE_COLUMNS`, ``tokens`` and ``currency`` joined from the pipeline's summaries."""
+def _with_usage(traces: pl.DataFrame, analysis: AnalysisService | None, tenant: str | None, stage: str) -> pl.DataFrame:
+    """``traces`` with :data:`USAGE_COLUMNS` (``stage_ns`` of ``stage``), ``tokens`` and ``currency`` joined from
+    the pipeline's summaries."""
     usage = (
-        analysis.trace_usage(traces["trace_id"].to_list(), tenant=tenant)
+        analysis.trace_usage(traces["trace_id"].to_list(), tenant=tenant, stage=stage)
         if analysis is not None and traces.height
         else pl.DataFrame(schema={"trace_id": pl.String} | USAGE_COLUMNS)
     )

@@ -397,6 +397,7 @@ SELECT
     if(empty(summary.StageNs), '',
        mapKeys(summary.StageNs)[indexOf(mapValues(summary.StageNs), arrayMax(mapValues(summary.StageNs)))])
         AS dominant_stage,
+    summary.StageNs[{{stage:String}}] AS stage_ns,
     usage.model AS model,
     usage.input_tokens AS model_input_tokens,
     usage.output_tokens AS model_output_tokens,
@@ -407,8 +408,9 @@ LEFT JOIN ({MODEL_USAGE.format(owner=OWNER_FILTER, traces="TraceId IN {trace_ids
 WHERE {tenant_condition("summary.Tenant")} AND summary.TraceId IN {{trace_ids:Array(String)}}
 ORDER BY trace_id, model
 """
-"""Per analysed trace among ``trace_ids``: its model calls, token totals and dominant stage (the stage with the
-most critical-path time), one row per model its calls used (model columns null without any), for the cost."""
+"""Per analysed trace among ``trace_ids``: its model calls, token totals, dominant stage (the stage with the
+most critical-path time) and the critical-path ns of ``{stage:String}`` (0 for none, or a stage it spent nothing in),
+one row per model its calls used (model columns null without any), for the cost."""
 
 TOKEN_USAGE = """
 SELECT

@@ -268,10 +268,11 @@ class AnalysisStore(Protocol):
         """Analysed spans, newest first (columns in :data:`storage.analysis_sql.SPAN_ROWS`)."""
         ...
 
-    def trace_usage(self, trace_ids: Sequence[str], *, tenant: str | None) -> pl.DataFrame:
+    def trace_usage(self, trace_ids: Sequence[str], *, tenant: str | None, stage: str = "") -> pl.DataFrame:
         """Per analysed trace among ``trace_ids`` and model its calls used: trace_id, llm_calls, input_tokens,
         output_tokens, cached_input_tokens, reasoning_tokens (the trace's totals, UInt64), dominant_stage
-        (String), model (String, null when the trace has no model usage), model_input_tokens,
+        (String), stage_ns (UInt64: the critical-path ns of ``stage``, an ``analysis.STAGES`` name; 0 for ``""``),
+        model (String, null when the trace has no model usage), model_input_tokens,
         model_output_tokens, model_cached_input_tokens (UInt64, the model's part; null likewise). Traces not
         analysed yet are absent."""
         ...
@@ -514,15 +515,15 @@ class ClickHouseAnalysisStore:
         conditions, parameters = _conditions(where, analysis_sql.SPAN_FILTERS, tenant)
         return self._frame(analysis_sql.SPAN_ROWS.format(conditions=conditions), parameters | {"limit": limit})
 
-    def trace_usage(self, trace_ids: Sequence[str], *, tenant: str | None) -> pl.DataFrame:
-        parameters = {"trace_ids": list(trace_ids), **tenant_parameters(tenant)}
+    def trace_usage(self, trace_ids: Sequence[str], *, tenant: str | None, stage: str = "") -> pl.DataFrame:
+        parameters = {"trace_ids": list(trace_ids), "stage": stage, **tenant_parameters(tenant)}
         frame = self._frame(analysis_sql.TRACE_USAGE, parameters)
         tokens = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
         model_tokens = ("model_input_tokens", "model_output_tokens", "model_cached_input_tokens")
         schema = (
             {"trace_id": pl.String, "llm_calls": pl.UInt64}
             | dict.fromkeys(tokens, pl.UInt64)
-            | {"dominant_stage": pl.String, "model": pl.String}
+            | {"dominant_stage": pl.String, "stage_ns": pl.UInt64, "model": pl.String}
             | dict.fromkeys(model_tokens, pl.UInt64)
         )
         return _typed(frame, schema)

@@ -92,8 +92,9 @@ class PrometheusReader:
         try:
             for name, promql in queries.items():
                 try:
+                    # Plain seconds: Prometheus reads "3.6" but refuses "3.6s" (a duration's number must be whole).
                     results[name] = client.custom_query_range(
-                        promql, start_time=start, end_time=end, step=f"{step_s:g}s"
+                        promql, start_time=start, end_time=end, step=f"{step_s:g}"
                     )
                 # requests' errors are OSErrors (connection, timeout) or ValueErrors (a body that is not JSON).
                 except (OSError, PrometheusApiClientException, KeyError, ValueError) as exc:

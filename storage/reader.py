@@ -27,7 +27,9 @@ MAX_TRACE_SPANS = 100_000
 does not analyse a larger trace (``processors.pipeline.config``); the largest trace Jaeger's UI and Grafana still
 draw. Written here once, the floor every one of those readers stands on."""
 
-SearchOrder = Literal["newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens"]
+SearchOrder = Literal[
+    "newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens", "longest_stage"
+]
 """Orders of :meth:`TraceReader.ranked_search` (:data:`storage.trace_sql.SEARCH_ORDERS`)."""
 
 SEARCH_COLUMNS = (
@@ -160,14 +162,17 @@ class TraceReader(Protocol):
         tenant: str | None,
         min_trace_duration_ns: int | None = None,
         max_trace_duration_ns: int | None = None,
+        stage: str = "",
     ) -> pl.DataFrame:
         """The :meth:`search` summaries of the first ``query.limit`` traces by ``order``
         (:data:`storage.trace_sql.SEARCH_ORDERS`) among *every* trace that matches ``query`` and whose whole
         duration (first span start to last span end, ns) lies within the bounds (None leaves one open); ranked in
-        the store, in no order here. ``most_tokens`` ranks by the trace pipeline's token counts (0 until analysed).
+        the store, in no order here. ``most_tokens`` ranks by the trace pipeline's token counts (0 until analysed);
+        ``longest_stage`` by the critical-path time of ``stage`` (an ``analysis.STAGES`` name), among the analysed
+        traces that spent time in it only.
 
         Raises:
-            ValueError: an unknown ``order``.
+            ValueError: an unknown ``order``, or ``longest_stage`` without a ``stage``.
         """
         ...
 
@@ -269,13 +274,19 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         tenant: str | None,
         min_trace_duration_ns: int | None = None,
         max_trace_duration_ns: int | None = None,
+        stage: str = "",
     ) -> pl.DataFrame:
         if order not in trace_sql.SEARCH_ORDERS:
             raise ValueError(f"unknown order {order!r}: one of {', '.join(trace_sql.SEARCH_ORDERS)}")
-        usage = trace_sql.SEARCH_USAGE.format(summary_tenant=tenant_condition()) if order == "most_tokens" else ""
+        if order == "longest_stage" and not stage:
+            raise ValueError("the longest_stage order needs a stage")
+        joins = {"most_tokens": trace_sql.SEARCH_USAGE, "longest_stage": trace_sql.SEARCH_STAGE}
+        usage = joins[order].format(summary_tenant=tenant_condition()) if order in joins else ""
         sql, parameters = build_search(
             query, trace_sql.RANKED_SEARCH, order=trace_sql.SEARCH_ORDERS[order], usage=usage
         )
+        if order == "longest_stage":
+            parameters["stage"] = stage
         parameters |= {
             "min_trace_ns": min_trace_duration_ns if min_trace_duration_ns is not None else 0,
             "max_trace_ns": max_trace_duration_ns if max_trace_duration_ns is not None else 2**63 - 1,

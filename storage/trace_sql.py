@@ -331,6 +331,14 @@ SEARCH_USAGE = """LEFT JOIN (
     ) AS usage ON usage.TraceId = traces.TraceId"""
 """Each trace's tokens (input plus output) from the trace pipeline's summary; 0 for a trace not analysed yet."""
 
+SEARCH_STAGE = """INNER JOIN (
+        SELECT TraceId, StageNs[{{stage:String}}] AS stage_ns
+        FROM hotspan_trace_summary FINAL
+        WHERE {summary_tenant} AND stage_ns > 0
+    ) AS usage ON usage.TraceId = traces.TraceId"""
+"""Each analysed trace's critical-path ns in one stage (``{stage:String}``, an ``analysis.STAGES`` name), only the
+traces that spent time in it: a stage's search lists the requests where that stage took longest."""
+
 SEARCH_ORDERS = {
     "newest": "last_seen DESC",
     "oldest": "first_start ASC",
@@ -339,8 +347,10 @@ SEARCH_ORDERS = {
     "most_errors": "errors DESC",
     "most_spans": "spans DESC",
     "most_tokens": "tokens DESC",
+    "longest_stage": "stage_ns DESC",
 }
-"""The ``{order}`` of :data:`RANKED_TRACES` by sort name (``most_tokens`` needs :data:`SEARCH_USAGE`)."""
+"""The ``{order}`` of :data:`RANKED_TRACES` by sort name (``most_tokens`` needs :data:`SEARCH_USAGE`,
+``longest_stage`` :data:`SEARCH_STAGE`)."""
 
 _SEARCH_BODY = f"""
 SELECT

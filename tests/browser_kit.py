@@ -47,6 +47,16 @@ def screenshot(page: Page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 
 
+def wait_for_count(page: Page, selector: str, count: int) -> None:
+    """Wait until ``selector`` matches exactly ``count`` elements: a search's grid draws its rows after the count
+    above it (the same answer sets its columns, ``dashboards.pages.search.result_columns``)."""
+    page.wait_for_function(
+        "([selector, count]) => document.querySelectorAll(selector).length === count",
+        arg=[selector, count],
+        timeout=TIMEOUT_MS,
+    )
+
+
 TIMELINE_ROWS_JS = "() => document.getElementById('trace-timeline').hsTimeline.visibleRows()"
 """The timeline rows in view (``assets/trace_timeline.js`` ``visibleRows``): position, span, name, depth, count,
 flags, hidden and y (px from the top of the rows canvas)."""

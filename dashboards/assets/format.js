@@ -24,5 +24,6 @@
   window.hotspanFormat = { duration: duration, tokens: tokens };
   const grid = (window.dashAgGridFunctions = window.dashAgGridFunctions || {});
   grid.hsDuration = (ns) => (ns === null || ns === undefined ? "" : duration(ns));
-  grid.hsTokens = tokens;
+  // A bare count for a column whose header names the unit ("Tokens in"): "1,234".
+  grid.hsCount = (count) => (count === null || count === undefined || count === "" ? "" : Number(count).toLocaleString("en-US"));
 })();

@@ -13,6 +13,8 @@ import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.development.base_component import Component
 
+from analysis import STAGES
+from dashboards.colors import stage_label
 from dashboards.controls import field, text_input
 from dashboards.figures import empty_figure, search_scatter_figure
 from dashboards.pages import Page
@@ -38,63 +40,78 @@ TRACE_COLUMN = "trace"
 COLUMNS = [
     {
         "field": TRACE_COLUMN,
-        "headerName": "Trace",
+        "headerName": "Trace · start (UTC)",
         "cellRenderer": "markdown",
-        "cellClass": "hs-mono",
-        "minWidth": 290,
+        "cellClass": "hs-mono hs-trace-cell",
+        "width": 232,
         "sortable": False,
     },
-    {"field": "root_service", "headerName": "Root service", "minWidth": 120},
-    {"field": "root_name", "headerName": "Root operation", "minWidth": 180, "flex": 2},
-    {"field": "start", "headerName": "Start (UTC)", "minWidth": 190},
+    {
+        # The root's service and operation in one column, as Jaeger's results read them ("gateway: POST /v1/agent"):
+        # two columns of it pushed the model-use columns past the right edge of a 1440 px screen.
+        "field": "root_name",
+        "headerName": "Root",
+        "valueGetter": {"function": "params.data.root_service + ': ' + params.data.root_name"},
+        "tooltipValueGetter": {"function": "params.data.root_service + ': ' + params.data.root_name"},
+        "minWidth": 120,
+        "flex": 1,
+        # Two lines, as the first column has: a long operation name wraps rather than being cut.
+        "wrapText": True,
+        "cellClass": "hs-wrap-cell",
+    },
     {
         "field": "duration_ns",
         "headerName": "Duration",
         "type": "numericColumn",
-        "minWidth": 105,
+        "width": 86,
         "valueFormatter": {"function": "hsDuration(params.value)"},
     },
-    {"field": "span_count", "headerName": "Spans", "type": "numericColumn", "minWidth": 85},
-    {
-        "field": "error_count",
-        "headerName": "Errors",
-        "type": "numericColumn",
-        "minWidth": 85,
-        "cellClassRules": {"hs-error-cell": "params.value > 0"},
-    },
+    # The model-use columns right after the duration: what an LLM request's row is read for. Their headers name the
+    # unit and wrap, so the cells hold bare numbers and the columns stay narrow.
     {
         "field": "llm_calls",
         "headerName": "LLM calls",
         "headerTooltip": "Model calls of the request, once the trace pipeline has analysed it",
         "type": "numericColumn",
-        "minWidth": 100,
+        "width": 56,
     },
     {
         "field": "input_tokens",
         "headerName": "Tokens in",
         "type": "numericColumn",
-        "minWidth": 110,
-        "valueFormatter": {"function": "hsTokens(params.value)"},
+        "width": 70,
+        "valueFormatter": {"function": "hsCount(params.value)"},
     },
     {
         "field": "output_tokens",
         "headerName": "Tokens out",
         "type": "numericColumn",
-        "minWidth": 110,
-        "valueFormatter": {"function": "hsTokens(params.value)"},
+        "width": 70,
+        "valueFormatter": {"function": "hsCount(params.value)"},
     },
-    {"field": "cost", "headerName": "Cost", "minWidth": 95},
-    {"field": "dominant_stage", "headerName": "Dominant stage", "minWidth": 140},
+    {"field": "cost", "headerName": "Cost", "type": "numericColumn", "width": 72},
+    {"field": "dominant_stage", "headerName": "Dominant stage", "width": 100},
+    {"field": "span_count", "headerName": "Spans", "type": "numericColumn", "width": 60},
+    {
+        "field": "error_count",
+        "headerName": "Errors",
+        "type": "numericColumn",
+        "width": 62,
+        "cellClassRules": {"hs-error-cell": "params.value > 0"},
+    },
     {
         "field": "hotspot_count",
         "headerName": "Hotspots",
         "headerTooltip": "Spans flagged hotspan.hotspot=true by the SDK HotspotSpanProcessor",
         "type": "numericColumn",
-        "minWidth": 100,
+        "width": 76,
         "cellClassRules": {"hs-hotspot-cell": "params.value > 0"},
     },
 ]
-"""Result grid columns; keys match :func:`dashboards.search_rows.search_rows`."""
+"""Result grid columns; keys match :func:`dashboards.search_rows.search_rows`. :func:`result_columns` fits them to
+a search's rows."""
+OPTIONAL_COLUMNS = ("cost", "hotspot_count")
+"""Columns shown only when a row has a value in them (:func:`result_columns`)."""
 FORM_FIELDS = {
     "service": "search-service",
     "operation": "search-operation",
@@ -109,6 +126,7 @@ FORM_FIELDS = {
     "start": "search-start",
     "end": "search-end",
     "sort": "search-sort",
+    "stage": "search-stage",
 }
 """:class:`~dashboards.query_form.SearchForm` field → the component holding it."""
 SUBMITTING_INPUTS = (
@@ -219,6 +237,15 @@ def layout(**query: str) -> Component:
                     ),
                 ],
             ),
+            field(
+                "Stage",
+                dcc.Dropdown(
+                    id="search-stage",
+                    options=[{"label": stage_label(stage), "value": stage} for stage in STAGES],
+                    placeholder="for the sort by stage time",
+                    value=form.stage,
+                ),
+            ),
             html.Button("Find traces", id="search-submit", className="hs-button hs-button-primary"),
             html.Div(id="search-message", className="hs-message", role="alert"),
         ],
@@ -240,13 +267,20 @@ def layout(**query: str) -> Component:
                 className="ag-theme-quartz hs-grid",
                 columnDefs=COLUMNS,
                 rowData=[],
-                defaultColDef={"sortable": True, "resizable": True, "filter": False},
-                # Fit to the width, but never below a column's minimum: past that the grid scrolls sideways.
-                columnSize="sizeToFit",
+                defaultColDef={
+                    "sortable": True,
+                    "resizable": True,
+                    "filter": False,
+                    "wrapHeaderText": True,
+                    "autoHeaderHeight": True,
+                },
+                # Columns keep their widths and Root takes the rest (flex); past the sum of widths (below about
+                # 1280 px) the grid scrolls sideways within itself.
                 getRowId="params.data.trace_id",
                 dashGridOptions={
                     "domLayout": "autoHeight",
-                    "rowHeight": 36,
+                    # Two lines in the first column: the trace ID and its start.
+                    "rowHeight": 48,
                     "pagination": True,
                     "paginationPageSize": 50,
                     "paginationPageSizeSelector": False,
@@ -259,6 +293,19 @@ def layout(**query: str) -> Component:
         ],
     )
     return html.Div(className="hs-page hs-search", children=[controls, results])
+
+
+def result_columns(currency: str, rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """:data:`COLUMNS` for a search's ``rows`` (:func:`dashboards.search_rows.search_rows`): the cost's header names
+    ``currency``; the Cost and Hotspots columns are left out when no row has a value there (a model the price table
+    does not price has no cost; only traces from the SDK's ``HotspotSpanProcessor`` have hotspots): an empty column
+    took the width the others need on a 1280 px screen."""
+    empty = {field for field in OPTIONAL_COLUMNS if not any(row.get(field) for row in rows)}
+    return [
+        column | {"headerName": f"Cost ({currency})"} if column["field"] == "cost" else column
+        for column in COLUMNS
+        if column["field"] not in empty
+    ]
 
 
 def register_callbacks(app: Dash, query: QueryService) -> None:
@@ -283,6 +330,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
 
     @app.callback(
         Output("search-results", "rowData"),
+        Output("search-results", "columnDefs"),
         Output("search-scatter", "figure"),
         Output("search-count", "children"),
         Output("search-message", "children"),
@@ -291,7 +339,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         *(Input(name, "n_submit") for name in SUBMITTING_INPUTS),
         *(State(name, "value") for name in FORM_FIELDS.values()),
     )
-    def run_search(_clicks: int | None, *values: object) -> tuple[object, go.Figure | object, str, str, object]:
+    def run_search(_clicks: int | None, *values: object) -> tuple[object, object, go.Figure | object, str, str, object]:
         # An empty field takes the form's default (no lookback chosen: all time; no sort: newest first).
         chosen = dict(zip(FORM_FIELDS, values[len(SUBMITTING_INPUTS) :], strict=True))
         form = SearchForm(**{name: value for name, value in chosen.items() if value is not None})  # type: ignore[arg-type]
@@ -302,13 +350,17 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         except (FormError, StorageError, ValueError) as exc:
             # Results are cleared, not kept: under the error they would read as this search's, and on a page
             # opened from a URL with a bad field the scatter would say "Searching…" for good.
-            return [], empty_figure(NO_RESULTS), "", str(exc), no_update
+            return [], no_update, empty_figure(NO_RESULTS), "", str(exc), no_update
         traces = result.traces
         count = f"{traces.height} trace{'s' if traces.height != 1 else ''}"
-        if result.ranked:
+        if search.sort == "longest_stage":
+            count += f" · longest in {stage_label(search.stage)} first, of all that spent time in it"
+        elif result.ranked:
             count += f" · {SORT_LABELS[search.sort].lower()} of all matches"
         url = form_to_url(form)
-        return search_rows(traces, _trace_href(app)), search_scatter_figure(traces), count, "", url or ""
+        rows = search_rows(traces, _trace_href(app))
+        columns = result_columns(query.analysis.currency, rows)
+        return rows, columns, search_scatter_figure(traces), count, "", url or ""
 
     @app.callback(
         Output("search-nav", "href"),

@@ -164,7 +164,8 @@ def _engine_panel(engine: EngineMetricsReader | None, start_ns: int, end_ns: int
     if engine is None:
         return html.P(
             "Set HOTSPAN_PROMETHEUS_URL to a Prometheus that scrapes vLLM to see its queue, KV-cache, prefix-cache"
-            " and TTFT metrics here.",
+            " and TTFT metrics here (make demo starts one scraping its stack's engine when the prometheus binary is"
+            " installed: make system-deps).",
             className="hs-hint",
         )
     try:

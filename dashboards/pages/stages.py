@@ -51,7 +51,8 @@ def layout(**query: str) -> Component:
 
 def register_callbacks(app: Dash, query: QueryService) -> None:
     """Fill the page from the app's analysis service for the chosen window, scope and the caller's tenant; each
-    stage row links to the requests where it took longest and to the search of the scope."""
+    stage row links to the requests where it took longest and to the search of them all (the scope's traces
+    sorted by that stage's time)."""
 
     @app.callback(
         Output("stages-shares", "figure"),
@@ -81,11 +82,14 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         except (StorageError, ValueError) as exc:
             return empty_figure("No data"), html.Div(), html.Div(), str(exc), url
         prefix = app.get_relative_path("/").rstrip("/")
-        search = search_href(prefix, lookback=lookback, **scope)
         return (
             stage_shares_figure(shares),
             stage_percentile_table(
-                report.percentiles, lambda stage: drilldown(prefix, examples.get(stage, []), search)
+                report.percentiles,
+                # Each stage's full list is the requests where that stage took longest, not the scope's slowest.
+                lambda stage: drilldown(
+                    prefix, examples.get(stage, []), search_href(prefix, lookback=lookback, stage=stage, **scope)
+                ),
             ),
             latency_facts(report.latency),
             "",

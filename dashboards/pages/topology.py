@@ -1,7 +1,9 @@
 """Topology page (``/ui/topology``): the service graph of a window from the per-minute service-graph rollup,
-drawn with dash-cytoscape (nodes sized by calls, edges colored by error rate or p95); clicking an edge lists
-example traces of that call, failed then slowest first, each linking to its trace page, and the search of the
-calling service in the same window and scope. Window and scope (a service's calls in and out, an operation's
+drawn with dash-cytoscape (nodes sized by calls, edges colored by error rate or p95; services without calls
+between them grouped apart); clicking an edge lists example traces of that call, failed then slowest first, each
+linking to its trace page, and the search of the calling service in the same window and scope. Clicking a node
+focuses the graph on it: the services within the chosen hops of it (the Focus and Hops fields), and its facts and
+search beside the graph. Window and scope (a service's calls in and out, an operation's
 calls, a request tenant's calls: :class:`storage.rollup_reader.EdgeScope`) live in the URL like the other windowed
 pages' (``?lookback=1h&service=frontend``)."""
 
@@ -11,12 +13,27 @@ import dash_cytoscape as cyto
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
-from dashboards.controls import chosen_rollup_window, page_url, radio_field, url_output, window_inputs, window_page
+from dashboards.controls import (
+    chosen_rollup_window,
+    field,
+    page_url,
+    radio_field,
+    url_output,
+    window_inputs,
+    window_page,
+)
 from dashboards.format import format_time_ns
 from dashboards.links import search_href
 from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
-from dashboards.topology_figures import ColorBy, cytoscape_elements, cytoscape_layout, cytoscape_stylesheet
+from dashboards.topology_figures import (
+    ISOLATED_GROUP,
+    ColorBy,
+    cytoscape_elements,
+    cytoscape_layout,
+    cytoscape_stylesheet,
+    neighbourhood,
+)
 from processors.pipeline.service_graph import USER
 from query.service import QueryService
 from storage.clickhouse import StorageError
@@ -27,12 +44,25 @@ EXAMPLES = 10
 """Example traces listed for a clicked edge."""
 SCOPE = ("service", "operation", "tenant")
 """The scopes the Topology page takes (:class:`storage.rollup_reader.EdgeScope`; ``tenant`` is the request's)."""
-_HINT = "Click an edge to list example traces of that call."
+_HINT = "Click an edge to list example traces of that call; click a service to focus on its neighbourhood."
+HOPS = {"1": "1 hop", "2": "2 hops", "3": "3 hops", "all": "any"}
+"""Focus depth choices: calls away from the focused service, either way."""
+DEFAULT_HOPS = "1"
 
 
 def layout(**query: str) -> Component:
     """Window and scope (from the URL), the graph beside the edge detail panel; callbacks fill them."""
     color_by = radio_field("Edge color", "topology-color-by", {"error_rate": "Error rate", "p95": "p95"}, "error_rate")
+    focus = field("Focus", dcc.Dropdown(id="topology-focus", placeholder="whole graph", options=[]))
+    hops = field(
+        "Hops",
+        dcc.Dropdown(
+            id="topology-hops",
+            options=[{"label": label, "value": key} for key, label in HOPS.items()],
+            value=DEFAULT_HOPS,
+            clearable=False,
+        ),
+    )
     return window_page(
         "topology",
         html.Div(
@@ -63,7 +93,7 @@ def layout(**query: str) -> Component:
             ],
         ),
         dcc.Store(id="topology-window"),
-        fields=[color_by],
+        fields=[color_by, focus, hops],
         query=query,
         scopes=SCOPE,
     )
@@ -79,7 +109,10 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         Output("topology-window", "data"),
         Output("topology-message", "children"),
         url_output("topology"),
+        Output("topology-focus", "options"),
         *window_inputs("topology", "color-by", *SCOPE),
+        Input("topology-focus", "value"),
+        Input("topology-hops", "value"),
     )
     def load(
         lookback: str | None,
@@ -88,7 +121,9 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         operation: str | None,
         request_tenant: str | None,
         _clicks: int | None,
-    ) -> tuple[list[dict], dict, str, dict | None, str, str]:
+        focus: str | None,
+        hops: str | None,
+    ) -> tuple[list[dict], dict, str, dict | None, str, str, list[str]]:
         tenant = read_tenant()
         scope = {"service": service, "operation": operation, "tenant": request_tenant}
         url = page_url(lookback, **scope)
@@ -97,14 +132,50 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             graph = query.topology(start, end, tenant=tenant, scope=_edge_scope(scope))
             nodes, edges = graph.nodes, graph.edges
         except (StorageError, ValueError) as exc:
-            return [], cytoscape_layout(), "", None, str(exc), url
+            return [], cytoscape_layout(), "", None, str(exc), url, []
         scheme: ColorBy = "p95" if color_by == "p95" else "error_rate"
+        services = sorted(nodes["id"].to_list())
+        whole = nodes.height
+        depth = None if hops == "all" else int(hops or DEFAULT_HOPS)
+        nodes, edges = neighbourhood(nodes, edges, focus, depth)
         summary = f"{nodes.height} nodes · {edges.height} edges · {format_time_ns(start)} – {format_time_ns(end)}"
+        if nodes.height < whole:
+            summary += f" · {focus}'s neighbourhood of {whole} nodes (clear Focus for all)"
         if graph.overflow.height:
             summary += f" · the busiest edges only: {int(graph.overflow['calls'][0]):,} more calls on edges beyond"
             summary += " HOTSPAN_CARDINALITY_LIMIT"
         window = {"start": start, "end": end, "lookback": lookback, "scope": scope}
-        return cytoscape_elements(nodes, edges, scheme), cytoscape_layout(), summary, window, "", url
+        elements = cytoscape_elements(nodes, edges, scheme, focus)
+        return elements, cytoscape_layout(), summary, window, "", url, services
+
+    @app.callback(
+        Output("topology-focus", "value"),
+        Output("topology-edge-detail", "children", allow_duplicate=True),
+        Input("topology-graph", "tapNodeData"),
+        State("topology-window", "data"),
+        prevent_initial_call=True,
+    )
+    def focus_node(node: dict | None, window: dict | None) -> tuple[object, Component | object]:
+        # The grouping box of isolated services is a node too; a click on it is no service.
+        if not node or not window or node["id"] == ISOLATED_GROUP:
+            return no_update, no_update
+        facts = [("Calls", f"{node['calls']:,}"), ("Errors", f"{node['errors']:,}"), ("Kind", node["kind"])]
+        search = search_href(
+            app.get_relative_path("/").rstrip("/"),
+            lookback=window["lookback"],
+            service=None if node["id"] == USER else node["id"],
+            tenant=window["scope"].get("tenant"),
+        )
+        detail = [
+            html.H3(node["id"], className="hs-detail-title"),
+            html.Table(className="hs-kv", children=[html.Tr([html.Td(k), html.Td(v)]) for k, v in facts]),
+            html.P(
+                "The graph shows its neighbourhood: change Hops, or clear Focus for the whole graph.",
+                className="hs-hint",
+            ),
+            dcc.Link(f"search {node['id']}'s traces, slowest first →", href=search, className="hs-drill"),
+        ]
+        return node["id"], detail
 
     @app.callback(
         Output("topology-edge-detail", "children"),

@@ -11,7 +11,7 @@ import pytest
 from dash_support import mounted_ui, serving
 from playwright.sync_api import Browser, Page
 
-from browser_kit import TIMEOUT_MS, new_page, screenshot
+from browser_kit import TIMEOUT_MS, new_page, screenshot, wait_for_count
 from collector.ingest import Ingestor
 from dashboards.pages.search import NO_RESULTS
 from query.service import QueryService
@@ -53,7 +53,7 @@ def test_a_bad_time_range_clears_the_previous_results(browser: Browser, ui_url: 
     page, errors = new_page(browser, height=1000)
     page.goto(f"{ui_url}/ui/")
     page.wait_for_selector(f"#search-count:text-is('{DEMO_TRACES} traces')", timeout=TIMEOUT_MS)
-    assert page.locator(ROWS).count() == DEMO_TRACES
+    wait_for_count(page, ROWS, DEMO_TRACES)
 
     page.fill("#search-start", "2024-10-30 13:00")
     page.fill("#search-end", "2024-10-30 12:00")

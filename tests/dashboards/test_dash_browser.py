@@ -9,7 +9,7 @@ import pytest
 from dash_support import mounted_ui, serving
 from playwright.sync_api import Browser
 
-from browser_kit import TIMEOUT_MS, click_timeline, new_page, open_trace, screenshot, timeline_total
+from browser_kit import TIMEOUT_MS, click_timeline, new_page, open_trace, screenshot, timeline_total, wait_for_count
 from collector.ingest import Ingestor
 from query.service import QueryService
 from testkit import TRACES, ingest_otlp_json_file
@@ -37,7 +37,7 @@ def test_search_page_lists_traces_and_opens_one(browser: Browser, ui_url: str) -
     page.goto(f"{ui_url}/ui/")
     page.wait_for_selector("#search-results .ag-row", timeout=TIMEOUT_MS)
     assert page.inner_text("#search-count") == "20 traces"
-    assert page.locator("#search-results .ag-center-cols-container .ag-row").count() == 20
+    wait_for_count(page, "#search-results .ag-center-cols-container .ag-row", 20)
     assert page.locator("#search-scatter .scatterlayer .point").count() == 20
     assert "active" in page.get_attribute('#\\{\\"index\\"\\:\\"\\/\\"\\,\\"type\\"\\:\\"nav-link\\"\\}', "class")
 
@@ -47,7 +47,7 @@ def test_search_page_lists_traces_and_opens_one(browser: Browser, ui_url: str) -
     page.get_by_role("option", name=OPERATION, exact=True).click()
     page.click("#search-submit")
     page.wait_for_selector("#search-count:text-is('4 traces')", timeout=TIMEOUT_MS)
-    assert page.locator("#search-results .ag-center-cols-container .ag-row").count() == 4
+    wait_for_count(page, "#search-results .ag-center-cols-container .ag-row", 4)
     assert page.locator(f"#search-results .ag-row[row-id='{TRACE_ID}']").count() == 1
     screenshot(page, "ui-search.png")
 

@@ -97,3 +97,24 @@ def test_most_tokens_ranks_by_the_analysed_token_counts(store: ClickHouse) -> No
     )
     assert found.traces["trace_id"].to_list() == expected
     assert found.traces["tokens"].to_list() == tokens.sort("tokens", descending=True)["tokens"].head(2).to_list()
+
+
+def test_longest_stage_ranks_the_traces_that_spent_time_in_that_stage(store: ClickHouse) -> None:
+    """How a Stages page row lists its requests: the traces sorted by that stage's critical-path time, not by their
+    whole duration, and only those that spent time in it."""
+    writer, reader = ClickHouseTraceWriter(store), ClickHouseTraceReader(store)
+    ids = [f"{seed:032x}" for seed in range(1, 6)]
+    for seed, trace_id in enumerate(ids, 1):
+        writer.write(agent_trace(60 * seed, trace_id=trace_id, seed=seed))
+    storage = Storage(store, reader, writer)
+    open_trace_pipeline(storage, TracePipelineConfig(trace_idle_s=0), trace_processors(storage)).run_once(force=True)
+    room = query_room(store)
+    summaries = room.analysis.trace_usage(ids, tenant=ALL_TENANTS, stage="llm.decode")
+    spent = summaries.filter(pl.col("stage_ns") > 0).sort("stage_ns", "trace_id", descending=[True, False])
+    assert spent.height >= 2
+    search = TraceSearch(TraceQuery(), sort="longest_stage", limit=3, stage="llm.decode")
+    found = search_traces(reader, room.analysis, search, tenant=ALL_TENANTS).traces
+    assert found["trace_id"].to_list() == spent["trace_id"].head(3).to_list()
+    assert found["stage_ns"].to_list() == spent["stage_ns"].head(3).to_list()
+    with pytest.raises(ValueError, match="sort by stage needs"):
+        search_traces(reader, room.analysis, TraceSearch(TraceQuery(), sort="longest_stage"), tenant=ALL_TENANTS)

@@ -107,3 +107,38 @@ def test_topology_scope_lives_in_the_url(browser: Browser, ui_url: str) -> None:
     page.wait_for_selector("#topology-summary:has-text('0 edges')", timeout=TIMEOUT_MS)
     assert "service=" not in page.url
     assert errors == []
+
+
+def test_clicking_a_service_focuses_the_graph_on_its_neighbourhood(browser: Browser, ui_url: str) -> None:
+    page, errors = new_page(browser, height=1100)
+    page.goto(f"{ui_url}/ui/topology")
+    page.wait_for_selector("#topology-summary:has-text('10 nodes')", timeout=TIMEOUT_MS)
+    page.wait_for_function("() => document.querySelector('#topology-graph canvas') !== null", timeout=TIMEOUT_MS)
+    point = page.evaluate(
+        """() => {
+          const cy = document.querySelector('#topology-graph')._cyreg.cy;
+          const p = cy.getElementById('recommendationservice').renderedPosition();
+          const box = cy.container().getBoundingClientRect();
+          return {x: box.left + p.x, y: box.top + p.y};
+        }"""
+    )
+    page.mouse.click(point["x"], point["y"])
+    page.wait_for_selector("#topology-summary:has-text('neighbourhood')", timeout=TIMEOUT_MS)
+    assert "recommendationservice" in page.inner_text("#topology-focus")
+    assert "recommendationservice" in page.inner_text("#topology-edge-detail")
+    search = page.get_attribute("#topology-edge-detail a.hs-drill", "href")
+    assert search is not None and "service=recommendationservice" in search
+    # One hop either way: its callers and callees, nothing further.
+    shown = page.evaluate(
+        "() => document.querySelector('#topology-graph')._cyreg.cy.nodes().map(n => [n.id(), n.hasClass('focus')])"
+    )
+    assert ["recommendationservice", True] in shown and len(shown) < 10
+    assert {name for name, _focus in shown} >= {"frontend", "productcatalogservice"}
+    screenshot(page, "ui-topology-focus.png")
+    page.click("#topology-hops")
+    page.get_by_role("option", name="any", exact=True).click()
+    page.wait_for_function(
+        "() => document.querySelector('#topology-graph')._cyreg.cy.nodes().length > " + str(len(shown)),
+        timeout=TIMEOUT_MS,
+    )
+    assert errors == []

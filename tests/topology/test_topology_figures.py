@@ -20,6 +20,7 @@ from dashboards.services_figures import (
 )
 from dashboards.topology_figures import (
     GOOD_COLOR,
+    ISOLATED_GROUP,
     cytoscape_elements,
     cytoscape_layout,
     cytoscape_stylesheet,
@@ -27,6 +28,7 @@ from dashboards.topology_figures import (
     error_rate_color,
     latency_color,
     layered_positions,
+    neighbourhood,
 )
 from dashboards.windows import rollup_window
 from query.topology import topology_nodes
@@ -226,3 +228,38 @@ def test_engine_metrics_figure_has_four_panels_on_the_window() -> None:
 )
 def test_rollup_window(lookback: str, stored: tuple[int, int] | None, expected: tuple[int, int, int]) -> None:
     assert rollup_window(lookback, T0, stored) == expected
+
+
+def test_neighbourhood_keeps_the_services_within_the_hops_either_way() -> None:
+    """A chain a → b → c → d with e calling b: b's one-hop neighbourhood is its callers and callees only."""
+    edges = edges_frame(
+        [(caller, callee, "", 5, 0, 1.0, 1.0) for caller, callee in (("a", "b"), ("b", "c"), ("c", "d"), ("e", "b"))]
+    )
+    nodes = topology_nodes(edges, ["a", "b", "c", "d", "e", "lonely"])
+    near, near_edges = neighbourhood(nodes, edges, "b", 1)
+    assert sorted(near["id"].to_list()) == ["a", "b", "c", "e"]
+    assert sorted(zip(near_edges["client"], near_edges["server"], strict=True)) == [("a", "b"), ("b", "c"), ("e", "b")]
+    assert sorted(neighbourhood(nodes, edges, "b", 2)[0]["id"].to_list()) == ["a", "b", "c", "d", "e"]
+    assert neighbourhood(nodes, edges, "b", None)[0].height == 5  # the connected part: not the lonely one
+    assert neighbourhood(nodes, edges, None, 1)[0].height == nodes.height  # no focus: the whole graph
+    assert neighbourhood(nodes, edges, "gone", 1)[0].height == nodes.height  # a focus not in this window's graph
+
+
+def test_services_without_calls_are_grouped_below_the_graph() -> None:
+    edges = edges_frame([("gateway", "engine", "", 10, 0, 2.0, 1.0)])
+    lonely = [f"batch-{index}" for index in range(9)]
+    elements = cytoscape_elements(topology_nodes(edges, ["gateway", "engine", *lonely]), edges, focus="gateway")
+    nodes = {element["data"]["id"]: element for element in elements if "source" not in element["data"]}
+    group = nodes.pop(ISOLATED_GROUP)
+    assert group["classes"] == "group" and group["data"]["label"].startswith("9 services without calls")
+    assert all(nodes[name]["data"]["parent"] == ISOLATED_GROUP for name in lonely)
+    assert "parent" not in nodes["gateway"]["data"] and "parent" not in nodes["engine"]["data"]
+    # In a grid of 3 x 3 below the layered graph, not a column of nine in its first layer.
+    graph_bottom = max(nodes[name]["position"]["y"] for name in ("gateway", "engine"))
+    assert min(nodes[name]["position"]["y"] for name in lonely) > graph_bottom
+    assert len({nodes[name]["position"]["x"] for name in lonely}) == 3
+    assert nodes["gateway"]["classes"] == "service focus"
+    # One service alone is no group.
+    single = cytoscape_elements(topology_nodes(edges, ["gateway", "engine", "batch"]), edges)
+    assert all(element["data"].get("parent") is None for element in single)
+    assert ISOLATED_GROUP not in {element["data"]["id"] for element in single}
