@@ -83,7 +83,8 @@ class Diagnoser:
             if finding is not None:
                 findings.append(_with_latency_share(rule, finding))
         trace_count = ctx.requests.height
-        return DiagnosisReport(rank_findings(findings), trace_count, metrics_status, errors)
+        locating = {rule.cause for rule in self.rules if rule.locates_only}
+        return DiagnosisReport(rank_findings(findings, locating), trace_count, metrics_status, errors)
 
 
 def _with_latency_share(rule: Rule[Any], finding: Finding) -> Finding:

@@ -9,7 +9,7 @@ Evidence keys say their unit: ``<quantity>_<unit>`` optionally followed by a sta
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -144,18 +144,26 @@ class Finding(BaseModel):
     )
 
 
-def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """``findings`` ordered by severity (critical first); within a severity, findings whose comparisons all
+def rank_findings(findings: Iterable[Finding], locating: Collection[str] = ()) -> list[Finding]:
+    """``findings`` ordered by severity (critical first); within a severity, causes before findings of the
+    ``locating`` rules (where latency goes, not why: ``Rule.locates_only``), and findings whose comparisons all
     passed (:attr:`EvidenceTest.significant`, or that rest on none) before those with a comparison that did not;
     then, among warnings and critical findings, by the latency they explain (``latency_share``, none counting as
     0); then confidence (highest first), then cause name. A warning exists only with its evidence
     (:func:`diagnosis.evidence.capped`), so the one that explains most latency leads; an ``info`` finding whose
     comparison failed (kept for its numbers) comes after every other ``info`` finding, however small its p-value."""
 
-    def key(finding: Finding) -> tuple[int, bool, float, float, str]:
+    def key(finding: Finding) -> tuple[int, bool, bool, float, float, str]:
         unsupported = not all(test.significant for test in finding.tests)
         impact = (finding.latency_share or 0.0) if finding.severity != "info" else 0.0
-        return (-SEVERITIES.index(finding.severity), unsupported, -impact, -finding.confidence, finding.cause)
+        return (
+            -SEVERITIES.index(finding.severity),
+            finding.cause in locating,
+            unsupported,
+            -impact,
+            -finding.confidence,
+            finding.cause,
+        )
 
     return sorted(findings, key=key)
 

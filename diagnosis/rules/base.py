@@ -36,6 +36,9 @@ class Rule(ABC, Generic[ConfigT]):
     """The finding's evidence key holding the share (0..1) of end-to-end latency on the critical path that the
     cause accounts for, where the rule measures one: comparing two windows' findings of the same cause and
     severity, a rise in it says the cause costs more than it did (``query.anomaly.compare_findings``)."""
+    locates_only: ClassVar[bool] = False
+    """True for a rule that says where latency goes rather than why (``llm_bound``): its finding ranks after the
+    causes of the same severity, which say what to change."""
     stage: ClassVar[str | None] = None
     """The stage (``analysis.STAGES``) whose time :attr:`latency_share` is the share of, where it is one stage's:
     an incident on that stage's latency takes any rise of the share as the cause's doing."""

@@ -48,6 +48,7 @@ class LlmBound(Rule[LlmBoundConfig]):
     cause = "llm_bound"
     config_model = LlmBoundConfig
     latency_share = "llm_share"
+    locates_only = True
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config

@@ -58,6 +58,7 @@ def test_confidence_grows_with_the_sample() -> None:
 def test_a_failing_rule_is_reported_and_the_others_still_run() -> None:
     class Broken:
         cause = "broken"
+        locates_only = False
 
         def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
             raise RuntimeError("boom")

@@ -3,10 +3,12 @@ the comparison issue 29 saw raise a warning on the stack's default workload."""
 
 from __future__ import annotations
 
+import diagnosis_cases as cases
 import numpy as np
+from diagnosis_support import frame
 from scipy import stats
 
-from diagnosis import Finding, Severity, rank_findings
+from diagnosis import Diagnoser, DiagnosisContext, Finding, Severity, rank_findings
 from diagnosis.evidence import (
     ALPHA,
     above_chance,
@@ -141,3 +143,12 @@ def test_an_info_finding_whose_comparison_failed_comes_after_the_other_info_find
     starving = starving.model_copy(update={"tests": [near]})
     decode = _finding("decode_bound", "info", 0.8, 0.7)
     assert [f.cause for f in rank_findings([starving, decode])] == ["decode_bound", "admission_tier_starvation"]
+
+
+def test_where_latency_goes_ranks_after_why() -> None:
+    # The served matrix's decode_bound run: llm_bound (0.93) led the decode finding the fault is about (0.80).
+    findings = [_finding("llm_bound", "info", 0.93, 0.9), _finding("decode_bound", "info", 0.8, 0.7)]
+    assert [f.cause for f in rank_findings(findings, {"llm_bound"})] == ["decode_bound", "llm_bound"]
+    report = Diagnoser().diagnose(DiagnosisContext(frame(cases.decode_heavy(batched=False))))
+    causes = [f.cause for f in report.findings if f.severity == "info"]
+    assert "llm_bound" not in causes or causes.index("llm_bound") == len(causes) - 1
