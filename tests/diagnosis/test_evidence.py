@@ -106,6 +106,7 @@ def _finding(cause: str, severity: Severity, confidence: float, share: float | N
 
 
 def test_the_finding_that_explains_most_latency_leads_its_severity() -> None:
+    # No locating rule named here: info findings rank by the latency they explain too.
     ranked = rank_findings(
         [
             _finding("connection_setup_per_request", "warning", 0.99, 0.04),
