@@ -18,8 +18,7 @@ enough to hide the growth from the p95 alone.
 
 A flood shorter than half the window hides in its half: ten seconds of a backlog among two minutes of steady
 requests moved the P0 p95 of the live stack's second half 1.3x. So the higher tier's requests are also compared
-by load: those that started just after a surge of the lower tier's arrivals (while the higher tier's own arrivals
-did not surge alike: a burst of every tier is load, not starvation) against the others. A surge is
+by load: those that started just after a surge of the lower tier's arrivals against the others. A surge is
 ``surge_arrivals_min`` or more lower-tier arrivals within one holding time of the lower tier (the 90th percentile
 of its latency: a backlog drains as long as its slowest requests wait) before the request's start, and
 ``volume_growth_ratio`` times the median the higher tier's requests met; the same
@@ -316,19 +315,10 @@ class _Starving:
 def _by_load(higher: pl.DataFrame, lower: pl.DataFrame, config: AdmissionTierStarvationConfig) -> pl.DataFrame:
     """``higher`` with ``half``: ``second`` where ``lower``'s arrivals within its holding time before the
     request's start (:func:`_recent_arrivals`) reach ``surge_arrivals_min`` and ``volume_growth_ratio`` times their
-    median over ``higher``'s requests (a surge, not the lower tier's usual traffic) while the higher tier's own
-    arrivals in that time did not surge alike, else ``first``. A burst of every tier's arrivals slows every tier
-    (the Mooncake replay's bursts, its tiers interleaved: P1 2.2 -> 3.9 s "after a surge of P2") and is load, not
-    one tier taking another's capacity."""
-    window = _holding_ns(lower)
-    recent = _recent_arrivals(lower, higher, window)
-    own = _recent_arrivals(higher, higher, window)
-
-    def surging(counts: np.ndarray) -> np.ndarray:
-        usual = float(np.median(counts)) if counts.size else 0.0
-        return counts >= max(config.surge_arrivals_min, config.volume_growth_ratio * usual)
-
-    alongside = pl.Series(surging(recent) & ~surging(own))
+    median over ``higher``'s requests (a surge, not the lower tier's usual traffic), else ``first``."""
+    recent = _recent_arrivals(lower, higher)
+    usual = float(np.median(recent)) if recent.size else 0.0
+    alongside = pl.Series(recent >= max(config.surge_arrivals_min, config.volume_growth_ratio * usual))
     return higher.with_columns(pl.when(alongside).then(pl.lit("second")).otherwise(pl.lit("first")).alias("half"))
 
 
@@ -404,13 +394,13 @@ def _holding_ns(lower: pl.DataFrame) -> float:
     return float(lower["duration_ns"].quantile(HOLDING_QUANTILE, "linear") or 0.0)
 
 
-def _recent_arrivals(lower: pl.DataFrame, higher: pl.DataFrame, window_ns: float | None = None) -> np.ndarray:
-    """Per request of ``higher``, the ``lower`` tier's arrivals (starts) within ``window_ns`` (default one
-    lower-tier holding time, :func:`_holding_ns`) before its start: the lower tier's load it met, measured by what
-    arrived, which a slow system does not inflate (requests in flight it does)."""
+def _recent_arrivals(lower: pl.DataFrame, higher: pl.DataFrame) -> np.ndarray:
+    """Per request of ``higher``, the ``lower`` tier's arrivals (starts) within one lower-tier holding time
+    (:func:`_holding_ns`) before its start: the lower tier's load it met, measured by what arrived, which a slow
+    system does not inflate (requests in flight it does)."""
     starts = np.sort(lower["start_ns"].to_numpy())
     at = higher["start_ns"].to_numpy()
-    window = int(_holding_ns(lower) if window_ns is None else window_ns)
+    window = int(_holding_ns(lower))
     return (np.searchsorted(starts, at, side="right") - np.searchsorted(starts, at - window, side="left")).astype(float)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from diagnosis_cases import tier_burst, tier_window, tiered_request
+from diagnosis_cases import tier_burst, tier_window
 from diagnosis_support import by_cause, diagnose, frame
 
 from analysis.tree import build_tree
@@ -82,14 +82,3 @@ def test_per_tier_latency_and_drops() -> None:
     stats = tier_stats(tiered_requests(tree, TierSettings(("gateway.priority_tier",), (), (429,), ())))
     assert stats["tier"].to_list() == ["P0", "P2"] and stats["request_count"].to_list() == [16, 6]
     assert stats["dropped_count"].to_list() == [2, 0] and stats["latency_ms_p95"][0] >= stats["latency_ms_p50"][0]
-
-
-def test_a_burst_of_every_tier_is_load_not_starvation() -> None:
-    # The tier_burst flood, with the P0 requests bursting alongside it (twelve more in the same 110 ms, as a
-    # replay with interleaved tiers does): every tier is slow together, no tier took another's capacity.
-    spans = tier_burst(p0_queue_alongside_ms=300.0)
-    spans += [
-        span for number in range(12) for span in tiered_request(100 + number, 600.0 + number * 10.0, "P0", 300.0, {})
-    ]
-    finding = by_cause(diagnose(spans)).get("admission_tier_starvation")
-    assert finding is None or finding.severity == "info"
