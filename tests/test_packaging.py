@@ -22,7 +22,8 @@ def test_the_wheel_lists_every_package_folder_and_the_sdk_under_its_own_name() -
     roots = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
     server_roots = [name for name in roots["root_packages"] if name not in ("tools", "hotspan_sdk")]
     patterns = [f"{root}{rest}" for root in server_roots for rest in ("", ".*")]
-    found = set(find_namespace_packages(REPO, include=patterns))
+    # npm installs the Node driver's packages beside it (make system-deps): JavaScript, not Python packages.
+    found = set(find_namespace_packages(REPO, include=patterns, exclude=["*.node_modules", "*.node_modules.*"]))
     sdk = SDK_FOLDER.replace("/", ".")
     assert set(config["packages"]) == {name for name in found if not name.startswith(sdk)} | {"hotspan_sdk"}
     assert config["package-dir"] == {"hotspan_sdk": SDK_FOLDER}

@@ -11,6 +11,7 @@ from threading import Thread
 import httpx
 import pytest
 
+from diagnosis.metrics import DEFAULT_PROMETHEUS_TIMEOUT_S
 from hotspan.demo import DemoPrometheus, start_prometheus
 from storage.prometheus import PrometheusReader
 
@@ -62,7 +63,7 @@ def test_the_demo_prometheus_scrapes_each_engine_added_while_it_runs(engine: str
         # A range read at a step of a fraction of a second more than whole (what a short window's step is): Prometheus
         # refused "3.6s", so the demo's diagnosis read no engine metrics.
         scraped = float(found[0]["value"][0])
-        reader = PrometheusReader(prometheus.url)
+        reader = PrometheusReader(prometheus.url, DEFAULT_PROMETHEUS_TIMEOUT_S)
         series = reader.range_queries({"waiting": QUERY}, scraped, scraped + 10, 3.6)["waiting"]
         assert series and series[0]["values"]
     finally:

@@ -156,7 +156,7 @@ def test_clean_settings_map_onto_vllm_flags() -> None:
 
 @pytest.mark.parametrize(
     ("fault", "flag", "value"),
-    [("queue_saturation", "--max-num-seqs", "2"), ("decode_bound", "--max-num-seqs", "256")],
+    [("queue_saturation", "--max-num-seqs", "1"), ("decode_bound", "--max-num-seqs", "256")],
 )
 def test_scheduler_faults_change_max_num_seqs(fault: str, flag: str, value: str) -> None:
     assert _flag(_args(apply_faults(StackConfig(), [fault])), flag) == value
