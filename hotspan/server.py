@@ -96,11 +96,15 @@ class HttpListener:
 
     @classmethod
     def start(cls, app: FastAPI, listening: socket.socket, name: str) -> HttpListener:
-        """Serve ``app`` on the bound socket ``listening`` (:func:`bind_listener`) on a daemon thread named
-        ``name``; return once it accepts connections. Raises ``RuntimeError`` when it is not up in 30 s."""
+        """Serve ``app`` on the address of ``listening`` (:func:`bind_listener`, which proved it free; closed here)
+        on a daemon thread named ``name``; return once it accepts connections. Raises ``RuntimeError`` when it is
+        not up in 30 s."""
         host, port = listening.getsockname()[:2]
+        # uvicorn binds the address itself: serving a socket handed over refused some of eighty exporters
+        # connecting at once (tests/reliability/test_reliability_overload.py), binding its own does not.
+        listening.close()
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, name=name, daemon=True)
+        thread = threading.Thread(target=server.run, name=name, daemon=True)
         thread.start()
         for _ in range(300):
             if server.started:
