@@ -33,11 +33,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats
 
 from diagnosis.findings import EvidenceTest, Severity, TestName
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 ALPHA = 0.01
 """Significance level of one finding's evidence, one-sided: one false finding in a hundred windows where the
@@ -45,6 +48,15 @@ pattern is absent, before the division among a rule's comparisons."""
 
 MAX_EFFECT_RATIO = 1e6
 """Where an effect ratio stops (a side growing from nothing): finite, so a finding's JSON stays valid."""
+
+
+def _stats() -> ModuleType:
+    """``scipy.stats``, imported on a rule's first comparison rather than when the server starts: SciPy and its own
+    OpenBLAS cost the served process 74 MiB on a 2-core host and some 200 MiB more on a many-core CI host (its BLAS
+    threads), which ingest under overload never uses (tests/reliability/test_reliability_overload.py)."""
+    from scipy import stats
+
+    return stats
 
 
 def _judged(
@@ -106,7 +118,7 @@ def larger_values(
             min_effect_ratio=min_effect_ratio,
             tries=tries,
         )
-    p_value = float(stats.mannwhitneyu(high, low, alternative="greater").pvalue)
+    p_value = float(_stats().mannwhitneyu(high, low, alternative="greater").pvalue)
     if quantile is None:
         base, top = float(low.mean()), float(high.mean())
     else:
@@ -141,7 +153,7 @@ def higher_rate(
     rates, with one event added to each side so a side without any stays finite."""
     total = baseline_count + suspect_count
     share = suspect_exposure / (baseline_exposure + suspect_exposure)
-    p_value = float(stats.binomtest(suspect_count, total, share, alternative="greater").pvalue) if total else 1.0
+    p_value = float(_stats().binomtest(suspect_count, total, share, alternative="greater").pvalue) if total else 1.0
     effect = ((suspect_count + 1) / suspect_exposure) / ((baseline_count + 1) / baseline_exposure)
     counts = (baseline_count, suspect_count)
     return _judged(
@@ -176,7 +188,7 @@ def larger_share(
             claim, "fisher_exact", counts, 1.0, None, min_count=min_count, min_effect_ratio=1 + min_rise, tries=tries
         )
     table = [[k1, n1 - k1], [k0, n0 - k0]]
-    p_value = float(stats.fisher_exact(table, alternative="greater").pvalue)
+    p_value = float(_stats().fisher_exact(table, alternative="greater").pvalue)
     rise = k1 / n1 - k0 / n0
     return _judged(
         claim,
@@ -207,7 +219,7 @@ def above_chance(
     empty: rate 0.5 / 1). Effect = the
     observed share over the chance rate."""
     rate = (chance[0] + 0.5) / (chance[1] + 1)
-    p_value = float(stats.binomtest(hits, of, rate, alternative="greater").pvalue) if of else 1.0
+    p_value = float(_stats().binomtest(hits, of, rate, alternative="greater").pvalue) if of else 1.0
     effect = (hits / of) / rate if of else None
     return _judged(
         claim,
