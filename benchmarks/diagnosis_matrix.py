@@ -23,24 +23,12 @@ load average), then the table; the last line is ``diagnosis_matrix_cells_held_sh
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from served_stack import (
-    EXPECTED_CAUSE,
-    Cell,
-    cell_json,
-    findings_line,
-    open_served,
-    resolve_workload,
-    run_cell,
-)
+from served_stack import EXPECTED_CAUSE, Cell, add_matrix_arguments, findings_line, resolve_workload, run_matrix
 
 DEFAULT_WORKLOADS = ("azure-conv", "demo")
-SETTINGS = {"off": (False,), "on": (True,), "both": (False, True)}
 
 
 def _row(cell: Cell) -> str:
@@ -57,14 +45,9 @@ def _row(cell: Cell) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", action="append", help=f"repeatable; default {', '.join(DEFAULT_WORKLOADS)}")
+    add_matrix_arguments(parser, DEFAULT_WORKLOADS)
     parser.add_argument("--faults", default="clean," + ",".join(EXPECTED_CAUSE), help="comma-separated; clean = none")
-    parser.add_argument("--duration", type=float, default=30.0, help="hotspan stack run --duration (seconds)")
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--prometheus", choices=tuple(SETTINGS), default="both")
-    parser.add_argument("--neighbour", choices=tuple(SETTINGS), default="off")
-    parser.add_argument("--json", type=Path, help="write every cell, findings whole, here")
-    parser.add_argument("--workdir", type=Path, help="keep the servers' data and logs here (default: a temporary one)")
     args = parser.parse_args()
     try:
         workloads = [resolve_workload(name) for name in args.workload or DEFAULT_WORKLOADS]
@@ -75,40 +58,8 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown faults {sorted(unknown)}: clean or {', '.join(EXPECTED_CAUSE)}")
 
-    cells: list[Cell] = []
-
-    def record(cell: Cell) -> None:
-        cells.append(cell)
-        print(_row(cell), flush=True)
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps([cell_json(c) for c in cells], indent=1) + "\n", encoding="utf-8")
-
     began = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="hotspan-matrix-") as tmp:
-        root = args.workdir or Path(tmp)
-        for prometheus in SETTINGS[args.prometheus]:
-            workdir = root / f"prometheus-{'on' if prometheus else 'off'}"
-            with open_served(workdir, prometheus) as (served, scraper):
-                print(
-                    f"# hotspan serve at {served.url}" + (f", Prometheus {scraper.url}" if scraper else ""), flush=True
-                )
-                for neighbour in SETTINGS[args.neighbour]:
-                    for workload in workloads:
-                        for fault in faults:
-                            for repeat in range(1, args.repeats + 1):
-                                record(
-                                    run_cell(
-                                        served,
-                                        workload,
-                                        fault,
-                                        duration_s=args.duration,
-                                        workdir=workdir / "stack",
-                                        scraper=scraper,
-                                        neighbour=neighbour,
-                                        repeat=repeat,
-                                    )
-                                )
+    cells = run_matrix(args, workloads, faults, args.repeats, lambda cell: print(_row(cell)))
     held = sum(cell.held for cell in cells)
     print(f"\n# {len(cells)} cells in {time.monotonic() - began:.0f} s; {held} held")
     for cell in cells:

@@ -26,6 +26,7 @@ The expected causes come from ``tests/diagnosis/test_diagnosis_faults.py`` (``EX
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -33,9 +34,10 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -533,8 +535,6 @@ def run_cell(
 
 def cell_json(cell: Cell) -> dict[str, Any]:
     """A cell for ``--json``: every field, findings whole (cause, severity, confidence, title, evidence, remedy)."""
-    from dataclasses import asdict
-
     return asdict(cell)
 
 
@@ -545,3 +545,59 @@ def open_served(workdir: Path, prometheus: bool) -> Iterator[tuple[Served, Engin
         scraper = scope.enter_context(EngineScraper(workdir)) if prometheus else None
         served = scope.enter_context(Served(workdir, scraper.url if scraper else None))
         yield served, scraper
+
+
+SETTINGS = {"off": (False,), "on": (True,), "both": (False, True)}
+"""``--prometheus`` / ``--neighbour`` choices: the settings each runs."""
+
+
+def add_matrix_arguments(parser: argparse.ArgumentParser, default_workloads: Sequence[str]) -> None:
+    """The arguments every served matrix takes: ``--workload`` (repeatable), ``--duration`` (seconds),
+    ``--prometheus`` and ``--neighbour`` (:data:`SETTINGS`), ``--json`` and ``--workdir``."""
+    parser.add_argument("--workload", action="append", help=f"repeatable; default {', '.join(default_workloads)}")
+    parser.add_argument("--duration", type=float, default=30.0, help="hotspan stack run --duration (seconds)")
+    parser.add_argument("--prometheus", choices=tuple(SETTINGS), default="both")
+    parser.add_argument("--neighbour", choices=tuple(SETTINGS), default="off")
+    parser.add_argument("--json", type=Path, help="write every cell, findings whole, here")
+    parser.add_argument("--workdir", type=Path, help="keep the servers' data and logs here (default: a temporary one)")
+
+
+def run_matrix(
+    args: argparse.Namespace,
+    workloads: Sequence[Workload],
+    faults: Sequence[str],
+    repeats: int,
+    on_cell: Callable[[Cell], None],
+) -> list[Cell]:
+    """Every cell of Prometheus setting x neighbour x workload x fault x repeat (``args`` from
+    :func:`add_matrix_arguments`), one served Hotspan per Prometheus setting; ``on_cell`` is called as each cell
+    ends, and ``args.json`` rewritten with every cell so far."""
+    cells: list[Cell] = []
+    with tempfile.TemporaryDirectory(prefix="hotspan-matrix-") as tmp:
+        root = args.workdir or Path(tmp)
+        for prometheus in SETTINGS[args.prometheus]:
+            workdir = root / f"prometheus-{'on' if prometheus else 'off'}"
+            with open_served(workdir, prometheus) as (served, scraper):
+                print(f"# hotspan serve at {served.url}" + (f", Prometheus {scraper.url}" if scraper else ""))
+                for neighbour in SETTINGS[args.neighbour]:
+                    for workload in workloads:
+                        for fault in faults:
+                            for repeat in range(1, repeats + 1):
+                                cell = run_cell(
+                                    served,
+                                    workload,
+                                    fault,
+                                    duration_s=args.duration,
+                                    workdir=workdir / "stack",
+                                    scraper=scraper,
+                                    neighbour=neighbour,
+                                    repeat=repeat,
+                                )
+                                cells.append(cell)
+                                on_cell(cell)
+                                sys.stdout.flush()
+                                if args.json:
+                                    args.json.parent.mkdir(parents=True, exist_ok=True)
+                                    body = json.dumps([cell_json(c) for c in cells], indent=1)
+                                    args.json.write_text(body + "\n", encoding="utf-8")
+    return cells

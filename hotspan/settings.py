@@ -120,6 +120,11 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from api.read_pool import DEFAULT_READ_QUEUE, DEFAULT_READ_WORKERS
+from collector.http_receiver import DEFAULT_DECODE_WAIT_S, DEFAULT_MAX_BODY_BYTES
+from collector.ingest_pipeline import IngestConfig
+from collector.limits import SpanLimits
+from collector.otlp_body import DEFAULT_MAX_REQUEST_SPANS
 from diagnosis.metrics import DEFAULT_PROMETHEUS_TIMEOUT_S
 from processors.pipeline.config import TracePipelineConfig
 from storage.clickhouse import ReadBudget
@@ -221,8 +226,8 @@ class Settings(BaseModel):
         "admin port and the OpenTelemetry Collector's health_check extension keep health off the data path the "
         "same way); -1: none, 0: a free port.",
     )
-    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
-    max_request_spans: int = Field(200_000, ge=1)
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
+    max_request_spans: int = Field(DEFAULT_MAX_REQUEST_SPANS, ge=1)
     body_read_timeout_s: float = Field(30.0, gt=0)
     max_trace_spans: int = Field(MAX_TRACE_SPANS, ge=1)
     ui_max_body_bytes: int = Field(
@@ -237,22 +242,22 @@ class Settings(BaseModel):
         'topology read; the rest fold into one series or row marked otel_metric_overflow="true" (the OTel '
         "spanmetrics connector's aggregation_cardinality_limit).",
     )
-    decode_wait_s: float = Field(3.0, gt=0)
-    read_workers: int = Field(2, ge=1)
-    read_queue: int = Field(16, ge=0)
-    read_timeout_s: float = Field(30.0, gt=0)
-    read_max_memory_bytes: int = Field(2 * 1024**3, ge=64 * 1024**2)
+    decode_wait_s: float = Field(DEFAULT_DECODE_WAIT_S, gt=0)
+    read_workers: int = Field(DEFAULT_READ_WORKERS, ge=1)
+    read_queue: int = Field(DEFAULT_READ_QUEUE, ge=0)
+    read_timeout_s: float = Field(ReadBudget.time_s, gt=0)
+    read_max_memory_bytes: int = Field(ReadBudget.memory_bytes, ge=64 * 1024**2)
     max_search_spans: int = Field(100_000, ge=1)
     ttl_days: int = Field(0, ge=0)
-    queue_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
-    queue_max_spans: int = Field(200_000, ge=1)
-    batch_max_spans: int = Field(20_000, ge=1)
-    spool_max_bytes: int = Field(1024 * 1024 * 1024, ge=0)
-    retry_after_s: float = Field(1.0, gt=0)
-    max_attributes: int = Field(256, ge=1)
-    max_attribute_value_chars: int = Field(65_536, ge=1)
-    max_events: int = Field(256, ge=0)
-    max_links: int = Field(128, ge=0)
+    queue_max_bytes: int = Field(IngestConfig.queue_max_bytes, ge=1024)
+    queue_max_spans: int = Field(IngestConfig.queue_max_spans, ge=1)
+    batch_max_spans: int = Field(IngestConfig.batch_max_spans, ge=1)
+    spool_max_bytes: int = Field(IngestConfig.spool_max_bytes, ge=0)
+    retry_after_s: float = Field(IngestConfig.retry_after_s, gt=0)
+    max_attributes: int = Field(SpanLimits.max_attributes, ge=1)
+    max_attribute_value_chars: int = Field(SpanLimits.max_value_chars, ge=1)
+    max_events: int = Field(SpanLimits.max_events, ge=0)
+    max_links: int = Field(SpanLimits.max_links, ge=0)
     fault_injection: str = ""
     auth_file: Path | None = None
     session_secret: SecretStr | None = Field(None, min_length=32)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import httpx
 
@@ -81,6 +82,20 @@ class RunningStack:
         return summarise(outcomes, duration_s, scrape_ttft(self._stack.urls.engine))
 
 
+class StackOptions(TypedDict, total=False):
+    """How :func:`running_stack` starts the stack; each key is one of its keyword arguments, with its default."""
+
+    protocol: OtlpProtocol
+    speed: float
+    tenants: Sequence[str]
+    sample_policy: str | None
+    workload_path: Path | None
+    config: StackConfig | None
+    span_processors: SpanProcessorFactory | None
+    seed: int
+    intent_mix: Mapping[Intent, float]
+
+
 @contextmanager
 def running_stack(
     endpoint: str | None = "http://127.0.0.1:4318",
@@ -97,7 +112,28 @@ def running_stack(
 ) -> Iterator[RunningStack]:
     """The stack started on free loopback ports in this process until the block ends (what :func:`run_stack`
     replays once; ``hotspan demo`` keeps one open while it serves, so a Prometheus can go on scraping its engine).
-    Arguments and errors as :func:`run_stack`'s."""
+
+    Args:
+        endpoint: OTLP collector each service exports to, e.g. a running Hotspan at
+            ``http://127.0.0.1:4318`` (``http/protobuf``: ``/v1/traces`` is appended) or
+            ``http://127.0.0.1:4317`` (``grpc``). Ignored when ``span_processors`` is given.
+        protocol: ``http/protobuf`` or ``grpc``.
+        speed: engine speed-up (modeled seconds / speed); overrides ``config``'s.
+        tenants: tenants sent round-robin (their API keys come from ``config``).
+        sample_policy: ``x-sample-policy`` for every request (``None``: not sent).
+        workload_path: the workload CSV; default the shared Azure conversation trace.
+        config: stack settings; default :class:`StackConfig`.
+        span_processors: per-service span processors (given the ``service.name``), e.g. in-memory
+            exporters in tests; default OTLP to ``endpoint``.
+        seed: seeds the prompts (intents, questions, filler text).
+        intent_mix: share of each intent among the rows.
+
+    Raises:
+        ValueError: no ``endpoint`` and no ``span_processors``; an invalid ``speed`` or ``config``; a tenant without
+            an API key.
+        FileNotFoundError: the workload file or shared data directory is missing (on :meth:`RunningStack.replay`).
+        RuntimeError: a service did not start.
+    """
     if span_processors is None and endpoint is None:
         raise ValueError("give an OTLP endpoint or span_processors")
     processors = span_processors or otlp_span_processors(str(endpoint), protocol=protocol)
@@ -113,58 +149,21 @@ def run_stack(
     *,
     requests: int = 20,
     concurrency: int = 1,
-    protocol: OtlpProtocol = "http/protobuf",
-    speed: float = 20.0,
     offset: int = 0,
-    tenants: Sequence[str] = ("tenant-a", "tenant-b"),
-    sample_policy: str | None = None,
-    workload_path: Path | None = None,
-    config: StackConfig | None = None,
-    span_processors: SpanProcessorFactory | None = None,
-    seed: int = 0,
-    intent_mix: Mapping[Intent, float] = DEFAULT_INTENT_MIX,
+    **options: Unpack[StackOptions],
 ) -> RunSummary:
-    """Start the stack on free loopback ports in this process, replay Azure rows closed-loop, stop.
+    """Start the stack on free loopback ports in this process (:func:`running_stack` with ``endpoint`` and
+    ``options``), replay ``requests`` Azure rows (>= 1) from row ``offset`` closed-loop with ``concurrency`` users
+    (>= 1), stop.
 
     Blocks until every span is exported (or the exporter gave up); call it from a thread without a
     running asyncio event loop.
 
-    Args:
-        endpoint: OTLP collector each service exports to, e.g. a running Hotspan at
-            ``http://127.0.0.1:4318`` (``http/protobuf``: ``/v1/traces`` is appended) or
-            ``http://127.0.0.1:4317`` (``grpc``). Ignored when ``span_processors`` is given.
-        requests: rows of the Azure conversation trace to replay (>= 1).
-        concurrency: users sending at once (closed loop, >= 1).
-        protocol: ``http/protobuf`` or ``grpc``.
-        speed: engine speed-up (modeled seconds / speed); overrides ``config``'s.
-        offset: first workload row to replay.
-        tenants: tenants sent round-robin (their API keys come from ``config``).
-        sample_policy: ``x-sample-policy`` for every request (``None``: not sent).
-        workload_path: the workload CSV; default the shared Azure conversation trace.
-        config: stack settings; default :class:`StackConfig`.
-        span_processors: per-service span processors (given the ``service.name``), e.g. in-memory
-            exporters in tests; default OTLP to ``endpoint``.
-        seed: seeds the prompts (intents, questions, filler text).
-        intent_mix: share of each intent among the rows.
-
     Raises:
-        ValueError: no ``endpoint`` and no ``span_processors``; ``requests`` or ``concurrency`` < 1;
-            an invalid ``speed`` or ``config``; a tenant without an API key.
-        FileNotFoundError: the workload file or shared data directory is missing.
-        RuntimeError: a service did not start.
+        ValueError: ``requests`` or ``concurrency`` < 1, and as :func:`running_stack`.
+        FileNotFoundError, RuntimeError: as :func:`running_stack`.
     """
     if requests < 1 or concurrency < 1:
         raise ValueError(f"requests and concurrency must be >= 1, got {requests} and {concurrency}")
-    with running_stack(
-        endpoint,
-        protocol=protocol,
-        speed=speed,
-        tenants=tenants,
-        sample_policy=sample_policy,
-        workload_path=workload_path,
-        config=config,
-        span_processors=span_processors,
-        seed=seed,
-        intent_mix=intent_mix,
-    ) as stack:
+    with running_stack(endpoint, **options) as stack:
         return stack.replay(requests, offset=offset, concurrency=concurrency)
