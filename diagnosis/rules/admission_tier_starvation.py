@@ -9,7 +9,7 @@ priority as ``gen_ai.request.priority``).
 For each tier, the time its requests started over is split in two halves at the midpoint. A higher tier
 *starves* when, from the first half to the second, a lower tier's load grows by ``volume_growth_ratio`` (its
 arrivals in the same halves, counts + 1 so a tier that appears counts, or its arrivals within one holding time
-before each of the higher tier's requests; at least ``min_lower_requests`` of its requests alongside the second
+before each of the higher tier's requests; at least ``min_lower_requests`` of its requests overlapping the second
 half's) while the higher tier's median or p95 latency grows by
 ``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. The median counts as well as the p95
 because a half often holds a handful of requests, whose p95 is their slowest one: one request of the first half
@@ -29,6 +29,14 @@ explain (on the stack's clean default workload, P1 requests ran "alongside" 1.4 
 and were 2.9x slower, p = 0.0002: both were slow together). Of the pairs starving by either comparison the one
 whose higher tier suffered most, times the lower tier's load growth, is reported (evidence ``comparison_name``),
 with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`, what the Services page shows).
+
+Either comparison blames the lower tier only for load it brought alone: the other tiers' arrivals (the higher
+tier's own among them) must not have risen beside it by ``volume_growth_ratio`` (counts + 1 for the halves; for the
+comparison by load, a request after a lower-tier surge counts only when the other tiers' arrivals in the same
+holding time did not surge by the same definition). When every tier bursts together, as the mooncake replay's
+interleaved tiers do, the higher tier is slow because everything arrived at once: load (``queue_saturation``'s
+question), not one tier taking another's capacity. Without this control the clean mooncake replay gave a critical
+finding, P1 requests after a burst of P2 arrivals 2.2 -> 3.9 s, p < 0.001 (benchmarks/README.md).
 
 Crossing those thresholds is not yet evidence: the comparison must pass :mod:`diagnosis.evidence` (the higher
 tier's latency by the Mann-Whitney U test or its drops by Fisher's exact test; for the halves, the lower tier's
@@ -142,10 +150,11 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 "tier_names": overall["tier"].to_list(),
                 "lower_first_half_count": low["request_count_first"],
                 "lower_second_half_count": low["request_count_second"],
-                "lower_alongside_second_half_count": low["alongside_second"],
+                "lower_overlapping_second_half_count": low["overlapping_second"],
                 "lower_first_half_recent_arrivals_count_mean": ratio(low["recent_first"]),
                 "lower_second_half_recent_arrivals_count_mean": ratio(low["recent_second"]),
                 "lower_volume_growth_ratio": ratio(volume_growth),
+                "other_tiers_load_growth_ratio": ratio(low["others_growth"]),
                 "higher_request_count": samples,
                 "higher_first_half_ms_p50": ratio(high["latency_ms_p50_first"]),
                 "higher_second_half_ms_p50": ratio(high["latency_ms_p50_second"]),
@@ -184,13 +193,16 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
             halves = _with_half(higher, lo + hi)
             for lower_rank in (other for other in ranks if other > rank):
                 lower = requests.filter(pl.col("rank") == lower_rank)
-                by_load = _by_load(higher, lower, self.config)
+                others = requests.filter(pl.col("rank") != lower_rank)
+                by_load = _by_load(higher, lower, others, self.config)
                 (loaded,) = _halves(by_load)
                 if min(loaded["request_count_first"], loaded["request_count_second"]) > 0:
-                    candidates.append(("lower_surge", loaded, _lower_row(lower, by_load), by_load, lower))
-                # _alongside needs a second half: a tier whose requests all started at once has none.
+                    low = _lower_row(lower, by_load) | _others_growth(others, lower, by_load)
+                    candidates.append(("lower_surge", loaded, low, by_load, lower))
+                # _overlap needs a second half: a tier whose requests all started at once has none.
                 if lower_rank in by_time and halves["half"].n_unique() == 2:
-                    low = by_time[lower_rank] | _alongside(lower, halves)
+                    rest = [row for other, row in by_time.items() if other != lower_rank]
+                    low = by_time[lower_rank] | _overlap(lower, halves) | _others_growth_by_count(rest)
                     candidates.append(("halves", by_time[rank], low, halves, lower))
         scored = [(self._starving(candidate[1], candidate[2]), *candidate) for candidate in candidates]
         crossed = [(score, *candidate) for score, *candidate in scored if score is not None]
@@ -215,7 +227,9 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
         if growth < config.latency_growth_ratio and drop_rise < config.drop_share_rise:
             return None
-        if low["alongside_second"] < config.min_lower_requests or _volume_growth(low) < config.volume_growth_ratio:
+        if low["overlapping_second"] < config.min_lower_requests or _volume_growth(low) < config.volume_growth_ratio:
+            return None
+        if low["others_growth"] >= config.volume_growth_ratio:
             return None
         return max(growth, 1.0 + drop_rise)
 
@@ -237,7 +251,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         first, second = (split.filter(pl.col("half") == half) for half in ("first", "second"))
         dropped = bool(split["dropped"].any())
         if comparison == "lower_surge":
-            sides, rest = f"alongside a surge of tier {low['tier']}'s requests", "apart from it"
+            sides, rest = f"after a surge of tier {low['tier']}'s arrivals alone", "apart from one"
         else:
             sides, rest = f"in the second half of tier {low['tier']}'s rising load", "in the first"
         latency = larger_values(
@@ -262,7 +276,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
             suffered = min(latency, drops, key=_strength)
         if comparison == "lower_surge":
             return (suffered,)
-        recent = _recent_arrivals(lower, split)
+        recent = _recent_arrivals(lower, split, _holding_ns(lower))
         rose = min(
             higher_rate(
                 f"tier {low['tier']}'s arrivals in the second half of tier {high['tier']}'s time > in the first",
@@ -291,6 +305,9 @@ def _strength(test: EvidenceTest) -> tuple[bool, float]:
     return (not test.significant, test.p_value)
 
 
+COMPARED_SIDES = ("first", "second")
+"""The two sides of a comparison (the ``half`` column): before and after, or apart from a surge and after one."""
+
 GROWTH_CAP = 1_000.0
 """Where a lower tier's load growth stops counting when pairs are ranked (growth from nothing is infinite)."""
 
@@ -312,19 +329,27 @@ class _Starving:
     tests: tuple[EvidenceTest, ...]
 
 
-def _by_load(higher: pl.DataFrame, lower: pl.DataFrame, config: AdmissionTierStarvationConfig) -> pl.DataFrame:
+def _by_load(
+    higher: pl.DataFrame, lower: pl.DataFrame, others: pl.DataFrame, config: AdmissionTierStarvationConfig
+) -> pl.DataFrame:
     """``higher`` with ``half``: ``second`` where ``lower``'s arrivals within its holding time before the
-    request's start (:func:`_recent_arrivals`) reach ``surge_arrivals_min`` and ``volume_growth_ratio`` times their
-    median over ``higher``'s requests (a surge, not the lower tier's usual traffic), else ``first``."""
-    recent = _recent_arrivals(lower, higher)
-    usual = float(np.median(recent)) if recent.size else 0.0
-    alongside = pl.Series(recent >= max(config.surge_arrivals_min, config.volume_growth_ratio * usual))
-    return higher.with_columns(pl.when(alongside).then(pl.lit("second")).otherwise(pl.lit("first")).alias("half"))
+    request's start (:func:`_recent_arrivals`) surge while the ``others``' (every other tier's) arrivals in the same
+    time do not, else ``first``. Arrivals surge when they reach ``surge_arrivals_min`` and ``volume_growth_ratio``
+    times their median over ``higher``'s requests (a surge, not the tier's usual traffic)."""
+    window_ns = _holding_ns(lower)
+
+    def surging(arrivals: pl.DataFrame) -> np.ndarray:
+        recent = _recent_arrivals(arrivals, higher, window_ns)
+        usual = float(np.median(recent)) if recent.size else 0.0
+        return recent >= max(config.surge_arrivals_min, config.volume_growth_ratio * usual)
+
+    alone = pl.Series(surging(lower) & ~surging(others))
+    return higher.with_columns(pl.when(alone).then(pl.lit("second")).otherwise(pl.lit("first")).alias("half"))
 
 
 def _lower_row(lower: pl.DataFrame, split: pl.DataFrame) -> dict[str, Any]:
     """The lower tier's row for a comparison by load: its requests overlapping each side's higher-tier requests
-    (``request_count_first`` / ``_second``) and :func:`_alongside`."""
+    (``request_count_first`` / ``_second``) and :func:`_overlap`."""
     starts = lower["start_ns"].to_numpy()
     ends = starts + lower["duration_ns"].to_numpy()
     counts = {}
@@ -333,7 +358,26 @@ def _lower_row(lower: pl.DataFrame, split: pl.DataFrame) -> dict[str, Any]:
         side_starts = side["start_ns"].to_numpy()
         seen = mean_concurrency(side_starts, side_starts + side["duration_ns"].to_numpy(), starts, ends) > 0
         counts[f"request_count_{half}"] = int(seen.sum())
-    return {"tier": lower["tier"][0], "rank": lower["rank"][0], **counts, **_alongside(lower, split)}
+    return {"tier": lower["tier"][0], "rank": lower["rank"][0], **counts, **_overlap(lower, split)}
+
+
+def _others_growth(others: pl.DataFrame, lower: pl.DataFrame, split: pl.DataFrame) -> dict[str, float]:
+    """``others_growth``: how much the other tiers' arrivals within the lower tier's holding time before the
+    higher tier's requests (``split``, with ``half``) grew, second side's mean over first's (+ 1 each, so a side
+    without any counts)."""
+    recent = _recent_arrivals(others, split, _holding_ns(lower))
+    side = split["half"].to_numpy()
+    first, second = (
+        float(recent[side == half].mean()) if (side == half).any() else 0.0 for half in ("first", "second")
+    )
+    return {"others_growth": (second + 1.0) / (first + 1.0)}
+
+
+def _others_growth_by_count(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """``others_growth``: how much the other tiers' arrivals (their :func:`_halves` rows) grew from the first half
+    to the second (counts + 1)."""
+    first, second = (sum(row[f"request_count_{half}"] for row in rows) for half in ("first", "second"))
+    return {"others_growth": (second + 1) / (first + 1)}
 
 
 def _title(comparison: str, high: dict[str, Any], low: dict[str, Any], volume_growth: float) -> str:
@@ -364,14 +408,14 @@ def _per_tier(stats: pl.DataFrame, column: str) -> list[str]:
     return [f"{tier}: {round(value, 1)}" for tier, value in stats.select("tier", column).iter_rows()]
 
 
-def _alongside(lower: pl.DataFrame, higher: pl.DataFrame) -> dict[str, float]:
+def _overlap(lower: pl.DataFrame, higher: pl.DataFrame) -> dict[str, float]:
     """What the higher tier's requests (``higher``, with ``half``) met of the ``lower`` tier's: ``recent_first``
     / ``recent_second``, the lower tier's arrivals within its holding time before each higher-tier request
-    (:func:`_recent_arrivals`), averaged over the half's requests; ``alongside_second``, how many lower-tier
+    (:func:`_recent_arrivals`), averaged over the half's requests; ``overlapping_second``, how many lower-tier
     requests overlapped a second-half one."""
     starts = lower["start_ns"].to_numpy()
     ends = starts + lower["duration_ns"].to_numpy()
-    seen = higher.with_columns(pl.Series("recent", _recent_arrivals(lower, higher)))
+    seen = higher.with_columns(pl.Series("recent", _recent_arrivals(lower, higher, _holding_ns(lower))))
     means = dict(seen.group_by("half").agg(pl.col("recent").mean()).iter_rows())
     second = higher.filter(pl.col("half") == "second")
     second_start = int(second["start_ns"].min())  # type: ignore[arg-type]
@@ -380,7 +424,7 @@ def _alongside(lower: pl.DataFrame, higher: pl.DataFrame) -> dict[str, float]:
     return {
         "recent_first": float(means.get("first", 0.0)),
         "recent_second": float(means.get("second", 0.0)),
-        "alongside_second": overlapping,
+        "overlapping_second": overlapping,
     }
 
 
@@ -394,19 +438,19 @@ def _holding_ns(lower: pl.DataFrame) -> float:
     return float(lower["duration_ns"].quantile(HOLDING_QUANTILE, "linear") or 0.0)
 
 
-def _recent_arrivals(lower: pl.DataFrame, higher: pl.DataFrame) -> np.ndarray:
-    """Per request of ``higher``, the ``lower`` tier's arrivals (starts) within one lower-tier holding time
-    (:func:`_holding_ns`) before its start: the lower tier's load it met, measured by what arrived, which a slow
-    system does not inflate (requests in flight it does)."""
-    starts = np.sort(lower["start_ns"].to_numpy())
+def _recent_arrivals(arrivals: pl.DataFrame, higher: pl.DataFrame, window_ns: float) -> np.ndarray:
+    """Per request of ``higher``, the ``arrivals`` (their starts) within ``window_ns`` before its start (one
+    lower-tier holding time, :func:`_holding_ns`): the load it met, measured by what arrived, which a slow system
+    does not inflate (requests in flight it does)."""
+    starts = np.sort(arrivals["start_ns"].to_numpy())
     at = higher["start_ns"].to_numpy()
-    window = int(_holding_ns(lower))
+    window = int(window_ns)
     return (np.searchsorted(starts, at, side="right") - np.searchsorted(starts, at - window, side="left")).astype(float)
 
 
 def _volume_growth(low: dict[str, Any]) -> float:
     """How much a lower tier's load grew from the first half to the second: the larger of its arrivals' growth
-    (counts + 1) and the growth of its recent arrivals per higher-tier request (:func:`_alongside`; infinite
+    (counts + 1) and the growth of its recent arrivals per higher-tier request (:func:`_overlap`; infinite
     from none)."""
     arrivals = (low["request_count_second"] + 1) / (low["request_count_first"] + 1)
     first, second = low["recent_first"], low["recent_second"]

@@ -277,13 +277,16 @@ def tier_window(
     return spans
 
 
-def tier_burst(p0_queue_alongside_ms: float) -> list[SpanSpec]:
+def tier_burst(p0_queue_alongside_ms: float, p0_burst: int = 0) -> list[SpanSpec]:
     """Four seconds of P0 requests, one every 120 ms, and a short P2 flood in the first second: twelve P2
-    requests from 600 ms waiting 400 ms each. The P0 requests started while the flood is in flight wait
-    ``p0_queue_alongside_ms``, the others 1 ms: the flood sits in the first half of the P0 requests' time."""
+    requests from 600 ms waiting 400 ms each (and ``p0_burst`` more P0 requests among them: every tier bursting
+    together). The P0 requests started while the flood is in flight wait ``p0_queue_alongside_ms``, the others
+    1 ms: the flood sits in the first half of the P0 requests' time."""
     spans: list[SpanSpec] = []
     for number in range(12):
         spans += tiered_request(number, 600.0 + number * 10.0, "P2", 400.0, {})
+    for number in range(p0_burst):
+        spans += tiered_request(100 + number, 605.0 + number * 10.0, "P0", p0_queue_alongside_ms, {})
     for i in range(34):
         start = i * 120.0
         queue = p0_queue_alongside_ms if 620.0 <= start < 1_000.0 else 1.0
