@@ -4,7 +4,9 @@ A *model call* is a span an LLM-call rule matches (``split: first_token`` in the
 ``chat`` span, an OpenInference ``LLM`` span, a Vercel ``doGenerate``, a Langfuse generation, an HTTP request
 to a model API ...), traced below or not, or an engine span split into vLLM's phases (``llm_request``).
 Calls nest: an agent framework's LLM span around the OpenAI SDK's span around vLLM's ``llm_request`` are one
-request to the model seen three times. So:
+request to the model seen three times. They nest as the analysis tree has them, but for a server span
+:mod:`analysis.remote_spans` lifted out of the span that called it (a streamed engine span outliving an HTTP request
+span that ended at the headers): it still answered that call, wherever its caller waited for it. So:
 
 - a call is **outermost** when no other call encloses it: outermost calls are what a request *made*, and
   what :func:`analysis.decomposition.request_summary` counts;
@@ -32,6 +34,7 @@ from analysis.genai import TOKEN_COLUMNS, first_token_ns, usage_columns
 from analysis.spans import seconds_attribute_ns
 from analysis.stages import VLLM_SPLIT
 from analysis.trace_analysis import TraceAnalysis
+from analysis.tree import LIFTED, SpanTree
 from analysis.vllm import TIME_IN_DECODE, TIME_TO_FIRST_TOKEN
 
 MODEL_CALL_COLUMNS = (
@@ -74,24 +77,25 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
         none).
     """
     tree, assignment = analysis.tree, analysis.assignment
+    parent, depth = _call_nesting(tree)
     engine = assignment.split == VLLM_SPLIT
     call = assignment.call | engine
     index = np.flatnonzero(call)
-    enclosing = ancestry.nearest_flagged(tree.parent, tree.depth, call)
-    above = np.where(tree.parent >= 0, enclosing[np.maximum(tree.parent, 0)], -1)
+    enclosing = ancestry.nearest_flagged(parent, depth, call)
+    above = np.where(parent >= 0, enclosing[np.maximum(parent, 0)], -1)
     frame = tree.spans[index]
     status = pl.col("status_code").fill_null("Unset") if "status_code" in frame.columns else pl.lit("Unset")
     usage = frame.select(*usage_columns(), status.alias("status_code"))
     counted_usage = [
         pl.Series(name, usage[name]).set(
-            pl.Series(~_innermost(tree.parent, tree.depth, index, usage[name].is_not_null().to_numpy())), None
+            pl.Series(~_innermost(parent, depth, index, usage[name].is_not_null().to_numpy())), None
         )
         for name in TOKEN_COLUMNS
     ]
     counted = pl.DataFrame(counted_usage).select(pl.any_horizontal(pl.all().is_not_null())).to_series()
     outermost = np.flatnonzero(call & (above < 0))
-    call_index = ancestry.nearest_flagged(tree.parent, tree.depth, np.isin(np.arange(tree.size), outermost))
-    model = _chain_model(tree.parent, tree.depth, index, call_index[index], usage["model"])
+    call_index = ancestry.nearest_flagged(parent, depth, np.isin(np.arange(tree.size), outermost))
+    model = _chain_model(parent, depth, index, call_index[index], usage["model"])
     is_engine = pl.Series(engine[index])
     engine_first = frame.select(pl.col("start_time_unix_nano") + seconds_attribute_ns(TIME_TO_FIRST_TOKEN)).to_series()
     first = pl.select(pl.when(is_engine).then(engine_first).otherwise(first_token_ns(frame))).to_series()
@@ -127,6 +131,17 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
         )
         .select(MODEL_CALL_COLUMNS)
     )
+
+
+def _call_nesting(tree: SpanTree) -> tuple[np.ndarray, np.ndarray]:
+    """Parents and depths calls nest by (module docstring): the analysis tree's, a lifted server span under the
+    span that called it. Where that would close a loop (an adjuster moved the caller below the server span) the
+    server span keeps its analysis parent."""
+    if tree.adjustment is None or tree.reported_parent is None or not (lifted := tree.adjustment == LIFTED).any():
+        return tree.parent, tree.depth
+    parent = np.where(lifted, tree.reported_parent, tree.parent)
+    parent = np.where(lifted & ancestry.unrooted(parent), tree.parent, parent)
+    return parent, ancestry.depths_and_roots(parent)[0]
 
 
 def _chain_model(

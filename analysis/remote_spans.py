@@ -11,14 +11,17 @@ server's work:
   Observed with ``opentelemetry-instrumentation-httpx`` under the OpenAI SDK (``tests/realworld``).
 - **Clock skew.** The server's host clock is off, so its span sits before or after its client span.
 
-Rule, for a SERVER span S whose parent C is a CLIENT span and that C covers less than :data:`FIT_SHARE` of:
+Rule, for a SERVER span S whose parent C is its caller's span (a CLIENT span, or any span of another service: the
+Codex CLI marks the HTTP request that carries a model call INTERNAL, and a traced vLLM's ``llm_request`` joins its
+trace under it, ``tests/realworld/captures/codex``) and that C covers less than :data:`FIT_SHARE` of:
 
 1. **lift**: when an ancestor of C (the nearest one) covers at least :data:`FIT_SHARE` of S, S is analysed as
    that ancestor's child: the work happened while the caller's enclosing operation waited (streaming);
 2. else **shift**: when S is no longer than C and runs in another service, S and its subtree are moved by the
    offset that centres S in C, as Jaeger's clock-skew adjuster does (``jaeger`` ``model/adjuster/clockskew.go``:
    the child is placed in the middle of its parent, the latency split evenly between both ends);
-3. else S stays where it is, and the critical path cuts it to C as Jaeger UI does.
+3. else S stays where it is: work that outlives C, which :mod:`analysis.spawned_tasks` keeps whole, C and the
+   spans above it ending with it (Jaeger UI's critical path would cut it to C).
 
 Lifting first keeps a streamed response's work where it happened; the price is that a *small* skew whose server
 span still falls inside the caller's enclosing span is lifted rather than shifted, which moves the work in time
@@ -45,7 +48,7 @@ def adjust_remote_spans(tree: SpanTree) -> SpanTree:
     service = tree.spans["service_name"].to_numpy()
     child = np.flatnonzero((tree.parent >= 0) & (kind == "Server") & ~tree.follows_from)
     client = tree.parent[child]
-    keep = kind[client] == "Client"
+    keep = (kind[client] == "Client") | (service[client] != service[child])
     child, client = child[keep], client[keep]
     start, end = tree.start_ns, tree.end_ns
     misfit = _covered(start, end, child, client) < FIT_SHARE * (end[child] - start[child])

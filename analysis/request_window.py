@@ -15,9 +15,16 @@ unless the root is missing or never ended (issue 27, as real exporters, framewor
    unended span sent with its start time as its end, or the end its exporter wrote at exit). Jaeger and Tempo
    show such a trace's duration as the envelope too.
 
-The root itself then reads as the trace's envelope: time no span of the request covers is the root's own. What the
-window rests on is reported per request by :func:`request_quality`, in words by :func:`quality_notes`, so a user
-knows how far to trust the numbers: an envelope window, spans analysed under another parent than they name, and a
+The root itself then reads as the trace's envelope: time no span of the request covers is the root's own.
+
+3. **Outliving work** (:mod:`analysis.spawned_tasks`, applied after these two). Work of the request that starts
+   while it is open and ends after its root did (a stream the handler returned, a task it did not await) keeps its
+   whole duration, and the window ends with it: the root is analysed as ending no earlier than any such work, as
+   every other ancestor of it is. Work that starts after the window ended is what the request did not wait for.
+
+What the window rests on is reported per request by :func:`request_quality`, in words by :func:`quality_notes`,
+so a user knows how far to trust the numbers: an envelope window, spans analysed under another parent than they
+name, work that outlived the span that started it (and how far the window runs past the root's own end), and a
 root that lasts far longer than everything under it (:data:`IMPLAUSIBLE_FACTOR`), which is kept as the window
 since a root's end is usually what its caller waited for, but said.
 """
@@ -32,7 +39,7 @@ import polars as pl
 
 from analysis.ancestry import BoolArray, IntArray
 from analysis.spawned_tasks import MIN_OVERHANG_NS
-from analysis.tree import ATTACHED, ENVELOPED, ROOT_REASONS, SpanTree, adjusted_tree
+from analysis.tree import ATTACHED, ENVELOPED, EXTENDED, ROOT_REASONS, SPAWNED, SpanTree, adjusted_tree
 from units import NS_PER_MS, NS_PER_S
 
 IMPLAUSIBLE_FACTOR = 10
@@ -100,10 +107,15 @@ def request_quality(reported: SpanTree, analysed: SpanTree) -> pl.DataFrame:
 
     Returns:
         trace_id (String); envelope (Boolean: the window is the envelope of the trace's spans, its root missing
-        or never ended); parentless_spans (UInt32, spans the trace holds without a parent in it, as reported);
-        reattached_spans (UInt32, spans the analysis reads under another parent than they name);
-        implausible_root (Boolean, :data:`IMPLAUSIBLE_FACTOR`); root_ns, below_root_ns (Int64 ns: the root's
-        reported duration, and the envelope of the spans under it, 0 when none).
+        or never ended); parentless_spans (UInt32, spans the trace holds without a parent in it, as reported: 1
+        for a whole trace, more when orphans or second roots were attached to the root); reattached_spans (UInt32,
+        spans the analysis reads under another parent than they name); outliving_spans (UInt32, work kept whole
+        that outlives the span that started it or starts after it returned: adjustment ``spawned``);
+        extended_spans (UInt32, spans analysed as ending later to hold such work: adjustment ``extended``);
+        extended_ns (Int64 ns, how far the window runs past the root's reported end for such work; 0 for an
+        envelope window, which holds it already); implausible_root (Boolean, :data:`IMPLAUSIBLE_FACTOR`);
+        root_ns, below_root_ns (Int64 ns: the root's reported duration, and the envelope of the spans under it,
+        0 when none).
     """
     root = reported.primary_root
     low, high = _envelope(reported)
@@ -115,23 +127,34 @@ def request_quality(reported: SpanTree, analysed: SpanTree) -> pl.DataFrame:
     below = np.maximum(below_high - below_low, 0)
     root_ns = reported.end_ns[root] - reported.start_ns[root]
     moved = analysed.parent != reported.parent
+    envelope = _enveloped(reported, low, high)
+    adjustment = np.zeros(analysed.size, dtype=np.int8) if analysed.adjustment is None else analysed.adjustment
     return pl.DataFrame(
         {
             "trace_id": reported.spans["trace_id"].gather(root),
-            "envelope": _enveloped(reported, low, high),
+            "envelope": envelope,
             "parentless_spans": np.bincount(reported.trace[reported.parent < 0], minlength=reported.trace_count),
             "reattached_spans": np.bincount(analysed.trace[moved], minlength=analysed.trace_count),
+            "outliving_spans": np.bincount(analysed.trace[adjustment == SPAWNED], minlength=analysed.trace_count),
+            "extended_spans": np.bincount(analysed.trace[adjustment == EXTENDED], minlength=analysed.trace_count),
+            "extended_ns": np.where(envelope, 0, np.maximum(analysed.end_ns[root] - reported.end_ns[root], 0)),
             "implausible_root": (root_ns > IMPLAUSIBLE_FACTOR * below) & (root_ns - below > IMPLAUSIBLE_MIN_NS),
             "root_ns": root_ns,
             "below_root_ns": below,
         },
-        schema_overrides={"parentless_spans": pl.UInt32, "reattached_spans": pl.UInt32},
+        schema_overrides={
+            "parentless_spans": pl.UInt32,
+            "reattached_spans": pl.UInt32,
+            "outliving_spans": pl.UInt32,
+            "extended_spans": pl.UInt32,
+            "extended_ns": pl.Int64,
+        },
     )
 
 
 def quality_notes(quality: Mapping[str, Any]) -> list[str]:
     """The data-quality line of one request (a :func:`request_quality` row), one sentence per concern; empty when
-    the window is the root's own and no span was re-attached."""
+    the window is the root's own, no span was re-attached and no work outlived the span that started it."""
     notes = []
     if quality["envelope"]:
         parentless = int(quality["parentless_spans"])
@@ -148,6 +171,23 @@ def quality_notes(quality: Mapping[str, Any]) -> list[str]:
         notes.append(
             f"The root span lasts {quality['root_ns'] / NS_PER_MS:,.1f} ms, far longer than everything under it "
             f"({quality['below_root_ns'] / NS_PER_MS:,.1f} ms): the time between is the root's own, untraced."
+        )
+    if quality["extended_spans"]:
+        past_root = (
+            f"; the request's window runs {quality['extended_ns'] / NS_PER_MS:,.1f} ms past its root span's end"
+            if quality["extended_ns"]
+            else ""
+        )
+        outliving, above = int(quality["outliving_spans"]), int(quality["extended_spans"])
+        kept = (
+            f"{outliving:,} such span(s) keep their whole time and the {above:,} span(s) above them are analysed as "
+            "ending with them"
+            if outliving
+            else f"it keeps its whole time and the {above:,} span(s) above it are analysed as ending with it"
+        )
+        notes.append(
+            "Work ran on after the span that started it had ended, or started after it returned (a stream or task "
+            f"left running, a span ended early): {kept}{past_root}."
         )
     if quality["reattached_spans"]:
         notes.append(

@@ -17,7 +17,7 @@ from analysis.early_actions import adjust_early_actions
 from analysis.remote_spans import adjust_remote_spans
 from analysis.request_window import attach_parentless, envelop_requests
 from analysis.self_time import self_times
-from analysis.spawned_tasks import extend_to_spawned_tasks
+from analysis.spawned_tasks import extend_to_outliving_work
 from analysis.stage_rules import StageRules, load_stage_rules
 from analysis.stages import Assignment, Pieces, RuleMatch, match_rules, pieces, refine
 from analysis.stream_logs import attach_stream_logs, attach_stream_usage
@@ -33,7 +33,7 @@ class TraceAnalysis:
     tree after the adjusters (:mod:`analysis.request_window`, :mod:`analysis.stream_logs`,
     :mod:`analysis.remote_spans`, :mod:`analysis.spawned_tasks`, :mod:`analysis.wrappers`,
     :mod:`analysis.early_actions`), identical unless a trace has several parentless spans or a missing or unended
-    root, a stream log ends a call, a server span outlives its client span, a task outlives or starts after the
+    root, a stream log ends a call, a server span outlives its client span, work outlives or starts after the
     span that started it, a childless wrapper span contains sibling work or a caller acts on an LLM call's answer
     before its span ends. Rules match spans on the reported tree; what the tree refines (a traced LLM call, a
     request carrying a call) is read from the analysis tree.
@@ -57,13 +57,14 @@ class TraceAnalysis:
         (:mod:`analysis.request_window`), streamed calls ended by their stream logs (:mod:`analysis.stream_logs`),
         server spans that outlive their client lifted or shifted (:mod:`analysis.remote_spans`, before the window
         is read, so a skewed clock does not stretch it), the root's window the trace's envelope where the root is
-        missing or never ended, the ancestors of spawned tasks and of work started after its parent returned
-        ending with them within that window (:mod:`analysis.spawned_tasks`), wrapped siblings under their wrappers
-        (:mod:`analysis.wrappers`), then LLM calls cut, or given the step inside them, where their caller acted on
-        their answer (:mod:`analysis.early_actions`)."""
+        missing or never ended, the ancestors of work that outlives its parent or starts after it returned, the
+        root among them, ending no earlier than that work (:mod:`analysis.spawned_tasks`), wrapped siblings under
+        their wrappers (:mod:`analysis.wrappers`, a wrapper then covering what it adopted), then LLM
+        calls cut, or given the step inside them, where their caller acted on their answer
+        (:mod:`analysis.early_actions`)."""
         attached = attach_parentless(self.reported_tree)
         streamed = attach_stream_usage(attach_stream_logs(attached, self.matched), self.matched)
-        spawned = extend_to_spawned_tasks(envelop_requests(adjust_remote_spans(streamed)), self.matched)
+        spawned = extend_to_outliving_work(envelop_requests(adjust_remote_spans(streamed)))
         wrapped = adopt_wrapped_siblings(spawned, self.matched)
         return adjust_early_actions(wrapped, self.matched)
 

@@ -52,7 +52,9 @@ ROOT_REASONS: tuple[RootReason, ...] = ("", "root", "orphan", "self_parent", "cy
 """Codes of :attr:`SpanTree.root_reason`, by position: ``""`` is a span with a resolved parent."""
 _CHILD, _ROOT, _ORPHAN, _SELF_PARENT, _CYCLE = range(5)
 
-Adjustment = Literal["", "wrapped", "lifted", "shifted", "streamed", "early_action", "spawned", "attached", "enveloped"]
+Adjustment = Literal[
+    "", "wrapped", "lifted", "shifted", "streamed", "early_action", "spawned", "attached", "enveloped", "extended"
+]
 ADJUSTMENTS: tuple[Adjustment, ...] = (
     "",
     "wrapped",
@@ -63,6 +65,7 @@ ADJUSTMENTS: tuple[Adjustment, ...] = (
     "spawned",
     "attached",
     "enveloped",
+    "extended",
 )
 """Codes of :attr:`SpanTree.adjustment`, by position: ``wrapped``, analysed under a childless sibling that
 contains it (:mod:`analysis.wrappers`); ``lifted``, a server span that outlives its client span analysed under
@@ -70,12 +73,13 @@ the caller's enclosing span, ``shifted``, a server span moved into its client sp
 (:mod:`analysis.remote_spans`); ``streamed``, an LLM call extended to the end of its stream, as a stream log
 reports it, or the log moved under its call (:mod:`analysis.stream_logs`); ``early_action``, an LLM call
 ended where its caller started a step on its answer that outlives it, or such a step inside a childless call
-analysed as the call's child (:mod:`analysis.early_actions`); ``spawned``, a task that outlives the span that
-started it or starts after it returned, or an ancestor of it analysed as ending with it
-(:mod:`analysis.spawned_tasks`); ``attached``, a parentless span (its parent missing, or a second root) analysed
-under the trace's root, ``enveloped``, a trace's root whose window is the envelope of the trace's spans, because
-the root is missing or never ended (:mod:`analysis.request_window`)."""
-WRAPPED, LIFTED, SHIFTED, STREAMED, EARLY_ACTION, SPAWNED, ATTACHED, ENVELOPED = 1, 2, 3, 4, 5, 6, 7, 8
+analysed as the call's child (:mod:`analysis.early_actions`); ``spawned``, work of the request that outlives the
+span that started it or starts after it returned, kept whole, ``extended``, a span analysed as ending later (or a
+wrapper as starting earlier) to hold such work, or what it adopted, below it (:mod:`analysis.spawned_tasks`,
+:mod:`analysis.wrappers`); ``attached``, a parentless span (its parent missing, or a second root) analysed under
+the trace's root, ``enveloped``, a trace's root whose window is the envelope of the trace's spans, because the
+root is missing or never ended (:mod:`analysis.request_window`)."""
+WRAPPED, LIFTED, SHIFTED, STREAMED, EARLY_ACTION, SPAWNED, ATTACHED, ENVELOPED, EXTENDED = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 FOLLOWS_FROM_KEY = "opentracing.ref_type"
 FOLLOWS_FROM_VALUE = "follows_from"
@@ -282,18 +286,18 @@ def adjusted_tree(
     tree: SpanTree,
     parent: IntArray,
     changed: BoolArray,
-    code: int,
+    code: int | npt.NDArray[np.int8],
     shift_ns: IntArray | None = None,
     end_ns: IntArray | None = None,
     start_ns: IntArray | None = None,
 ) -> SpanTree:
     """``tree`` with the analysis parents ``parent`` (spans' times moved by ``shift_ns``, ns, and their ends and
     starts set to ``end_ns`` and ``start_ns``, ns since the epoch, where given), ``changed`` spans marked with
-    adjustment ``code`` (:data:`ADJUSTMENTS`); depths and roots recomputed, the reported parents kept. An
-    adjuster's one way to build its result."""
+    adjustment ``code`` (:data:`ADJUSTMENTS`: one for all, or an array of one per span); depths and roots
+    recomputed, the reported parents kept. An adjuster's one way to build its result."""
     depth, root = ancestry.depths_and_roots(parent)
     adjustment = np.zeros(tree.size, dtype=np.int8) if tree.adjustment is None else tree.adjustment.copy()
-    adjustment[changed] = code
+    adjustment[changed] = code if isinstance(code, int) else code[changed]
     spans, start, end = tree.spans, tree.start_ns, tree.end_ns
     if shift_ns is not None:
         start, end = start + shift_ns, end + shift_ns

@@ -30,10 +30,12 @@ adopts it: the model's time ended with its request. Likewise for a span that rea
 which stays open while the turn runs the tools the answer asked for) once its last child has ended.
 
 S is then analysed as W's child, so W's own time is only what S leaves uncovered (and a detached call's request
-carries it, or its engine spans trace it, as if the instrumentation had nested them). Among several spans that
-may adopt S, the one covering most of it wins (then the longer, then the earlier). Rounds repeat until nothing
-changes, so a wrapper around another wrapper that adopted work adopts it in turn. The span's reported parent is
-kept (:attr:`analysis.tree.SpanTree.reported_parent`); only the analysis reads the adjusted one.
+carries it, or its engine spans trace it, as if the instrumentation had nested them), and W as covering S: where S
+starts a little before W or ends a little after it, W's interval is widened to S's (marked ``extended``), so no
+part of S is cut away (the analysis keeps every span's whole time, :mod:`analysis.spawned_tasks`). Among several
+spans that may adopt S, the one covering most of it wins (then the longer, then the earlier). Rounds repeat until
+nothing changes, so a wrapper around another wrapper that adopted work adopts it in turn. The span's reported
+parent is kept (:attr:`analysis.tree.SpanTree.reported_parent`); only the analysis reads the adjusted one.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from analysis.ancestry import BoolArray, IntArray
 from analysis.ordering import siblings_starting_in
 from analysis.stage_rules import STAGES
 from analysis.stages import NO_SPLIT, RuleMatch
-from analysis.tree import WRAPPED, SpanTree, adjusted_tree
+from analysis.tree import EXTENDED, WRAPPED, SpanTree, adjusted_tree
 
 WORK_STAGES = frozenset({"network", "retrieval", "tool", *(stage for stage in STAGES if stage.startswith("llm."))})
 """Stages whose spans are work themselves, never wrappers."""
@@ -91,7 +93,23 @@ def adopt_wrapped_siblings(tree: SpanTree, matched: RuleMatch) -> SpanTree:
         adopted[child] = True
     if not adopted.any():
         return tree
-    return adjusted_tree(tree, parent, adopted, WRAPPED)
+    start, end = _covering(parent, np.flatnonzero(adopted), tree.start_ns, tree.end_ns)
+    widened = (start != tree.start_ns) | (end != tree.end_ns)
+    codes = np.where(adopted, WRAPPED, EXTENDED).astype(np.int8)
+    return adjusted_tree(tree, parent, adopted | widened, codes, end_ns=end, start_ns=start)
+
+
+def _covering(parent: IntArray, adopted: IntArray, start: IntArray, end: IntArray) -> tuple[IntArray, IntArray]:
+    """Per span, its interval (ns since the epoch) widened to cover the ``adopted`` spans it adopted, and what
+    those adopted in turn (a round per level of adoption)."""
+    start, end = start.copy(), end.copy()
+    for _ in range(MAX_ROUNDS + 1):
+        before = (start[parent[adopted]], end[parent[adopted]])
+        np.minimum.at(start, parent[adopted], start[adopted])
+        np.maximum.at(end, parent[adopted], end[adopted])
+        if (start[parent[adopted]] == before[0]).all() and (end[parent[adopted]] == before[1]).all():
+            break
+    return start, end
 
 
 @dataclass(frozen=True)

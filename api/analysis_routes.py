@@ -114,8 +114,9 @@ class TraceStagesResponse(BaseModel):
     trace_id: str
     root_span_id: str
     total_ns: int = Field(
-        description="The request window's duration, ns: the request's end-to-end latency (the root span's, or the "
-        "envelope of the spans where the root is missing or never ended, as data_quality says)."
+        description="The request window's duration, ns: the request's end-to-end latency (the root span's, run on "
+        "to the end of work started in it that outlived it, or the envelope of the spans where the root is missing "
+        "or never ended, as data_quality says)."
     )
     stages_ns: dict[str, int] = Field(
         description="Critical-path attribution: ns per stage (every stage, 0 when absent); sums to total_ns."
@@ -132,8 +133,10 @@ class TraceStagesResponse(BaseModel):
     )
     data_quality: list[str] = Field(
         description="How far to trust the numbers, one sentence per concern: the window is the envelope of the "
-        "spans (root missing or never ended), the root lasts far longer than everything under it, or spans were "
-        "analysed under another parent than they name. Empty when none."
+        "spans (root missing or never ended), the root lasts far longer than everything under it, work outlived "
+        "the span that started it (kept whole, the spans above it analysed as ending with it, and how far the "
+        "window runs past the root's end), or spans were analysed under another parent than they name. Empty "
+        "when none."
     )
 
 

@@ -54,10 +54,11 @@ ADJUSTMENT_NOTES = {
     "analysed under its call (analysis.stream_logs); the end shown is the adjusted one",
     "early_action": "an LLM call its caller acted on before the call's span ended: the call ended where that "
     "step began, or the step analysed under the call (analysis.early_actions); times shown are the adjusted ones",
-    "spawned": "a task that outlives the span that started it (the request's work run after the answer), or work "
-    "started after its parent returned (an async generator, a server task after the handler answered), or a span "
-    "analysed as ending when such work below it ends, within the request's window (analysis.spawned_tasks); the "
-    "end shown is the adjusted one",
+    "spawned": "work that outlives the span that started it (a task not awaited, a stream returned before it was "
+    "read, a parent ended early) or that started after its parent returned (an async generator, a server task after "
+    "the handler answered): kept whole, the spans above it analysed as ending with it (analysis.spawned_tasks)",
+    "extended": "analysed as ending later (a wrapper: as covering more) to hold work below it that outlived it, or a "
+    "sibling it adopted (analysis.spawned_tasks, analysis.wrappers); the times shown are the adjusted ones",
     "attached": "a span without a parent in the trace (its parent missing, or a second root) analysed as part of "
     "the request, under the trace's root (analysis.request_window)",
     "enveloped": "the trace's root, analysed as lasting from the trace's first start to its last end because the "
@@ -153,7 +154,8 @@ def header(view: TraceView) -> Component:
     adjusted = int((view.adjustment != 0).sum())
     if adjusted:
         problems.append(
-            f"{adjusted:,} span(s) analysed under another parent or moved against clock skew (marked ↺): the tree "
+            f"{adjusted:,} span(s) adjusted for the analysis: analysed under another parent, moved against clock "
+            "skew, or given the interval of the work they hold (marked ↺; each span's detail says how): the tree "
             "shows the parents the spans name, the numbers come from the adjusted tree."
         )
     problems.extend(view.data_quality)
@@ -277,11 +279,11 @@ def stage_panel(view: TraceView) -> Component:
 
 def _stages_page_note(view: TraceView, lane_ns: int) -> Component | None:
     """Where the Stages page (and the pipeline's summary of this request) attributes the trace differently from
-    the lane: spans outliving their parent, or several roots, make the lane longer than the root span. Says both
-    and which to trust for what; None when they agree within
-    :data:`analysis.decomposition.DISAGREEMENT_SHARE` of the longer and name the same dominant stage."""
+    the lane: work started after the request's window ended (which the request's window leaves out), or several
+    roots, make the lane longer than the request. Says both and which to trust for what; None when they agree
+    within :data:`analysis.decomposition.DISAGREEMENT_SHARE` of the longer and name the same dominant stage."""
     if view.sections is view.analysis.sections and int((view.parent < 0).sum()) == 1:
-        return None  # one root, no span outliving its parent: the lane is the Stages page's path exactly
+        return None  # one root, no span past its parent: the lane is the Stages page's path exactly
     request = view.request_stages_ns
     root_ns = int(request.sum())
     theirs = STAGES[int(np.argmax(request))] if root_ns > 0 else None
@@ -295,11 +297,12 @@ def _stages_page_note(view: TraceView, lane_ns: int) -> Component | None:
         id="trace-stages-vs-page",
         className="hs-hint",
         children=(
-            f"The Stages page counts this request as its root span's {format_duration_ns(view.root_duration_ns)}"
-            f"{theirs_text}: Jaeger's critical path, each span cut to its parent, what the request's caller waited "
-            f"for. The bar above follows the critical path of the whole trace ({format_duration_ns(view.duration_ns)}, "
+            f"The Stages page counts this request as its window's {format_duration_ns(view.root_duration_ns)}"
+            f"{theirs_text}: Jaeger's critical path over the work started while the request was open (kept whole "
+            f"however early the spans above it ended), what the request's caller waited for. The bar above follows "
+            f"the critical path of the whole trace ({format_duration_ns(view.duration_ns)}, "
             f"{format_duration_ns(lane_ns)} of it traced), "
-            "spans that outlive their parent (asynchronous work) and other roots included. For where this trace's "
+            "work started after the request's window ended and other roots included. For where this trace's "
             "work went, trust the bar above; for the request's latency and for comparing requests, the Stages page."
         ),
     )

@@ -65,7 +65,8 @@ class TraceStages:
         ttft_ns: time to first token of the request's first LLM call reporting one; None without.
         tpot_ns: time per output token over its LLM calls (ns per token); None without.
         data_quality: the data-quality line, one sentence per concern (``analysis.data_quality``): the window is
-            the envelope of the spans, the root is implausible, spans were re-attached; empty when none.
+            the envelope of the spans, the root is implausible, work outlived the span that started it, spans were
+            re-attached; empty when none.
     """
 
     trace_id: str

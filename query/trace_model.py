@@ -16,11 +16,12 @@ span detail, flame graph) reads it, so none of them can disagree with another or
 - **Times**: the analysis tree's (clock-skew shifts applied, as Jaeger's adjuster shows them), Int64 ns since
   the epoch; :attr:`TraceView.start_ns` is the trace's first instant.
 - **Critical path of the whole trace**: Jaeger UI's walk (:mod:`analysis.critical_path`) over the analysis tree,
-  each span's interval first widened to cover its subtree. Jaeger cuts a child to its parent, so a trace whose
-  spans outlive their parent (a 2 ms root above 5 minutes of asynchronous work, Zipkin's redirect flows) would
-  have a path, and a stage bar, covering the root's 2 ms only. Where no span outlives its parent the widened
-  tree is the tree and the path is Jaeger's exactly. A section outside its span's own interval is time the
-  span waits on nothing it traced: untraced (:data:`UNTRACED`).
+  each span's interval first widened to cover its subtree. The analysis tree keeps the request's work whole
+  however early the spans above it ended (:mod:`analysis.spawned_tasks`), but leaves out work started after the
+  request's window ended, which Jaeger cuts to its parent; widened, the path and the stage bar cover that too.
+  Where no span lies past its parent the widened tree is the tree and the path is the request's exactly. A
+  section outside its span's own interval is time the span waits on nothing it traced: untraced
+  (:data:`UNTRACED`).
 
 Memory: a few aligned numpy arrays per span plus the span frame itself (polars); no Python object per span, so
 a million-span trace costs some hundred MB, computed in vectorised passes (no recursion, no per-span loop).
@@ -361,16 +362,17 @@ class TraceView:
 
     @property
     def root_duration_ns(self) -> int:
-        """The request window's duration, ns (the root span's in the analysis tree: its own, or the envelope of the
-        spans where the root is missing or never ended, :mod:`analysis.request_window`)."""
+        """The request window's duration, ns (the root span's in the analysis tree: its own, run on to the end of work
+        started in it that outlived it, or the envelope of the spans where the root is missing or never ended,
+        :mod:`analysis.request_window`)."""
         return int(self.span_end_ns[self.primary_root] - self.span_start_ns[self.primary_root])
 
     @cached_property
     def request_stages_ns(self) -> IntArray:
         """Per stage of :data:`analysis.STAGES`, ns of the request's latency as the Stages page and the trace
-        pipeline attribute it (:func:`analysis.stage_breakdown`): the primary root's critical path, each child cut
-        to its parent, summing to :attr:`root_duration_ns`. Differs from :attr:`lane` where spans outlive their
-        parent (asynchronous work) or the trace has several roots."""
+        pipeline attribute it (:func:`analysis.stage_breakdown`): the primary root's critical path over the request's
+        window, summing to :attr:`root_duration_ns`. Differs from :attr:`lane` where work started after that window
+        ended or the trace has several roots."""
         breakdown = stage_breakdown(self.analysis)
         totals = np.zeros(len(STAGES), dtype=np.int64)
         totals[breakdown["stage"].to_physical().to_numpy()] = breakdown["duration_ns"].to_numpy()

@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from analysis import STAGES, data_quality, stage_breakdown_wide, wall_clock_breakdown
 from analysis.decomposition import STAGE_COLUMNS
+from analysis.spawned_tasks import MIN_OVERHANG_NS
 from analysis.stage_rules import LLM_STAGES
 from analysis.trace_analysis import analyze
+from analysis.tree import EXTENDED
 from units import NS_PER_MS as MS
 
 CHAT = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
@@ -63,17 +65,46 @@ def test_an_unended_root_is_the_envelope_of_its_spans() -> None:
 
 
 def test_work_started_after_its_parent_returned_is_kept_where_the_request_waits_for_it() -> None:
-    # The agent is an async generator that returned at 15 ms; its run (a SERVER span of another service, as an
-    # A2A task started after the handler answered) comes after. Jaeger UI drops the whole run: 99 % other.
+    # The agent is an async generator that returned at 15 ms; its run comes after. Jaeger UI drops the whole run:
+    # 99 % other. Kept, the agent ends with it.
     spans = agent_run()
     spans[1] = replace(spans[1], end=15 * MS)
-    spans.insert(2, S("task", "agent", 18 * MS, 1990 * MS, "a2a task", service="worker", kind="Server"))
+    spans.insert(2, S("task", "agent", 18 * MS, 1990 * MS, "run"))
     spans[3:] = [replace(span, parent="task") for span in spans[3:]]
-    assert stages_ms(spans) == {"agent": 8, "llm.call": 1860, "other": 32, "tool": 100}
-    assert adjusted(spans) == {"agent": "spawned", "task": "spawned"}
+    assert stages_ms(spans) == {"agent": 40, "llm.call": 1860, "tool": 100}
+    assert adjusted(spans) == {"agent": "extended", "task": "spawned"}
+    # An A2A task a server started after the handler answered (a SERVER span of another service) is kept too, under
+    # the span that waited for it (analysis.remote_spans), its own time the worker's (other).
+    remote = [replace(span, service="worker", kind="Server") if span.span_id == "task" else span for span in spans]
+    assert stages_ms(remote) == {"agent": 5, "llm.call": 1860, "other": 35, "tool": 100}
+    assert adjusted(remote) == {"task": "lifted"}
     # Work that starts after the request's window ended is what the request did not wait for: still cut.
     after = [*agent_run(), S("flush", "agent", 2100 * MS, 2200 * MS, "flush")]
     assert stages_ms(after) == stages_ms(agent_run())
+
+
+def test_a_model_call_that_outlives_its_parent_keeps_its_whole_time() -> None:
+    # Fire-and-forget streaming: the agent returns the stream at 400 ms, its first call streams on to 900 ms. Jaeger
+    # UI cuts the call at 400 ms and gives its last 500 ms to the agent's parent.
+    spans = agent_run()
+    spans[1] = replace(spans[1], end=400 * MS)
+    spans = [replace(span, parent="root") if span.span_id in ("tool", "chat2") else span for span in spans]
+    assert stages_ms(spans) == {"agent": 40, "llm.call": 1860, "tool": 100}
+    assert adjusted(spans) == {"agent": "extended", "chat1": "spawned"}
+    notes = data_quality(frame(spans))["notes"][0].to_list()
+    assert any("ran on after the span that started it" in note and "past its root" not in note for note in notes)
+
+
+def test_a_call_that_outlives_the_root_extends_the_requests_window() -> None:
+    # The handler (the root) returns at 1200 ms while its last call streams to 1980 ms: less than the root lasted,
+    # so the root is no unended one (analysis.request_window), but the request is the call's whole time too.
+    spans = [replace(agent_run()[0], end=1200 * MS), *agent_run()[1:]]
+    assert stages_ms(spans) == {"agent": 30, "llm.call": 1860, "tool": 100}
+    assert adjusted(spans) == {"root": "extended", "agent": "spawned"}
+    quality = data_quality(frame(spans)).row(0, named=True)
+    assert not quality["envelope"] and quality["extended_ns"] == 790 * MS
+    assert quality["outliving_spans"] == 1 and quality["extended_spans"] == 1
+    assert "runs 790.0 ms past its root span's end" in " ".join(quality["notes"])
 
 
 def test_orphans_inside_the_roots_interval_are_the_requests() -> None:
@@ -136,15 +167,19 @@ def test_the_request_window_holds_its_invariants_on_any_tree(spans: list[S]) -> 
     root = int(reported.primary_root[0])
     # Orphans are attached to the request: every span is in the request's tree.
     assert tree.in_primary_tree.all()
-    # The window: the envelope where the root is missing or never ended (and it says so), else the root's own. The
-    # envelope holds every span as reported, but those moved against clock skew (analysis.remote_spans).
+    # The window: the envelope where the root is missing or never ended (and it says so), else the root's own, run on
+    # as long as work started in it (and it says by how much). The envelope holds every span as reported, but those
+    # moved against clock skew (analysis.remote_spans).
     if quality["envelope"]:
         window = (int(tree.start_ns.min()), int(tree.end_ns.max()))
         unmoved = tree.start_ns == start
         unmoved[root] = False
         assert (window[0] <= start[unmoved]).all() and (end[unmoved] <= window[1]).all()
     else:
-        window = (int(reported.start_ns[root]), int(reported.end_ns[root]))
+        window = (int(start[root]), int(end[root]) + quality["extended_ns"])
+        # Run on only to the end of some span, and said.
+        assert not quality["extended_ns"] or window[1] in tree.end_ns[tree.adjustment != EXTENDED]
+        assert not quality["extended_ns"] or quality["notes"]
     assert wide["duration_ns"] == window[1] - window[0]
     if (reported.parent < 0).sum() > 1:
         assert quality["envelope"] and quality["notes"]
@@ -153,16 +188,124 @@ def test_the_request_window_holds_its_invariants_on_any_tree(spans: list[S]) -> 
     assert sum(wide[column] for column in STAGE_COLUMNS) == wide["duration_ns"]
     wall = wall_clock_breakdown(analysis)["duration_ns"]
     assert (wall >= 0).all() and abs(wall.sum() - wide["duration_ns"]) <= 1e-6 * max(wide["duration_ns"], 1)
-    # Nothing that lasts and starts inside the window, at or after its parent's start, is dropped: work started
-    # after its parent returned is kept. Model calls so kept are LLM time.
+    # Nothing that lasts and starts inside the window, at or after its parent's start, is dropped or cut at its end
+    # (but for a clock tick): work that outlives its parent or starts after it returned keeps its whole time, and
+    # the window holds it. Model calls so kept are LLM time.
     parent = tree.parent
     lasting = (tree.end_ns > tree.start_ns) & (tree.start_ns < window[1]) & (tree.start_ns >= window[0])
     starts_inside = lasting & ((parent < 0) | (tree.start_ns >= tree.start_ns[np.maximum(parent, 0)]))
-    kept = ~tree.clamped.dropped
-    assert kept[starts_inside].all()
-    # Model calls so kept are LLM time, for as long as the request's window holds them.
+    clamped = tree.clamped
+    assert not clamped.dropped[starts_inside].any()
+    assert (clamped.end_ns[starts_inside] >= tree.end_ns[starts_inside] - MIN_OVERHANG_NS).all()
+    assert (tree.end_ns[starts_inside] <= window[1] + MIN_OVERHANG_NS).all()
     calls = np.flatnonzero((tree.spans["name"] == "chat").to_numpy() & starts_inside)
     stage = analysis.assignment.stage
     assert all(STAGES[int(stage[call])] in LLM_STAGES for call in calls)
-    clamped = tree.clamped
     assert (clamped.end_ns[calls] > clamped.start_ns[calls]).all()
+
+
+@st.composite
+def outliving_traces(draw: st.DrawFn) -> list[S]:
+    """Random traces of up to 16 spans in which children start inside their parent and last as long as they do,
+    often past its end (fire-and-forget streams, tasks not awaited, spans ended early), a third of them model
+    calls. Times are even milliseconds, so every overhang is more than a clock tick."""
+    count = draw(st.integers(1, 16))
+    spans = [S("s0", "", 0, draw(st.integers(1, 30)) * 2 * MS, "root", kind="Server")]
+    for i in range(1, count):
+        parent = spans[draw(st.integers(0, i - 1))]
+        if parent.end == parent.start:
+            continue
+        start = draw(st.integers(parent.start // (2 * MS), parent.end // (2 * MS) - 1)) * 2 * MS
+        end = start + draw(st.integers(1, 30)) * 2 * MS
+        role = draw(st.sampled_from(["chat", "tool", "step"]))
+        attributes = {"chat": CHAT, "tool": TOOL}.get(role, {})
+        kind = "Client" if role == "chat" else "Internal"
+        spans.append(S(f"s{i}", parent.span_id, start, end, role, "svc", kind, attributes))
+    return spans
+
+
+@settings(max_examples=80, deadline=None)
+@given(outliving_traces())
+def test_work_outliving_its_parent_keeps_its_whole_time_on_any_tree(spans: list[S]) -> None:
+    # Every span starts inside its parent, so all of it is the request's work: the window is the envelope of the
+    # spans, both views' stage totals cover exactly that time, and no span, model calls first, is cut or dropped.
+    analysis = analyze(frame(spans))
+    tree = analysis.tree
+    envelope = max(span.end for span in spans) - spans[0].start
+    wide = stage_breakdown_wide(analysis).row(0, named=True)
+    assert wide["duration_ns"] == envelope
+    assert sum(wide[column] for column in STAGE_COLUMNS) == envelope
+    wall = wall_clock_breakdown(analysis)["duration_ns"]
+    assert abs(wall.sum() - envelope) <= 1e-6 * envelope
+    clamped = tree.clamped
+    assert not clamped.dropped.any()
+    assert (clamped.end_ns == tree.end_ns).all()
+    reported = analysis.reported_tree
+    calls = (tree.spans["name"] == "chat").to_numpy()
+    # A call may be analysed as longer (holding a sibling call it adopted, analysis.wrappers), never shorter.
+    assert (clamped.start_ns[calls] <= reported.start_ns[calls]).all()
+    assert (clamped.end_ns[calls] >= reported.end_ns[calls]).all()
+    quality = data_quality(analysis).row(0, named=True)
+    outlives = any(span.end > parent.end for span in spans for parent in spans if parent.span_id == span.parent)
+    # Said, as work that ran on or, where it outlasts the root by more than the root lasted, as an envelope window.
+    said = any("ran on after the span that started it" in note or "envelope" in note for note in quality["notes"])
+    assert (quality["extended_spans"] > 0 or quality["envelope"]) == outlives and said == outlives
+
+
+@st.composite
+def serial_traces(draw: st.DrawFn) -> tuple[list[S], str]:
+    """A request's steps one after another (model calls and tools, 4-40 ms, with gaps), nested in random wrapper
+    spans that each cover a run of them, then broken, the way returned: ``last``, every span with children (the
+    root too) ends in the middle of its last child, which runs on; ``first``, every one but the root ends in the
+    middle of its first child, so its other children start after it returned."""
+    steps = []
+    clock = draw(st.integers(0, 5)) * 2 * MS
+    for i in range(draw(st.integers(1, 8))):
+        role = draw(st.sampled_from(["chat", "tool"]))
+        duration = draw(st.integers(2, 20)) * 2 * MS
+        kind, attributes = ("Client", CHAT) if role == "chat" else ("Internal", TOOL)
+        steps.append(S(f"l{i}", "", clock, clock + duration, role, kind=kind, attributes=attributes))
+        clock += duration + draw(st.integers(0, 3)) * 2 * MS
+    spans = [S("root", "", 0, clock + draw(st.integers(0, 5)) * 2 * MS, "root", kind="Server")]
+
+    def nest(parent: str, run: list[S]) -> None:
+        while run:
+            size = draw(st.integers(1, len(run)))
+            group, run = run[:size], run[size:]
+            if size == 1 and draw(st.booleans()):
+                spans.append(replace(group[0], parent=parent))
+                continue
+            wrapper = S(f"w{len(spans)}", parent, group[0].start, group[-1].end, "step")
+            spans.append(wrapper)
+            if size == 1:
+                spans.append(replace(group[0], parent=wrapper.span_id))
+            else:
+                nest(wrapper.span_id, group)
+
+    nest("root", steps)
+    mode = draw(st.sampled_from(["last", "first"]))
+    chosen: dict[str, S] = {}
+    for span in sorted(spans, key=lambda span: span.start, reverse=mode == "last"):
+        chosen.setdefault(span.parent, span)
+    broken = [
+        replace(span, end=(chosen[span.span_id].start + chosen[span.span_id].end) // 2)
+        if span.span_id in chosen and (mode == "last" or span.span_id != "root")
+        else span
+        for span in spans
+    ]
+    return broken, mode
+
+
+@settings(max_examples=80, deadline=None)
+@given(serial_traces())
+def test_no_call_time_is_lost_when_parents_end_before_their_children(trace: tuple[list[S], str]) -> None:
+    # Each step is alone while it runs, so the critical path must credit every model call's and tool's whole time,
+    # however early the spans above them ended. Jaeger UI's cut gives the rest of each to an ancestor.
+    spans, mode = trace
+    steps = [span for span in spans if span.span_id.startswith("l")]
+    wide = stage_breakdown_wide(frame(spans)).row(0, named=True)
+    assert wide["llm.call_ns"] == sum(span.end - span.start for span in steps if span.name == "chat")
+    assert wide["tool_ns"] == sum(span.end - span.start for span in steps if span.name == "tool")
+    root = next(span for span in spans if span.span_id == "root")
+    window_end = max(span.end for span in steps) if mode == "last" else root.end
+    assert wide["duration_ns"] == window_end - root.start

@@ -89,7 +89,7 @@ def test_a_real_trace_collapses_expands_and_opens_spans_reading_it_once(browser:
     # A 1.43 ms root above 1.7 min of redirects reads as a root that never ended (issue 27): the request's window is
     # the envelope of its spans on every view, the page says so, and the Stages page no longer attributes otherwise.
     assert "The request's window is the envelope of its spans" in page.inner_text("body")
-    assert "The Stages page counts this request as its root span's" not in page.inner_text("#trace-stages")
+    assert "The Stages page counts this request as its window's" not in page.inner_text("#trace-stages")
 
     page.fill("#trace-depth", "1")
     page.click("#trace-collapse-depth")

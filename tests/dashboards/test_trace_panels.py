@@ -128,15 +128,20 @@ def test_stage_panel_names_the_dominant_stage_in_words() -> None:
 
 
 def test_stage_panel_says_which_attribution_to_trust_on_an_async_trace() -> None:
-    # A 10 ms root whose child runs on for 8 ms after it (asynchronous work the caller does not wait for; work
-    # outlasting the root by more than the root lasted would make it a root that never ended, analysis.request_window).
-    frame = spans_frame([("root", "", 0, 10 * MS), ("job", "root", 5 * MS, 13 * MS)], service="agent")
+    # A 10 ms root, and a job started 2 ms after it returned that runs 6 ms (a flush after the answer: work started
+    # after the request's window ended, which the request did not wait for).
+    frame = spans_frame([("root", "", 0, 10 * MS), ("job", "root", 12 * MS, 6 * MS)], service="agent")
     view = build_trace_view("cd" * 16, frame, RULES)
     assert view.root_duration_ns == 10 * MS and int(view.request_stages_ns.sum()) == 10 * MS
     note = " ".join(texts(stage_panel(view)))
-    assert "The Stages page counts this request as its root span's 10.00 ms" in note
-    assert "whole trace (18.00 ms, 18.00 ms of it traced)" in note and "trust the bar above" in note
+    assert "The Stages page counts this request as its window's 10.00 ms" in note
+    assert "whole trace (18.00 ms, 16.00 ms of it traced)" in note and "trust the bar above" in note
     assert "The Stages page counts" not in " ".join(texts(stage_panel(_agent())))  # they agree there
+    # A job started while the root was open that outlives it is the request's work: kept whole, the window with it.
+    started_inside = spans_frame([("root", "", 0, 10 * MS), ("job", "root", 5 * MS, 8 * MS)], service="agent")
+    view = build_trace_view("ce" * 16, started_inside, RULES)
+    assert view.root_duration_ns == 13 * MS and int(view.request_stages_ns.sum()) == 13 * MS
+    assert "The Stages page counts" not in " ".join(texts(stage_panel(view)))
 
 
 def test_span_detail_shows_the_phases_the_model_call_and_attributes_with_units() -> None:

@@ -13,6 +13,10 @@ sampler would have sent instead. The work the spans describe is unchanged, so th
   starts when the CLIENT span calling it ends, 1 ms after it began (an A2A / JSON-RPC task answered at once).
 - ``linked_orphans``: the root is dropped and every orphan but the shortest carries a span link.
 - ``start_copies``: every span is sent twice, the complete copy first, then a copy as started (end == start).
+- ``early_parents``: every span with children, the root included, but the model calls and tools (whose own time
+  after their children, a streamed answer read after the HTTP request's headers, no other span would describe)
+  ends in the middle of its last-starting child, which runs on after it: a handler that returned the stream it
+  did not read, a task not awaited, a span ended early by its instrumentation.
 """
 
 from __future__ import annotations
@@ -132,6 +136,18 @@ def start_copies(spans: pl.DataFrame, kept: Collection[str]) -> pl.DataFrame:
     return _with_duration(pl.concat([spans, spans.with_columns(START.alias(END.meta.output_name()))]))
 
 
+def early_parents(spans: pl.DataFrame, kept: Collection[str]) -> pl.DataFrame:
+    last_child = (
+        spans.group_by("trace_id", "parent_span_id")
+        .agg(((START + END) // 2).sort_by(START).last().alias("middle_ns"))
+        .rename({"parent_span_id": "span_id"})
+    )
+    joined = spans.join(last_child, on=["trace_id", "span_id"], how="left", maintain_order="left")
+    middle = pl.when(~pl.col("span_id").is_in(list(kept))).then(pl.col("middle_ns"))
+    ended = pl.when(middle.is_not_null()).then(pl.min_horizontal(END, pl.max_horizontal(START, middle))).otherwise(END)
+    return _with_duration(joined.with_columns(ended.alias(END.meta.output_name())).drop("middle_ns"))
+
+
 MUTATIONS: dict[str, Mutation] = {
     mutation.__name__: mutation
     for mutation in (
@@ -143,5 +159,6 @@ MUTATIONS: dict[str, Mutation] = {
         remote_server,
         linked_orphans,
         start_copies,
+        early_parents,
     )
 }
