@@ -157,13 +157,28 @@ class StagePercentiles(BaseModel):
     share_of_e2e: float | None = Field(description="Stage total / end-to-end total over the group, 0..1.")
 
 
+class WindowQuality(BaseModel):
+    """How many of a group's requests rest on a repaired window (the trace's `data_quality`, counted)."""
+
+    enveloped: int = Field(description="Requests whose root is missing or never ended: the window is the envelope.")
+    attached: int = Field(description="Requests with orphans or second roots analysed under the root.")
+    outliving: int = Field(
+        description="Requests with work that outlived the span that started it, kept whole (its ancestors, the "
+        "root among them, analysed as ending with it)."
+    )
+    implausible_root: int = Field(description="Requests whose root lasts far longer than everything under it.")
+    reattached: int = Field(description="Requests with spans analysed under another parent than they name.")
+    unrecorded: int = Field(description="Requests analysed before data quality was stored, counted in none above.")
+
+
 class StageGroup(BaseModel):
     group: str = Field(description='Root service, model or request tenant (`""`: not named); `""` ungrouped.')
     requests: int
-    e2e: Percentiles = Field(description="End-to-end latency (root span duration), ns.")
+    e2e: Percentiles = Field(description="End-to-end latency (the request window's duration), ns.")
     ttft: Percentiles = Field(description="Time to first token, ns.")
     tpot: Percentiles = Field(description="Time per output token, ns per token.")
     stages: list[StagePercentiles] = Field(description="Every stage, in pipeline order.")
+    data_quality: WindowQuality = Field(description="Requests of the group whose window the analysis repaired.")
 
 
 class StagesResponse(BaseModel):
@@ -338,13 +353,19 @@ def build_router(service: AnalysisService) -> APIRouter:
         ] = None,
     ) -> StagesResponse:
         """Over the analysed requests starting in the window: per group, p50/p95/p99/mean of each stage's
-        critical-path time and its share of end-to-end latency, and p50/p95/p99 of e2e latency, TTFT, TPOT."""
+        critical-path time and its share of end-to-end latency, p50/p95/p99 of e2e latency, TTFT, TPOT, and how
+        many requests rest on a repaired window (`data_quality`: root missing or never ended, orphans attached,
+        work kept past the span that started it)."""
         start, end = window(start_ns, end_ns)
         where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant, model=model)
         report = await run_in_threadpool(service.stages, where, group_by or "", tenant=owner)
         by_group: dict[str, list[StagePercentiles]] = {}
         for row in report.percentiles.iter_rows(named=True):
             by_group.setdefault(row["group"], []).append(StagePercentiles(**_without(row, "group", "requests")))
+        quality = {
+            row["group"]: WindowQuality(**_without(row, "group", "requests"))
+            for row in report.quality.iter_rows(named=True)
+        }
         groups = [
             StageGroup(
                 group=row["group"],
@@ -353,6 +374,7 @@ def build_router(service: AnalysisService) -> APIRouter:
                 ttft=_percentiles(row, "ttft"),
                 tpot=_percentiles(row, "tpot"),
                 stages=by_group.get(row["group"], []),
+                data_quality=quality[row["group"]],
             )
             for row in report.latency.iter_rows(named=True)
         ]

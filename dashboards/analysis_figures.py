@@ -97,6 +97,52 @@ def stage_percentile_table(percentiles: pl.DataFrame, drill: Callable[[str], Com
     return html.Table(className="hs-kv hs-analysis-table", children=[html.Thead(header), html.Tbody(body)])
 
 
+REPAIRS = {
+    "enveloped": "Root missing or never ended: the window is the envelope of the spans",
+    "attached": "Orphans or second roots analysed under the root",
+    "outliving": "Work that outlived the span that started it, kept whole (the spans above it ending with it)",
+    "implausible_root": "Root far longer than everything under it (kept as the window)",
+}
+"""The repairs of a request's window the Stages page counts (``AnalysisService.stages(...).quality`` columns,
+``analysis.request_window``), in words."""
+
+
+def window_quality_table(quality: pl.DataFrame, examples: Callable[[str], Component] | None = None) -> Component:
+    """How many of the window's requests rest on a repaired window (``AnalysisService.stages(...).quality``, one
+    group): per repair of :data:`REPAIRS`, its requests and their share of all; ``examples`` (repair → a cell of
+    links to such requests, :mod:`dashboards.links`) adds a last column. A line above says how many requests were
+    repaired at all, and how many were analysed before data quality was stored (counted in no row)."""
+    if quality.height == 0 or quality["requests"][0] == 0:
+        return html.P("No analysed requests in this window.", className="hs-hint")
+    row = quality.row(0, named=True)
+    recorded = row["requests"] - row["unrecorded"]
+    header = html.Tr(
+        [html.Th("Repair"), html.Th("Requests", style=_NUMBER), html.Th("Share of requests", style=_NUMBER)]
+        + ([html.Th("Longest requests", className="hs-drill-col")] if examples else [])
+    )
+    body = [
+        html.Tr(
+            className="hs-quality-row",
+            id=f"stages-quality-{repair}",
+            children=[
+                html.Td(label),
+                html.Td(f"{row[repair]:,}", style=_NUMBER),
+                html.Td(_percent(row[repair] / recorded if recorded else None), style=_NUMBER),
+                *([html.Td(examples(repair))] if examples else []),
+            ],
+        )
+        for repair, label in REPAIRS.items()
+    ]
+    lines = [
+        f"{row['reattached']:,} of {recorded:,} requests have spans analysed under another parent than they name; "
+        "each trace page says what was repaired and why."
+    ]
+    if row["unrecorded"]:
+        lines.append(f"{row['unrecorded']:,} requests were analysed before data quality was stored: counted in no row.")
+    table = html.Table(className="hs-kv hs-analysis-table", children=[html.Thead(header), html.Tbody(body)])
+    return html.Div([table, *(html.P(line, className="hs-hint") for line in lines)])
+
+
 def latency_facts(latency: pl.DataFrame) -> Component:
     """End-to-end latency, TTFT and TPOT (p50/p95/p99) of ``AnalysisService.stages(...).latency`` (one group)
     as fact tiles; a metric no request reports shows "—"."""

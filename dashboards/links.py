@@ -41,16 +41,17 @@ def search_href(
     return f"{prefix}/{form_to_url(form)}"
 
 
-def drilldown(prefix: str, trace_ids: Sequence[str], search: str) -> Component:
+def drilldown(prefix: str, trace_ids: Sequence[str], search: str | None) -> Component:
     """A cell of example trace links (each its short ID, ``storage.ids.short_trace_id``, the whole ID in its title),
-    then a link to the prefilled search."""
+    then a link to the prefilled search (none where the search cannot list the rows' traces: ``search`` None)."""
     links: list[Component | str] = [
         dcc.Link(
             short_trace_id(trace_id), href=f"{prefix}/trace/{trace_id}", title=trace_id, className="hs-mono hs-example"
         )
         for trace_id in trace_ids
     ]
-    links.append(dcc.Link("all, slowest first →", href=search, className="hs-drill"))
+    if search is not None:
+        links.append(dcc.Link("all, slowest first →", href=search, className="hs-drill"))
     return html.Span(className="hs-drilldown", children=links)
 
 

@@ -82,11 +82,14 @@ class TraceStages:
 
 @dataclass(frozen=True)
 class StageReport:
-    """Window aggregates of the stages (frames of ``AnalysisStore.stage_percentiles`` and
-    ``latency_percentiles``, with the same ``group`` values)."""
+    """Window aggregates of the stages (frames of ``AnalysisStore.stage_percentiles``, ``latency_percentiles``
+    and ``window_quality``, with the same ``group`` values): ``quality`` counts the requests whose window the
+    analysis repaired, by repair (``analysis.request_window``), so a reader knows how many of the numbers rest on
+    an envelope, attached orphans or work kept past the span that started it."""
 
     percentiles: pl.DataFrame
     latency: pl.DataFrame
+    quality: pl.DataFrame
 
 
 @dataclass(frozen=True)
@@ -184,12 +187,24 @@ class AnalysisService:
     # --- over a window ---------------------------------------------------------------------------------------
 
     def stages(self, where: AnalysisFilter, group_by: GroupBy = "", *, tenant: str | None) -> StageReport:
-        """p50/p95/p99 per stage and each stage's share of end-to-end latency, and p50/p95/p99 of e2e, TTFT and
-        TPOT, per group (root service, model, request tenant, or all), over the window's analysed requests."""
+        """p50/p95/p99 per stage and each stage's share of end-to-end latency, p50/p95/p99 of e2e, TTFT and TPOT,
+        and the requests whose window was repaired, per group (root service, model, request tenant, or all), over
+        the window's analysed requests."""
         return StageReport(
             self._store.stage_percentiles(where, group_by, tenant=tenant),
             self._store.latency_percentiles(where, group_by, tenant=tenant),
+            self._store.window_quality(where, group_by, tenant=tenant),
         )
+
+    def quality_examples(self, where: AnalysisFilter, limit: int = 5, *, tenant: str | None) -> dict[str, list[str]]:
+        """Per repair of the request window (``enveloped``, ``attached``, ``outliving``, ``implausible_root``: the
+        ``AnalysisStore.window_quality`` counts), up to ``limit`` of the window's requests it was made on, longest
+        first; a repair made on none is absent."""
+        rows = self._store.quality_examples(where, limit, tenant=tenant)
+        return {
+            str(repair): group["trace_id"].to_list()
+            for (repair,), group in rows.group_by("repair", maintain_order=True)
+        }
 
     def stage_shares_over_time(self, where: AnalysisFilter, bucket_s: int, *, tenant: str | None) -> pl.DataFrame:
         """Per time bucket of ``bucket_s`` seconds (of request start) and stage, the stage's summed time and

@@ -203,6 +203,43 @@ ORDER BY group_key
 """Per group: request count and p50/p95/p99/mean of end-to-end latency, TTFT and TPOT (ns; TTFT and TPOT over
 the requests reporting them)."""
 
+WINDOW_QUALITY = """
+SELECT
+    {group} AS group_key,
+    count() AS requests,
+    countIf(ParentlessSpans = 0) AS unrecorded,
+    countIf(Enveloped) AS enveloped,
+    countIf(ParentlessSpans > 1) AS attached,
+    countIf(ExtendedSpans > 0) AS outliving,
+    countIf(ImplausibleRoot) AS implausible_root,
+    countIf(ReattachedSpans > 0) AS reattached
+FROM hotspan_trace_summary FINAL
+WHERE {conditions}
+GROUP BY group_key
+ORDER BY group_key
+"""
+"""Per group: the window's requests, and how many of them the analysis repaired, by repair (migration 0080):
+``enveloped`` (root missing or never ended), ``attached`` (orphans or second roots attached to the root),
+``outliving`` (work kept whole past the end of the span that started it, ancestors extended), ``implausible_root``,
+``reattached`` (spans analysed under another parent than they name, any adjuster); ``unrecorded``: requests
+analysed before data quality was stored, counted in none of those."""
+
+QUALITY_EXAMPLES = """
+SELECT
+    repair,
+    TraceId AS trace_id,
+    DurationNs AS duration_ns
+FROM hotspan_trace_summary FINAL
+ARRAY JOIN
+    [Enveloped, ParentlessSpans > 1, ExtendedSpans > 0, ImplausibleRoot] AS repaired,
+    ['enveloped', 'attached', 'outliving', 'implausible_root'] AS repair
+WHERE {conditions} AND repaired
+ORDER BY repair, duration_ns DESC, trace_id
+LIMIT {{limit:UInt32}} BY repair
+"""
+"""Per repair of :data:`WINDOW_QUALITY` (but ``reattached``), up to ``limit`` of the window's requests it was made
+on, longest first."""
+
 STAGE_SHARES_OVER_TIME = """
 SELECT
     intDiv(toUnixTimestamp64Nano(Timestamp), {{bucket_ns:Int64}}) * {{bucket_ns:Int64}} AS bucket_start_ns,
@@ -320,7 +357,14 @@ SELECT
     OutputTokens AS output_tokens,
     CachedInputTokens AS cached_input_tokens,
     ReasoningTokens AS reasoning_tokens,
-    Sampled AS sampled
+    Sampled AS sampled,
+    Enveloped AS enveloped,
+    ParentlessSpans AS parentless_spans,
+    ReattachedSpans AS reattached_spans,
+    OutlivingSpans AS outliving_spans,
+    ExtendedSpans AS extended_spans,
+    ExtendedNs AS extended_ns,
+    ImplausibleRoot AS implausible_root
 FROM hotspan_trace_summary FINAL
 WHERE {conditions}
 ORDER BY start_time_unix_nano DESC, trace_id

@@ -116,6 +116,13 @@ TRACE_SUMMARY_SCHEMA = pa.schema(
         ("CachedInputTokens", pa.uint64()),
         ("ReasoningTokens", pa.uint64()),
         ("Sampled", pa.bool_()),
+        ("Enveloped", pa.bool_()),
+        ("ParentlessSpans", pa.uint32()),
+        ("ReattachedSpans", pa.uint32()),
+        ("OutlivingSpans", pa.uint32()),
+        ("ExtendedSpans", pa.uint32()),
+        ("ExtendedNs", pa.uint64()),
+        ("ImplausibleRoot", pa.bool_()),
     ]
 )
 """Arrow layout of ``hotspan_trace_summary`` rows. Timestamp: the root span's start; DurationNs: the root's
@@ -123,7 +130,10 @@ duration (the request's end-to-end latency); StageNs: critical-path ns per stage
 DurationNs; TtftNs (null when no LLM call reports one), TpotNs (ns per output token, null when unknown);
 AnalysedSpans: the arrived span count the analysis covered (``hotspan_trace_arrivals.Spans``); InputTokens ..
 ReasoningTokens: the request's token usage (``analysis.request_summary``; migration 0040); Sampled: the tail-sampling
-decision, false when the trace's spans were dropped from ``otel_traces`` (migration 0050)."""
+decision, false when the trace's spans were dropped from ``otel_traces`` (migration 0050); Enveloped .. ImplausibleRoot:
+what the request's window rests on (``analysis.request_window.request_quality``: envelope, parentless_spans,
+reattached_spans, outliving_spans, extended_spans, extended_ns, implausible_root; migration 0080, whose older rows
+read ParentlessSpans 0)."""
 
 
 @dataclass(frozen=True)
@@ -232,6 +242,16 @@ class AnalysisStore(Protocol):
         TPOT in ns per output token; null when no request reports it)."""
         ...
 
+    def window_quality(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
+        """Per group: group (String), requests, unrecorded, enveloped, attached, outliving, implausible_root,
+        reattached (UInt64 request counts: :data:`storage.analysis_sql.WINDOW_QUALITY`). Sorted by group."""
+        ...
+
+    def quality_examples(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
+        """Up to ``limit`` requests per repair, longest first: repair (String: enveloped, attached, outliving,
+        implausible_root), trace_id (String), duration_ns (UInt64). Sorted by repair."""
+        ...
+
     def stage_shares_over_time(self, where: AnalysisFilter, bucket_ns: int, *, tenant: str | None) -> pl.DataFrame:
         """Per time bucket and stage: bucket_start_ns (Int64), stage, requests, stage_ns, e2e_ns (UInt64 ns),
         share_of_e2e (Float64). Sorted by bucket, then stage order."""
@@ -260,8 +280,10 @@ class AnalysisStore(Protocol):
     def trace_summaries(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
         """Request summaries, newest first: the columns of ``analysis.request_summary`` (tenant = the request
         tenant; token counts included) plus hotspot_count, analysed_spans, version, sampled (Boolean: False when
-        tail sampling dropped the trace's spans, so it cannot be opened) and one ``<stage>_ns``
-        column per stage of ``analysis.STAGES`` (UInt64 ns, 0 where absent), like ``analysis.stage_breakdown_wide``."""
+        tail sampling dropped the trace's spans, so it cannot be opened), the data-quality columns of
+        ``analysis.request_window.request_quality`` but the root's durations (envelope as ``enveloped``; all 0 or
+        false in rows older than migration 0080) and one ``<stage>_ns`` column per stage of ``analysis.STAGES``
+        (UInt64 ns, 0 where absent), like ``analysis.stage_breakdown_wide``."""
         ...
 
     def span_rows(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
@@ -405,6 +427,19 @@ class ClickHouseAnalysisStore:
             columns.append(pl.when(reported).then(pl.col(f"{metric}_mean_ns")).alias(f"{metric}_mean_ns"))
         return frame.with_columns(columns).select(list(schema)).cast(schema)
 
+    def window_quality(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
+        conditions, parameters = _conditions(where, analysis_sql.SUMMARY_FILTERS, tenant)
+        sql = analysis_sql.WINDOW_QUALITY.format(group=analysis_sql.GROUP_COLUMNS[group_by], conditions=conditions)
+        frame = self._frame(sql, parameters)
+        counts = ("requests", "unrecorded", "enveloped", "attached", "outliving", "implausible_root", "reattached")
+        schema = {"group": pl.String} | dict.fromkeys(counts, pl.UInt64)
+        return _typed(frame.rename({"group_key": "group"}) if frame.height else frame, schema)
+
+    def quality_examples(self, where: AnalysisFilter, limit: int, *, tenant: str | None) -> pl.DataFrame:
+        conditions, parameters = _conditions(where, analysis_sql.SUMMARY_FILTERS, tenant)
+        frame = self._frame(analysis_sql.QUALITY_EXAMPLES.format(conditions=conditions), parameters | {"limit": limit})
+        return _typed(frame, {"repair": pl.String, "trace_id": pl.String, "duration_ns": pl.UInt64})
+
     def stage_shares_over_time(self, where: AnalysisFilter, bucket_ns: int, *, tenant: str | None) -> pl.DataFrame:
         conditions, parameters = _conditions(where, analysis_sql.SUMMARY_FILTERS, tenant)
         sql = analysis_sql.STAGE_SHARES_OVER_TIME.format(conditions=conditions)
@@ -499,6 +534,13 @@ class ClickHouseAnalysisStore:
             "cached_input_tokens": pl.UInt64,
             "reasoning_tokens": pl.UInt64,
             "sampled": pl.Boolean,
+            "enveloped": pl.Boolean,
+            "parentless_spans": pl.UInt32,
+            "reattached_spans": pl.UInt32,
+            "outliving_spans": pl.UInt32,
+            "extended_spans": pl.UInt32,
+            "extended_ns": pl.UInt64,
+            "implausible_root": pl.Boolean,
         } | dict.fromkeys(stage_columns, pl.UInt64)
         if not frame.height:
             return pl.DataFrame(schema=schema)

@@ -1,7 +1,8 @@
 """Stages page (``/ui/stages``): where requests' time goes over a window: stage shares of end-to-end latency
-over time, p50/p95/p99 per stage with its share, and end-to-end latency, TTFT and TPOT. Reads the trace
-pipeline's tables through :class:`query.analysis_service.AnalysisService` (requests quiet for
-``trace_idle_s``)."""
+over time, p50/p95/p99 per stage with its share, end-to-end latency, TTFT and TPOT, and how many requests rest on
+a repaired window (root missing or never ended, orphans attached, work kept past the span that started it:
+``analysis.request_window``), with the longest of each. Reads the trace pipeline's tables through
+:class:`query.analysis_service.AnalysisService` (requests quiet for ``trace_idle_s``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import plotly.graph_objects as go
 from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
 
-from dashboards.analysis_figures import latency_facts, stage_percentile_table, stage_shares_figure
+from dashboards.analysis_figures import latency_facts, stage_percentile_table, stage_shares_figure, window_quality_table
 from dashboards.controls import page_url, scoped, section, url_output, window_filter, window_inputs, window_page
 from dashboards.figures import empty_figure
 from dashboards.links import drilldown, search_href
@@ -44,6 +45,12 @@ def layout(**query: str) -> Component:
             "ms per request along the critical path; share of e2e latency",
             dcc.Loading(html.Div(id="stages-table"), type="dot"),
         ),
+        section(
+            "Data quality",
+            "requests whose window the analysis repaired, by repair; the trace search cannot filter by repair, so "
+            "the longest of each are linked",
+            html.Div(id="stages-quality"),
+        ),
         query=query,
         scopes=SCOPE,
     )
@@ -52,12 +59,13 @@ def layout(**query: str) -> Component:
 def register_callbacks(app: Dash, query: QueryService) -> None:
     """Fill the page from the app's analysis service for the chosen window, scope and the caller's tenant; each
     stage row links to the requests where it took longest and to the search of them all (the scope's traces
-    sorted by that stage's time)."""
+    sorted by that stage's time), each repair of the request window to its longest requests."""
 
     @app.callback(
         Output("stages-shares", "figure"),
         Output("stages-table", "children"),
         Output("stages-latency", "children"),
+        Output("stages-quality", "children"),
         Output("stages-message", "children"),
         url_output("stages"),
         *window_inputs("stages", *SCOPE),
@@ -68,7 +76,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         model: str | None,
         request_tenant: str | None,
         _clicks: int | None,
-    ) -> tuple[go.Figure, Component, Component, str, str]:
+    ) -> tuple[go.Figure, Component, Component, Component, str, str]:
         scope = {"service": root_service, "model": model, "tenant": request_tenant}
         url = page_url(lookback, **scope)
         service = query.analysis
@@ -79,8 +87,9 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             shares = service.stage_shares_over_time(where, step_s, tenant=tenant)
             report = service.stages(where, tenant=tenant)
             examples = stage_examples(service, where, tenant=tenant)
+            repaired = service.quality_examples(where, tenant=tenant)
         except (StorageError, ValueError) as exc:
-            return empty_figure("No data"), html.Div(), html.Div(), str(exc), url
+            return empty_figure("No data"), html.Div(), html.Div(), html.Div(), str(exc), url
         prefix = app.get_relative_path("/").rstrip("/")
         return (
             stage_shares_figure(shares),
@@ -92,6 +101,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
                 ),
             ),
             latency_facts(report.latency),
+            window_quality_table(report.quality, lambda repair: drilldown(prefix, repaired.get(repair, []), None)),
             "",
             url,
         )

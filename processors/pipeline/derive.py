@@ -14,6 +14,7 @@ import pyarrow as pa
 from analysis import STAGE_COLUMNS, STAGES, TraceAnalysis, stage_breakdown_wide
 from analysis.genai import TOKEN_COLUMNS
 from analysis.model_calls import model_calls
+from analysis.request_window import request_quality
 from processors.pipeline.flame import span_nodes
 from storage.analysis_store import SPAN_ANALYSIS_SCHEMA, TRACE_SUMMARY_SCHEMA
 
@@ -128,6 +129,8 @@ def derive_rows(
         pa.array(stage_ns[present], pa.uint64()),
     )
     trace_ids = wide["trace_id"]
+    # Per trace in trace order, as wide is (both read the tree's primary roots).
+    quality = request_quality(analysis.reported_tree, tree)
     summaries = pa.table(
         {
             "Tenant": pa.repeat(pa.scalar(owner, pa.string()), wide.height),
@@ -155,6 +158,13 @@ def derive_rows(
             "ReasoningTokens": wide["reasoning_tokens"].to_arrow(),
             # Kept unless tail sampling decides otherwise (processors.pipeline.trace_pipeline).
             "Sampled": pa.repeat(pa.scalar(True), wide.height),
+            "Enveloped": quality["envelope"].to_arrow(),
+            "ParentlessSpans": quality["parentless_spans"].to_arrow(),
+            "ReattachedSpans": quality["reattached_spans"].to_arrow(),
+            "OutlivingSpans": quality["outliving_spans"].to_arrow(),
+            "ExtendedSpans": quality["extended_spans"].to_arrow(),
+            "ExtendedNs": quality["extended_ns"].cast(pl.UInt64).to_arrow(),
+            "ImplausibleRoot": quality["implausible_root"].to_arrow(),
         },
         schema=TRACE_SUMMARY_SCHEMA,
     )

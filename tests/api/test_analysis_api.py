@@ -26,9 +26,11 @@ import pytest
 from cluster_kit import layout_settings
 from pipeline.pipeline_support import MS, T0, otlp_request, vllm_agent_trace
 
-from analysis import STAGES, analyze
+from analysis import STAGES, analyze, data_quality
 from hotspan.server import RunningServer, start_server
 from hotspan.settings import Settings, load_settings
+from storage.reader import ClickHouseTraceReader
+from storage.tenancy import DEFAULT_TENANT
 from testkit import TRACES
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
@@ -237,6 +239,27 @@ def test_stage_groups_and_filters(server: RunningServer) -> None:
     by_service = _ok(server, "/api/v1/stages", group_by="service", start_ns=0, end_ns=T0 + HOUR_NS)["groups"]
     demo_roots = {g["group"] for g in by_service} - {"gateway"}
     assert demo_roots and sum(g["requests"] for g in by_service) == 143
+
+
+def test_stage_data_quality_counts_the_repaired_windows_of_real_traces(server: RunningServer) -> None:
+    # The demo capture holds broken shapes of its own: a trace without its root, roots far longer than their spans,
+    # work that outlives the span that started it. Counted from the stored summaries, as the analysis of the spans
+    # read back says, request by request.
+    start, end = _demo_window()
+    (group,) = _ok(server, "/api/v1/stages", start_ns=start, end_ns=end)["groups"]
+    reader = ClickHouseTraceReader(server.storage.clickhouse)
+    spans = pl.concat([reader.trace(trace_id, tenant=DEFAULT_TENANT) for trace_id in _demo_trace_ids()])
+    quality = data_quality(spans)
+    expected = {
+        "enveloped": quality["envelope"].sum(),
+        "attached": (quality["parentless_spans"] > 1).sum(),
+        "outliving": (quality["extended_spans"] > 0).sum(),
+        "implausible_root": quality["implausible_root"].sum(),
+        "reattached": (quality["reattached_spans"] > 0).sum(),
+        "unrecorded": 0,
+    }
+    assert group["data_quality"] == expected
+    assert expected["enveloped"] and expected["outliving"] and expected["implausible_root"]
 
 
 def test_stage_shares_over_time(server: RunningServer) -> None:

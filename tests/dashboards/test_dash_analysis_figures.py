@@ -21,6 +21,7 @@ from dashboards.analysis_figures import (
     latency_facts,
     stage_percentile_table,
     stage_shares_figure,
+    window_quality_table,
 )
 from dashboards.colors import STAGE_COLORS
 from dashboards.evidence import evidence_row
@@ -109,6 +110,30 @@ def test_latency_facts_show_dashes_for_metrics_no_request_reports() -> None:
     assert shown.count("— / — / —") == 2
     ids = {node.id for node in walk(latency_facts(latency)) if getattr(node, "id", None)}
     assert ids == {"stages-fact-e2e", "stages-fact-ttft", "stages-fact-tpot"}
+
+
+def test_window_quality_table_counts_each_repair_over_the_requests_that_record_it() -> None:
+    counts = {"enveloped": 3, "attached": 2, "outliving": 5, "implausible_root": 0, "reattached": 6}
+    quality = pl.DataFrame({"group": [""], "requests": [12], "unrecorded": [2]} | {k: [v] for k, v in counts.items()})
+    table = window_quality_table(
+        quality, lambda repair: drilldown("/ui", ["ab" * 16] if repair == "outliving" else [], None)
+    )
+    rows = {node.id: texts(node) for node in walk(table) if getattr(node, "className", None) == "hs-quality-row"}
+    assert list(rows) == [
+        f"stages-quality-{repair}" for repair in ("enveloped", "attached", "outliving", "implausible_root")
+    ]
+    # Shares of the 10 requests whose analysis recorded data quality; the 2 older ones are said apart.
+    assert rows["stages-quality-outliving"][1:3] == ["5", "50.0%"] and rows["stages-quality-implausible_root"][1:3] == [
+        "0",
+        "0.0%",
+    ]
+    shown = " ".join(texts(table))
+    assert "6 of 10 requests" in shown and "2 requests were analysed before data quality was stored" in shown
+    # Example links only: the trace search cannot list a repair's requests.
+    links = [node.href for node in walk(table) if isinstance(node, dcc.Link)]
+    assert links == [f"/ui/trace/{'ab' * 16}"]
+    assert isinstance(window_quality_table(quality.clear()), html.P)
+    assert "before data quality" not in " ".join(texts(window_quality_table(quality.with_columns(unrecorded=0))))
 
 
 def test_hotspot_table_shows_share_column_asked_for() -> None:

@@ -1,13 +1,16 @@
 """Upgrading a store written before spans were stored once (migrations up to 0030, the schema of main before
 issue 17): the migrations add ``otel_traces.Version`` and make the RED view count first copies, in place and
-idempotently, and every read then counts each span once, the duplicates the old writer stored included."""
+idempotently, and every read then counts each span once, the duplicates the old writer stored included. And one
+written before trace summaries stored their data quality (migrations up to 0072, before issue 27's 0080)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
+from analysis import STAGES
 from collector.batch import to_batch
 from collector.otlp_json import request_from_json
+from storage.analysis_store import TRACE_SUMMARY_SCHEMA, AnalysisFilter, ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations, migration_files
 from storage.reader import ClickHouseTraceReader, TraceQuery
@@ -16,6 +19,8 @@ from storage.writer import ClickHouseTraceWriter
 
 TRACE = "0123456789abcdef0123456789abcdef"
 START_NS = 1_700_000_000_000_000_000
+_OLD_SUMMARY = pa.schema(list(TRACE_SUMMARY_SCHEMA)[: TRACE_SUMMARY_SCHEMA.get_field_index("Sampled") + 1])
+"""``hotspan_trace_summary``'s layout before migration 0080: the columns up to ``Sampled``."""
 
 
 def _batch(count: int = 3) -> pa.Table:
@@ -73,5 +78,83 @@ def test_a_store_of_the_previous_schema_upgrades_in_place_and_reads_each_span_on
         old.insert_arrow("otel_traces", _batch().append_column("Version", pa.array([8, 8, 8], pa.uint64())))
         assert old.query_rows("SELECT sum(Calls) FROM hotspan_red_minutes")[0][0] == calls_before
         assert reader.trace(TRACE, tenant="default").height == 4
+    finally:
+        old.close()
+
+
+def _summary(trace_id: str, schema: pa.Schema, **quality: object) -> pa.Table:
+    """One trace summary row of ``schema`` (the current layout, or an older one without some columns)."""
+    row: dict[str, object] = {
+        "Tenant": "default",
+        "Timestamp": START_NS,
+        "TraceId": trace_id,
+        "RootSpanId": "0000000000000001",
+        "RootService": "old",
+        "RootName": "op0",
+        "DurationNs": 1000,
+        "SpanCount": 3,
+        "ServiceCount": 1,
+        "ErrorCount": 0,
+        "HotspotCount": 0,
+        "RequestTenant": "",
+        "Model": "",
+        "LlmCalls": 0,
+        "TtftNs": None,
+        "TpotNs": None,
+        "StageNs": [("other", 1000)],
+        "AnalysedSpans": 3,
+        "Version": 1,
+        "InputTokens": 0,
+        "OutputTokens": 0,
+        "CachedInputTokens": 0,
+        "ReasoningTokens": 0,
+        "Sampled": True,
+    } | quality
+    return pa.Table.from_pylist([{name: row[name] for name in schema.names}], schema=schema)
+
+
+def test_trace_summaries_stored_before_data_quality_read_as_unrecorded_after_the_upgrade(store: ClickHouse) -> None:
+    # Migration 0080 adds what each request's window rests on (issue 27) to hotspan_trace_summary; a summary written
+    # before reads ParentlessSpans 0 (a trace always holds a parentless span), so the Stages page counts it apart.
+    store.command(f"DROP DATABASE {store.database}")
+    old = ClickHouse(store.dsn, store.database)
+    try:
+        assert apply_migrations(old, up_to=79)[-1] < 80
+        quality_columns = [field.name for field in TRACE_SUMMARY_SCHEMA if field.name not in _OLD_SUMMARY.names]
+        assert quality_columns == [
+            "Enveloped",
+            "ParentlessSpans",
+            "ReattachedSpans",
+            "OutlivingSpans",
+            "ExtendedSpans",
+            "ExtendedNs",
+            "ImplausibleRoot",
+        ]
+        old.insert_arrow("hotspan_trace_summary", _summary("0" * 31 + "1", _OLD_SUMMARY))
+
+        assert apply_migrations(old) == [80]
+        assert apply_migrations(old) == []
+        analysis = ClickHouseAnalysisStore(old, STAGES)
+        # A summary of the new pipeline: a missing root (envelope), three parentless spans, work kept past its parent.
+        repaired = {"Enveloped": True, "ParentlessSpans": 3, "ReattachedSpans": 0, "OutlivingSpans": 0}
+        repaired |= {"ExtendedSpans": 2, "ExtendedNs": 0, "ImplausibleRoot": False}
+        analysis.write_trace_summaries(_summary("0" * 31 + "2", TRACE_SUMMARY_SCHEMA, **repaired))
+        rows = analysis.trace_summaries(AnalysisFilter(), 10, tenant="default").sort("trace_id")
+        assert rows["parentless_spans"].to_list() == [0, 3] and rows["enveloped"].to_list() == [False, True]
+        assert rows["extended_spans"].to_list() == [0, 2]
+        (counts,) = analysis.window_quality(AnalysisFilter(), "", tenant="default").iter_rows(named=True)
+        assert counts == {
+            "group": "",
+            "requests": 2,
+            "unrecorded": 1,
+            "enveloped": 1,
+            "attached": 1,
+            "outliving": 1,
+            "implausible_root": 0,
+            "reattached": 0,
+        }
+        examples = analysis.quality_examples(AnalysisFilter(), 5, tenant="default")
+        assert examples["repair"].to_list() == ["attached", "enveloped", "outliving"]
+        assert set(examples["trace_id"]) == {"0" * 31 + "2"}
     finally:
         old.close()
