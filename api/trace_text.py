@@ -184,13 +184,13 @@ def _indent(depth: int) -> str:
 
 def _stage(view: TraceView, span: int) -> str:
     """The span's stage; for a span cut into pieces (vLLM's phases, an untraced call's first token and stream), each
-    piece's stage with its ms (``llm.queue 650.7+llm.prefill 2.34+llm.decode 82``)."""
-    pieces = view.pieces_of(span)
-    if len(pieces) <= 1:
-        return STAGES[int(view.stage[span])]
+    lasting piece's stage with its ms (``llm.queue 650.7+llm.prefill 2.34+llm.decode 82``)."""
     totals: dict[str, int] = {}
-    for stage, start, end in pieces:
-        totals[stage] = totals.get(stage, 0) + end - start
+    for stage, start, end in view.pieces_of(span):
+        if end > start:
+            totals[stage] = totals.get(stage, 0) + end - start
+    if len(totals) <= 1:
+        return next(iter(totals), STAGES[int(view.stage[span])])
     return "+".join(f"{stage} {ms(ns)}" for stage, ns in totals.items())
 
 
