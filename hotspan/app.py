@@ -31,6 +31,7 @@ from api import traces as traces_api
 from api.errors import install_error_handlers
 from api.jaeger import routes_v1 as jaeger_v1
 from api.jaeger import routes_v3 as jaeger_v3
+from api.mcp_endpoint import mount_mcp
 from api.models import Health
 from api.read_pool import ReadPool
 from api.trace_limits import TraceReadLimits
@@ -279,7 +280,8 @@ def open_trace_pipeline(
 
 def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -> FastAPI:
     """The HTTP application of ``settings.role`` (``hotspan.roles``): ``/metrics``, ``/healthz`` and ``/docs``
-    always; ``/v1/traces`` with ingest; ``/api/v1/...``, the Jaeger APIs and the UI at ``/ui`` with query.
+    always; ``/v1/traces`` with ingest; ``/api/v1/...``, the Jaeger APIs, the MCP server at ``/mcp`` and the UI at
+    ``/ui`` with query.
     Starts the ingest pipeline (``app.state.pipeline``, None without ingest) and the storage probe
     (``app.state.health``); whoever serves the app stops them. ``app.state.query`` is the query room (None without
     query), ``app.state.trace_processors`` what the trace pipeline runs (empty without pipeline).
@@ -370,7 +372,8 @@ def _mount_ingest(app: FastAPI, settings: Settings) -> IngestPipeline:
 
 
 def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QueryService:
-    """The REST and Jaeger APIs and the UI on ``app``, all reading through one query room, which is returned."""
+    """The REST and Jaeger APIs, the MCP server and the UI on ``app``, all reading through one query room, which is
+    returned."""
     # The query room: every read of the REST API and the UI goes through it (and the SLO evaluator's, server.py).
     query = open_query(settings, storage)
     trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
@@ -387,6 +390,8 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(analysis_api.build_router(query.analysis))
     app.include_router(throughput_latency_api.build_router(query))
     app.include_router(capacity_api.build_router(query.capacity))
+    # The MCP server for coding agents: the same query room, read pool and tenancy as the routes above.
+    mount_mcp(app, query, app.state.reads, settings.host)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
