@@ -155,6 +155,18 @@ def _before(finding: dict[str, Any]) -> list[Component]:
     return [html.P(["In the baseline: ", before], className="hs-hint hs-finding-before")]
 
 
-def _top_cause(findings: Sequence[dict[str, Any]]) -> str:
+def _top_cause(findings: Sequence[dict[str, Any]]) -> str | Component:
     new = [f for f in findings if f["new"]]
-    return f"{new[0]['cause']} ({new[0]['severity']})" if new else "—"
+    if not new:
+        return "—"
+    cause = new[0]["cause"]
+    return html.Span([*_breakable(cause), f" ({new[0]['severity']})"], title=cause)
+
+
+def _breakable(name: str) -> list[str | Component]:
+    """``name`` with a line break allowed after each ``_`` (``<wbr>``, which copies as nothing): a narrow column
+    wraps ``queue_saturation`` as ``queue_`` / ``saturation``, not ``queue_saturati`` / ``on``."""
+    parts: list[str | Component] = []
+    for piece in name.split("_")[:-1]:
+        parts += [f"{piece}_", html.Wbr()]
+    return [*parts, name.split("_")[-1]]
