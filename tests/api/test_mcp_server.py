@@ -20,14 +20,13 @@ from typing import Any
 
 import httpx
 import pytest
-from cluster_kit import layout_settings
+from cluster_kit import served_holding
 from mcp_kit import call_tool, list_tools, text
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from api.trace_text import ms
-from hotspan.server import RunningServer, start_server
-from hotspan.settings import load_settings
+from hotspan.server import RunningServer
 from instrumented_stack.capture import InMemorySpans
 from instrumented_stack.faults import apply_faults
 from instrumented_stack.loadgen import UserSettings, replay_closed_loop
@@ -79,26 +78,9 @@ def server(
 ) -> Iterator[RunningServer]:
     """A served Hotspan without an auth file (the open ``default`` tenant on loopback) holding the run's spans,
     analysed by its trace pipeline."""
-    with layout_settings(chdb_dsn, layout, "mcp") as where:
-        settings = load_settings(
-            data_dir=tmp_path_factory.mktemp("mcp"),
-            clickhouse_dsn=chdb_dsn,
-            http_port=0,
-            grpc_port=-1,
-            trace_idle_s=0.2,
-            **where,
-        )
-        running = start_server(settings)
-        answer = httpx.post(
-            f"{running.base_url}/v1/traces",
-            content=stack_spans.SerializeToString(),
-            headers={"content-type": "application/x-protobuf"},
-            timeout=30,
-        )
-        assert answer.status_code == 200, answer.text
+    with served_holding(chdb_dsn, layout, tmp_path_factory.mktemp("mcp"), "mcp", stack_spans) as running:
         _analysed(running, _roots(stack_spans))
         yield running
-        running.stop()
 
 
 def _roots(request: ExportTraceServiceRequest) -> int:
