@@ -22,6 +22,10 @@ from storage.traceql import Comparison, Field, SpanAnd, SpanCondition, Spanset, 
 MAX_DEPTH = 64
 """Deepest a ``>>`` walk goes below its ancestor span: a bound on a parent loop in bad data."""
 
+MAX_SQL_CHARS = 100_000
+"""Longest condition compiled: ``&&`` between spansets writes each side twice, so nested ``&&`` doubles the SQL per
+level; a longer one is refused (:class:`QueryTooLarge`) well below ClickHouse's ``max_query_size`` (256 KiB)."""
+
 _OPERATORS = {"=": "=", "!=": "!=", ">": ">", ">=": ">=", "<": "<", "<=": "<="}
 """TraceQL operator → SQL operator: the only operator text that reaches the SQL."""
 
@@ -31,6 +35,10 @@ _MAPS = {
     "resource": ("ResourceAttributes",),
     "any": ("SpanAttributes", "ResourceAttributes"),
 }
+
+
+class QueryTooLarge(ValueError):
+    """A query whose SQL would exceed :data:`MAX_SQL_CHARS`."""
 
 
 class _Compiler:
@@ -46,6 +54,13 @@ class _Compiler:
         return f"{{{name}:{sql_type}}}"
 
     def query(self, node: SpansetQuery) -> str:
+        sql = self._query(node)
+        # Checked at every level, so a deep nesting stops once past the bound, before its SQL grows further.
+        if len(sql) > MAX_SQL_CHARS:
+            raise QueryTooLarge(f"query too large: its SQL would exceed {MAX_SQL_CHARS} characters")
+        return sql
+
+    def _query(self, node: SpansetQuery) -> str:
         if isinstance(node, Spanset):
             return self.span(node.condition) if node.condition is not None else "1"
         left, right = self.query(node.left), self.query(node.right)
@@ -106,6 +121,10 @@ def _traces_with(condition: str) -> str:
 def span_condition(query: SpansetQuery) -> tuple[str, dict[str, object]]:
     """The row condition of the spans ``query`` returns and its bound parameters (``tq_*``; the tenant's come from
     :func:`storage.tenancy.tenant_parameters`, as every trace read's). The SQL holds parameter braces: insert it into
-    a ``str.format`` template as a field value."""
+    a ``str.format`` template as a field value.
+
+    Raises:
+        QueryTooLarge: the SQL would exceed :data:`MAX_SQL_CHARS`.
+    """
     compiler = _Compiler()
     return compiler.query(query), compiler.parameters

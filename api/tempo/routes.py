@@ -90,7 +90,9 @@ def build_router(
             goVersion="",
         )
 
-    async def trace(trace_id: str, tenant: str | None) -> list[dict[str, Any]]:
+    async def trace(trace_id: str, tenant: str | None) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
+        """The OTLP JSON ``resourceSpans`` of a trace and the headers of its answer: a ``Warning`` when it holds
+        more than ``limits.max_spans`` spans (the first by start are answered; :mod:`api.trace_limits`)."""
         try:
             canonical = parse_trace_id(trace_id)
         except ApiError as exc:
@@ -98,10 +100,13 @@ def build_router(
         page = await reads.run(reader.trace_page, canonical, tenant=tenant, limit=limits.max_spans)
         if page.spans.height == 0:
             raise TempoError(404, _NOT_FOUND)
+        headers = None
         if page.next is not None:
             limits.count_truncated("tempo")
-        entries: list[dict[str, Any]] = otlp.traces_data(page.spans)["resourceSpans"]
-        return entries
+            total = await reads.run(reader.trace_size, canonical, tenant=tenant)
+            headers = {"Warning": f'299 hotspan "{limits.warning(canonical, total)}"'}
+        entries: list[dict[str, Any]] = (await reads.run(otlp.traces_data, page.spans))["resourceSpans"]
+        return entries, headers
 
     @router.get(
         f"/api/traces/{{trace_id:{ANY_PATH}}}",
@@ -116,10 +121,10 @@ def build_router(
         start: Annotated[str | None, Query(description="Hint, Unix seconds.")] = None,
         end: Annotated[str | None, Query(description="Hint, Unix seconds.")] = None,
     ) -> Response:
-        entries = await trace(trace_id, tenant)
+        entries, headers = await trace(trace_id, tenant)
         if PROTOBUF in accept:
-            return Response(await reads.run(proto.trace_bytes, entries), media_type=PROTOBUF)
-        return JSONResponse({"batches": entries})
+            return Response(await reads.run(proto.trace_bytes, entries), media_type=PROTOBUF, headers=headers)
+        return JSONResponse({"batches": entries}, headers=headers)
 
     @router.get(
         f"/api/v2/traces/{{trace_id:{ANY_PATH}}}",
@@ -134,10 +139,10 @@ def build_router(
         start: Annotated[str | None, Query(description="Hint, Unix seconds.")] = None,
         end: Annotated[str | None, Query(description="Hint, Unix seconds.")] = None,
     ) -> Response:
-        entries = await trace(trace_id, tenant)
+        entries, headers = await trace(trace_id, tenant)
         if PROTOBUF in accept:
-            return Response(await reads.run(proto.trace_by_id_response, entries), media_type=PROTOBUF)
-        return JSONResponse({"trace": {"resourceSpans": entries}})
+            return Response(await reads.run(proto.trace_by_id_response, entries), media_type=PROTOBUF, headers=headers)
+        return JSONResponse({"trace": {"resourceSpans": entries}}, headers=headers)
 
     @router.get(
         "/api/search",
@@ -238,7 +243,7 @@ def _scoped(tag: str) -> tuple[str, str]:
 def _window(start: str | None, end: str | None) -> tuple[int, int]:
     """``[start_ns, end_ns]`` of Unix-second bounds: a day before ``end`` when ``start`` is absent, up to now (the
     hour after it) when ``end`` is."""
-    parsed = search_params.search(None, None, start, end, None, None, None, None).query
-    end_ns = parsed.end_ns if parsed.end_ns is not None else time.time_ns() + 3600 * _NS_PER_S
-    start_ns = parsed.start_ns if parsed.start_ns is not None else end_ns - _DEFAULT_TAG_WINDOW_S * _NS_PER_S
+    start_ns, end_ns = search_params.window_ns(start, end)
+    end_ns = end_ns if end_ns is not None else time.time_ns() + 3600 * _NS_PER_S
+    start_ns = start_ns if start_ns is not None else end_ns - _DEFAULT_TAG_WINDOW_S * _NS_PER_S
     return start_ns, end_ns

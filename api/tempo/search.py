@@ -22,6 +22,7 @@ import polars as pl
 from api.tempo.errors import TempoError
 from api.tempo.traceql import TraceQLError, parse
 from storage.reader import MAX_ATTRIBUTE_FILTERS, TraceQuery
+from storage.traceql_sql import QueryTooLarge, span_condition
 from units.durations import DurationError, parse_go_duration
 
 DEFAULT_LIMIT = 20
@@ -64,18 +65,18 @@ def search(
     """
     try:
         span_filter = parse(q) if q else None
-    except TraceQLError as exc:
+        if span_filter is not None:
+            span_condition(span_filter)  # compiled here too, so a query too large is a 400, not a failed read
+    except (TraceQLError, QueryTooLarge) as exc:
         raise TempoError(400, f"invalid TraceQL query: {exc}") from None
     service, operation, attributes = _tags(tags or "")
-    start_s, end_s = _integer(start, "start"), _integer(end, "end")
-    if start_s is not None and end_s is not None and end_s < start_s:
-        raise TempoError(400, "invalid start: start must not be after end")
+    start_ns, end_ns = window_ns(start, end)
     query = TraceQuery(
         service=service,
         operation=operation,
         attributes=attributes,
-        start_ns=start_s * _NS_PER_S if start_s is not None else None,
-        end_ns=end_s * _NS_PER_S if end_s is not None else None,
+        start_ns=start_ns,
+        end_ns=end_ns,
         span_filter=span_filter,
         limit=min(_positive(limit, "limit") or DEFAULT_LIMIT, MAX_LIMIT),
     )
@@ -84,6 +85,21 @@ def search(
         _duration(min_duration, "minDuration"),
         _duration(max_duration, "maxDuration"),
         min(_positive(spss, "spss") or DEFAULT_SPSS, MAX_SPSS),
+    )
+
+
+def window_ns(start: str | None, end: str | None) -> tuple[int | None, int | None]:
+    """``(start, end)`` in ns of Unix-second ``start``/``end`` parameters; None for one absent or empty.
+
+    Raises:
+        TempoError: 400 for one that is not Unix seconds, or ``end`` before ``start``.
+    """
+    start_s, end_s = _integer(start, "start"), _integer(end, "end")
+    if start_s is not None and end_s is not None and end_s < start_s:
+        raise TempoError(400, "invalid start: start must not be after end")
+    return (
+        start_s * _NS_PER_S if start_s is not None else None,
+        end_s * _NS_PER_S if end_s is not None else None,
     )
 
 

@@ -40,6 +40,9 @@ MAX_QUERY_CHARS = 4096
 MAX_TERMS = 64
 """Most comparisons plus spansets one query may hold: each adds SQL (``storage.reader.MAX_ATTRIBUTE_FILTERS``)."""
 
+MAX_NESTING = 32
+"""Deepest nesting of parentheses: the parser recurses per level."""
+
 _DURATION_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000}
 _DURATION_UNITS["h"] = 60 * _DURATION_UNITS["m"]
 _STATUSES = {"ok": "Ok", "error": "Error", "unset": "Unset"}
@@ -90,6 +93,7 @@ class _Parser:
         self.tokens = _tokens(text)
         self.position = 0
         self.terms = 0
+        self.depth = 0
 
     @property
     def current(self) -> _Token:
@@ -123,6 +127,18 @@ class _Parser:
             return TraceQLError(f"unsupported TraceQL at col {token.column}: {unsupported[token.text]}")
         return TraceQLError(f"parse error at col {token.column}: {wanted}, found {found}")
 
+    def open_parenthesis(self) -> bool:
+        if not self.take("("):
+            return False
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise TraceQLError(f"query too deep: more than {MAX_NESTING} nested parentheses")
+        return True
+
+    def close_parenthesis(self) -> None:
+        self.expect(")")
+        self.depth -= 1
+
     def count_term(self) -> None:
         self.terms += 1
         if self.terms > MAX_TERMS:
@@ -153,9 +169,9 @@ class _Parser:
         return node
 
     def spanset(self) -> SpansetQuery:
-        if self.take("("):
+        if self.open_parenthesis():
             node = self.or_sets()
-            self.expect(")")
+            self.close_parenthesis()
             return node
         if not self.take("{"):
             raise self.unexpected("expected '{'")
@@ -179,9 +195,9 @@ class _Parser:
         return node
 
     def test(self) -> SpanCondition:
-        if self.take("("):
+        if self.open_parenthesis():
             node = self.condition()
-            self.expect(")")
+            self.close_parenthesis()
             return node
         self.count_term()
         field = self.field()

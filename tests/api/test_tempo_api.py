@@ -222,6 +222,8 @@ def test_tags_limit_and_durations(demo_server: RunningServer) -> None:
         ('{ status = "error" }', "status compares"),
         ("{ .a = 1", "expected '}'"),
         ("rate()", "expected '{'"),
+        ("{ } && " * 40 + "{ }", "query too large"),
+        ("(" * 40 + "{ }" + ")" * 40, "too deep"),
     ],
 )
 def test_unsupported_traceql_is_a_400_naming_the_part(demo_server: RunningServer, q: str, part: str) -> None:
