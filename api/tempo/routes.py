@@ -171,6 +171,8 @@ def build_router(
                 max_trace_duration_ns=found.max_trace_ns,
             )
             ids = summaries["trace_id"].to_list()
+            if not ids:
+                return search_params.response(summaries, None)
             matched = reader.matched_spans(ids, found.query, tenant=tenant, per_trace=found.spans_per_set)
             return search_params.response(summaries, matched)
 

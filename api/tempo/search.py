@@ -154,12 +154,12 @@ def _duration(text: str | None, name: str) -> int | None:
     return ns
 
 
-def response(summaries: pl.DataFrame, matched: pl.DataFrame) -> dict[str, Any]:
+def response(summaries: pl.DataFrame, matched: pl.DataFrame | None) -> dict[str, Any]:
     """Tempo's ``SearchResponse`` JSON of trace summaries (:data:`storage.reader.SEARCH_COLUMNS`, newest first) and
-    their matched spans (:meth:`storage.reader.TraceReader.matched_spans`). ``spanSet`` repeats the first of
-    ``spanSets``, as Tempo writes it (Grafana reads either)."""
+    their matched spans (:meth:`storage.reader.TraceReader.matched_spans`; None when no trace was found).
+    ``spanSet`` repeats the first of ``spanSets``, as Tempo writes it (Grafana reads either)."""
     sets: dict[str, dict[str, Any]] = {}
-    for row in matched.iter_rows(named=True):
+    for row in matched.iter_rows(named=True) if matched is not None else ():
         entry = sets.setdefault(row["trace_id"], {"spans": [], "matched": int(row["matched"])})
         entry["spans"].append(
             {
