@@ -42,6 +42,23 @@ _DEFAULT_TAG_WINDOW_S = 24 * 3600
 _NOT_FOUND = "trace not found"
 
 
+def _text(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}}
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _text("Bad parameter or TraceQL outside the subset, named in the text."),
+    413: _text("The read would exceed its budget."),
+    503: _text("Too many reads at once, or one ran past its time budget; `Retry-After`."),
+}
+"""Tempo's plain-text failures (:mod:`api.tempo.errors`), documented on every route that reads."""
+_TRACE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/json": {}, PROTOBUF: {"schema": {"type": "string", "format": "binary"}}}},
+    404: _text("No such trace (`trace not found`)."),
+    **_ERRORS,
+}
+
+
 def _hotspan_version() -> str:
     try:
         return version("hotspan")
@@ -111,6 +128,7 @@ def build_router(
     @router.get(
         f"/api/traces/{{trace_id:{ANY_PATH}}}",
         operation_id="tempo_trace",
+        responses=_TRACE_RESPONSES,
         description='A trace as `{"batches": [OTLP ResourceSpans]}`; `tempopb.Trace` under `Accept: '
         "application/protobuf`. 404 when unknown. `start`/`end` (Unix s) are accepted hints.",
     )
@@ -129,6 +147,7 @@ def build_router(
     @router.get(
         f"/api/v2/traces/{{trace_id:{ANY_PATH}}}",
         operation_id="tempo_trace_v2",
+        responses=_TRACE_RESPONSES,
         description='A trace as `{"trace": {"resourceSpans": [...]}}`; `tempopb.TraceByIDResponse` under '
         "`Accept: application/protobuf`. 404 when unknown.",
     )
@@ -147,6 +166,7 @@ def build_router(
     @router.get(
         "/api/search",
         operation_id="tempo_search",
+        responses=_ERRORS,
         description="Traces by TraceQL (`q`, the subset in the README) or logfmt `tags`, newest first.",
     )
     async def search(
@@ -181,6 +201,7 @@ def build_router(
     @router.get(
         "/api/v2/search/tags",
         operation_id="tempo_search_tags",
+        responses=_ERRORS,
         description=f'Tag names by scope: `{{"scopes": [{{"name", "tags"}}]}}`, at most {MAX_TAGS} a scope.',
     )
     async def search_tags(
@@ -208,6 +229,7 @@ def build_router(
     @router.get(
         f"/api/v2/search/tag/{{tag:{ANY_PATH}}}/values",
         operation_id="tempo_search_tag_values",
+        responses=_ERRORS,
         description=f"Values of a scoped tag (`resource.service.name`, `span.http.method`, `name`, `status`, "
         f'`kind`): `{{"tagValues": [{{"type", "value"}}]}}`, at most {MAX_TAGS}.',
     )
