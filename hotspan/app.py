@@ -34,6 +34,7 @@ from api.jaeger import routes_v3 as jaeger_v3
 from api.mcp_endpoint import mount_mcp
 from api.models import Health
 from api.read_pool import ReadPool
+from api.tempo import routes as tempo_api
 from api.trace_limits import TraceReadLimits
 from collector import http_receiver
 from collector.ingest_pipeline import IngestConfig, IngestPipeline
@@ -372,8 +373,8 @@ def _mount_ingest(app: FastAPI, settings: Settings) -> IngestPipeline:
 
 
 def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QueryService:
-    """The REST and Jaeger APIs, the MCP server and the UI on ``app``, all reading through one query room, which is
-    returned."""
+    """The REST, Jaeger and Tempo APIs, the MCP server and the UI on ``app``, all reading through one query room,
+    which is returned."""
     # The query room: every read of the REST API and the UI goes through it (and the SLO evaluator's, server.py).
     query = open_query(settings, storage)
     trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
@@ -383,6 +384,7 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(trace_page_api.build_router(query.views))
     app.include_router(jaeger_v1.build_router(query.store, trace_reads, app.state.reads))
     app.include_router(jaeger_v3.build_router(query.store, trace_reads, app.state.reads))
+    app.include_router(tempo_api.build_router(query.store, trace_reads, app.state.reads))
     app.include_router(topology_api.build_router(query.store, query.cardinality_limit))
     app.include_router(red_api.build_router(query.store, query.cardinality_limit))
     app.include_router(diagnosis_api.build_router(query.diagnosis))
