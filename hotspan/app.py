@@ -378,22 +378,22 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     # The query room: every read of the REST API and the UI goes through it (and the SLO evaluator's, server.py).
     query = open_query(settings, storage)
     trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
-    # Trace reads run on threads of their own, a few at a time, off the loop that answers OTLP (api.read_pool).
-    app.state.reads = ReadPool(settings.read_workers, settings.read_queue, settings.retry_after_s)
-    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads, app.state.reads))
-    app.include_router(trace_page_api.build_router(query.views))
-    app.include_router(jaeger_v1.build_router(query.store, trace_reads, app.state.reads))
-    app.include_router(jaeger_v3.build_router(query.store, trace_reads, app.state.reads))
-    app.include_router(tempo_api.build_router(query.store, trace_reads, app.state.reads))
-    app.include_router(topology_api.build_router(query.store, query.cardinality_limit))
-    app.include_router(red_api.build_router(query.store, query.cardinality_limit))
-    app.include_router(diagnosis_api.build_router(query.diagnosis))
-    app.include_router(incidents_api.build_router(query.incidents))
-    app.include_router(analysis_api.build_router(query.analysis))
-    app.include_router(throughput_latency_api.build_router(query))
-    app.include_router(capacity_api.build_router(query.capacity))
+    # Every read route runs on threads of its own, a few at a time, off the loop that answers OTLP (api.read_pool).
+    reads = app.state.reads = ReadPool(settings.read_workers, settings.read_queue, settings.retry_after_s)
+    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads, reads))
+    app.include_router(trace_page_api.build_router(query.views, reads))
+    app.include_router(jaeger_v1.build_router(query.store, trace_reads, reads))
+    app.include_router(jaeger_v3.build_router(query.store, trace_reads, reads))
+    app.include_router(tempo_api.build_router(query.store, trace_reads, reads))
+    app.include_router(topology_api.build_router(query.store, query.cardinality_limit, reads))
+    app.include_router(red_api.build_router(query.store, query.cardinality_limit, reads))
+    app.include_router(diagnosis_api.build_router(query.diagnosis, reads))
+    app.include_router(incidents_api.build_router(query.incidents, reads))
+    app.include_router(analysis_api.build_router(query.analysis, reads))
+    app.include_router(throughput_latency_api.build_router(query, reads))
+    app.include_router(capacity_api.build_router(query.capacity, reads))
     # The MCP server for coding agents: the same query room, read pool and tenancy as the routes above.
-    mount_mcp(app, query, app.state.reads, settings.host)
+    mount_mcp(app, query, reads, settings.host)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
