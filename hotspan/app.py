@@ -403,5 +403,13 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     # An unknown package or file under /ui/_dash-component-suites/ is a 404, not a 500 with a traceback.
     dash_app.server.register_error_handler(DependencyException, lambda exc: ("not found", 404))
     ui = WSGIMiddleware(dash_app.server)  # type: ignore[arg-type]
-    app.mount("/ui", UiRequestGuard(ui, settings.ui_max_body_bytes, lambda: dash_app.callback_map))
+    guard = UiRequestGuard(
+        ui,
+        settings.ui_max_body_bytes,
+        lambda: dash_app.callback_map,
+        settings.read_workers,
+        settings.read_queue,
+        settings.retry_after_s,
+    )
+    app.mount("/ui", guard)
     return query
