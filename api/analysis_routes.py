@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from api.errors import ApiError
 from api.models import ErrorResponse
-from api.read_pool import ReadPool
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.traces import parse_trace_id
 from api.window import MAX_NS, MAX_STEP_S, StartNs, window
@@ -263,7 +263,7 @@ class FlameGraphResponse(BaseModel):
 def build_router(service: AnalysisService, reads: ReadPool | None = None) -> APIRouter:
     """The analysis routes over ``service``; each runs whole on ``reads`` (:mod:`api.read_pool`; a pool of its own
     when omitted), never on the event loop."""
-    router = APIRouter(prefix="/api/v1", tags=["analysis"])
+    router = APIRouter(prefix="/api/v1", tags=["analysis"], responses=READ_ERRORS)
     reads = reads or ReadPool()
 
     @router.get(

@@ -16,7 +16,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from api.models import ErrorResponse
-from api.read_pool import ReadPool
+from api.read_pool import READ_ERRORS, ReadPool
 from api.window import EndNs
 from diagnosis.capacity import CapacityScore
 from query.capacity import CapacityService, CapacityStatus
@@ -72,7 +72,7 @@ class CapacityResponse(BaseModel):
 def build_router(capacity: CapacityService, reads: ReadPool | None = None) -> APIRouter:
     """``GET /api/v1/capacity`` over ``capacity``, run whole on ``reads`` (:mod:`api.read_pool`; a pool of its own
     when omitted): Prometheus is read off the event loop."""
-    router = APIRouter(prefix="/api/v1", tags=["engines"])
+    router = APIRouter(prefix="/api/v1", tags=["engines"], responses=READ_ERRORS)
     reads = reads or ReadPool()
 
     @router.get(

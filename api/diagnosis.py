@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from api.models import ErrorResponse
-from api.read_pool import ReadPool
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_NS, check_order
 from diagnosis import Finding
@@ -42,7 +42,7 @@ class DiagnosisResponse(BaseModel):
 def build_router(service_: DiagnosisService, reads: ReadPool | None = None) -> APIRouter:
     """The diagnosis route over ``service_`` (the query room's), run whole on ``reads`` (:mod:`api.read_pool`; a pool
     of its own when omitted), never on the event loop."""
-    router = APIRouter(prefix="/api/v1", tags=["diagnosis"])
+    router = APIRouter(prefix="/api/v1", tags=["diagnosis"], responses=READ_ERRORS)
     reads = reads or ReadPool()
 
     @router.get(

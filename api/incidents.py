@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from api.errors import ApiError
 from api.models import ErrorResponse
-from api.read_pool import ReadPool
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_NS, check_order
 from storage.incident_store import Incident, IncidentQuery, IncidentStore
@@ -96,7 +96,7 @@ def incident_out(incident: Incident) -> IncidentOut:
 def build_router(incidents: IncidentStore, reads: ReadPool | None = None) -> APIRouter:
     """The incident routes over ``incidents`` (the query room's); each runs whole on ``reads`` (:mod:`api.read_pool`;
     a pool of its own when omitted), never on the event loop."""
-    router = APIRouter(prefix="/api/v1", tags=["incidents"])
+    router = APIRouter(prefix="/api/v1", tags=["incidents"], responses=READ_ERRORS)
     reads = reads or ReadPool()
 
     @router.get(

@@ -37,6 +37,7 @@ from fastapi import Response
 from pydantic import BaseModel
 
 from api.errors import ApiError, limit_error
+from api.models import ErrorResponse
 from storage.clickhouse import ReadLimitError
 
 T = TypeVar("T")
@@ -47,6 +48,20 @@ DEFAULT_READ_WORKERS = 2
 every one more takes a share of the event loop's time; two keep an export answered in well under a second."""
 DEFAULT_READ_QUEUE = 16
 """Default of ``HOTSPAN_READ_QUEUE``: reads that may wait for a worker before more are refused (503)."""
+READ_ERRORS: dict[int | str, dict[str, Any]] = {
+    413: {
+        "model": ErrorResponse,
+        "description": "`read_too_large`: the read would use more memory than one read may "
+        "(HOTSPAN_READ_MAX_MEMORY_BYTES); narrow it.",
+    },
+    503: {
+        "model": ErrorResponse,
+        "description": "`reads_busy`: too many reads at once (HOTSPAN_READ_WORKERS + HOTSPAN_READ_QUEUE); or "
+        "`read_timeout`: the read ran past HOTSPAN_READ_TIMEOUT_S. Retry after `Retry-After`.",
+        "headers": {"Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}},
+    },
+}
+"""The answers of a REST route whose reads run on a :class:`ReadPool`, for its router's ``responses`` (OpenAPI)."""
 
 
 def spliced(envelope: BaseModel, key: str, items: Iterable[bytes]) -> bytes:

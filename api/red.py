@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from api.errors import ApiError
 from api.models import ErrorResponse
-from api.read_pool import ReadPool
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_STEP_S, EndNs, StartNs, window
 from storage.rollup_reader import RedQuery, RollupReader
@@ -65,7 +65,7 @@ class RedResponse(BaseModel):
 def build_router(reader: RollupReader, limit: int | None = None, reads: ReadPool | None = None) -> APIRouter:
     """``GET /api/v1/red`` over ``reader``: at most ``limit`` groups, the rest folded into one overflow group. The
     route runs whole on ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted), never on the event loop."""
-    router = APIRouter(prefix="/api/v1", tags=["red"])
+    router = APIRouter(prefix="/api/v1", tags=["red"], responses=READ_ERRORS)
     reads = reads or ReadPool()
 
     @router.get("/red", operation_id="get_red", response_model=RedResponse, responses={400: {"model": ErrorResponse}})

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from api.errors import ApiError
 from api.models import ErrorResponse
-from api.read_pool import ReadPool
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import EndNs, StartNs, window
 from query.service import QueryService
@@ -63,7 +63,7 @@ class ThroughputLatencyResponse(BaseModel):
 def build_router(query: QueryService, reads: ReadPool | None = None) -> APIRouter:
     """``GET /api/v1/throughput-latency`` over ``query``, run whole on ``reads`` (:mod:`api.read_pool`; a pool of its
     own when omitted), never on the event loop."""
-    router = APIRouter(prefix="/api/v1", tags=["engines"])
+    router = APIRouter(prefix="/api/v1", tags=["engines"], responses=READ_ERRORS)
     reads = reads or ReadPool()
 
     @router.get(

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from api.models import ErrorResponse
-from api.read_pool import ReadPool
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import EndNs, StartNs, window
 from query.topology import window_topology
@@ -81,7 +81,7 @@ def build_router(reader: RollupReader, limit: int | None = None, reads: ReadPool
     the graph is assembled by :func:`query.topology.window_topology`, as the Topology page's is), at most ``limit``
     edges (the rest folded into ``overflow``). Each route runs whole on ``reads`` (:mod:`api.read_pool`; a pool of
     its own when omitted), never on the event loop."""
-    router = APIRouter(prefix="/api/v1", tags=["topology"])
+    router = APIRouter(prefix="/api/v1", tags=["topology"], responses=READ_ERRORS)
     reads = reads or ReadPool()
 
     @router.get(

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from analysis import STAGES
 from api.errors import ApiError
 from api.models import ErrorResponse
-from api.read_pool import ReadPool
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.traces import parse_trace_id
 from query.trace_model import TraceView
@@ -72,7 +72,7 @@ FRESH_HELP = (
 def build_router(views: TraceViews, reads: ReadPool | None = None) -> APIRouter:
     """The trace-view route over ``views``, run whole on ``reads`` (:mod:`api.read_pool`; a pool of its own when
     omitted), never on the event loop."""
-    router = APIRouter(prefix="/api/v1", tags=["traces"])
+    router = APIRouter(prefix="/api/v1", tags=["traces"], responses=READ_ERRORS)
     reads = reads or ReadPool()
 
     @router.get(
