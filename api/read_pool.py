@@ -5,10 +5,11 @@ them into Jaeger's model and JSON tens of seconds of Python (issue 28 measured a
 ``/healthz`` per search, 37 s for four at once); a window's analysis, diagnosis or trace view is seconds of Python
 too. Run on the event loop, that work stops every other request; run on Starlette's shared thread pool (40 threads),
 twenty reads take the GIL from the loop twenty to one. So every read route of the REST API (``/api/v1``: traces,
-trace views, analysis, RED, topology, diagnosis, incidents, capacity, throughput-latency), of the Jaeger APIs and
-every tool of the MCP server (``api.mcp_server``) uses one :class:`ReadPool` (``hotspan.app``), a route body whole
-through :meth:`ReadPool.endpoint` or its reads through :meth:`ReadPool.run` and :meth:`ReadPool.json` (the UI's
-callbacks and page loads are admitted by the same settings, on a count of their own: ``dashboards.request_guard``):
+trace views, analysis, RED, topology, diagnosis, incidents, capacity, throughput-latency), of the Jaeger and Tempo
+APIs and every tool of the MCP server (``api.mcp_server``) uses one :class:`ReadPool` (``hotspan.app``), a route
+body whole through :meth:`ReadPool.endpoint` or its reads through :meth:`ReadPool.run` and :meth:`ReadPool.json`
+(the UI's callbacks and page loads are admitted by the same settings, on a count of their own:
+``dashboards.request_guard``):
 
 - every read, its conversion and its JSON run on :class:`ReadPool`'s own threads (``HOTSPAN_READ_WORKERS``), never on
   the loop; the loop only awaits them;

@@ -1,6 +1,7 @@
 """Every read route goes through the read pool (``api.read_pool``): its body runs on a read thread, over a budget it
-answers 503 or 413, and with the pool full every ``/api`` GET route of a served Hotspan answers 503 ``reads_busy`` with
-``Retry-After`` at once (routes added later are covered without a change: they are read from the OpenAPI document)."""
+answers 503 or 413, and with the pool full every ``/api`` and ``/tempo`` GET route that reads answers 503
+``reads_busy`` with ``Retry-After`` at once (routes added later are covered without a change: they are read from the
+OpenAPI document)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from hotspan.server import RunningServer
 from storage.clickhouse import ReadLimitError
 from testkit import serve_in_process
 
-PATH_VALUES = {"service": "svc", "trace_id": "1" * 32, "incident_id": "0" * 32}
-"""Values for the path parameters of the ``/api`` routes."""
+PATH_VALUES = {"service": "svc", "trace_id": "1" * 32, "incident_id": "0" * 32, "tag": "service.name"}
+"""Values for the path parameters of the read routes."""
 QUERIES = {
     "/api/operations": {"service": "svc"},
     "/api/traces": {"service": "svc"},
@@ -34,6 +35,8 @@ QUERIES = {
     "/api/v1/topology/examples": {"source": "a", "target": "b"},
 }
 """Query parameters the routes that need some are given, so that they reach their read."""
+READS_NOTHING = ("/tempo/api/echo", "/tempo/api/status/buildinfo")
+"""Routes that read nothing (answered from constants), so are not admitted as reads."""
 
 
 class Where(BaseModel):
@@ -103,11 +106,12 @@ def served(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 def _read_routes(server: RunningServer) -> list[str]:
-    """Every ``/api`` GET route of ``server``'s OpenAPI document, path parameters filled in."""
+    """Every ``/api`` and ``/tempo`` GET route of ``server``'s OpenAPI document that reads, path parameters filled
+    in."""
     spec = httpx.get(f"{server.base_url}/openapi.json", timeout=30).json()
     paths = []
     for path, operations in spec["paths"].items():
-        if path.startswith("/api") and "get" in operations:
+        if path.startswith(("/api", "/tempo")) and "get" in operations and path not in READS_NOTHING:
             for name, value in PATH_VALUES.items():
                 path = path.replace(f"{{{name}}}", value)
             assert "{" not in path, f"no value for a path parameter of {path}: add it to PATH_VALUES"
