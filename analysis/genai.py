@@ -59,9 +59,18 @@ MODEL_KEYS = (
     "langfuse.observation.model.name",
     "mlflow.llm.model",
     "llm.response.model",
+    "model",
 )
 """The model a call used, most specific first (the response names the exact snapshot). Values are read with
-surrounding JSON quotes stripped (MLflow's are JSON strings)."""
+surrounding JSON quotes stripped (MLflow's are JSON strings). The bare ``model`` comes last: the coding agents'
+request spans name their model only so (the Codex CLI's ``model_client.stream_responses_api``, 0.171.0), or
+beside a convention's key (Claude Code's ``claude_code.llm_request``, 2.1), and MLflow writes the request's
+``model`` parameter there too; read on model-call spans only."""
+ENGINE_MODEL_KEYS = ("vllm.config.model",)
+"""Resource attributes naming the model an engine serves (``instrumented_stack.engine.config_resource``: vLLM's
+``--served-model-name``, set with ``OTEL_RESOURCE_ATTRIBUTES``): vLLM v1's ``llm_request`` names no model, so an
+engine call none of its chain's spans names a model for (an engine whose clients send no ``traceparent``, as
+Claude Code) takes its engine's (:func:`engine_model`)."""
 PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system", "ai.model.provider")
 USAGE_DETAILS_KEYS = (
     "langfuse.observation.usage_details",
@@ -212,6 +221,15 @@ def usage_columns() -> list[pl.Expr]:
         pl.coalesce(*(attribute(key) for key in PROVIDER_KEYS)).alias("provider"),
         *(pl.when(token >= 0).then(token).alias(token.meta.output_name()) for token in tokens),
     ]
+
+
+def engine_model(frame: pl.DataFrame) -> pl.Series:
+    """Per span of a prepared frame, the model its resource says its engine serves (:data:`ENGINE_MODEL_KEYS`,
+    String); null where the resource names none or the frame has no ``resource_attributes`` column."""
+    if "resource_attributes" not in frame.columns:
+        return pl.Series("model", [None] * frame.height, dtype=pl.String)
+    keys = (attribute(key, "resource_attributes").str.strip_chars('"') for key in ENGINE_MODEL_KEYS)
+    return frame.select(pl.coalesce(*keys).replace("", None).alias("model")).to_series()
 
 
 EVENT_COLUMNS = ("event_names", "event_times_unix_nano")

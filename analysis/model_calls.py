@@ -17,6 +17,11 @@ span that ended at the headers): it still answered that call, wherever its calle
   span above it reports. Spans that are no call (an agent or workflow span summing its steps' usage) are never
   counted.
 
+Model: a call's own (:data:`analysis.genai.MODEL_KEYS`), else the nearest enclosing call's, else the first its
+chain names; where no span of the chain names one, the engine's served model its resource names
+(:func:`analysis.genai.engine_model`: vLLM v1's ``llm_request`` names none), found the same way. A model a
+client names wins over the engine's: it is what the request asked for.
+
 First token: a call's first token is :func:`analysis.genai.first_token_ns` of its span, or for an engine
 span vLLM's ``time_to_first_token``; ``ttft_ns`` is its delay after the span's start. ``stream_ns`` is the
 time after the first token (vLLM's ``time_in_model_decode`` on an engine span, ``end - first token`` on a
@@ -30,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from analysis import ancestry
-from analysis.genai import TOKEN_COLUMNS, first_token_ns, usage_columns
+from analysis.genai import TOKEN_COLUMNS, engine_model, first_token_ns, usage_columns
 from analysis.spans import seconds_attribute_ns
 from analysis.stages import VLLM_SPLIT
 from analysis.trace_analysis import TraceAnalysis
@@ -70,11 +75,11 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
         SERVER span below it); outermost (Boolean, module docstring); call_index (Int64, the index of the
         outermost call this one belongs to: itself when outermost); counted (Boolean, some count is counted
         here); model (String, the call's model as the module docstring resolves it, null when no call of
-        its chain names one); provider (String, null when not reported); input_tokens, output_tokens,
-        cached_input_tokens, reasoning_tokens (Int64, the counts counted on this call, null where the span
-        reports none or a call below it reports the same count: sum them as they are); ttft_ns, stream_ns
-        (Int64 ns, null when the first token is unknown); status_code (String, ``Unset`` when the frame has
-        none).
+        its chain names one, by a span attribute or its engine's resource); provider (String, null when not
+        reported); input_tokens, output_tokens, cached_input_tokens, reasoning_tokens (Int64, the counts
+        counted on this call, null where the span reports none or a call below it reports the same count: sum
+        them as they are); ttft_ns, stream_ns (Int64 ns, null when the first token is unknown); status_code
+        (String, ``Unset`` when the frame has none).
     """
     tree, assignment = analysis.tree, analysis.assignment
     parent, depth = _call_nesting(tree)
@@ -95,7 +100,10 @@ def model_calls(analysis: TraceAnalysis) -> pl.DataFrame:
     counted = pl.DataFrame(counted_usage).select(pl.any_horizontal(pl.all().is_not_null())).to_series()
     outermost = np.flatnonzero(call & (above < 0))
     call_index = ancestry.nearest_flagged(parent, depth, np.isin(np.arange(tree.size), outermost))
-    model = _chain_model(parent, depth, index, call_index[index], usage["model"])
+    chains = call_index[index]
+    model = _chain_model(parent, depth, index, chains, usage["model"])
+    served = _chain_model(parent, depth, index, chains, engine_model(frame))
+    model = pl.select(pl.coalesce(model, served)).to_series().alias("model")
     is_engine = pl.Series(engine[index])
     engine_first = frame.select(pl.col("start_time_unix_nano") + seconds_attribute_ns(TIME_TO_FIRST_TOKEN)).to_series()
     first = pl.select(pl.when(is_engine).then(engine_first).otherwise(first_token_ns(frame))).to_series()

@@ -20,10 +20,10 @@ from typing import Annotated, Any, Literal, TypeVar
 import polars as pl
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from api.errors import ApiError
 from api.models import ErrorResponse
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.traces import parse_trace_id
 from api.window import MAX_NS, MAX_STEP_S, StartNs, window
@@ -278,9 +278,11 @@ class FlameGraphResponse(BaseModel):
 # --- routes --------------------------------------------------------------------------------------------------
 
 
-def build_router(service: AnalysisService) -> APIRouter:
-    """The analysis routes over ``service``."""
-    router = APIRouter(prefix="/api/v1", tags=["analysis"])
+def build_router(service: AnalysisService, reads: ReadPool | None = None) -> APIRouter:
+    """The analysis routes over ``service``; each runs whole on ``reads`` (:mod:`api.read_pool`; a pool of its own
+    when omitted), never on the event loop."""
+    router = APIRouter(prefix="/api/v1", tags=["analysis"], responses=READ_ERRORS)
+    reads = reads or ReadPool()
 
     @router.get(
         "/traces/{trace_id}/critical-path",
@@ -288,10 +290,11 @@ def build_router(service: AnalysisService) -> APIRouter:
         response_model=CriticalPathResponse,
         responses=TRACE_ERRORS,
     )
-    async def critical_path(trace_id: str, owner: Tenant) -> CriticalPathResponse:
+    @reads.endpoint
+    def critical_path(trace_id: str, owner: Tenant) -> CriticalPathResponse:
         """The critical path of the trace's root span (Jaeger UI's semantics: FOLLOWS_FROM children left out,
         overflowing children clamped), as sections with their span, stage and times (ns)."""
-        canonical, sections = await _trace(service.trace_critical_path, trace_id, owner)
+        canonical, sections = _trace(service.trace_critical_path, trace_id, owner)
         rows = [CriticalPathSection(**row) for row in sections.iter_rows(named=True)]
         return CriticalPathResponse(trace_id=canonical, total_ns=sum(r.duration_ns for r in rows), sections=rows)
 
@@ -301,7 +304,8 @@ def build_router(service: AnalysisService) -> APIRouter:
         response_model=StatisticsResponse,
         responses=TRACE_ERRORS,
     )
-    async def statistics(
+    @reads.endpoint
+    def statistics(
         trace_id: str,
         owner: Tenant,
         group_by: Annotated[
@@ -310,7 +314,7 @@ def build_router(service: AnalysisService) -> APIRouter:
     ) -> StatisticsResponse:
         """Jaeger UI's Trace Statistics: per group, count, total/avg/min/max duration and self time (ms), and
         self time as a percentage of the trace's duration."""
-        canonical, table = await _trace(service.trace_statistics, trace_id, owner, group_by)
+        canonical, table = _trace(service.trace_statistics, trace_id, owner, group_by)
         return StatisticsResponse(
             trace_id=canonical, group_by=group_by, rows=[StatisticsRow(**row) for row in table.iter_rows(named=True)]
         )
@@ -321,10 +325,11 @@ def build_router(service: AnalysisService) -> APIRouter:
         response_model=TraceFlameGraphResponse,
         responses=TRACE_ERRORS,
     )
-    async def trace_flamegraph(trace_id: str, owner: Tenant) -> TraceFlameGraphResponse:
+    @reads.endpoint
+    def trace_flamegraph(trace_id: str, owner: Tenant) -> TraceFlameGraphResponse:
         """The trace's flame graph weighted by self time: one node per path of `service:operation` from the
         root (same-named siblings merged), as a flat list under a virtual root."""
-        canonical, nodes = await _trace(service.trace_flamegraph, trace_id, owner)
+        canonical, nodes = _trace(service.trace_flamegraph, trace_id, owner)
         return TraceFlameGraphResponse(trace_id=canonical, nodes=_nodes(nodes))
 
     @router.get(
@@ -333,14 +338,16 @@ def build_router(service: AnalysisService) -> APIRouter:
         response_model=TraceStagesResponse,
         responses=TRACE_ERRORS,
     )
-    async def trace_stages(trace_id: str, owner: Tenant) -> TraceStagesResponse:
+    @reads.endpoint
+    def trace_stages(trace_id: str, owner: Tenant) -> TraceStagesResponse:
         """Where the request's time went: ns per stage along the critical path (summing to the root span's
         duration, `total_ns`), TTFT and TPOT, and the wall-clock attribution beside it."""
-        _canonical, stages = await _trace(service.trace_stages, trace_id, owner)
+        _canonical, stages = _trace(service.trace_stages, trace_id, owner)
         return TraceStagesResponse(**vars(stages))
 
     @router.get("/stages", operation_id="get_stages", response_model=StagesResponse, responses=ERRORS)
-    async def stages(
+    @reads.endpoint
+    def stages(
         owner: Tenant,
         start_ns: StartNs = None,
         end_ns: EndNs = None,
@@ -358,7 +365,7 @@ def build_router(service: AnalysisService) -> APIRouter:
         work kept past the span that started it)."""
         start, end = window(start_ns, end_ns)
         where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant, model=model)
-        report = await run_in_threadpool(service.stages, where, group_by or "", tenant=owner)
+        report = service.stages(where, group_by or "", tenant=owner)
         by_group: dict[str, list[StagePercentiles]] = {}
         for row in report.percentiles.iter_rows(named=True):
             by_group.setdefault(row["group"], []).append(StagePercentiles(**_without(row, "group", "requests")))
@@ -381,7 +388,8 @@ def build_router(service: AnalysisService) -> APIRouter:
         return StagesResponse(start_ns=start, end_ns=end, group_by=group_by, groups=groups)
 
     @router.get("/usage", operation_id="get_usage", response_model=UsageResponse, responses=ERRORS)
-    async def usage(
+    @reads.endpoint
+    def usage(
         owner: Tenant,
         start_ns: StartNs = None,
         end_ns: EndNs = None,
@@ -396,7 +404,7 @@ def build_router(service: AnalysisService) -> APIRouter:
         (cost from the price table, `HOTSPAN_PRICES`)."""
         start, end = window(start_ns, end_ns)
         where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant)
-        frame = await run_in_threadpool(service.usage, where, group_by or "", tenant=owner)
+        frame = service.usage(where, group_by or "", tenant=owner)
         groups = []
         for (group,), rows in frame.group_by("group", maintain_order=True):
             models = [ModelUsage(**_without(row, "group")) for row in rows.iter_rows(named=True)]
@@ -415,7 +423,8 @@ def build_router(service: AnalysisService) -> APIRouter:
         response_model=StageSharesResponse,
         responses=ERRORS,
     )
-    async def stage_shares(
+    @reads.endpoint
+    def stage_shares(
         owner: Tenant,
         start_ns: StartNs = None,
         end_ns: EndNs = None,
@@ -428,12 +437,13 @@ def build_router(service: AnalysisService) -> APIRouter:
         if (end - start) // (bucket_s * NS_PER_S) > MAX_BUCKETS:
             raise ApiError(400, "invalid_parameter", f"bucket_s: more than {MAX_BUCKETS} buckets; use a larger one")
         where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant)
-        frame = await run_in_threadpool(service.stage_shares_over_time, where, bucket_s, tenant=owner)
+        frame = service.stage_shares_over_time(where, bucket_s, tenant=owner)
         points = [StageSharePoint(**row) for row in frame.iter_rows(named=True)]
         return StageSharesResponse(start_ns=start, end_ns=end, bucket_s=bucket_s, points=points)
 
     @router.get("/hotspots", operation_id="get_hotspots", response_model=HotspotsResponse, responses=ERRORS)
-    async def hotspots(
+    @reads.endpoint
+    def hotspots(
         owner: Tenant,
         start_ns: StartNs = None,
         end_ns: EndNs = None,
@@ -446,7 +456,7 @@ def build_router(service: AnalysisService) -> APIRouter:
         the SDK's `hotspan.hotspot=true`)."""
         start, end = window(start_ns, end_ns)
         where = AnalysisFilter(start, end, service=service_name, request_tenant=request_tenant)
-        report = await run_in_threadpool(service.hotspots, where, limit, tenant=owner)
+        report = service.hotspots(where, limit, tenant=owner)
         return HotspotsResponse(
             start_ns=start,
             end_ns=end,
@@ -456,7 +466,8 @@ def build_router(service: AnalysisService) -> APIRouter:
         )
 
     @router.get("/flamegraph", operation_id="get_flamegraph", response_model=FlameGraphResponse, responses=ERRORS)
-    async def flamegraph(
+    @reads.endpoint
+    def flamegraph(
         owner: Tenant,
         start_ns: StartNs = None,
         end_ns: EndNs = None,
@@ -472,20 +483,20 @@ def build_router(service: AnalysisService) -> APIRouter:
         `service:operation` from the root, weighted by self time, as a flat list under a virtual root."""
         start, end = window(start_ns, end_ns)
         where = AnalysisFilter(start, end, service=service_name, operation=operation, request_tenant=request_tenant)
-        nodes = await run_in_threadpool(service.flamegraph, where, tenant=owner)
+        nodes = service.flamegraph(where, tenant=owner)
         return FlameGraphResponse(start_ns=start, end_ns=end, traces=int(nodes["count"][0]), nodes=_nodes(nodes))
 
     return router
 
 
-async def _trace(read: Callable[..., _T | None], trace_id: str, owner: str | None, *args: Any) -> tuple[str, _T]:
-    """The canonical form of ``trace_id`` and ``read(canonical, *args, tenant=owner)``, run off the event loop.
+def _trace(read: Callable[..., _T | None], trace_id: str, owner: str | None, *args: Any) -> tuple[str, _T]:
+    """The canonical form of ``trace_id`` and ``read(canonical, *args, tenant=owner)``. Blocking.
 
     Raises:
         ApiError: 400 for a malformed trace ID, 404 when ``read`` finds no such trace (returns None).
     """
     canonical = parse_trace_id(trace_id)
-    value = await run_in_threadpool(read, canonical, *args, tenant=owner)
+    value = read(canonical, *args, tenant=owner)
     if value is None:
         raise ApiError(404, "not_found", f"trace {canonical} not found")
     return canonical, value

@@ -14,9 +14,9 @@ from dataclasses import asdict
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from api.models import ErrorResponse
+from api.read_pool import READ_ERRORS, ReadPool
 from api.window import EndNs
 from diagnosis.capacity import CapacityScore
 from query.capacity import CapacityService, CapacityStatus
@@ -69,9 +69,11 @@ class CapacityResponse(BaseModel):
     services: list[CapacityEntry] = Field(description="One per service (scrape job), pooling its engines, by name.")
 
 
-def build_router(capacity: CapacityService) -> APIRouter:
-    """``GET /api/v1/capacity`` over ``capacity``."""
-    router = APIRouter(prefix="/api/v1", tags=["engines"])
+def build_router(capacity: CapacityService, reads: ReadPool | None = None) -> APIRouter:
+    """``GET /api/v1/capacity`` over ``capacity``, run whole on ``reads`` (:mod:`api.read_pool`; a pool of its own
+    when omitted): Prometheus is read off the event loop."""
+    router = APIRouter(prefix="/api/v1", tags=["engines"], responses=READ_ERRORS)
+    reads = reads or ReadPool()
 
     @router.get(
         "/capacity",
@@ -79,13 +81,14 @@ def build_router(capacity: CapacityService) -> APIRouter:
         response_model=CapacityResponse,
         responses={400: {"model": ErrorResponse}},
     )
-    async def get_capacity(end_ns: EndNs = None) -> CapacityResponse:
+    @reads.endpoint
+    def get_capacity(end_ns: EndNs = None) -> CapacityResponse:
         """The capacity health score, 0-100, of every vLLM engine and serving service over the
         `HOTSPAN_CAPACITY_WINDOW_S` before `end_ns`: a weighted geometric mean of the headrooms of KV cache, queue,
         TTFT against its SLO and (when sized) request rate, read from the Prometheus at `HOTSPAN_PROMETHEUS_URL`.
         Always 200 when the parameters are valid: `status` tells a missing or failing Prometheus."""
         end = end_ns if end_ns is not None else time.time_ns()
-        report = await run_in_threadpool(capacity.report, end)
+        report = capacity.report(end)
         return CapacityResponse(
             status=report.status,
             message=report.message,

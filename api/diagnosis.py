@@ -12,9 +12,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from api.models import ErrorResponse
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_NS, check_order
 from diagnosis import Finding
@@ -39,9 +39,11 @@ class DiagnosisResponse(BaseModel):
     rule_errors: list[RuleErrorOut] = Field(description="Rules that failed on this window; the others still ran.")
 
 
-def build_router(service_: DiagnosisService) -> APIRouter:
-    """The diagnosis route over ``service_`` (the query room's)."""
-    router = APIRouter(prefix="/api/v1", tags=["diagnosis"])
+def build_router(service_: DiagnosisService, reads: ReadPool | None = None) -> APIRouter:
+    """The diagnosis route over ``service_`` (the query room's), run whole on ``reads`` (:mod:`api.read_pool`; a pool
+    of its own when omitted), never on the event loop."""
+    router = APIRouter(prefix="/api/v1", tags=["diagnosis"], responses=READ_ERRORS)
+    reads = reads or ReadPool()
 
     @router.get(
         "/diagnosis",
@@ -49,7 +51,8 @@ def build_router(service_: DiagnosisService) -> APIRouter:
         response_model=DiagnosisResponse,
         responses={400: {"model": ErrorResponse}},
     )
-    async def diagnose(
+    @reads.endpoint
+    def diagnose(
         tenant: Tenant,
         start_ns: Annotated[
             int | None,
@@ -73,8 +76,7 @@ def build_router(service_: DiagnosisService) -> APIRouter:
         per-request connections, decode-bound generation, orchestration CPU hotspots, redundant LLM calls,
         retrieval top-K blow-up and event-loop blocking. Evidence keys carry their units."""
         check_order(start_ns, end_ns)
-        report = await run_in_threadpool(
-            service_.diagnose,
+        report = service_.diagnose(
             tenant=tenant,
             start_ns=start_ns,
             end_ns=end_ns,

@@ -12,10 +12,10 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from api.errors import ApiError
 from api.models import ErrorResponse
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_NS, check_order
 from storage.incident_store import Incident, IncidentQuery, IncidentStore
@@ -93,9 +93,11 @@ def incident_out(incident: Incident) -> IncidentOut:
     return IncidentOut(**fields)
 
 
-def build_router(incidents: IncidentStore) -> APIRouter:
-    """The incident routes over ``incidents`` (the query room's)."""
-    router = APIRouter(prefix="/api/v1", tags=["incidents"])
+def build_router(incidents: IncidentStore, reads: ReadPool | None = None) -> APIRouter:
+    """The incident routes over ``incidents`` (the query room's); each runs whole on ``reads`` (:mod:`api.read_pool`;
+    a pool of its own when omitted), never on the event loop."""
+    router = APIRouter(prefix="/api/v1", tags=["incidents"], responses=READ_ERRORS)
+    reads = reads or ReadPool()
 
     @router.get(
         "/incidents",
@@ -103,7 +105,8 @@ def build_router(incidents: IncidentStore) -> APIRouter:
         response_model=IncidentsResponse,
         responses={400: {"model": ErrorResponse}},
     )
-    async def list_incidents(
+    @reads.endpoint
+    def list_incidents(
         tenant: Tenant,
         start_ns: Annotated[
             int | None, Query(ge=0, le=MAX_NS, description="Keep incidents open at or after this time, ns.")
@@ -125,7 +128,7 @@ def build_router(incidents: IncidentStore) -> APIRouter:
         query = IncidentQuery(
             start_ns=start_ns, end_ns=end_ns, service=service or None, metric=metric, status=status, limit=limit
         )
-        found = await run_in_threadpool(incidents.incidents, query, tenant=tenant)
+        found = incidents.incidents(query, tenant=tenant)
         return IncidentsResponse(incidents=[incident_out(i) for i in found])
 
     @router.get(
@@ -134,14 +137,13 @@ def build_router(incidents: IncidentStore) -> APIRouter:
         response_model=IncidentOut,
         responses={404: {"model": ErrorResponse}},
     )
-    async def get_incident(
+    @reads.endpoint
+    def get_incident(
         tenant: Tenant,
         incident_id: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="The incident's 32-hex ID.")],
     ) -> IncidentOut:
         """One incident at its newest version."""
-        found = await run_in_threadpool(
-            incidents.incidents, IncidentQuery(incident_id=incident_id, limit=1), tenant=tenant
-        )
+        found = incidents.incidents(IncidentQuery(incident_id=incident_id, limit=1), tenant=tenant)
         if not found:
             raise ApiError(404, "not_found", f"incident {incident_id} not found")
         return incident_out(found[0])

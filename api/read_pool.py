@@ -1,12 +1,18 @@
-"""Trace reads off the event loop that answers OTLP and ``/healthz``, a few at a time, within budgets.
+"""Reads off the event loop that answers OTLP and ``/healthz``, a few at a time, within budgets.
 
 A trace search over a large store returns hundreds of thousands of spans: the store's part takes seconds, turning
 them into Jaeger's model and JSON tens of seconds of Python (issue 28 measured a 9 s stall of every OTLP export and
-``/healthz`` per search, 37 s for four at once). Run on the event loop, that work stops every other request; run on
-Starlette's shared thread pool (40 threads), twenty searches take the GIL from the loop twenty to one. So:
+``/healthz`` per search, 37 s for four at once); a window's analysis, diagnosis or trace view is seconds of Python
+too. Run on the event loop, that work stops every other request; run on Starlette's shared thread pool (40 threads),
+twenty reads take the GIL from the loop twenty to one. So every read route of the REST API (``/api/v1``: traces,
+trace views, analysis, RED, topology, diagnosis, incidents, capacity, throughput-latency), of the Jaeger and Tempo
+APIs and every tool of the MCP server (``api.mcp_server``) uses one :class:`ReadPool` (``hotspan.app``), a route
+body whole through :meth:`ReadPool.endpoint` or its reads through :meth:`ReadPool.run` and :meth:`ReadPool.json`
+(the UI's callbacks and page loads are admitted by the same settings, on a count of their own:
+``dashboards.request_guard``):
 
-- every trace read, its conversion and its JSON run on :class:`ReadPool`'s own threads (``HOTSPAN_READ_WORKERS``),
-  never on the loop; the loop only awaits them;
+- every read, its conversion and its JSON run on :class:`ReadPool`'s own threads (``HOTSPAN_READ_WORKERS``), never on
+  the loop; the loop only awaits them;
 - at most ``workers + queue`` reads are admitted (``HOTSPAN_READ_QUEUE`` of them waiting); one more is refused at once
   with 503 and ``Retry-After`` rather than queued behind minutes of work;
 - each statement runs within the store's budgets (:class:`storage.clickhouse.ReadBudget`, ``max_result_rows`` for a
@@ -24,23 +30,39 @@ import contextvars
 import functools
 import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from fastapi import Response
 from pydantic import BaseModel
 
 from api.errors import ApiError, limit_error
+from api.models import ErrorResponse
 from storage.clickhouse import ReadLimitError
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 DEFAULT_READ_WORKERS = 2
 """Default of ``HOTSPAN_READ_WORKERS``: reads that run at once. Each holds the GIL while it converts rows, so
 every one more takes a share of the event loop's time; two keep an export answered in well under a second."""
 DEFAULT_READ_QUEUE = 16
 """Default of ``HOTSPAN_READ_QUEUE``: reads that may wait for a worker before more are refused (503)."""
+READ_ERRORS: dict[int | str, dict[str, Any]] = {
+    413: {
+        "model": ErrorResponse,
+        "description": "`read_too_large`: the read would use more memory than one read may "
+        "(HOTSPAN_READ_MAX_MEMORY_BYTES); narrow it.",
+    },
+    503: {
+        "model": ErrorResponse,
+        "description": "`reads_busy`: too many reads at once (HOTSPAN_READ_WORKERS + HOTSPAN_READ_QUEUE); or "
+        "`read_timeout`: the read ran past HOTSPAN_READ_TIMEOUT_S. Retry after `Retry-After`.",
+        "headers": {"Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}},
+    },
+}
+"""The answers of a REST route whose reads run on a :class:`ReadPool`, for its router's ``responses`` (OpenAPI)."""
 
 
 def spliced(envelope: BaseModel, key: str, items: Iterable[bytes]) -> bytes:
@@ -115,6 +137,30 @@ class ReadPool:
             return answer if isinstance(answer, bytes) else answer.model_dump_json()
 
         return Response(await self.run(body), media_type="application/json", headers=headers)
+
+    def endpoint(self, handler: Callable[P, BaseModel]) -> Callable[P, Coroutine[Any, Any, Response]]:
+        """The FastAPI endpoint of ``handler``, a blocking route body that reads and returns its response model: the
+        endpoint runs it whole (parameter checks, reads, shaping the answer, JSON) on a read thread, as :meth:`json`.
+        Goes under the route's decorator::
+
+            @router.get("/red", operation_id="get_red", response_model=RedResponse)
+            @reads.endpoint
+            def red(tenant: Tenant, step_s: int = 60) -> RedResponse: ...
+
+        FastAPI reads the parameters, name and docstring through the endpoint from ``handler``
+        (``functools.wraps``), so the OpenAPI document is the one ``handler`` alone would give. The endpoint answers
+        a :class:`Response` of the JSON, which FastAPI passes on unchecked: name the model in ``response_model``.
+
+        Raises:
+            api.errors.ApiError: as :meth:`run` (503 ``reads_busy``, a budget's 400/413/503), or what ``handler``
+                raised.
+        """
+
+        @functools.wraps(handler)
+        async def answer(*args: P.args, **kwargs: P.kwargs) -> Response:
+            return await self.json(functools.partial(handler, *args, **kwargs))
+
+        return answer
 
     def close(self) -> None:
         """Stop the threads once the reads running end; reads still waiting are cancelled."""

@@ -10,10 +10,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from api.errors import ApiError
 from api.models import ErrorResponse
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_STEP_S, EndNs, StartNs, window
 from storage.rollup_reader import RedQuery, RollupReader
@@ -62,12 +62,15 @@ class RedResponse(BaseModel):
     groups: list[RedGroup]
 
 
-def build_router(reader: RollupReader, limit: int | None = None) -> APIRouter:
-    """``GET /api/v1/red`` over ``reader``: at most ``limit`` groups, the rest folded into one overflow group."""
-    router = APIRouter(prefix="/api/v1", tags=["red"])
+def build_router(reader: RollupReader, limit: int | None = None, reads: ReadPool | None = None) -> APIRouter:
+    """``GET /api/v1/red`` over ``reader``: at most ``limit`` groups, the rest folded into one overflow group. The
+    route runs whole on ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted), never on the event loop."""
+    router = APIRouter(prefix="/api/v1", tags=["red"], responses=READ_ERRORS)
+    reads = reads or ReadPool()
 
     @router.get("/red", operation_id="get_red", response_model=RedResponse, responses={400: {"model": ErrorResponse}})
-    async def red(
+    @reads.endpoint
+    def red(
         tenant: Tenant,
         group_by: Annotated[
             Literal["service", "operation"], Query(description="`service` or `operation`.")
@@ -93,7 +96,7 @@ def build_router(reader: RollupReader, limit: int | None = None) -> APIRouter:
         if span_kind is not None and span_kind not in SPAN_KINDS:
             raise ApiError(400, "invalid_parameter", f"span_kind: one of {', '.join(SPAN_KINDS)}")
         query = RedQuery(group_by, start, end, step_s, service=service or None, span_kind=span_kind, limit=limit)
-        result = await run_in_threadpool(reader.red, query, tenant=tenant)
+        result = reader.red(query, tenant=tenant)
         read_start = start - start % (60 * NS_PER_S)
         seconds = max((end - read_start) / NS_PER_S, 1.0)
         keys = ["overflow", "service", "operation", "span_kind"] if group_by == "operation" else ["overflow", "service"]

@@ -12,10 +12,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from api.errors import ApiError
 from api.models import ErrorResponse
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import EndNs, StartNs, window
 from query.service import QueryService
@@ -60,9 +60,11 @@ class ThroughputLatencyResponse(BaseModel):
     points: list[ThroughputLatencyPoint]
 
 
-def build_router(query: QueryService) -> APIRouter:
-    """``GET /api/v1/throughput-latency`` over ``query``."""
-    router = APIRouter(prefix="/api/v1", tags=["engines"])
+def build_router(query: QueryService, reads: ReadPool | None = None) -> APIRouter:
+    """``GET /api/v1/throughput-latency`` over ``query``, run whole on ``reads`` (:mod:`api.read_pool`; a pool of its
+    own when omitted), never on the event loop."""
+    router = APIRouter(prefix="/api/v1", tags=["engines"], responses=READ_ERRORS)
+    reads = reads or ReadPool()
 
     @router.get(
         "/throughput-latency",
@@ -70,7 +72,8 @@ def build_router(query: QueryService) -> APIRouter:
         response_model=ThroughputLatencyResponse,
         responses={400: {"model": ErrorResponse}},
     )
-    async def throughput_latency(
+    @reads.endpoint
+    def throughput_latency(
         tenant: Tenant,
         start_ns: StartNs = None,
         end_ns: EndNs = None,
@@ -89,9 +92,7 @@ def build_router(query: QueryService) -> APIRouter:
         if (end - start) // (bucket_s * NS_PER_S) > MAX_BUCKETS:
             raise ApiError(400, "invalid_parameter", f"bucket_s: more than {MAX_BUCKETS} buckets; use a larger one")
         where = EngineWindow(start, end, bucket_s * NS_PER_S, model=model or None)
-        view = await run_in_threadpool(
-            query.throughput_latency, where, throughput=throughput, latency=latency, tenant=tenant
-        )
+        view = query.throughput_latency(where, throughput=throughput, latency=latency, tenant=tenant)
         points = []
         for row in view.points.iter_rows(named=True):
             config = {key: value for key in CONFIG_KEYS if (value := row.pop(key))}

@@ -11,9 +11,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from api.models import ErrorResponse
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import EndNs, StartNs, window
 from query.topology import window_topology
@@ -76,11 +76,13 @@ class EdgeExamplesResponse(BaseModel):
     traces: list[EdgeExample] = Field(description="Failed calls first, then the slowest; one entry per trace.")
 
 
-def build_router(reader: RollupReader, limit: int | None = None) -> APIRouter:
+def build_router(reader: RollupReader, limit: int | None = None, reads: ReadPool | None = None) -> APIRouter:
     """``GET /api/v1/topology`` and ``GET /api/v1/topology/examples`` over ``reader`` (the query room's store;
     the graph is assembled by :func:`query.topology.window_topology`, as the Topology page's is), at most ``limit``
-    edges (the rest folded into ``overflow``)."""
-    router = APIRouter(prefix="/api/v1", tags=["topology"])
+    edges (the rest folded into ``overflow``). Each route runs whole on ``reads`` (:mod:`api.read_pool`; a pool of
+    its own when omitted), never on the event loop."""
+    router = APIRouter(prefix="/api/v1", tags=["topology"], responses=READ_ERRORS)
+    reads = reads or ReadPool()
 
     @router.get(
         "/topology",
@@ -88,12 +90,13 @@ def build_router(reader: RollupReader, limit: int | None = None) -> APIRouter:
         response_model=TopologyResponse,
         responses={400: {"model": ErrorResponse}},
     )
-    async def topology(tenant: Tenant, start_ns: StartNs = None, end_ns: EndNs = None) -> TopologyResponse:
+    @reads.endpoint
+    def topology(tenant: Tenant, start_ns: StartNs = None, end_ns: EndNs = None) -> TopologyResponse:
         """The service graph of a window (per-minute rollups, so the window starts at a whole minute): nodes
         with calls and errors, edges with calls, errors and p50/p95/p99 latency as seen by client and server.
         Times are ns; latencies ms."""
         start, end = window(start_ns, end_ns)
-        graph = await run_in_threadpool(window_topology, reader, start, end, tenant=tenant, limit=limit)
+        graph = window_topology(reader, start, end, tenant=tenant, limit=limit)
         nodes, edges = graph.nodes, graph.edges
         return TopologyResponse(
             start_ns=start - start % NS_PER_MIN,
@@ -119,7 +122,8 @@ def build_router(reader: RollupReader, limit: int | None = None) -> APIRouter:
         response_model=EdgeExamplesResponse,
         responses={400: {"model": ErrorResponse}},
     )
-    async def examples(
+    @reads.endpoint
+    def examples(
         tenant: Tenant,
         source: Annotated[str, Query(min_length=1, description="Client node of the edge.")],
         target: Annotated[str, Query(min_length=1, description="Server node of the edge.")],
@@ -129,7 +133,7 @@ def build_router(reader: RollupReader, limit: int | None = None) -> APIRouter:
     ) -> EdgeExamplesResponse:
         """Traces with a call on one edge in the window (exact bounds): failed first, then the slowest."""
         start, end = window(start_ns, end_ns)
-        frame = await run_in_threadpool(reader.edge_examples, source, target, start, end, tenant=tenant, limit=limit)
+        frame = reader.edge_examples(source, target, start, end, tenant=tenant, limit=limit)
         return EdgeExamplesResponse(
             source=source,
             target=target,

@@ -40,7 +40,7 @@ class TraceReadLimits:
         )
 
     def count_truncated(self, api: str) -> None:
-        """Count one truncated answer of ``api`` (``v1``, ``jaeger_v1``, ``jaeger_v3``)."""
+        """Count one truncated answer of ``api`` (``v1``, ``jaeger_v1``, ``jaeger_v3``, ``tempo``)."""
         if self._truncated is not None:
             self._truncated.labels(api).inc()
 

@@ -12,11 +12,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from analysis import STAGES
 from api.errors import ApiError
 from api.models import ErrorResponse
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.traces import parse_trace_id
 from query.trace_model import TraceView
@@ -69,9 +69,11 @@ FRESH_HELP = (
 )
 
 
-def build_router(views: TraceViews) -> APIRouter:
-    """The trace-view route over ``views``."""
-    router = APIRouter(prefix="/api/v1", tags=["traces"])
+def build_router(views: TraceViews, reads: ReadPool | None = None) -> APIRouter:
+    """The trace-view route over ``views``, run whole on ``reads`` (:mod:`api.read_pool`; a pool of its own when
+    omitted), never on the event loop."""
+    router = APIRouter(prefix="/api/v1", tags=["traces"], responses=READ_ERRORS)
+    reads = reads or ReadPool()
 
     @router.get(
         "/traces/{trace_id}/view",
@@ -79,7 +81,8 @@ def build_router(views: TraceViews) -> APIRouter:
         response_model=TraceViewResponse,
         responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
     )
-    async def trace_view(
+    @reads.endpoint
+    def trace_view(
         trace_id: str,
         tenant: Tenant,
         offset: Annotated[int, Query(ge=0, le=MAX_INDEX, description="First visible row to return.")] = 0,
@@ -97,7 +100,7 @@ def build_router(views: TraceViews) -> APIRouter:
         """One window of the trace's visible rows, with the trace's services, stage totals and dominant stage."""
         canonical = parse_trace_id(trace_id)
         read = views.load if fresh else views.get
-        view = await run_in_threadpool(read, canonical, tenant=tenant)
+        view = read(canonical, tenant=tenant)
         if view is None:
             raise ApiError(404, "trace_not_found", f"trace {canonical} not found")
         expansion = Expansion(
@@ -108,7 +111,7 @@ def build_router(views: TraceViews) -> APIRouter:
             opened=frozenset(opened or ()),
             search=search,
         )
-        rows = await run_in_threadpool(window, view, expansion, offset, limit)
+        rows = window(view, expansion, offset, limit)
         return _response(view, rows)
 
     return router

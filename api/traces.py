@@ -23,7 +23,7 @@ from api.models import (
     TracesResponse,
     TraceSummary,
 )
-from api.read_pool import ReadPool
+from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.window import MAX_NS, check_order
@@ -47,7 +47,7 @@ def build_router(
     parameterised by the storage layer. A trace read returns at most ``limits.max_spans`` spans per page
     (:mod:`api.trace_limits`). Every read, and the answer built from it, runs on ``reads`` (:mod:`api.read_pool`; a
     pool of its own when omitted), never on the event loop."""
-    router = APIRouter(prefix="/api/v1", tags=["traces"])
+    router = APIRouter(prefix="/api/v1", tags=["traces"], responses=READ_ERRORS)
     limits = limits or TraceReadLimits()
     reads = reads or ReadPool()
 
@@ -66,11 +66,7 @@ def build_router(
         "/traces",
         operation_id="search_traces",
         response_model=TracesResponse,
-        responses={
-            400: {"model": ErrorResponse},
-            413: {"model": ErrorResponse, "description": "The read would exceed its memory budget."},
-            503: {"model": ErrorResponse, "description": "Too many reads at once, or past the time budget."},
-        },
+        responses={400: {"model": ErrorResponse}},
     )
     async def search(
         tenant: Tenant,

@@ -48,14 +48,16 @@ def stage_shares_figure(shares: pl.DataFrame) -> go.Figure:
         rows = frame.filter(pl.col("stage") == stage)
         if rows.height == 0 or rows["share_of_e2e"].sum() <= 0:
             continue
+        # The stage's name for people, as the Per stage table below and the other pages give it.
+        label = stage_label(stage)
         figure.add_trace(
             go.Bar(
-                name=stage,
+                name=label,
                 x=rows["bucket"].to_list(),
                 y=(rows["share_of_e2e"] * 100).to_list(),
                 marker={"color": STAGE_COLORS[stage]},
                 customdata=rows["requests"].to_list(),
-                hovertemplate=f"<b>{stage}</b> %{{y:.1f}}%<br>%{{x}} · %{{customdata}} requests<extra></extra>",
+                hovertemplate=f"<b>{label}</b> %{{y:.1f}}%<br>%{{x}} · %{{customdata}} requests<extra></extra>",
             )
         )
     figure.update_layout(

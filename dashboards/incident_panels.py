@@ -19,9 +19,10 @@ from storage.incident_store import Incident
 _NUMBER = {"textAlign": "right"}
 STATUS_CLASSES = {"open": "hs-badge hs-badge-critical", "resolved": "hs-badge"}
 NO_INCIDENT = (
-    "No incident in this window: every judged series stayed within its baseline. A minute is judged once it holds 20"
-    " calls (HOTSPAN_ANOMALY_MIN_CALLS) against a baseline of at least 5 earlier minutes with 5 calls each; make demo"
-    " sends traffic each minute and one fault (queue_saturation) about seven minutes in, which opens one."
+    "No incident in this window: every judged series stayed within its baseline, and no diagnosis finding was new. A"
+    " minute is judged once it holds 20 calls (HOTSPAN_ANOMALY_MIN_CALLS): its series against at least 5 earlier"
+    " minutes with 5 calls each, its diagnosis against that of the 30 minutes before; make demo runs a minute with a"
+    " fault (queue_saturation) after its first run, which opens one about two and a half minutes in."
 )
 """What an empty incident list says: why, and how to see one (``hotspan.demo``)."""
 
@@ -154,6 +155,18 @@ def _before(finding: dict[str, Any]) -> list[Component]:
     return [html.P(["In the baseline: ", before], className="hs-hint hs-finding-before")]
 
 
-def _top_cause(findings: Sequence[dict[str, Any]]) -> str:
+def _top_cause(findings: Sequence[dict[str, Any]]) -> str | Component:
     new = [f for f in findings if f["new"]]
-    return f"{new[0]['cause']} ({new[0]['severity']})" if new else "—"
+    if not new:
+        return "—"
+    cause = new[0]["cause"]
+    return html.Span([*_breakable(cause), f" ({new[0]['severity']})"], title=cause)
+
+
+def _breakable(name: str) -> list[str | Component]:
+    """``name`` with a line break allowed after each ``_`` (``<wbr>``, which copies as nothing): a narrow column
+    wraps ``queue_saturation`` as ``queue_`` / ``saturation``, not ``queue_saturati`` / ``on``."""
+    parts: list[str | Component] = []
+    for piece in name.split("_")[:-1]:
+        parts += [f"{piece}_", html.Wbr()]
+    return [*parts, name.split("_")[-1]]

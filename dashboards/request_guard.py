@@ -1,5 +1,5 @@
-"""An ASGI guard in front of the Dash app's WSGI bridge: a body limit for every request under ``/ui`` and a schema
-check of callback bodies (``POST /_dash-update-component``).
+"""An ASGI guard in front of the Dash app's WSGI bridge: a body limit for every request under ``/ui``, a schema
+check of callback bodies (``POST /_dash-update-component``), and an admission limit on the requests that run page code.
 
 The bridge (``a2wsgi``) hands Flask the whole body, and Dash answers a callback body it cannot read with a 500
 (a ``KeyError`` for an unknown output, a ``TypeError`` for inputs that are not a list). The guard answers instead:
@@ -10,20 +10,36 @@ The bridge (``a2wsgi``) hands Flask the whole body, and Dash answers a callback 
   not a callback of the app, whose ``outputs`` is not an object or a list, or whose ``inputs``, ``state`` and
   ``changedPropIds`` are not lists of ``{"id", "property"}`` objects (ids strings or pattern objects) and strings.
 
+Callbacks and layout requests (``GET /_dash-layout``, which builds the page being opened) read the store and build
+figures in Python on the bridge's threads (ten), each holding the GIL while it works: a flood of them takes the GIL
+from the event loop that answers OTLP and ``/healthz`` as a flood of API reads would. So they are admitted as the
+API's reads are (``api.read_pool``, whose settings they share): at most ``workers`` run at once, ``queue`` more wait
+on the event loop (holding no thread), and one more is answered at once with 503 ``reads_busy`` and ``Retry-After``,
+which Dash shows as a failed callback. The count is the UI's own, apart from the API's: Dash runs on the bridge's
+threads, not the read pool's, so a server busy with both runs up to twice ``workers`` reads. Assets and other requests
+are not counted: they run no page code, and one page load fetches dozens at once.
+
 Errors are JSON ``{"error": {"code", "message"}}``. A body that passes is replayed unchanged to the app.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import math
 from collections.abc import Callable, Container
 from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from dashboards.first_page import LAYOUT_ROUTE
+
 CALLBACK_PATH = "/_dash-update-component"
 """Dash's callback route, under the app's prefix."""
+PAGE_CODE_PATHS = (CALLBACK_PATH, "/" + LAYOUT_ROUTE)
+"""Routes whose requests run page code (callbacks, page layouts): those admitted a few at a time."""
 
 
 class BodyError(Exception):
@@ -36,34 +52,78 @@ class BodyError(Exception):
 
 
 class UiRequestGuard:
-    """The guard (module docstring) around ``app``, the ASGI face of the Dash server.
+    """The guard (module docstring) around ``app``, the ASGI face of the Dash server. Runs on one event loop (its
+    counts are not locked).
 
     Args:
         app: what requests that pass go to.
         max_body_bytes: largest body of one request, bytes.
         callbacks: the app's callback outputs (``Dash.callback_map``, read at each request: pages register theirs
             at start).
+        workers: requests running page code that run at once (``HOTSPAN_READ_WORKERS``).
+        queue: more of them that may wait for one of those to end (``HOTSPAN_READ_QUEUE``); beyond, 503.
+        retry_after_s: the ``Retry-After`` of a 503, seconds (rounded up to whole seconds, at least 1).
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int, callbacks: Callable[[], Container[str]]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        callbacks: Callable[[], Container[str]],
+        workers: int,
+        queue: int,
+        retry_after_s: float,
+    ) -> None:
         self._app = app
         self._max = max_body_bytes
         self._callbacks = callbacks
+        self._running = asyncio.Semaphore(workers)
+        self._room = workers + queue
+        self._admitted = 0
+        self._retry_after = str(max(1, math.ceil(retry_after_s)))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        try:
-            body = await self._read(scope, receive)
-            if scope["path"].endswith(CALLBACK_PATH):
-                check_callback(body, self._callbacks())
-        except BodyError as exc:
-            code = "body_too_large" if exc.status == 413 else "invalid_callback"
-            response = JSONResponse({"error": {"code": code, "message": exc.message}}, status_code=exc.status)
-            await response(scope, receive, send)
+        if not scope["path"].endswith(PAGE_CODE_PATHS):
+            await self._checked(scope, receive, send, contextlib.nullcontext())
             return
-        await self._app(scope, _replay(body, receive), send)
+        if self._admitted >= self._room:
+            message = (
+                "too many UI callbacks and page loads at once (HOTSPAN_READ_WORKERS + HOTSPAN_READ_QUEUE); retry later"
+            )
+            busy = JSONResponse(
+                {"error": {"code": "reads_busy", "message": message}},
+                status_code=503,
+                headers={"Retry-After": self._retry_after},
+            )
+            await busy(scope, receive, send)
+            return
+        self._admitted += 1
+        try:
+            await self._checked(scope, receive, send, self._running)
+        finally:
+            self._admitted -= 1
+
+    async def _checked(
+        self, scope: Scope, receive: Receive, send: Send, slot: contextlib.AbstractAsyncContextManager[Any]
+    ) -> None:
+        """``scope`` to the app within ``slot`` once its body (of a method that has one) passed the checks, else
+        the 400 or 413 that says why."""
+        if scope["method"] not in ("GET", "HEAD", "OPTIONS"):
+            try:
+                body = await self._read(scope, receive)
+                if scope["path"].endswith(CALLBACK_PATH):
+                    check_callback(body, self._callbacks())
+            except BodyError as exc:
+                code = "body_too_large" if exc.status == 413 else "invalid_callback"
+                response = JSONResponse({"error": {"code": code, "message": exc.message}}, status_code=exc.status)
+                await response(scope, receive, send)
+                return
+            receive = _replay(body, receive)
+        async with slot:
+            await self._app(scope, receive, send)
 
     async def _read(self, scope: Scope, receive: Receive) -> bytes:
         """The whole body, at most ``max_body_bytes``. Raises BodyError 413 above it (before reading when the

@@ -34,10 +34,10 @@ MAX_LINES = 8
 """Groups drawn in the latency figure (the busiest ones); the table lists all."""
 
 ENGINE_PANELS: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...] = (
-    ("Requests waiting", (("waiting", "waiting"),), 1.0),
-    ("KV-cache usage (%)", (("kv_cache_usage", "usage"),), 100.0),
+    ("Requests waiting (peak per step)", (("waiting", "waiting"),), 1.0),
+    ("KV-cache usage (%, peak per step)", (("kv_cache_usage", "usage"),), 100.0),
     ("Prefix-cache hit rate (%)", (("prefix_cache_hit", "hit rate"),), 100.0),
-    ("TTFT (ms)", (("ttft_p50_s", "p50"), ("ttft_p95_s", "p95")), 1000.0),
+    ("TTFT (ms)", (("ttft_p50_s", "TTFT p50"), ("ttft_p95_s", "TTFT p95")), 1000.0),
 )
 """Engine panels: title, ``(series, legend name)`` pairs, and the factor from the series' unit to the shown one."""
 

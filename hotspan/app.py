@@ -31,8 +31,10 @@ from api import traces as traces_api
 from api.errors import install_error_handlers
 from api.jaeger import routes_v1 as jaeger_v1
 from api.jaeger import routes_v3 as jaeger_v3
+from api.mcp_endpoint import mount_mcp
 from api.models import Health
 from api.read_pool import ReadPool
+from api.tempo import routes as tempo_api
 from api.trace_limits import TraceReadLimits
 from collector import http_receiver
 from collector.ingest_pipeline import IngestConfig, IngestPipeline
@@ -279,7 +281,8 @@ def open_trace_pipeline(
 
 def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -> FastAPI:
     """The HTTP application of ``settings.role`` (``hotspan.roles``): ``/metrics``, ``/healthz`` and ``/docs``
-    always; ``/v1/traces`` with ingest; ``/api/v1/...``, the Jaeger APIs and the UI at ``/ui`` with query.
+    always; ``/v1/traces`` with ingest; ``/api/v1/...``, the Jaeger APIs, the MCP server at ``/mcp`` and the UI at
+    ``/ui`` with query.
     Starts the ingest pipeline (``app.state.pipeline``, None without ingest) and the storage probe
     (``app.state.health``); whoever serves the app stops them. ``app.state.query`` is the query room (None without
     query), ``app.state.trace_processors`` what the trace pipeline runs (empty without pipeline).
@@ -370,23 +373,27 @@ def _mount_ingest(app: FastAPI, settings: Settings) -> IngestPipeline:
 
 
 def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QueryService:
-    """The REST and Jaeger APIs and the UI on ``app``, all reading through one query room, which is returned."""
+    """The REST, Jaeger and Tempo APIs, the MCP server and the UI on ``app``, all reading through one query room,
+    which is returned."""
     # The query room: every read of the REST API and the UI goes through it (and the SLO evaluator's, server.py).
     query = open_query(settings, storage)
     trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
-    # Trace reads run on threads of their own, a few at a time, off the loop that answers OTLP (api.read_pool).
-    app.state.reads = ReadPool(settings.read_workers, settings.read_queue, settings.retry_after_s)
-    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads, app.state.reads))
-    app.include_router(trace_page_api.build_router(query.views))
-    app.include_router(jaeger_v1.build_router(query.store, trace_reads, app.state.reads))
-    app.include_router(jaeger_v3.build_router(query.store, trace_reads, app.state.reads))
-    app.include_router(topology_api.build_router(query.store, query.cardinality_limit))
-    app.include_router(red_api.build_router(query.store, query.cardinality_limit))
-    app.include_router(diagnosis_api.build_router(query.diagnosis))
-    app.include_router(incidents_api.build_router(query.incidents))
-    app.include_router(analysis_api.build_router(query.analysis))
-    app.include_router(throughput_latency_api.build_router(query))
-    app.include_router(capacity_api.build_router(query.capacity))
+    # Every read route runs on threads of its own, a few at a time, off the loop that answers OTLP (api.read_pool).
+    reads = app.state.reads = ReadPool(settings.read_workers, settings.read_queue, settings.retry_after_s)
+    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads, reads))
+    app.include_router(trace_page_api.build_router(query.views, reads))
+    app.include_router(jaeger_v1.build_router(query.store, trace_reads, reads))
+    app.include_router(jaeger_v3.build_router(query.store, trace_reads, reads))
+    app.include_router(tempo_api.build_router(query.store, trace_reads, reads))
+    app.include_router(topology_api.build_router(query.store, query.cardinality_limit, reads))
+    app.include_router(red_api.build_router(query.store, query.cardinality_limit, reads))
+    app.include_router(diagnosis_api.build_router(query.diagnosis, reads))
+    app.include_router(incidents_api.build_router(query.incidents, reads))
+    app.include_router(analysis_api.build_router(query.analysis, reads))
+    app.include_router(throughput_latency_api.build_router(query, reads))
+    app.include_router(capacity_api.build_router(query.capacity, reads))
+    # The MCP server for coding agents: the same query room, read pool and tenancy as the routes above.
+    mount_mcp(app, query, reads, settings.host)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
@@ -396,5 +403,13 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     # An unknown package or file under /ui/_dash-component-suites/ is a 404, not a 500 with a traceback.
     dash_app.server.register_error_handler(DependencyException, lambda exc: ("not found", 404))
     ui = WSGIMiddleware(dash_app.server)  # type: ignore[arg-type]
-    app.mount("/ui", UiRequestGuard(ui, settings.ui_max_body_bytes, lambda: dash_app.callback_map))
+    guard = UiRequestGuard(
+        ui,
+        settings.ui_max_body_bytes,
+        lambda: dash_app.callback_map,
+        settings.read_workers,
+        settings.read_queue,
+        settings.retry_after_s,
+    )
+    app.mount("/ui", guard)
     return query

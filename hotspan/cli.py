@@ -75,7 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="serve Hotspan and drive the instrumented agent stack against it")
     _add_server_options(demo)
-    demo.add_argument("--requests", type=int, default=40, help="user requests the stack sends (default 40)")
+    demo.add_argument(
+        "--requests",
+        type=int,
+        default=40,
+        help="user requests of the stack's first run, the baseline of the demo's incident (20 or more; default 40)",
+    )
     demo.add_argument("--exit", action="store_true", help="exit after the stack's run instead of serving on")
 
     from instrumented_stack.cli import add_stack_parser

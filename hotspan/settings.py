@@ -30,10 +30,11 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_MAX_TRACE_SPANS``: the largest trace read whole: ``/api/v1/traces/{id}`` pages beyond it, the Jaeger
   APIs return the first spans by start with a warning (``api.trace_limits``), and the trace pipeline does not
   analyse a larger trace (it would hold every span in memory); count, default 100000.
-- ``HOTSPAN_READ_WORKERS``: trace reads of the APIs that run at once, on threads of their own, never on the event
-  loop answering OTLP and ``/healthz`` (``api.read_pool``); count, default 2.
-- ``HOTSPAN_READ_QUEUE``: trace reads that may wait for one of those threads; one more is refused at once with 503
-  and ``Retry-After``; count, default 16.
+- ``HOTSPAN_READ_WORKERS``: reads of the API's read routes that run at once, on threads of their own, never on the
+  event loop answering OTLP and ``/healthz`` (``api.read_pool``); also the UI's callbacks and page loads that run at
+  once, counted apart (``dashboards.request_guard``); count, default 2.
+- ``HOTSPAN_READ_QUEUE``: reads that may wait for one of those threads (and UI requests for their turn); one more is
+  refused at once with 503 ``reads_busy`` and ``Retry-After``; count, default 16.
 - ``HOTSPAN_READ_TIMEOUT_S``: longest time one read statement of the query room may run (ClickHouse
   ``max_execution_time``); beyond, 503 with ``Retry-After``; seconds, default 30.
 - ``HOTSPAN_READ_MAX_MEMORY_BYTES``: most memory one read statement of the query room may use (ClickHouse

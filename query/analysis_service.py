@@ -125,45 +125,14 @@ class AnalysisService:
         return analyze(spans, self.config.stage_rules) if spans.height else None
 
     def trace_stages(self, trace_id: str, *, tenant: str | None) -> TraceStages | None:
-        """The request's stage decomposition in both views, with TTFT and TPOT (:class:`TraceStages`)."""
+        """The request's stage decomposition in both views, with TTFT and TPOT (:func:`trace_stages_of`)."""
         analysis = self.trace_analysis(trace_id, tenant=tenant)
-        if analysis is None:
-            return None
-        wide = stage_breakdown_wide(analysis).row(0, named=True)
-        wall = dict(wall_clock_breakdown(analysis).select(pl.col("stage").cast(pl.String), "duration_ns").iter_rows())
-        disagree = compare_attributions(analysis).filter("disagree")["stage"].cast(pl.String).to_list()
-        return TraceStages(
-            trace_id=wide["trace_id"],
-            root_span_id=wide["root_span_id"],
-            total_ns=int(wide["duration_ns"]),
-            stages_ns={stage: int(wide[f"{stage}_ns"]) for stage in STAGES},
-            wall_clock_stages_ns={stage: float(wall.get(stage, 0.0)) for stage in STAGES},
-            disagreements=disagree,
-            ttft_ns=wide["ttft_ns"],
-            tpot_ns=wide["tpot_ns"],
-            data_quality=data_quality(analysis)["notes"][0].to_list(),
-        )
+        return None if analysis is None else trace_stages_of(analysis)
 
     def trace_critical_path(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame | None:
-        """The critical path of the trace's root (Jaeger UI's semantics, ``analysis.critical_path``).
-
-        Returns:
-            One row per section, in time order: span_id, service_name, name, stage (String; a vLLM span's
-            section is cut at its phase boundaries, each piece with its phase), start_ns, end_ns, duration_ns
-            (Int64). The durations sum to the root span's duration. None for an unknown trace.
-        """
+        """The critical path of the trace's root (:func:`critical_path_of`); None for an unknown trace."""
         analysis = self.trace_analysis(trace_id, tenant=tenant)
-        if analysis is None:
-            return None
-        tree = analysis.tree
-        spans = tree.spans.select(
-            "span_id",
-            "service_name",
-            "name",
-            pl.Series("stage", STAGES, dtype=pl.String).gather(analysis.assignment.stage),
-        )
-        sections = critical_path(tree).filter("in_primary_tree").join(spans, on="span_id", how="left")
-        return _split_by_phase(sections, analysis).sort("start_ns", "span_id")
+        return None if analysis is None else critical_path_of(analysis)
 
     def trace_statistics(
         self, trace_id: str, group_by: StatisticsGroup = "service_operation", *, tenant: str | None
@@ -283,6 +252,45 @@ class AnalysisService:
         :attr:`currency`, null for a model the price table does not price)."""
         rows = self._store.token_usage(where, group_by, tenant=tenant)
         return rows.with_columns(self.config.prices.cost(rows))
+
+
+def trace_stages_of(analysis: TraceAnalysis) -> TraceStages:
+    """One request's stage decomposition in both views, with TTFT and TPOT (:class:`TraceStages`), from the
+    analysis of its spans. Pure."""
+    wide = stage_breakdown_wide(analysis).row(0, named=True)
+    wall = dict(wall_clock_breakdown(analysis).select(pl.col("stage").cast(pl.String), "duration_ns").iter_rows())
+    disagree = compare_attributions(analysis).filter("disagree")["stage"].cast(pl.String).to_list()
+    return TraceStages(
+        trace_id=wide["trace_id"],
+        root_span_id=wide["root_span_id"],
+        total_ns=int(wide["duration_ns"]),
+        stages_ns={stage: int(wide[f"{stage}_ns"]) for stage in STAGES},
+        wall_clock_stages_ns={stage: float(wall.get(stage, 0.0)) for stage in STAGES},
+        disagreements=disagree,
+        ttft_ns=wide["ttft_ns"],
+        tpot_ns=wide["tpot_ns"],
+        data_quality=data_quality(analysis)["notes"][0].to_list(),
+    )
+
+
+def critical_path_of(analysis: TraceAnalysis) -> pl.DataFrame:
+    """The critical path of the analysed trace's root (Jaeger UI's semantics, ``analysis.critical_path``: FOLLOWS_FROM
+    children left out, overflowing children clamped). Pure.
+
+    Returns:
+        One row per section, in time order: span_id, service_name, name, stage (String; a vLLM span's
+        section is cut at its phase boundaries, each piece with its phase), start_ns, end_ns, duration_ns
+        (Int64). The durations sum to the root span's duration.
+    """
+    tree = analysis.tree
+    spans = tree.spans.select(
+        "span_id",
+        "service_name",
+        "name",
+        pl.Series("stage", STAGES, dtype=pl.String).gather(analysis.assignment.stage),
+    )
+    sections = critical_path(tree).filter("in_primary_tree").join(spans, on="span_id", how="left")
+    return _split_by_phase(sections, analysis).sort("start_ns", "span_id")
 
 
 def _split_by_phase(sections: pl.DataFrame, analysis: TraceAnalysis) -> pl.DataFrame:

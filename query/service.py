@@ -16,6 +16,7 @@ from query.capacity import CapacityService
 from query.diagnosis import DiagnosisService
 from query.throughput_latency import Latency, Throughput, ThroughputLatency, throughput_latency
 from query.topology import Topology, window_topology
+from query.trace_explain import DEFAULT_MARGIN_NS, TraceExplanation, explain_trace
 from query.trace_view_cache import TraceViews
 from storage.analysis_store import AnalysisStore
 from storage.engine_metrics import EngineMetricsReader
@@ -90,6 +91,14 @@ class QueryService:
         """The service graph over ``[start_ns, end_ns]``, of ``scope``'s calls when given, at most
         :attr:`cardinality_limit` edges (:func:`query.topology.window_topology`)."""
         return window_topology(self.store, start_ns, end_ns, tenant=tenant, scope=scope, limit=self.cardinality_limit)
+
+    def explain_trace(
+        self, trace_id: str, *, tenant: str | None, margin_ns: int = DEFAULT_MARGIN_NS
+    ) -> TraceExplanation | None:
+        """Why the request ``trace_id`` (canonical 32 hex) was slow: its stages, critical path and the diagnosis of
+        the requests within ``margin_ns`` of it (:func:`query.trace_explain.explain_trace`); None when the tenant has
+        no span of it. Blocking."""
+        return explain_trace(self.views, self.diagnosis, trace_id, tenant=tenant, margin_ns=margin_ns)
 
     def anomaly_detector(self, settings: AnomalySettings | None = None) -> AnomalyDetector:
         """A detector judging this room's series into its incidents, explained by its diagnosis (not started:

@@ -37,16 +37,17 @@ METRICS: dict[str, tuple[str, ...]] = {
 a counter of seconds waited)."""
 
 
-def preferred(metric: str, rate_window: str | None = None) -> str:
+def preferred(metric: str, rate_window: str | None = None, over: str = "rate") -> str:
     """A PromQL vector for ``metric`` that takes the first of its :data:`METRICS` names a target exposes:
     ``a or b`` (``or`` keeps the left side's series where both exist), each name wrapped in
-    ``rate(...[rate_window])`` when a window (e.g. ``"120s"``) is given.
+    ``over(...[rate_window])`` when a window (e.g. ``"120s"``) is given: ``rate`` by default, or a range function
+    such as ``max_over_time``.
 
     Raises:
         KeyError: ``metric`` is not in :data:`METRICS`.
     """
     names = METRICS[metric]
-    return " or ".join(f"rate({name}[{rate_window}])" if rate_window else name for name in names)
+    return " or ".join(f"{over}({name}[{rate_window}])" if rate_window else name for name in names)
 
 
 class PrometheusError(RuntimeError):

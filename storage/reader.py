@@ -20,6 +20,8 @@ from storage import analysis_sql, trace_sql
 from storage.clickhouse import ClickHouse
 from storage.rollup_reader import ClickHouseRollupReader
 from storage.tenancy import tenant_condition, tenant_parameters
+from storage.traceql import SpansetQuery
+from storage.traceql_sql import span_condition
 
 MAX_TRACE_SPANS = 100_000
 """The largest trace read whole, by default (``HOTSPAN_MAX_TRACE_SPANS``): the by-ID APIs page beyond it
@@ -118,6 +120,7 @@ class TraceQuery:
         status_code: span status as stored, ``Unset``/``Ok``/``Error`` (older spellings folded).
         span_kind: span kind as stored, ``Server``/``Client``/``Producer``/``Consumer``/``Internal``/``Unspecified``.
         hotspot: ``True`` keeps traces with a span flagged ``hotspan.hotspot=true`` by the SDK processor.
+        span_filter: a TraceQL query (:mod:`storage.traceql`) the span must also meet (a span it returns).
         limit: most traces returned, newest first.
     """
 
@@ -131,6 +134,7 @@ class TraceQuery:
     status_code: str | None = None
     span_kind: str | None = None
     hotspot: bool | None = None
+    span_filter: SpansetQuery | None = None
     limit: int = 20
 
 
@@ -198,6 +202,35 @@ class TraceReader(Protocol):
 
     def trace_size(self, trace_id: str, *, tenant: str | None) -> int:
         """How many spans :meth:`trace` returns for ``trace_id``; 0 when unknown."""
+        ...
+
+    def matched_spans(
+        self, trace_ids: Sequence[str], query: TraceQuery, *, tenant: str | None, per_trace: int
+    ) -> pl.DataFrame:
+        """Of ``trace_ids``, the spans meeting ``query``'s span filters (each once), the first ``per_trace`` by start
+        per trace. Columns: trace_id, span_id, name, start_time_unix_nano, duration_ns (ns), matched (the trace's
+        count of such spans)."""
+        ...
+
+    def tag_names(self, scope: str, start_ns: int, end_ns: int, *, tenant: str | None, limit: int) -> list[str]:
+        """Attribute keys of ``scope`` (``span`` or ``resource``) on spans starting in ``[start_ns, end_ns]``,
+        sorted, at most ``limit``.
+
+        Raises:
+            ValueError: another scope.
+        """
+        ...
+
+    def tag_values(
+        self, scope: str, name: str, start_ns: int, end_ns: int, *, tenant: str | None, limit: int
+    ) -> list[str]:
+        """Distinct values (stored strings; status and kind lowercase) of one field on spans starting in
+        ``[start_ns, end_ns]``, sorted, at most ``limit``: an attribute of ``scope`` ``span`` or ``resource``
+        (``resource`` ``service.name`` is the service column), or ``intrinsic`` ``name``/``status``/``kind``.
+
+        Raises:
+            ValueError: another scope or intrinsic.
+        """
         ...
 
     def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int]:
@@ -342,6 +375,34 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         owned = self._ch.query_rows(trace_sql.OWNED_TRACE_IDS, {"trace_ids": candidates, **tenant_parameters(tenant)})
         return [row[0] for row in owned][:limit]
 
+    def matched_spans(
+        self, trace_ids: Sequence[str], query: TraceQuery, *, tenant: str | None, per_trace: int
+    ) -> pl.DataFrame:
+        sql, parameters = build_search(query, trace_sql.MATCHED_SPANS)
+        parameters |= {"trace_ids": list(trace_ids), "per_trace": max(1, per_trace)}
+        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters | tenant_parameters(tenant)))
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def tag_names(self, scope: str, start_ns: int, end_ns: int, *, tenant: str | None, limit: int) -> list[str]:
+        if scope not in trace_sql.TAG_NAMES:
+            raise ValueError(f"unknown tag scope {scope!r}: span or resource")
+        sql = trace_sql.TAG_NAMES_OF.format(column=trace_sql.TAG_NAMES[scope], tenant=trace_sql.TENANT_FILTER)
+        parameters = {"start_ns": start_ns, "end_ns": end_ns, "limit": max(1, limit), **tenant_parameters(tenant)}
+        return [row[0] for row in self._ch.query_rows(sql, parameters)]
+
+    def tag_values(
+        self, scope: str, name: str, start_ns: int, end_ns: int, *, tenant: str | None, limit: int
+    ) -> list[str]:
+        fields = trace_sql.TAG_VALUE_FIELDS
+        found = fields.get((scope, name)) or (fields.get((scope, "")) if scope != "intrinsic" else None)
+        if found is None:
+            raise ValueError(f"unknown tag {scope}.{name}")
+        value, present = found
+        sql = trace_sql.TAG_VALUES_OF.format(value=value, present=present, tenant=trace_sql.TENANT_FILTER)
+        parameters = {"key": name, "start_ns": start_ns, "end_ns": end_ns, "limit": max(1, limit)}
+        return [row[0] for row in self._ch.query_rows(sql, parameters | tenant_parameters(tenant))]
+
     def search_spans(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         sql, parameters = build_search(query, trace_sql.SEARCH_SPANS)
         frame = pl.from_arrow(self._ch.query_arrow(sql, parameters | tenant_parameters(tenant), self._search_settings))
@@ -380,6 +441,10 @@ def build_search(query: TraceQuery, template: str = trace_sql.SEARCH, **fields: 
         conditions.append(trace_sql.ATTRIBUTE_FILTER.format(i=index))
         parameters[f"attr_key_{index}"] = key
         parameters[f"attr_value_{index}"] = value
+    if query.span_filter is not None:
+        condition, filter_parameters = span_condition(query.span_filter)
+        conditions.append(condition)
+        parameters |= filter_parameters
     where = " AND ".join(conditions) or "1"
     return template.format(conditions=where, tenant=trace_sql.TENANT_FILTER, **fields), parameters
 

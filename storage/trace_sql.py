@@ -439,3 +439,61 @@ for child spans starting inside the window (Jaeger's dependency rule), each chil
 copy); the parent may start before the window. Parents are read from the time range of the traces overlapping the
 window (``otel_traces_trace_id_ts``: every span of a trace lies between its ``Start`` and ``End``), not by trace ID
 over the whole table: a sorting-key range instead of a full scan (3.5 s → 1.1 s over 1 h of a 10M-span day)."""
+
+MATCHED_SPANS = f"""
+SELECT trace_id, span_id, name, start_time_unix_nano, duration_ns, matched
+FROM (
+    SELECT *, count() OVER (PARTITION BY trace_id) AS matched
+    FROM (
+        SELECT TraceId AS trace_id, SpanId AS span_id, SpanName AS name, {START_NS} AS start_time_unix_nano,
+            Duration AS duration_ns
+        FROM otel_traces
+        WHERE TraceId IN {{{{trace_ids:Array(String)}}}} AND {{tenant}} AND {{conditions}}
+        ORDER BY trace_id, start_time_unix_nano, span_id
+        LIMIT 1 BY {IDENTITY}
+    )
+)
+ORDER BY trace_id, start_time_unix_nano, span_id
+LIMIT {{{{per_trace:UInt32}}}} BY trace_id
+"""
+"""Of the traces ``trace_ids``, the spans meeting ``{conditions}`` (each once), the first ``per_trace`` by start per
+trace, each row with ``matched``, how many its trace has (Tempo's ``spanSet``). A template like
+:data:`MATCHED_TRACES`."""
+
+TAG_NAMES = {
+    "span": "SpanAttributes",
+    "resource": "ResourceAttributes",
+}
+"""The attribute map each Tempo tag scope lists keys of."""
+
+TAG_NAMES_OF = """
+SELECT DISTINCT arrayJoin(mapKeys({column})) AS tag
+FROM otel_traces
+WHERE {tenant} AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+  AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
+ORDER BY tag
+LIMIT {{limit:UInt32}}
+"""
+"""Attribute keys of one map (``{column}``, a :data:`TAG_NAMES` value) on spans starting in the window, sorted, at
+most ``limit``. A template: ``{column}`` and ``{tenant}`` filled by ``str.format``."""
+
+TAG_VALUES_OF = """
+SELECT DISTINCT {value} AS value
+FROM otel_traces
+WHERE {tenant} AND {present} AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+  AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
+ORDER BY value
+LIMIT {{limit:UInt32}}
+"""
+"""Distinct values of one span field (``{value}``, present where ``{present}``) on spans starting in the window,
+sorted, at most ``limit``: the fields are :data:`TAG_VALUE_FIELDS`', the key a bound ``{key:String}``."""
+
+TAG_VALUE_FIELDS = {
+    ("intrinsic", "name"): ("SpanName", "1"),
+    ("intrinsic", "status"): (f"lower({STATUS})", "1"),
+    ("intrinsic", "kind"): (f"lower({KIND})", "1"),
+    ("resource", "service.name"): ("ServiceName", "1"),
+    ("span", ""): ("SpanAttributes[{key:String}]", "mapContains(SpanAttributes, {key:String})"),
+    ("resource", ""): ("ResourceAttributes[{key:String}]", "mapContains(ResourceAttributes, {key:String})"),
+}
+"""``(value, present)`` SQL of a tag by ``(scope, name)``; ``(scope, "")`` for any other attribute of that scope."""

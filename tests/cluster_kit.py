@@ -32,6 +32,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from hotspan.server import RunningServer, start_server
+from hotspan.settings import load_settings
 from storage.clickhouse import ClickHouse
 from storage.layout import ROLLUP_SHARDING_KEY, SINGLE_NODE, Layout
 from storage.migrations import apply_migrations, migration_files, render
@@ -187,3 +192,32 @@ def layout_settings(dsn: str, layout: str, prefix: str) -> Iterator[dict[str, An
             cleanup = ClickHouse(dsn, str(where["clickhouse_database"]))
             cleanup.command(f"DROP DATABASE IF EXISTS {cleanup.database}")
             cleanup.close()
+
+
+@contextmanager
+def served_holding(
+    dsn: str, layout: str, data_dir: Path, prefix: str, request: ExportTraceServiceRequest
+) -> Iterator[RunningServer]:
+    """A Hotspan served in this process (HTTP on a free port, no gRPC, traces analysed 0.2 s after their last
+    span) on a store of ``layout`` (:func:`layout_settings`), holding ``request`` sent through its OTLP/HTTP
+    endpoint; stopped on exit.
+
+    Raises:
+        AssertionError: the export was not answered 200.
+    """
+    with layout_settings(dsn, layout, prefix) as where:
+        settings = load_settings(
+            data_dir=data_dir, clickhouse_dsn=dsn, http_port=0, grpc_port=-1, trace_idle_s=0.2, **where
+        )
+        running = start_server(settings)
+        try:
+            answer = httpx.post(
+                f"{running.base_url}/v1/traces",
+                content=request.SerializeToString(),
+                headers={"content-type": "application/x-protobuf"},
+                timeout=30,
+            )
+            assert answer.status_code == 200, answer.text
+            yield running
+        finally:
+            running.stop()

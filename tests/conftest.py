@@ -34,6 +34,7 @@ ALONE = (
     "tests/diagnosis/test_diagnosis_faults.py",
     "tests/diagnosis/test_anomaly_faults.py",
     "tests/diagnosis/test_cpu_neighbour.py",
+    "tests/hotspan/test_demo_incident.py",
     "tests/instrumented_stack/test_stack_faults.py",
 )
 """Tests whose goals are timings, or that load the whole host (a CPU-burning neighbour): marked ``alone``, which

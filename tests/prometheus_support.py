@@ -12,7 +12,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -106,15 +106,18 @@ def serving(name: str, workdir: Path, config: dict[str, Any], flags: list[str]) 
 
 
 @contextmanager
-def running_prometheus(workdir: Path, targets: list[str], rule_files: list[Path] = ()) -> Iterator[str]:
+def running_prometheus(
+    workdir: Path, targets: list[str], rule_files: list[Path] = (), flags: Sequence[str] = ()
+) -> Iterator[str]:
     """Prometheus scraping ``targets`` (``host:port``, path ``/metrics``) every second and evaluating
-    ``rule_files`` every second; yields its base URL."""
+    ``rule_files`` every second, with extra command-line ``flags`` (``--enable-feature=exemplar-storage``);
+    yields its base URL."""
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
         "rule_files": [str(path) for path in rule_files],
         "scrape_configs": [{"job_name": "hotspan", "static_configs": [{"targets": targets}]}],
     }
-    with serving("prometheus", workdir, config, ["--storage.tsdb.path={workdir}/tsdb"]) as url:
+    with serving("prometheus", workdir, config, ["--storage.tsdb.path={workdir}/tsdb", *flags]) as url:
         yield url
 
 

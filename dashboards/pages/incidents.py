@@ -31,7 +31,8 @@ def layout(**query: str) -> Component:
         "incidents",
         section(
             "Incidents",
-            "series that left their robust baseline (median and MAD of the trailing or day-earlier minutes)",
+            "series that left their robust baseline (median and MAD of the trailing or day-earlier minutes), or"
+            " diagnosis findings new against the baseline window's",
             dcc.Loading(html.Div(id="incidents-list"), type="dot"),
         ),
         section(

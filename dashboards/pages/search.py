@@ -90,7 +90,14 @@ COLUMNS = [
         "valueFormatter": {"function": "hsCount(params.value)"},
     },
     {"field": "cost", "headerName": "Cost", "type": "numericColumn", "width": 72},
-    {"field": "dominant_stage", "headerName": "Dominant stage", "width": 100},
+    {
+        # Wide enough for the longest stage label in two lines ("LLM call" / "(untraced inside)"), as the row has.
+        "field": "dominant_stage",
+        "headerName": "Dominant stage",
+        "width": 120,
+        "wrapText": True,
+        "cellClass": "hs-wrap-cell",
+    },
     {"field": "span_count", "headerName": "Spans", "type": "numericColumn", "width": 60},
     {
         "field": "error_count",

@@ -58,8 +58,8 @@ def layout(**query: str) -> Component:
         "services",
         section(
             "Capacity",
-            "health score 0-100 per vLLM service and engine (diagnosis.capacity), from Prometheus, over the last"
-            " HOTSPAN_CAPACITY_WINDOW_S of the window",
+            "health score 0-100 per vLLM service and engine, from Prometheus, over the last minutes of the window"
+            " (HOTSPAN_CAPACITY_WINDOW_S, default 5)",
             dcc.Loading(html.Div(id="services-capacity"), type="dot"),
         ),
         section(

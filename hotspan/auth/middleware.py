@@ -32,6 +32,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from api.errors import error_response
 from api.jaeger.errors import v1_error, v3_error
+from api.tempo.errors import tempo_error
 from hotspan.auth.authenticator import OPEN_PRINCIPAL, Authenticator, CredentialError, Principal, bearer_token
 from hotspan.auth.config import Role
 from hotspan.auth.policy import LOGIN_PATH, LOGOUT_PATH, UI_PREFIX, required_role, under
@@ -254,6 +255,8 @@ def _error_body(scope: Scope, status: int, message: str) -> Response:
         return Response(json_format.MessageToJson(rpc_status, indent=None), status, media_type="application/json")
     if under(path, "/api/v3"):
         return v3_error(status, message)
+    if under(path, "/tempo"):
+        return tempo_error(status, message)
     if under(path, "/api") and not under(path, "/api/v1"):
         return v1_error(status, message)
     response: JSONResponse = error_response(status, "unauthorized" if status == 401 else "forbidden", message)

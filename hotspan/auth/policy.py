@@ -21,6 +21,8 @@ UI_PREFIX = "/ui"
 RULES: tuple[tuple[str, Role], ...] = (
     ("/v1/traces", Role.INGEST),
     ("/api", Role.QUERY),
+    ("/tempo", Role.QUERY),
+    ("/mcp", Role.QUERY),
     (UI_PREFIX, Role.QUERY),
     # Admin until /metrics renders only the caller's tenant's series (see hotspan.auth's module docstring).
     ("/metrics", Role.ADMIN),

@@ -31,6 +31,14 @@ lives in ClickHouse (the RED and service-graph rollups), not in these counters.
 counted here, as the connectors drop spans that arrive after their pairing window; the RED rollup, filled at
 insert, still counts them.
 
+**Exemplars.** The duration histograms carry, per series and bucket, one OpenMetrics exemplar: the slowest
+observation of that bucket in the latest batch that reached it, labelled ``trace_id`` (32 lowercase hex digits, the
+stored trace's ID, the label Grafana's Prometheus data source and the spanmetrics connector use) and, where the
+observation is one span, ``span_id``; its value is the observation (the metric's unit), its timestamp the moment
+Hotspan counted it (s since the epoch, when the bucket's count rose, so the exemplar sits on the spike it explains).
+Only the OpenMetrics format shows them (``hotspan.metrics``). The overflow series keeps exemplars of the
+observations it folded in; memory stays bounded (one per bucket per series).
+
 **Cardinality limit.** Each family keeps at most ``limit`` series (``HOTSPAN_CARDINALITY_LIMIT``), as the OTel
 spanmetrics connector's ``aggregation_cardinality_limit`` does: the first ``limit`` label sets seen keep their own
 series (within one batch the busiest first, then by labels), and every later new label set adds to one overflow
@@ -46,6 +54,7 @@ million spans is a handful of numpy operations, not a call per span.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
@@ -54,6 +63,7 @@ import polars as pl
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Exemplar
 
 from analysis import TraceAnalysis, stage_breakdown
 from processors.pipeline.service_graph import CONNECTOR_CONNECTION_TYPES, RecentKeys, ServiceGraph, batch_key
@@ -88,6 +98,11 @@ SPAN_METRIC_LABELS = ("service_name", "span_name", "span_kind", "status_code")
 SERVICE_GRAPH_LABELS = ("client", "server", "connection_type")
 STAGE_LABELS = ("service", "stage")
 HOTSPOT_LABELS = ("service_name", "reason")
+
+SPAN_EXEMPLAR_LABELS = ("trace_id", "span_id")
+"""Exemplar labels of a histogram whose observations are spans (the spanmetrics connector's)."""
+TRACE_EXEMPLAR_LABELS = ("trace_id",)
+"""Exemplar labels of a histogram whose observations are whole requests (a stage's time spans many spans)."""
 
 OVERFLOW_LABEL = "otel_metric_overflow"
 """Label of the overflow series (value ``"true"``), the only label it has."""
@@ -158,10 +173,13 @@ class CounterTable:
 
 
 class HistogramTable:
-    """A labelled histogram with fixed upper bounds, kept as per-series bucket counts and sums.
+    """A labelled histogram with fixed upper bounds, kept as per-series bucket counts and sums, and per bucket the
+    latest batch's slowest observation as an exemplar (module docstring).
 
     Args:
         bounds: inclusive upper bounds in the metric's unit, ascending; ``+Inf`` is implied.
+        exemplar_labels: the exemplar's label names, each also a column of every observed frame (``trace_id``,
+            ``span_id``); empty: no exemplars.
     """
 
     def __init__(
@@ -171,40 +189,60 @@ class HistogramTable:
         labels: Sequence[str],
         bounds: Sequence[float],
         limit: int = CARDINALITY_LIMIT,
+        exemplar_labels: Sequence[str] = (),
     ) -> None:
         self.name = name
         self.documentation = documentation
         self.labels = tuple(labels)
         self.bounds = np.asarray(bounds, dtype=np.float64)
         self.limit = limit
+        self.exemplar_labels = tuple(exemplar_labels)
         self._counts: dict[Key, np.ndarray] = {}
         self._sums: dict[Key, float] = {}
+        self._exemplars: dict[Key, dict[int, Exemplar]] = {}
         self._lock = threading.Lock()
 
     def observe(self, frame: pl.DataFrame, value: str) -> None:
         """Observe every row of ``frame``: label values from the columns named like :attr:`labels`, the
-        observation from column ``value`` (in the metric's unit); label sets beyond the limit go to the overflow
-        series."""
+        observation from column ``value`` (in the metric's unit), exemplar labels from the columns named like
+        :attr:`exemplar_labels`; label sets beyond the limit go to the overflow series.
+
+        Raises:
+            polars.exceptions.ColumnNotFoundError: a label, value or exemplar column is missing.
+        """
         if frame.height == 0:
             return
         # Prometheus buckets are inclusive upper bounds: a value v belongs to the first bound >= v.
         bucket = np.searchsorted(self.bounds, frame[value].to_numpy().astype(np.float64), side="left")
+        # Each group's exemplar is its slowest observation: the one a click on a latency spike is after.
+        slowest = [pl.col(name).sort_by(value).last().alias(f"_exemplar_{name}") for name in self.exemplar_labels]
         grouped = (
             frame.with_columns(pl.Series("_bucket", bucket, dtype=pl.Int64))
             .group_by([*self.labels, "_bucket"])
-            .agg(pl.len().alias("_n"), pl.col(value).sum().alias("_sum"))
+            .agg(pl.len().alias("_n"), pl.col(value).sum().alias("_sum"), pl.col(value).max().alias("_max"), *slowest)
         )
         rows = [(tuple(str(row[name]) for name in self.labels), row) for row in grouped.iter_rows(named=True)]
         weights: dict[Key, float] = {}
         for key, row in rows:
             weights[key] = weights.get(key, 0.0) + row["_n"]
+        now_s = time.time()
         with self._lock:
             targets = place(self._counts, self.limit, weights)
+            batch_exemplars: dict[tuple[Key, int], Exemplar] = {}
             for key, row in rows:
                 target = targets[key]
                 counts = self._counts.setdefault(target, np.zeros(len(self.bounds) + 1, dtype=np.int64))
                 counts[row["_bucket"]] += row["_n"]
                 self._sums[target] = self._sums.get(target, 0.0) + float(row["_sum"])
+                if self.exemplar_labels:
+                    # Several label sets may fold into one overflow bucket: the slowest of them stands for it.
+                    slot = (target, row["_bucket"])
+                    previous = batch_exemplars.get(slot)
+                    if previous is None or row["_max"] > previous.value:
+                        labels = {name: str(row[f"_exemplar_{name}"]) for name in self.exemplar_labels}
+                        batch_exemplars[slot] = Exemplar(labels, float(row["_max"]), now_s)
+            for (target, index), exemplar in batch_exemplars.items():
+                self._exemplars.setdefault(target, {})[index] = exemplar
 
     def family(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
@@ -213,7 +251,11 @@ class HistogramTable:
             for key in sorted(self._counts):
                 cumulative = np.cumsum(self._counts[key])
                 target, values = _target(family, key)
-                buckets = list(zip(edges, (float(c) for c in cumulative), strict=True))
+                exemplars = self._exemplars.get(key, {})
+                buckets = [
+                    (edge, float(count), exemplars[index]) if index in exemplars else (edge, float(count))
+                    for index, (edge, count) in enumerate(zip(edges, cumulative, strict=True))
+                ]
                 target.add_metric(values, buckets, self._sums[key])
                 if target is not family:
                     family.samples.extend(target.samples)
@@ -237,6 +279,7 @@ class TraceMetrics(Collector):
             SPAN_METRIC_LABELS,
             SPAN_BUCKETS_MS,
             limit=limit,
+            exemplar_labels=SPAN_EXEMPLAR_LABELS,
         )
         self.requests = CounterTable(
             "traces_service_graph_request",
@@ -256,6 +299,7 @@ class TraceMetrics(Collector):
             SERVICE_GRAPH_LABELS,
             SERVICE_GRAPH_BUCKETS_S,
             limit=limit,
+            exemplar_labels=SPAN_EXEMPLAR_LABELS,
         )
         self.client_seconds = HistogramTable(
             "traces_service_graph_request_client_seconds",
@@ -263,6 +307,7 @@ class TraceMetrics(Collector):
             SERVICE_GRAPH_LABELS,
             SERVICE_GRAPH_BUCKETS_S,
             limit=limit,
+            exemplar_labels=SPAN_EXEMPLAR_LABELS,
         )
         self.unpaired = CounterTable(
             "traces_service_graph_unpaired_spans",
@@ -277,6 +322,7 @@ class TraceMetrics(Collector):
             STAGE_LABELS,
             STAGE_BUCKETS_S,
             limit=limit,
+            exemplar_labels=TRACE_EXEMPLAR_LABELS,
         )
         self.hotspots = CounterTable(
             "hotspan_hotspot_spans", "Spans flagged as hotspots, per service and reason.", HOTSPOT_LABELS, limit=limit
@@ -308,6 +354,8 @@ class TraceMetrics(Collector):
             ("SPAN_KIND_" + pl.col("kind").str.replace(r"^SPAN_KIND_", "").str.to_uppercase()).alias("span_kind"),
             ("STATUS_CODE_" + status.str.replace(r"^STATUS_CODE_", "").str.to_uppercase()).alias("status_code"),
             ((pl.col("end_time_unix_nano") - pl.col("start_time_unix_nano")) / 1e6).alias("duration_ms"),
+            pl.col("trace_id"),
+            pl.col("span_id"),
         )
         counts = frame.group_by(SPAN_METRIC_LABELS).len()
         self.span_calls.add((tuple(row[:4]), row[4]) for row in counts.iter_rows())
@@ -324,14 +372,16 @@ class TraceMetrics(Collector):
         rows = list(grouped.iter_rows())
         self.requests.add((tuple(row[:3]), row[3]) for row in rows)
         self.failed.add((tuple(row[:3]), row[4]) for row in rows if row[4])
-        self.client_seconds.observe(edges.filter(pl.col("has_client_span")), "client_s")
-        self.server_seconds.observe(edges.filter(pl.col("has_server_span")), "server_s")
+        client_spans = edges.filter(pl.col("has_client_span")).with_columns(pl.col("client_span_id").alias("span_id"))
+        server_spans = edges.filter(pl.col("has_server_span")).with_columns(pl.col("server_span_id").alias("span_id"))
+        self.client_seconds.observe(client_spans, "client_s")
+        self.server_seconds.observe(server_spans, "server_s")
         self.unpaired.add(((service, ""), n) for service, n in graph.unpaired_client_spans)
         self.unpaired.add((("", service), n) for service, n in graph.unpaired_server_spans)
 
     def observe_stages(self, stages: pl.DataFrame) -> None:
-        """Observe per-request stage times: columns ``service`` (root service), ``stage`` and ``duration_ns``
-        (critical-path ns of that request in that stage)."""
+        """Observe per-request stage times: columns ``trace_id`` (the request's trace, the exemplar),
+        ``service`` (root service), ``stage`` and ``duration_ns`` (critical-path ns of that request in that stage)."""
         self.stage_seconds.observe(stages.with_columns((pl.col("duration_ns") / 1e9).alias("seconds")), "seconds")
 
     def observe_hotspots(self, counts: Iterable[tuple[str, str, int]]) -> None:
@@ -398,7 +448,7 @@ class TraceMetricsProcessor:
             stage_breakdown(analysis)
             .filter(pl.col("trace_id").is_in(fresh_ids))
             .join(roots, on="trace_id", how="inner")
-            .select("service", pl.col("stage").cast(pl.String), "duration_ns")
+            .select("trace_id", "service", pl.col("stage").cast(pl.String), "duration_ns")
         )
         self._metrics.observe_stages(stages)
         self._metrics.observe_hotspots(hotspots)

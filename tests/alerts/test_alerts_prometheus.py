@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pytest
 import yaml
@@ -76,12 +77,19 @@ def served(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[str]:
-    """The instrumented stack's vLLM metric families on loopback, moving as a busy engine's do: 3 requests
-    waiting, KV cache half full, a quarter of the prefix tokens cached, TTFT around 120 ms."""
+def engine_metrics() -> EngineMetrics:
+    """The engine's metric families: 3 requests waiting, KV cache half full."""
     metrics = EngineMetrics("test-model", 4096)
     metrics.waiting.set(3)
     metrics.kv_cache_usage.set(0.5)
+    return metrics
+
+
+@pytest.fixture(scope="module")
+def engine(engine_metrics: EngineMetrics) -> Iterator[str]:
+    """The instrumented stack's vLLM metric families on loopback, moving as a busy engine's do: 3 requests
+    waiting, KV cache half full, a quarter of the prefix tokens cached, TTFT around 120 ms."""
+    metrics = engine_metrics
     stop = threading.Event()
 
     def busy() -> None:
@@ -220,3 +228,22 @@ def test_engine_metrics_read_back_for_the_services_page(prometheus: str) -> None
     assert latest["prefix_cache_hit"] == pytest.approx(0.25)
     # histogram_quantile interpolates inside the emulator's TTFT bucket that holds 120 ms: (0.1 s, 0.25 s].
     assert 0.1 < latest["ttft_p50_s"] <= 0.25
+
+
+def test_a_queue_shorter_than_a_step_shows_as_the_steps_peak(prometheus: str, engine_metrics: EngineMetrics) -> None:
+    # A range query samples a gauge once per step: at the Services page's minute steps, the demo's fault (a queue
+    # filling and draining within 8-17 s) read 0 waiting. Each step now shows the gauge's peak within it.
+    reader = PrometheusEngineMetrics(prometheus, timeout_s=5.0, rate_window_s=5)
+
+    def last_waiting(step_s: int) -> float:
+        now = time.time_ns()
+        frame = reader.engine_series(now - 2 * step_s * 1_000_000_000, now, step_s)
+        return frame.filter(pl.col("series") == "waiting")["value"][-1]
+
+    engine_metrics.waiting.set(9)
+    try:
+        wait_until(lambda: last_waiting(1) == 9, 30, "a scrape of the queue of 9")
+    finally:
+        engine_metrics.waiting.set(3)
+    wait_until(lambda: last_waiting(1) == 3, 30, "the queue back at 3 in the 1 s steps")
+    assert last_waiting(30) == 9

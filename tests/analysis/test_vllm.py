@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 from analysis_support import T0, S, frame
 
+from analysis.model_calls import model_calls
+from analysis.spans import ATTRIBUTES
 from analysis.stages import stage_pieces
+from analysis.trace_analysis import analyze
 from analysis.vllm import llm_calls
 from units import NS_PER_MS as MS
 
@@ -128,3 +132,24 @@ def test_llm_calls_ttft_and_tpot() -> None:
     assert set(calls) == {"a", "b"}
     assert (calls["a"]["ttft_ns"], calls["a"]["decode_ns"], calls["a"]["tpot_ns"]) == (50 * MS, 450 * MS, 50 * MS)
     assert calls["b"]["tpot_ns"] is None
+
+
+def test_an_engine_call_no_span_names_a_model_for_takes_its_engines_served_model() -> None:
+    # vLLM v1's llm_request names no model; the engine's resource does (vllm.config.model). Under a client call
+    # that names one (t1) the client's wins, the model the request asked for; alone (t2) the engine's is used.
+    client = S("c", "", 0, 100 * MS, "chat", "agent", "Client", {"gen_ai.operation.name": "chat", "model": "alias"})
+    spans = [
+        client,
+        S("e", "c", 10 * MS, 90 * MS, "llm_request", "vllm", "Server", {"gen_ai.usage.prompt_tokens": "7"}),
+        S("f", "", 0, 50 * MS, "llm_request", "vllm", "Server", {"gen_ai.usage.prompt_tokens": "5"}, trace_id="t2"),
+    ]
+    served = {"vllm.config.model": "meta-llama/Llama-3.1-8B-Instruct"}
+    spans_frame = frame(spans).with_columns(pl.Series("resource_attributes", [{}, served, served], dtype=ATTRIBUTES))
+    calls = model_calls(analyze(spans_frame))
+    assert dict(zip(calls["span_id"], calls["model"], strict=True)) == {
+        "c": "alias",
+        "e": "alias",
+        "f": "meta-llama/Llama-3.1-8B-Instruct",
+    }
+    # A frame without resources (not the reader's) names no model for the lone engine call.
+    assert model_calls(analyze(frame(spans)))["model"].to_list() == ["alias", "alias", None]

@@ -16,12 +16,11 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from cluster_kit import layout_settings
+from cluster_kit import served_holding
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from hotspan.server import RunningServer, start_server
-from hotspan.settings import load_settings
+from hotspan.server import RunningServer
 from instrumented_stack.capture import InMemorySpans
 from instrumented_stack.loadgen import UserSettings, replay_closed_loop
 from instrumented_stack.prompts import PromptBuilder
@@ -53,25 +52,10 @@ def stack_spans() -> ExportTraceServiceRequest:
 def server(
     chdb_dsn: str, layout: str, tmp_path_factory: pytest.TempPathFactory, stack_spans: ExportTraceServiceRequest
 ) -> Iterator[RunningServer]:
-    with layout_settings(chdb_dsn, layout, "stack_usage") as where:
-        settings = load_settings(
-            data_dir=tmp_path_factory.mktemp("stack_usage"),
-            clickhouse_dsn=chdb_dsn,
-            http_port=0,
-            grpc_port=-1,
-            trace_idle_s=0.2,
-            **where,
-        )
-        running = start_server(settings)
-        answer = httpx.post(
-            f"{running.base_url}/v1/traces",
-            content=stack_spans.SerializeToString(),
-            headers={"content-type": "application/x-protobuf"},
-            timeout=30,
-        )
-        assert answer.status_code == 200, answer.text
+    with served_holding(
+        chdb_dsn, layout, tmp_path_factory.mktemp("stack_usage"), "stack_usage", stack_spans
+    ) as running:
         yield running
-        running.stop()
 
 
 def chat_usage(request: ExportTraceServiceRequest) -> tuple[int, int, int]:

@@ -35,14 +35,18 @@ def ui_url(ingestor: Ingestor, query: QueryService) -> Iterator[str]:
 def wait_for_message(page: Page, says: str) -> None:
     """Wait until the search form's message line reads ``says`` (a part of it)."""
     page.wait_for_function(
-        "says => document.getElementById('search-message').innerText.includes(says)", arg=says, timeout=TIMEOUT_MS
+        "says => (document.getElementById('search-message')?.innerText ?? '').includes(says)",
+        arg=says,
+        timeout=TIMEOUT_MS,
     )
 
 
 def assert_no_results(page: Page) -> None:
     """The search's error state: no rows, no count, the scatter saying why instead of "Searching…"."""
     page.wait_for_function(
-        "text => document.getElementById('search-scatter').innerText.includes(text)", arg=NO_RESULTS, timeout=TIMEOUT_MS
+        "text => (document.getElementById('search-scatter')?.innerText ?? '').includes(text)",
+        arg=NO_RESULTS,
+        timeout=TIMEOUT_MS,
     )
     assert page.locator(ROWS).count() == 0
     assert page.inner_text("#search-count") == ""

@@ -57,7 +57,8 @@ def test_stage_shares_figure_has_no_nan_and_each_bucket_sums_to_its_share() -> N
         }
     )
     figure = stage_shares_figure(shares)
-    assert [trace.name for trace in figure.data] == ["agent", "llm.decode"]  # tool has no time: no trace
+    # Named for people, as the Per stage table names them; tool has no time: no trace.
+    assert [trace.name for trace in figure.data] == ["agent (orchestration)", "LLM decode"]
     assert all(_finite(trace.y) for trace in figure.data)
     per_bucket = np.sum([np.asarray(trace.y, dtype=float) for trace in figure.data], axis=0)
     assert np.allclose(per_bucket, [100.0, 100.0])

@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from browser_kit import TIMEOUT_MS, new_page, open_trace, screenshot
+from dashboards.colors import STAGE_LABELS
 from hotspan.server import RunningServer
 from instrumented_stack.runner import run_stack
 from storage.analysis_store import AnalysisFilter
@@ -52,10 +53,34 @@ OVERFLOW_JS = """() => {
       problems.push(`grid scrolls sideways: ${grid.scrollWidth} > ${grid.clientWidth}`);
     }
   }
+  for (const value of document.querySelectorAll('.ag-cell .ag-cell-value')) {
+    if (value.scrollWidth > value.clientWidth + 1 || value.scrollHeight > value.clientHeight + 1) {
+      const column = value.closest('.ag-cell').getAttribute('col-id');
+      const text = value.innerText.slice(0, 40);
+      const needs = `${value.scrollWidth} x ${value.scrollHeight} px`;
+      problems.push(`grid cell ${column} '${text}' cut: ${needs} in ${value.clientWidth} x ${value.clientHeight}`);
+    }
+  }
   return problems;
 }"""
 """Everything clipped or overflowing on the page: the page wider than the window, a card whose content is wider
-than it, a link, label, cell, button or heading reaching out of its card, a grid that scrolls sideways."""
+than it, a link, label, cell, button or heading reaching out of its card, a grid that scrolls sideways, a grid cell
+whose text is cut (AG Grid ends it with an ellipsis)."""
+
+LABEL_CUT_JS = """([column, labels]) => {
+  const cell = document.querySelector(`.ag-row .ag-cell[col-id="${column}"]`);
+  if (!cell) return [`(no ${column} cell to try them in)`];
+  // A wrapping column's text sits in the cell itself.
+  const value = cell.querySelector('.ag-cell-value') || cell;
+  const shown = value.innerText;
+  const cut = labels.filter(label => {
+    value.innerText = label;
+    return value.scrollWidth > value.clientWidth + 1 || value.scrollHeight > value.clientHeight + 1;
+  });
+  value.innerText = shown;
+  return cut;
+}"""
+"""The labels among ``labels`` that a cell of the search grid's ``column`` would cut, each tried in its first row."""
 
 READY = {
     "search": "#search-results .ag-row",
@@ -130,6 +155,10 @@ def test_every_page_keeps_its_content_in_its_cards_at_1280_and_1920_px(
         for name in ("search", "trace", *list(READY)[1:]):
             open_page(page, base, name, trace_id)
             found = page.evaluate(OVERFLOW_JS)
+            if name == "search":
+                # Whichever stage dominates a request, its name is read whole (the run has a few of them).
+                cut = page.evaluate(LABEL_CUT_JS, ["dominant_stage", list(STAGE_LABELS.values())])
+                found += [f"dominant stage '{label}' cut" for label in cut]
             if found:
                 problems[f"{name} at {width} px"] = found
             screenshot(page, f"ui-layout-{name}-{width}.png")

@@ -75,13 +75,13 @@ def tokenizer_reloads_untraced() -> list[SpanSpec]:
     return build_all(requests)
 
 
-def connections(connecting: int, tls_ms: float = 6.0, count: int = 10) -> list[SpanSpec]:
-    """``count`` sequential requests; the first ``connecting`` LLM calls open a TCP connection (3 ms) and do a
-    TLS handshake (``tls_ms``)."""
+def connections(connecting: int, tls_ms: float = 6.0, count: int = 10, every_ms: float = 150.0) -> list[SpanSpec]:
+    """``count`` requests, one every ``every_ms`` (one after another at the default 150 ms); the first
+    ``connecting`` LLM calls open a TCP connection (3 ms) and do a TLS handshake (``tls_ms``)."""
     return build_all(
         Request(
             trace=i,
-            start_ms=i * 150.0,
+            start_ms=i * every_ms,
             chats=(
                 Chat(
                     prompt=f"connecting {i}",

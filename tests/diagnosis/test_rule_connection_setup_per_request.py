@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import diagnosis_cases as cases
+import polars as pl
 from diagnosis_support import by_cause, diagnose
+
+from diagnosis.rules.connection_setup_per_request import pool_connections
 
 
 def test_a_new_tls_connection_per_call() -> None:
@@ -29,3 +32,18 @@ def test_a_pool_warming_up_is_not_per_request() -> None:
     assert "connection_setup_per_request" not in by_cause(diagnose(cases.connections(3)))
     # Too few calls to tell a pool's first connections from per-request ones.
     assert "connection_setup_per_request" not in by_cause(diagnose(cases.connections(4, count=4)))
+
+
+def test_calls_all_in_flight_at_once_open_one_each_through_a_pool_too() -> None:
+    # Ten calls that overlap (as the mooncake replay's 91 calls did under load): an ideal keep-alive pool opens ten
+    # connections too, so ten connecting calls are no sign of a client per call.
+    overlapping = cases.connections(10, count=10, every_ms=1.0)
+    assert "connection_setup_per_request" not in by_cause(diagnose(overlapping))
+
+
+def test_the_ideal_pool_opens_one_per_call_in_flight_and_one_after_each_idle_gap() -> None:
+    seconds = 1_000_000_000
+    # Three overlapping calls, then two one after another 1 s later, then one after a 10 s gap: 3 + 0 + 1.
+    starts = pl.Series([0, 1, 2, 4 * seconds, 5 * seconds, 16 * seconds])
+    ends = pl.Series([3 * seconds, 3 * seconds, 3 * seconds, 4 * seconds + 5, 5 * seconds + 5, 16 * seconds + 5])
+    assert pool_connections(starts, ends, 5 * seconds) == 4

@@ -137,8 +137,8 @@ def test_each_quiet_trace_is_analysed_once_by_the_worker_of_its_hash(roles: dict
 @pytest.mark.parametrize(
     ("name", "served", "refused"),
     [
-        ("collector-1", [], ["/api/v1/services", "/ui/"]),
-        ("pipeline-1", [], ["/api/v1/services", "/ui/"]),
+        ("collector-1", [], ["/api/v1/services", "/ui/", "/mcp"]),
+        ("pipeline-1", [], ["/api/v1/services", "/ui/", "/mcp"]),
         ("query", ["/api/v1/services", "/ui/", "/api/v1/traces?limit=5"], []),
     ],
 )

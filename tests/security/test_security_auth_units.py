@@ -210,6 +210,8 @@ def test_session_cookie_attributes() -> None:
         ("/api/v1/traces", Role.QUERY),
         ("/api/traces/abc", Role.QUERY),
         ("/api/v3/services", Role.QUERY),
+        ("/mcp", Role.QUERY),
+        ("/mcpx", Role.ADMIN),
         ("/ui/", Role.QUERY),
         ("/ui/_dash-update-component", Role.QUERY),
         ("/metrics", Role.ADMIN),

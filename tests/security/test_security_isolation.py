@@ -157,13 +157,14 @@ def test_an_admin_reads_every_tenant(secured_server: RunningServer) -> None:
 
 
 def test_every_parameterless_api_route_stays_within_the_tenant(secured_server: RunningServer) -> None:
-    """Every GET route under ``/api`` the OpenAPI description lists without required parameters, including routes
-    added after this test was written (rollups, topology, ...), answers acme without another tenant's data."""
+    """Every GET route under ``/api`` (and Tempo's ``/tempo``) the OpenAPI description lists without required
+    parameters, including routes added after this test was written (rollups, topology, ...), answers acme without
+    another tenant's data."""
     spec = httpx.get(f"{secured_server.base_url}/openapi.json", timeout=30).json()
     checked = []
     for path, operations in spec["paths"].items():
         get = operations.get("get")
-        if not path.startswith("/api") or get is None or "{" in path:
+        if not path.startswith(("/api", "/tempo")) or get is None or "{" in path:
             continue
         if any(p.get("required") for p in get.get("parameters", [])):
             continue
@@ -172,6 +173,7 @@ def test_every_parameterless_api_route_stays_within_the_tenant(secured_server: R
         _assert_clean(answer, "acme")
         checked.append(path)
     assert {"/api/v1/services", "/api/services", "/api/v3/services", "/api/dependencies"} <= set(checked)
+    assert {"/tempo/api/search", "/tempo/api/v2/search/tags"} <= set(checked)
 
 
 def _dash_call(client: httpx.Client, output: str, values: dict[str, object]) -> dict[str, Any]:

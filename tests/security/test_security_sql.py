@@ -14,6 +14,7 @@ from storage import trace_sql
 from storage.engine_reader import ClickHouseEngineReader, EngineWindow
 from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.tenancy import ALL_TENANTS, tenant_condition
+from storage.traceql import Comparison, Field, Spanset, SpansetOp
 
 
 class RecordingStore:
@@ -34,6 +35,9 @@ class RecordingStore:
 
 
 QUERY = TraceQuery(service="s", operation="o", attributes=(("k", "v"),), status_code="Error", min_duration_ns=1)
+_SPANSET = Spanset(Comparison(Field("any", "k"), "=", "v"))
+TRACEQL = TraceQuery(span_filter=SpansetOp("&&", SpansetOp(">>", _SPANSET, _SPANSET), _SPANSET))
+"""A TraceQL search whose subqueries (``&&``) and recursive walk (``>>``) each read ``otel_traces`` again."""
 READS = {
     "services": lambda r, t: r.services(tenant=t),
     "operations": lambda r, t: r.operations("s", tenant=t),
@@ -41,6 +45,10 @@ READS = {
     "trace": lambda r, t: r.trace("0" * 32, tenant=t),
     "search_spans": lambda r, t: r.search_spans(QUERY, tenant=t),
     "dependencies": lambda r, t: r.dependencies(0, 1, tenant=t),
+    "traceql_search": lambda r, t: r.ranked_search(TRACEQL, "newest", tenant=t),
+    "matched_spans": lambda r, t: r.matched_spans(["0" * 32], TRACEQL, tenant=t, per_trace=3),
+    "tag_names": lambda r, t: r.tag_names("span", 0, 1, tenant=t, limit=10),
+    "tag_values": lambda r, t: r.tag_values("span", "k", 0, 1, tenant=t, limit=10),
 }
 
 

@@ -201,8 +201,8 @@ def test_engine_metrics_figure_has_four_panels_on_the_window() -> None:
     )
     figure = engine_metrics_figure(engine, (T0, T0 + 60 * NS))
     assert [a.text for a in figure.layout.annotations] == [
-        "Requests waiting",
-        "KV-cache usage (%)",
+        "Requests waiting (peak per step)",
+        "KV-cache usage (%, peak per step)",
         "Prefix-cache hit rate (%)",
         "TTFT (ms)",
     ]
@@ -210,8 +210,8 @@ def test_engine_metrics_figure_has_four_panels_on_the_window() -> None:
         "waiting": 3.0,
         "usage": 50.0,
         "hit rate": 25.0,
-        "p50": 100.0,
-        "p95": 200.0,
+        "TTFT p50": 100.0,
+        "TTFT p95": 200.0,
     }
     assert engine_metrics_figure(engine.clear(), (T0, T0)).layout.annotations[0].text.startswith("Prometheus has no")
 

@@ -3,9 +3,15 @@ connectors' names and label values, and units that match the names (ms for span 
 
 from __future__ import annotations
 
+import time
+
+import polars as pl
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Exemplar
 from topology_support import demo_batch, frame, run_pipeline, span, storage_of
 
 from processors.pipeline.service_graph import service_graph
@@ -129,3 +135,66 @@ def test_series_beyond_the_cardinality_limit_fold_into_one_overflow_series() -> 
     assert value(got, "traces_span_metrics_duration_milliseconds_count", otel_metric_overflow="true") == 1
     assert total(got, "traces_span_metrics_calls_total") == 6
     assert len({labels for name, labels in got if name == "traces_span_metrics_calls_total"}) == 3
+
+
+def exemplars(registry: CollectorRegistry, name: str) -> dict[tuple[frozenset[tuple[str, str]], str], Exemplar]:
+    """Every exemplar of histogram ``name`` as ``{(series labels without le, le): exemplar}``, parsed back from the
+    OpenMetrics format."""
+    text = openmetrics_latest(registry).decode()
+    return {
+        (frozenset((k, v) for k, v in sample.labels.items() if k != "le"), sample.labels["le"]): sample.exemplar
+        for family in openmetrics_families(text)
+        if family.name == name
+        for sample in family.samples
+        if sample.exemplar is not None
+    }
+
+
+def test_duration_buckets_carry_the_slowest_observation_as_a_trace_id_exemplar() -> None:
+    """Each bucket's exemplar is the latest batch's slowest observation in it, with its trace and span IDs, a
+    value in the metric's unit and the time it was counted; the overflow series keeps the slowest of the label sets
+    it folded in; the classic format shows none."""
+    registry = CollectorRegistry()
+    metrics = TraceMetrics(registry, limit=1)
+    before_s = time.time()
+    metrics.observe_spans(
+        frame(
+            span("a", "", "gw", "Server", trace="t1", name="chat", duration_ms=3),
+            span("b", "", "gw", "Server", trace="t2", name="chat", duration_ms=3.5),
+            span("c", "", "gw", "Server", trace="t3", name="chat", duration_ms=900),
+            span("d", "", "gw", "Server", trace="t4", name="rare", duration_ms=7.5),
+            span("f", "", "gw", "Server", trace="t6", name="other", duration_ms=7),
+        )
+    )
+    metrics.observe_spans(frame(span("e", "", "gw", "Server", trace="t5", name="chat", duration_ms=1)))
+    got = exemplars(registry, "traces_span_metrics_duration_milliseconds")
+    chat = frozenset(
+        {
+            "service_name": "gw",
+            "span_name": "chat",
+            "span_kind": "SPAN_KIND_SERVER",
+            "status_code": "STATUS_CODE_UNSET",
+        }.items()
+    )
+    overflow = frozenset({("otel_metric_overflow", "true")})
+    assert set(got) == {(chat, "2.0"), (chat, "4.0"), (chat, "1000.0"), (overflow, "8.0")}
+    slowest = got[(chat, "4.0")]
+    assert slowest.labels == {"trace_id": "t2".ljust(32, "0"), "span_id": "b".ljust(16, "0")}
+    assert slowest.value == pytest.approx(3.5)
+    # The exposition prints seconds; parsed back they may differ from the float in the last digits.
+    assert before_s - 0.001 <= float(slowest.timestamp) <= time.time() + 0.001
+    assert got[(chat, "2.0")].labels["trace_id"] == "t5".ljust(32, "0")
+    assert got[(overflow, "8.0")].labels["trace_id"] == "t4".ljust(32, "0")
+    assert " # {" not in generate_latest(registry).decode()
+
+
+def test_stage_exemplars_name_the_request_trace() -> None:
+    registry = CollectorRegistry()
+    metrics = TraceMetrics(registry)
+    stages = pl.DataFrame(
+        {"trace_id": ["t1".ljust(32, "0")], "service": ["gw"], "stage": ["llm"], "duration_ns": [300_000_000]}
+    )
+    metrics.observe_stages(stages)
+    (exemplar,) = exemplars(registry, "hotspan_stage_duration_seconds").values()
+    assert exemplar.labels == {"trace_id": "t1".ljust(32, "0")}
+    assert exemplar.value == pytest.approx(0.3)
