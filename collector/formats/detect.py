@@ -8,10 +8,13 @@ the first two an object on its own); anything else → OTLP protobuf ExportTrace
 A JSON document is then, in this order: OTLP when `otlp.traces_request` finds a request in it (`resourceSpans`,
 Tempo's `batches`, the `result` and `trace` envelopes); an array of OTLP requests when its first element is
 one; ConsoleSpanExporter spans (one span, or an array of them); Langfuse observations in the shapes
-`langfuse.py` lists; Jaeger in the shapes `jaeger.py` lists; Zipkin v2 when it is a list of spans with `traceId`
-and `id`. A document that looks like a format Hotspan does not read (`_lookalike`: bare OTLP spans, SigNoz's
-trace answer, a Langfuse trace list, Langfuse observations without times) is refused with a message that names
-it, before Jaeger and Zipkin can mistake it for theirs.
+`langfuse.py` lists; SigNoz's trace-detail answers in the shapes `signoz.py` lists (before Jaeger, whose `spans`
+key and `spanId` the v2 waterfall shares); any-agent's `AgentTrace` as `anyagent.py` describes it; Jaeger in the
+shapes `jaeger.py` lists; Zipkin v2 when it is a list of spans with `traceId` and `id`. A document that looks like
+a format Hotspan does not read, or like one of these with a key missing (`_lookalike`: bare OTLP spans, SigNoz's
+flamegraph answer or spans without `spanId`, any-agent spans without `start_time`, a Langfuse trace list, Langfuse
+observations without times) is refused with a message that names it, before Jaeger and Zipkin can mistake it for
+theirs.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from google.protobuf import unknown_fields
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.formats import console, jaeger, langfuse, zipkin
+from collector.formats import anyagent, console, jaeger, langfuse, signoz, zipkin
 from collector.formats.otlp import traces_request
 from collector.formats.payload import Format, FormatError
 
@@ -42,8 +45,8 @@ class Sniffed:
     """A file read whole (gunzipped) and recognised.
 
     `document` depends on `format`: the parsed JSON value for `otlp-json`, `otlp-json-array`, `jaeger`,
-    `langfuse` and `zipkin`; the decoded text for `otlp-jsonl` and `otel-console` (parsed value by value later);
-    the parsed ExportTraceServiceRequest for `otlp-protobuf`, whose serialized form is `raw`.
+    `langfuse`, `zipkin`, `signoz` and `any-agent`; the decoded text for `otlp-jsonl` and `otel-console` (parsed
+    value by value later); the parsed ExportTraceServiceRequest for `otlp-protobuf`, whose serialized form is `raw`.
     """
 
     format: Format
@@ -152,6 +155,10 @@ def _classify(path: Path, document: object) -> Format:
         return "otel-console"
     if langfuse.observations(document) is not None:
         return "langfuse"
+    if signoz.is_signoz(document):
+        return "signoz"
+    if anyagent.spans(document) is not None:
+        return "any-agent"
     lookalike = _lookalike(document)
     if lookalike is not None:
         raise FormatError(f"{path}: it looks like {lookalike}. {_KNOWN}")
@@ -168,23 +175,28 @@ def _classify(path: Path, document: object) -> Format:
 
 _KNOWN = (
     "Hotspan reads OTLP JSON (resourceSpans; Tempo's batches), arrays of OTLP requests, ConsoleSpanExporter "
-    "output, Jaeger (data/traceID/spans), Langfuse observations and Zipkin v2 span lists (traceId, id)"
+    "output, Jaeger (data/traceID/spans), Langfuse observations, Zipkin v2 span lists (traceId, id), SigNoz's "
+    "trace-detail answers (spans with durationNano) and any-agent traces (spans with context.trace_id)"
 )
 
 
 def _lookalike(document: object) -> str | None:
     """What a JSON document that Hotspan does not read looks like, and what it lacks; None when it looks like
     none of the shapes below. Checked before Jaeger and Zipkin, whose detection these shapes would otherwise
-    pass (SigNoz spans have `spanId`, Langfuse observations `id` and `traceId`), only for every span to be
-    refused with a message about the wrong format."""
+    pass (Langfuse observations have `id` and `traceId`), only for every span to be refused with a message about
+    the wrong format."""
     where, first = _first_record(document)
     if where == "" and {"traceId", "spanId", "startTimeUnixNano"} <= first.keys():
         return "a list of OTLP spans without their resourceSpans/scopeSpans envelope, so no service is known"
-    if where == "spans" and "durationNano" in first:
+    if where == "spans" and ("durationNano" in first or "duration_nano" in first):
+        return "SigNoz's trace-detail answer (spans with durationNano), but its first span has no 'spanId'"
+    if _is_signoz_flamegraph(document):
         return (
-            "SigNoz's trace-detail API answer (spans with durationNano, tagMap), which Hotspan does not read; "
-            "export the trace over OTLP instead"
+            "SigNoz's flamegraph answer (spans by level, without attributes or kinds); save the waterfall answer "
+            "(POST /api/v2/traces/waterfall/{traceId}) instead"
         )
+    if where in ("", "spans") and isinstance(first.get("context"), dict) and "trace_id" in first["context"]:
+        return "an any-agent AgentTrace (spans with context.trace_id), but its first span has no 'start_time'"
     if where == "data" and isinstance(first.get("observations"), list):
         return (
             "a Langfuse trace list (GET /api/public/traces), whose observations are IDs only; save "
@@ -194,6 +206,19 @@ def _lookalike(document: object) -> str | None:
         missing = " or ".join(repr(key) for key in ("startTime", "traceId") if key not in first)
         return f"Langfuse observations, but the first has no {missing}"
     return None
+
+
+def _is_signoz_flamegraph(document: object) -> bool:
+    """Whether a document is SigNoz's flamegraph answer (`GetFlamegraphSpansForTraceResponse`: `spans` a list of
+    levels, each a list of spans with `durationNano`)."""
+    levels = document.get("spans") if isinstance(document, dict) else None
+    first_level = levels[0] if isinstance(levels, list) and levels else None
+    return (
+        isinstance(first_level, list)
+        and bool(first_level)
+        and isinstance(first_level[0], dict)
+        and ("durationNano" in first_level[0])
+    )
 
 
 def _first_record(document: object) -> tuple[str | None, dict]:

@@ -6,7 +6,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 Format = Literal[
-    "otlp-json", "otlp-json-array", "otlp-jsonl", "otlp-protobuf", "otel-console", "jaeger", "zipkin", "langfuse"
+    "otlp-json",
+    "otlp-json-array",
+    "otlp-jsonl",
+    "otlp-protobuf",
+    "otel-console",
+    "jaeger",
+    "zipkin",
+    "langfuse",
+    "signoz",
+    "any-agent",
 ]
 """The file formats `hotspan import` recognises, by content."""
 
@@ -19,6 +28,8 @@ FORMAT_NAMES: dict[Format, str] = {
     "jaeger": "Jaeger JSON",
     "zipkin": "Zipkin v2 JSON",
     "langfuse": "a Langfuse observation export",
+    "signoz": "a SigNoz trace-detail answer",
+    "any-agent": "an any-agent AgentTrace",
 }
 """Each format as messages name it."""
 
@@ -47,8 +58,8 @@ class Rejected:
     """Input that could not be turned into OTLP; the rest of the file is still read.
 
     One item per unusable JSON line (OTLP JSON lines) or array element, or per unusable converted span
-    (ConsoleSpanExporter, Jaeger, Langfuse, Zipkin). `source` names the place: `file.jsonl:17` for a line (or a
-    printed ConsoleSpanExporter object), an RFC 6901 JSON pointer for an element or a span
+    (ConsoleSpanExporter, Jaeger, Langfuse, Zipkin, SigNoz, any-agent). `source` names the place: `file.jsonl:17`
+    for a line (or a printed ConsoleSpanExporter object), an RFC 6901 JSON pointer for an element or a span
     (`file.json#/data/0/spans/4`). `reason` says what is wrong and names the field.
     `span_count` is the number of spans lost, `None` where it cannot be known (a line that is not JSON), 0 for
     the note that closes a converted file whose every span was rejected (the file's source, naming the format it

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from collector.formats import console, jaeger, langfuse, zipkin
+from collector.formats import anyagent, console, jaeger, langfuse, signoz, zipkin
 from collector.formats.detect import Sniffed, sniff
 from collector.formats.otlp import (
     ConvertedSpan,
@@ -38,9 +38,9 @@ def read_payloads(
     - OTLP JSON lines: one payload per non-blank line, source `file.jsonl:<line>`; a line that is not JSON
       or not an OTLP trace request is a `Rejected` with that source, in line order;
     - OTLP protobuf: the (gunzipped) bytes as is;
-    - ConsoleSpanExporter output, Jaeger, Langfuse, Zipkin: converted to OTLP JSON (see `console.py`,
-      `jaeger.py`, `langfuse.py`, `zipkin.py`); each span that cannot be converted is a `Rejected` (a line
-      or JSON pointer source), yielded before the payloads.
+    - ConsoleSpanExporter output, Jaeger, Langfuse, Zipkin, SigNoz, any-agent: converted to OTLP JSON (see
+      `console.py`, `jaeger.py`, `langfuse.py`, `zipkin.py`, `signoz.py`, `anyagent.py`); each span that cannot
+      be converted is a `Rejected` (a line or JSON pointer source), yielded before the payloads.
 
     Larger inputs are split into several payloads, resource and scope repeated in each; their sources
     read `file.json (spans 5001-10000 of 12000)`. The file is read and recognised when this is called,
@@ -75,6 +75,10 @@ def _payloads(sniffed: Sniffed, source: str, max_spans: int) -> Iterator[Payload
             yield from _converted(langfuse.convert(sniffed.document, source), source, max_spans, sniffed.format)
         case "zipkin":
             yield from _converted(zipkin.convert(sniffed.document, source), source, max_spans, sniffed.format)
+        case "signoz":
+            yield from _converted(signoz.convert(sniffed.document, source), source, max_spans, sniffed.format)
+        case "any-agent":
+            yield from _converted(anyagent.convert(sniffed.document, source), source, max_spans, sniffed.format)
 
 
 def _request_payloads(request: dict, source: str, max_spans: int) -> Iterator[Payload]:

@@ -177,6 +177,10 @@ SAVED_EXPECTED = {
     "tempo-v2-from-jaeger-example.json": (5, 1, 3),
     # Five observations, the EVENT without endTime a point in time; the export names no service ("langfuse").
     "langfuse-observations-v2.json": (5, 1, 1),
+    # A SigNoz v2 waterfall answer: four spans of services frontend and backend.
+    "signoz-waterfall-v2.json": (4, 1, 2),
+    # An any-agent AgentTrace: invoke_agent over two call_llm and an execute_tool, service support-agent.
+    "anyagent-trace.json": (4, 1, 1),
 }
 
 
@@ -208,14 +212,14 @@ def test_array_of_otlp_requests_imports_each_request(store: ClickHouse, tmp_path
 
 def test_cli_imports_every_saved_format_and_refuses_by_name(tmp_path: Path) -> None:
     refused = tmp_path / "signoz.json"
-    refused.write_text('{"spans": [{"spanId": "a", "traceId": "b", "durationNano": 5, "tagMap": {}}]}')
+    refused.write_text('{"spans": [[{"spanId": "a", "durationNano": 5, "level": 0}]]}')
     files = [str(SAVED / name) for name in sorted(SAVED_EXPECTED)]
 
     run = _cli_import("--data-dir", str(tmp_path / "data"), *files, str(refused))
 
     assert run.returncode == 0, run.stderr
     spans = sum(spans for spans, _, _ in SAVED_EXPECTED.values())
-    # The two Tempo files hold the same trace (both derived from jaeger's example): four distinct traces, and the
-    # services checkout, langfuse and example-service-1 to -3.
-    assert f"files: 6  spans: {spans}  traces: 4  services: 5  rejected: 0" in run.stdout
-    assert "signoz.json: it looks like SigNoz's trace-detail API answer" in run.stdout
+    # The two Tempo files hold the same trace (both derived from jaeger's example): six distinct traces, and the
+    # services checkout, langfuse, example-service-1 to -3, frontend, backend and support-agent.
+    assert f"files: 8  spans: {spans}  traces: 6  services: 8  rejected: 0" in run.stdout
+    assert "signoz.json: it looks like SigNoz's flamegraph answer" in run.stdout

@@ -413,8 +413,8 @@ def test_a_file_whose_every_span_is_rejected_names_the_format_it_was_read_as(tmp
             "it looks like a list of OTLP spans without their resourceSpans/scopeSpans envelope",
         ),
         (
-            {"spans": [{"traceId": "t", "spanId": "s", "durationNano": 5, "tagMap": {}}], "hasMissingSpans": False},
-            "it looks like SigNoz's trace-detail API answer",
+            {"spans": [[{"spanId": "s", "durationNano": 5, "level": 0}]], "startTimestampMillis": 0},
+            "it looks like SigNoz's flamegraph answer",
         ),
         (
             {"data": [{"id": "t1", "timestamp": "2024-05-01T12:00:00Z", "observations": ["o1", "o2"]}], "meta": {}},
@@ -426,7 +426,7 @@ def test_a_file_whose_every_span_is_rejected_names_the_format_it_was_read_as(tmp
         ),
         ({"hello": "world"}, "JSON in no known trace format (an object with keys ['hello'])"),
     ],
-    ids=["bare-otlp-spans", "signoz", "langfuse-trace-list", "langfuse-no-start", "unknown"],
+    ids=["bare-otlp-spans", "signoz-flamegraph", "langfuse-trace-list", "langfuse-no-start", "unknown"],
 )
 def test_refusal_names_the_format_it_saw(tmp_path: Path, document: object, says: str) -> None:
     path = tmp_path / "saved.json"
