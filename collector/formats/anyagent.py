@@ -24,29 +24,16 @@ from typing import Any
 
 from collector.formats.otlp import (
     SERVICE_NAME,
-    SPAN_KIND_CLIENT,
-    SPAN_KIND_CONSUMER,
-    SPAN_KIND_INTERNAL,
-    SPAN_KIND_PRODUCER,
-    SPAN_KIND_SERVER,
     UNKNOWN_SERVICE,
     ConvertedSpan,
     attribute_list,
     plain_attributes,
+    span_kind_from_name,
     status_code_from_name,
     status_value,
     string_value,
 )
 from collector.formats.payload import Rejected, SpanError
-
-_KINDS = {
-    "internal": SPAN_KIND_INTERNAL,
-    "server": SPAN_KIND_SERVER,
-    "client": SPAN_KIND_CLIENT,
-    "producer": SPAN_KIND_PRODUCER,
-    "consumer": SPAN_KIND_CONSUMER,
-}
-"""tinyagent's `SpanKind` (a `StrEnum`) values."""
 
 _TRACE_ID_BITS = 128
 _SPAN_ID_BITS = 64
@@ -100,7 +87,7 @@ def _converted(raw: object) -> ConvertedSpan:
     name = raw.get("name")
     if not isinstance(name, str):
         raise SpanError(f"name {name!r} is not a string")
-    kind = _KINDS.get(raw.get("kind")) if isinstance(raw.get("kind"), str) else None
+    kind = span_kind_from_name(raw["kind"]) if isinstance(raw.get("kind"), str) else None
     if kind is None:
         raise SpanError(f"kind {raw.get('kind')!r} is not a span kind such as 'internal'")
     start = _nanoseconds(raw.get("start_time"), "start_time")

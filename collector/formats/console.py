@@ -21,27 +21,15 @@ from typing import Any
 
 from collector.formats.ids import SPAN_ID_HEX_DIGITS, TRACE_ID_HEX_DIGITS, hex_id
 from collector.formats.otlp import (
-    SPAN_KIND_CLIENT,
-    SPAN_KIND_CONSUMER,
-    SPAN_KIND_INTERNAL,
-    SPAN_KIND_PRODUCER,
-    SPAN_KIND_SERVER,
     ConvertedSpan,
     attribute_list,
     plain_attributes,
+    span_kind_from_name,
     status_code_from_name,
     status_value,
 )
 from collector.formats.payload import Rejected, SpanError
 from collector.formats.times import rfc3339_to_nanos
-
-_KINDS = {
-    "SpanKind.INTERNAL": SPAN_KIND_INTERNAL,
-    "SpanKind.SERVER": SPAN_KIND_SERVER,
-    "SpanKind.CLIENT": SPAN_KIND_CLIENT,
-    "SpanKind.PRODUCER": SPAN_KIND_PRODUCER,
-    "SpanKind.CONSUMER": SPAN_KIND_CONSUMER,
-}
 
 
 def is_console_span(value: object) -> bool:
@@ -163,13 +151,14 @@ def _hex(value: object, digits: int, field: str) -> str:
 def _converted(raw: dict) -> ConvertedSpan:
     trace_id, span_id = _ids(raw)
     kind_name = raw.get("kind")
-    if kind_name not in _KINDS:
-        raise SpanError(f"kind {kind_name!r} is not one of {sorted(_KINDS)}")
+    kind = span_kind_from_name(kind_name) if isinstance(kind_name, str) else None
+    if kind is None:
+        raise SpanError(f"kind {kind_name!r} is not a span kind such as 'SpanKind.INTERNAL'")
     span: dict[str, Any] = {
         "traceId": trace_id,
         "spanId": span_id,
         "name": _text(raw.get("name"), "name"),
-        "kind": _KINDS[kind_name],
+        "kind": kind,
         "startTimeUnixNano": str(rfc3339_to_nanos(raw.get("start_time"), "start_time")),
         "endTimeUnixNano": str(rfc3339_to_nanos(raw.get("end_time"), "end_time")),
         "attributes": attribute_list(plain_attributes(raw.get("attributes"), "attributes")),

@@ -41,10 +41,6 @@ from typing import Any
 from collector.formats.ids import SPAN_ID_HEX_DIGITS, TRACE_ID_HEX_DIGITS, hex_id, jaeger_model_id
 from collector.formats.otlp import (
     SERVICE_NAME,
-    SPAN_KIND_CLIENT,
-    SPAN_KIND_CONSUMER,
-    SPAN_KIND_INTERNAL,
-    SPAN_KIND_PRODUCER,
     SPAN_KIND_SERVER,
     SPAN_KIND_UNSPECIFIED,
     STATUS_CODE_ERROR,
@@ -54,6 +50,7 @@ from collector.formats.otlp import (
     attribute_list,
     int_value,
     pop_scope,
+    span_kind_from_name,
     status_code_from_name,
     status_value,
     string_value,
@@ -61,13 +58,6 @@ from collector.formats.otlp import (
 from collector.formats.payload import Rejected, SpanError
 from collector.formats.times import go_duration_to_nanos, micros_to_nanos, rfc3339_to_nanos
 
-_SPAN_KINDS = {
-    "server": SPAN_KIND_SERVER,
-    "client": SPAN_KIND_CLIENT,
-    "producer": SPAN_KIND_PRODUCER,
-    "consumer": SPAN_KIND_CONSUMER,
-    "internal": SPAN_KIND_INTERNAL,
-}
 _REF_TYPES = {"CHILD_OF": "child_of", "FOLLOWS_FROM": "follows_from"}
 _DOMAIN_VALUE_FIELDS = {
     "STRING": ("vStr", ""),
@@ -150,7 +140,7 @@ def _convert_span(raw: object, processes: dict, batch_process: object) -> Conver
     end_ns = start_ns + _duration_ns(raw.get("duration", 0), "duration")
 
     attributes = _tags(raw.get("tags"), "tags")
-    kind = _SPAN_KINDS.get(str(_plain(attributes.pop("span.kind", string_value("")))), SPAN_KIND_UNSPECIFIED)
+    kind = span_kind_from_name(str(_plain(attributes.pop("span.kind", string_value(""))))) or SPAN_KIND_UNSPECIFIED
     span: dict[str, Any] = {"traceId": trace_id, "spanId": span_id}
     parent_id, links = _parent_and_links(raw.get("references"), trace_id, read_id, domain)
     if parent_id:

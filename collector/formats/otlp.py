@@ -100,6 +100,25 @@ def attribute_list(attributes: dict[str, dict]) -> list[dict]:
     return [key_value(key, value) for key, value in attributes.items()]
 
 
+SPAN_KINDS_BY_NAME = {
+    "unspecified": SPAN_KIND_UNSPECIFIED,
+    "internal": SPAN_KIND_INTERNAL,
+    "server": SPAN_KIND_SERVER,
+    "client": SPAN_KIND_CLIENT,
+    "producer": SPAN_KIND_PRODUCER,
+    "consumer": SPAN_KIND_CONSUMER,
+}
+"""OTLP span kinds by their name as :func:`span_kind_from_name` normalises it."""
+
+
+def span_kind_from_name(name: str) -> int | None:
+    """The OTLP span kind a writer names: the proto enum (`SPAN_KIND_SERVER`), the Python SDK's `SpanKind.SERVER`,
+    Jaeger's `span.kind` tag and tinyagent's `SpanKind` values (`server`), pdata's `Server` as SigNoz stores it;
+    any case. None if unknown."""
+    bare = name.removeprefix("SpanKind.").upper().removeprefix("SPAN_KIND_")
+    return SPAN_KINDS_BY_NAME.get(bare.lower())
+
+
 def status_code_from_name(name: str) -> int | None:
     """The OTLP status code for an `otel.status_code` tag value: `OK`/`ERROR`/`UNSET` as the OTel
     Jaeger and Zipkin exporters write it, or the enum names `STATUS_CODE_*`; any case. None if unknown."""

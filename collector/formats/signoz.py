@@ -53,34 +53,21 @@ from typing import Any
 from collector.formats.ids import SPAN_ID_HEX_DIGITS, TRACE_ID_HEX_DIGITS, hex_id
 from collector.formats.otlp import (
     SERVICE_NAME,
-    SPAN_KIND_CLIENT,
-    SPAN_KIND_CONSUMER,
-    SPAN_KIND_INTERNAL,
-    SPAN_KIND_PRODUCER,
-    SPAN_KIND_SERVER,
     SPAN_KIND_UNSPECIFIED,
+    SPAN_KINDS_BY_NAME,
     STATUS_CODE_ERROR,
     STATUS_CODE_UNSET,
     UNKNOWN_SERVICE,
     ConvertedSpan,
     attribute_list,
     plain_attributes,
+    span_kind_from_name,
     status_code_from_name,
     status_value,
     string_value,
 )
 from collector.formats.payload import Rejected, SpanError
 from units import NS_PER_MS
-
-_KINDS = {
-    "UNSPECIFIED": SPAN_KIND_UNSPECIFIED,
-    "INTERNAL": SPAN_KIND_INTERNAL,
-    "SERVER": SPAN_KIND_SERVER,
-    "CLIENT": SPAN_KIND_CLIENT,
-    "PRODUCER": SPAN_KIND_PRODUCER,
-    "CONSUMER": SPAN_KIND_CONSUMER,
-}
-"""pdata's `SpanKind.String()` names (`Server`), which SigNoz stores as `kind_string`, upper-cased."""
 
 _MISSING_SPAN = "Missing Span"
 _MAX_START_MS = (2**63 - 1) // NS_PER_MS
@@ -309,12 +296,12 @@ def _kind(raw: dict, keys: _Keys) -> int:
     number = raw.get(keys.kind_number) if keys.kind_number else None
     if isinstance(number, str) and number.isdigit():
         number = int(number)  # v1 prints the kind number as text
-    if isinstance(number, int) and not isinstance(number, bool) and number in _KINDS.values():
+    if isinstance(number, int) and not isinstance(number, bool) and number in SPAN_KINDS_BY_NAME.values():
         return number
     name = raw.get(keys.kind_name)
     if name in (None, ""):
         return SPAN_KIND_UNSPECIFIED
-    kind = _KINDS.get(str(name).upper().removeprefix("SPAN_KIND_"))
+    kind = span_kind_from_name(str(name))
     if kind is None:
         raise SpanError(f"{keys.kind_name} {name!r} is not a span kind such as 'Server'")
     return kind
