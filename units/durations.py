@@ -73,3 +73,18 @@ def parse_go_duration(text: str, *, days: bool = False) -> int:
     if nanoseconds > MAX_DURATION_NS:
         raise DurationError(f'time: invalid duration "{text}" (overflows 64-bit nanoseconds)')
     return sign * nanoseconds
+
+
+def parse_duration_param(text: str | None) -> int | None:
+    """A query parameter that bounds a span's duration (Jaeger's ``minDuration``, Tempo's ``minDuration``): a
+    non-negative Go duration as **nanoseconds**; ``None`` when absent or empty.
+
+    Raises:
+        DurationError: not a Go duration (:func:`parse_go_duration`), or negative.
+    """
+    if not text:
+        return None
+    nanoseconds = parse_go_duration(text)
+    if nanoseconds < 0:
+        raise DurationError(f"must not be negative, got {text!r}")
+    return nanoseconds

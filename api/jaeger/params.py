@@ -24,7 +24,7 @@ from api.jaeger.errors import JaegerError
 from api.window import MAX_NS
 from storage.reader import MAX_ATTRIBUTE_FILTERS, TraceQuery
 from units import NS_PER_MS, NS_PER_US
-from units.durations import DurationError, parse_go_duration
+from units.durations import DurationError, parse_duration_param
 
 DEFAULT_LIMIT = 100
 """Traces a search returns when the client sets no limit (Jaeger's default)."""
@@ -112,15 +112,10 @@ def duration_param(text: str | None, name: str) -> int | None:
     Raises:
         JaegerError: 400, not a Go duration or negative.
     """
-    if not text:
-        return None
     try:
-        value = parse_go_duration(text)
+        return parse_duration_param(text)
     except DurationError as exc:
         raise JaegerError(400, f"unable to parse param '{name}': {exc}") from None
-    if value < 0:
-        raise JaegerError(400, f"unable to parse param '{name}': must not be negative, got {text!r}")
-    return value
 
 
 def limit_param(value: int | None, name: str) -> int:

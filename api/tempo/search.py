@@ -23,7 +23,7 @@ from api.tempo.errors import TempoError
 from api.tempo.traceql import TraceQLError, parse
 from storage.reader import MAX_ATTRIBUTE_FILTERS, TraceQuery
 from storage.traceql_sql import QueryTooLarge, span_condition
-from units.durations import DurationError, parse_go_duration
+from units.durations import DurationError, parse_duration_param
 
 DEFAULT_LIMIT = 20
 """Traces answered when ``limit`` is absent (Tempo's ``default_result_limit``)."""
@@ -143,15 +143,10 @@ def _positive(text: str | None, name: str) -> int | None:
 
 
 def _duration(text: str | None, name: str) -> int | None:
-    if not text:
-        return None
     try:
-        ns = parse_go_duration(text)
+        return parse_duration_param(text)
     except DurationError as exc:
         raise TempoError(400, f"invalid {name}: {exc}") from None
-    if ns < 0:
-        raise TempoError(400, f"invalid {name}: negative")
-    return ns
 
 
 def response(summaries: pl.DataFrame, matched: pl.DataFrame | None) -> dict[str, Any]:
