@@ -17,7 +17,7 @@ from api.models import ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_NS, check_order
-from diagnosis import Finding
+from diagnosis import DiagnosisReport, Finding
 from diagnosis.engine import DEFAULT_TRACE_LIMIT
 from query.diagnosis import DiagnosisService
 
@@ -37,6 +37,16 @@ class DiagnosisResponse(BaseModel):
         "`unavailable: <reason>` (the diagnosis then rests on traces alone)."
     )
     rule_errors: list[RuleErrorOut] = Field(description="Rules that failed on this window; the others still ran.")
+
+    @classmethod
+    def of(cls, report: DiagnosisReport) -> DiagnosisResponse:
+        """The answer for ``report`` (the REST route's and the MCP ``diagnose`` tool's)."""
+        return cls(
+            findings=report.findings,
+            trace_count=report.trace_count,
+            metrics=report.metrics,
+            rule_errors=[RuleErrorOut(cause=e.cause, message=e.message) for e in report.errors],
+        )
 
 
 def build_router(service_: DiagnosisService, reads: ReadPool | None = None) -> APIRouter:
@@ -84,11 +94,6 @@ def build_router(service_: DiagnosisService, reads: ReadPool | None = None) -> A
             operation=operation or None,
             limit=limit,
         )
-        return DiagnosisResponse(
-            findings=report.findings,
-            trace_count=report.trace_count,
-            metrics=report.metrics,
-            rule_errors=[RuleErrorOut(cause=e.cause, message=e.message) for e in report.errors],
-        )
+        return DiagnosisResponse.of(report)
 
     return router

@@ -29,6 +29,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from analysis import STAGES
+from api.diagnosis import MAX_TRACES, DiagnosisResponse
 from api.errors import ApiError
 from api.read_pool import ReadPool
 from api.trace_text import DEFAULT_MAX_SPANS, MAX_SPANS, iso, render_explanation, render_trace
@@ -192,7 +193,7 @@ def build_mcp_server(query: QueryService, reads: ReadPool) -> MCPServer:
         service: Annotated[str | None, Field(description="Only traces with a span of this service.")] = None,
         operation: Operation = None,
         max_traces: Annotated[
-            int, Field(ge=1, le=10_000, description="Most traces analysed, the most recently active first.")
+            int, Field(ge=1, le=MAX_TRACES, description="Most traces analysed, the most recently active first.")
         ] = DEFAULT_TRACE_LIMIT,
     ) -> dict[str, Any]:
         """Named causes of latency over a window, ranked (critical first): scheduler queue saturation, unused prefix
@@ -211,14 +212,7 @@ def build_mcp_server(query: QueryService, reads: ReadPool) -> MCPServer:
                 operation=operation or None,
                 limit=max_traces,
             )
-            return {
-                "start_ns": start,
-                "end_ns": end,
-                "trace_count": report.trace_count,
-                "metrics": report.metrics,
-                "findings": [finding.model_dump(mode="json") for finding in report.findings],
-                "rule_errors": [{"cause": e.cause, "message": e.message} for e in report.errors],
-            }
+            return {"start_ns": start, "end_ns": end, **DiagnosisResponse.of(report).model_dump(mode="json")}
 
         return await _read(reads, answer)
 
