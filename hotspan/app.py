@@ -306,15 +306,14 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     install_error_handlers(app)
     app.state.metrics_registry = metrics_routes.new_registry()
     metrics_routes.record_role(app.state.metrics_registry, settings.role)
-    app.include_router(metrics_routes.build_router(app.state.metrics_registry))
+    # Not on the registry: /metrics writes their families in parts (hotspan.metrics), far less memory per scrape.
+    trace_metrics = TraceMetrics(None, settings.cardinality_limit) if parts.pipeline else None
+    parted = [trace_metrics] if trace_metrics is not None else []
+    app.include_router(metrics_routes.build_router(app.state.metrics_registry, parted))
     app.state.pipeline = _mount_ingest(app, settings) if parts.ingest else None
     app.state.query = _mount_query(app, settings, storage) if parts.query else None
     # The trace pipeline (started by server.py) runs these on every batch.
-    app.state.trace_processors = (
-        trace_processors(storage, TraceMetrics(app.state.metrics_registry, settings.cardinality_limit))
-        if parts.pipeline
-        else []
-    )
+    app.state.trace_processors = trace_processors(storage, trace_metrics) if trace_metrics is not None else []
     app.state.tail_sampling_metrics = TailSamplingMetrics(app.state.metrics_registry) if parts.pipeline else None
     if settings.prometheus_url and parts.query:
         # The same scores the REST API and the Services page read.

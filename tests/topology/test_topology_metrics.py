@@ -4,16 +4,19 @@ connectors' names and label values, and units that match the names (ms for span 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import polars as pl
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Exemplar
 from topology_support import demo_batch, frame, run_pipeline, span, storage_of
 
+from hotspan.metrics import exposition
+from processors.pipeline import trace_metrics
 from processors.pipeline.service_graph import service_graph
 from processors.pipeline.trace_metrics import TraceMetrics
 from storage.clickhouse import ClickHouse
@@ -198,3 +201,47 @@ def test_stage_exemplars_name_the_request_trace() -> None:
     (exemplar,) = exemplars(registry, "hotspan_stage_duration_seconds").values()
     assert exemplar.labels == {"trace_id": "t1".ljust(32, "0")}
     assert exemplar.value == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("encode", [generate_latest, openmetrics_latest], ids=["text-0.0.4", "openmetrics"])
+def test_the_parts_streamed_one_by_one_are_what_prometheus_client_writes_whole(
+    encode: Callable[[CollectorRegistry], bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/metrics`` writes these families part by part after the registry's (``hotspan.metrics.exposition``): byte
+    for byte what the same encoder writes with every family registered, over every family, the overflow series,
+    escaped label values, exemplars (OpenMetrics) and empty families; each part holds at most
+    ``EXPOSITION_PART_SERIES`` series."""
+    monkeypatch.setattr(trace_metrics, "EXPOSITION_PART_SERIES", 2)
+    streamed_registry, whole_registry = CollectorRegistry(), CollectorRegistry()
+    for registry in (streamed_registry, whole_registry):
+        Gauge("hotspan_role", "What this Hotspan process runs", ["role"], registry=registry).labels(role="all").set(1)
+    metrics = TraceMetrics(None, limit=3)
+    whole_registry.register(metrics)
+
+    def streamed() -> list[bytes]:
+        return list(exposition(encode, streamed_registry, [metrics]))
+
+    assert b"".join(streamed()) == encode(whole_registry)  # every family empty
+    odd = 'gw "eu"\\ \n\u00e9'
+    metrics.observe_spans(
+        frame(
+            *(span(f"s{i}", "", odd, "Server", name=f"op{i}", duration_ms=10.0**i) for i in range(6)),
+            span("c", "s1", "gw", "Client", name="call", duration_ms=3, error=True),
+        )
+    )
+    metrics.observe_service_graph(
+        service_graph(
+            frame(
+                span("a", "", "gw", "Server", duration_ms=100),
+                span("b", "a", "gw", "Client", duration_ms=50, error=True),
+                span("c", "b", odd, "Server", duration_ms=30),
+            )
+        )
+    )
+    metrics.observe_hotspots([(odd, "", 2), ("gw", "slow", 1)])
+    pieces = streamed()
+    assert b"".join(pieces) == encode(whole_registry)
+    # The span counter: four series (three and the overflow one) in two parts, the second without a header.
+    first = next(i for i, piece in enumerate(pieces) if b"# TYPE traces_span_metrics_calls" in piece)
+    assert [pieces[first].count(b"\n"), pieces[first + 1].count(b"\n")] == [2 + 2, 2]
+    assert pieces[first + 1].startswith(b"traces_span_metrics_calls_total{")
