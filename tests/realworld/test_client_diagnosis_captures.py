@@ -6,7 +6,8 @@ its own tenant and ``diagnose_window`` reads it back, as the API would.
 Nothing is raised on the captures. On the public files the only client-side finding is ``llm_bound`` on the two
 whose requests are model calls and nothing else (Vercel AI SDK: ``ai.generateText`` around its one
 ``doGenerate``; Langfuse: two requests that are a lone ``openai.chat`` span): true by construction, and checked
-against the share of each request its model calls cover, computed here from the raw file.
+against the share of each request its model calls cover, computed here from the raw file. any-agent's OpenAI
+trace is model calls for 99.7 % of its one request, too few requests for ``llm_bound`` (``min_requests`` 2).
 """
 
 from __future__ import annotations

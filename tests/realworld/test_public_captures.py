@@ -58,8 +58,22 @@ class RawSpan:
 
 
 def raw_spans(path: Path) -> list[RawSpan]:
-    """The spans of an OTLP JSON file or a Jaeger JSON file (single trace, or an API answer's ``data``)."""
+    """The spans of an OTLP JSON file, a Jaeger JSON file (single trace, or an API answer's ``data``) or an
+    any-agent ``AgentTrace`` (decimal integer IDs, ns times, plain attribute values)."""
     document = json.loads(path.read_text(encoding="utf-8"))
+    if "spans" in document and "final_output" in document:
+        return [
+            RawSpan(
+                f"{span['context']['trace_id']:032x}",
+                f"{span['context']['span_id']:016x}",
+                f"{span['parent']['span_id']:016x}" if span["parent"] and span["parent"]["span_id"] else "",
+                span["name"],
+                span["start_time"],
+                span["end_time"],
+                span["attributes"],
+            )
+            for span in document["spans"]
+        ]
     if "resourceSpans" in document:
         return [
             RawSpan(
@@ -243,6 +257,46 @@ CAPTURES = [
             # [3, 34] agent run: 9 / 31. Tokens on the three innermost chats: 45 + 12 + 87 in, 15 + 20 + 21 out.
             "00000000000000000000000000000002": Expected(
                 9 / 31, {"input_tokens": 45 + 12 + 87, "output_tokens": 15 + 20 + 21}
+            ),
+        },
+    ),
+    Capture(
+        # any-agent's own GenAI spans (AgentTrace JSON) around the OpenAI Agents SDK: an invoke_agent root over three
+        # call_llm spans and two execute_tool spans, siblings.
+        "anyagent__openai_trace.json",
+        operation("call_llm"),
+        {
+            # Seconds past 1747826278: call_llm [.532150925, 1.550144657], [1.554588287, 2.771909951],
+            # [2.773956519, 3.833801826] in invoke_agent [.530027825, 3.835363752]: 1.017993732 + 1.217321664
+            # + 1.059845307 of 3.305335927 s.
+            "5bd831fbd796d49b53551d2e5b9a2396": Expected(
+                (1.017993732 + 1.217321664 + 1.059845307) / 3.305335927,
+                {"input_tokens": 286 + 369 + 393, "output_tokens": 18 + 15 + 25},
+            ),
+        },
+    ),
+    Capture(
+        # The OpenAI Agents SDK through Logfire: agent1 calls a tool and hands off to agent2, whose run is agent1's
+        # sibling under the workflow span; model calls are "Responses API" spans with gen_ai.operation.name chat.
+        "logfire__openai_agents_handoff.derived.otlp.json",
+        operation("chat"),
+        {
+            # Logfire's test clock, 1 s per reading: Responses API [3, 4] in agent1's run [2, 9] (then the tool [5, 6]
+            # and the handoff [7, 8]), Responses API [11, 12] in agent2's run [10, 13], workflow [1, 14]: 2 / 13.
+            # Only the second call reports usage (89 in, 18 out); the first call's span carries none.
+            "00000000000000000000000000000001": Expected(2 / 13, {"input_tokens": 89, "output_tokens": 18}),
+        },
+    ),
+    Capture(
+        # any-agent again, from agent-factory's evaluation data: an o3 agent with structured output (final_output is
+        # an object) whose web-search tool takes a quarter of the run.
+        "agentfactory__anyagent_weather_eval_trace.json",
+        operation("call_llm"),
+        {
+            # Seconds past 1750343846: call_llm [.551199, 2.375876] and [5.600811, 14.536386], execute_tool
+            # [2.382123, 5.587281], in invoke_agent [.550397, 14.541443]: 1.824677 + 8.935575 of 13.991046 s.
+            "b6369ea592a04e74f77bf4353fef7da6": Expected(
+                (1.824677 + 8.935575) / 13.991046, {"input_tokens": 578 + 1462, "output_tokens": 35 + 391}
             ),
         },
     ),
