@@ -28,6 +28,7 @@ from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.window import MAX_NS, check_order
 from query.analysis_service import AnalysisService
+from query.trace_search import Sort, TraceSearch, search_traces
 from storage.ids import IdError, normalize_trace_id
 from storage.reader import MAX_ATTRIBUTE_FILTERS, TraceCursor, TraceQuery, TraceReader
 from units import NS_PER_MS
@@ -89,10 +90,28 @@ def build_router(
         hotspot: Annotated[
             bool | None, Query(description="`true`: only traces with a span flagged `hotspan.hotspot=true`.")
         ] = None,
+        min_trace_duration_ms: Annotated[
+            float | None,
+            Query(
+                ge=0, le=MAX_DURATION_MS, description="Whole-trace duration lower bound (first start to last end), ms."
+            ),
+        ] = None,
+        max_trace_duration_ms: Annotated[
+            float | None, Query(ge=0, le=MAX_DURATION_MS, description="Whole-trace duration upper bound, ms.")
+        ] = None,
+        sort: Annotated[
+            Sort,
+            Query(description="Order, ranked over every matching trace of the window (not only the newest found)."),
+        ] = "newest",
+        stage: Annotated[
+            str | None, Query(description="The stage the `longest_stage` sort ranks by (e.g. `llm.decode`).")
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 20,
     ) -> Response:
-        """Traces with a span matching every filter, newest first (Jaeger's matching rule), with the model
-        usage of those the trace pipeline has analysed: model calls, tokens, cost and dominant stage."""
+        """Traces with a span matching every filter (Jaeger's matching rule) and a whole duration within the trace
+        bounds, in the asked order, with the model usage of those the trace pipeline has analysed: model calls,
+        tokens, cost and dominant stage. The same search as the UI's Search page and the MCP ``search_traces``
+        tool (:func:`query.trace_search.search_traces`)."""
         check_order(start_ns, end_ns)
         if len(attr or ()) > MAX_ATTRIBUTE_FILTERS:
             raise ApiError(
@@ -103,19 +122,25 @@ def build_router(
             operation=operation or None,
             start_ns=start_ns,
             end_ns=end_ns,
-            min_duration_ns=None if min_duration_ms is None else int(min_duration_ms * NS_PER_MS),
-            max_duration_ns=None if max_duration_ms is None else int(max_duration_ms * NS_PER_MS),
+            min_duration_ns=_ns(min_duration_ms),
+            max_duration_ns=_ns(max_duration_ms),
             attributes=tuple(parse_attribute_filter(a) for a in attr or ()),
             hotspot=hotspot,
+        )
+        search = TraceSearch(
+            query,
+            min_trace_duration_ns=_ns(min_trace_duration_ms),
+            max_trace_duration_ns=_ns(max_trace_duration_ms),
+            sort=sort,
             limit=limit,
+            stage=stage or "",
         )
 
         def answer() -> TracesResponse:
-            frame = reader.search(query, tenant=tenant)
-            usage = analysis.trace_usage(frame["trace_id"].to_list(), tenant=tenant)
-            rows = frame.join(usage, on="trace_id", how="left", maintain_order="left").with_columns(
-                pl.when(pl.col("llm_calls").is_not_null()).then(pl.lit(analysis.currency)).alias("currency")
-            )
+            try:
+                rows = search_traces(reader, analysis, search, tenant=tenant).traces
+            except ValueError as exc:
+                raise ApiError(400, "invalid_parameter", str(exc)) from None
             return TracesResponse(traces=[TraceSummary(**row) for row in rows.iter_rows(named=True)])
 
         return await reads.json(answer)
@@ -218,3 +243,8 @@ def _as_dict(value: Any) -> dict[str, str]:
     if isinstance(value, dict):
         return value
     return {item["key"]: item["value"] for item in value}
+
+
+def _ns(ms: float | None) -> int | None:
+    """A duration bound in ms as ns; None stays open."""
+    return None if ms is None else int(ms * NS_PER_MS)

@@ -81,6 +81,28 @@ def test_search_filters_by_service_operation_duration_and_attribute(demo_server:
     assert len(_get(demo_server, "/api/v1/traces", limit=5).json()["traces"]) == 5
 
 
+def test_search_sorts_and_bounds_whole_traces_over_every_match(demo_server: RunningServer) -> None:
+    spans = _demo_spans()
+    envelope: dict[str, tuple[int, int]] = {}
+    for span in spans:
+        low, high = envelope.get(span["traceId"], (2**63, 0))
+        envelope[span["traceId"]] = (min(low, int(span["startTimeUnixNano"])), max(high, int(span["endTimeUnixNano"])))
+    durations = {trace: high - low for trace, (low, high) in envelope.items()}
+    longest = sorted(durations, key=lambda trace: (-durations[trace], trace))[:5]
+    found = _get(demo_server, "/api/v1/traces", sort="longest", limit=5).json()["traces"]
+    assert [t["trace_id"] for t in found] == longest
+    assert [t["duration_ns"] for t in found] == [durations[trace] for trace in longest]
+
+    # A whole-trace bound, unlike min_duration_ms, holds no trace whose spans are each shorter than it.
+    bound_ms = durations[longest[2]] / 1e6
+    found = _get(demo_server, "/api/v1/traces", min_trace_duration_ms=bound_ms, limit=1000).json()["traces"]
+    assert {t["trace_id"] for t in found} == {trace for trace, ns in durations.items() if ns >= bound_ms * 1e6}
+
+    refused = _get(demo_server, "/api/v1/traces", sort="longest_stage")
+    assert refused.status_code == 400 and "sort by stage needs one of" in refused.text
+    assert _get(demo_server, "/api/v1/traces", sort="sideways").status_code in (400, 422)
+
+
 @pytest.mark.both_layouts
 def test_search_summary_fields_match_the_file(demo_server: RunningServer) -> None:
     spans = _demo_spans()
