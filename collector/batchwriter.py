@@ -13,6 +13,7 @@ per writer instance.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ class PreparedBatch:
         python_tables: rows the Python conversion produced, with ``Tenant`` (empty in the common case).
         native_rows: the ``Native`` blocks of the clean requests (columns
             :data:`collector.native_writer.COLUMNS`).
+        redacted: matches masked in the batch per redaction rule (``collector.redaction``).
     """
 
     path: Path
@@ -53,6 +55,7 @@ class PreparedBatch:
     truncated: int = 0
     python_tables: list[pa.Table] = field(default_factory=list)
     native_rows: bytes = b""
+    redacted: Counter[str] = field(default_factory=Counter)
 
     @property
     def accepted(self) -> int:

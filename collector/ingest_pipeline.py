@@ -16,7 +16,8 @@ Flow (one process; threads in brackets):
 3. [inserters, ``insert_threads`` of them] each take the oldest segments nobody has taken (up to
    ``batch_max_spans`` spans), convert them (:class:`~collector.native_writer.NativeBatchWriter`: a
    compiled scan of the protobuf bytes into ``Native`` columns, the same rules again; the rare request
-   it does not handle goes through the Python reference) and store them, each span once
+   it does not handle goes through the Python reference; message attributes are redacted first,
+   :mod:`collector.redaction`) and store them, each span once
    (:class:`storage.writer.OnceWriter`: a copy already stored is not stored again), then delete the
    segments. On failure the segments stay and are retried with back-off; a crash between insert and
    delete repeats the insert, which then finds every span stored and stores nothing.
@@ -56,6 +57,7 @@ from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
 from collector.native_writer import NativeBatchWriter
 from collector.otlp_body import CheckedRequest, check_body
+from collector.redaction import RedactionTable, Redactor
 from collector.results import ExportResult, log_answer
 from collector.spool import Group, Spool, SpoolFullError
 from collector.wire import read_batch, write_batch
@@ -109,6 +111,8 @@ class IngestConfig:
         insert_wait_s: longest time an answer waits for its insert when it waits at all (a lone sender, an idle
             inserter); past it the request is answered from the spool, seconds.
         limits: per-span limits.
+        redaction: the redaction table applied to every request before it is stored (``HOTSPAN_REDACTION``);
+            None stores message attributes as received.
     """
 
     queue_max_bytes: int = 64 * 1024 * 1024
@@ -120,6 +124,7 @@ class IngestConfig:
     retry_max_s: float = 5.0
     insert_wait_s: float = 2.0
     limits: SpanLimits = field(default_factory=SpanLimits)
+    redaction: RedactionTable | None = None
 
 
 @dataclass(eq=False)
@@ -162,7 +167,13 @@ class IngestPipeline:
         self.spool = Spool(data_dir / "ingest" / "spool", config.spool_max_bytes)
         self.dead_letters = DeadLetters(data_dir / "ingest" / "dead-letter")
         self._handles = [open_handle() for _ in range(config.insert_threads)]
-        self._writers: list[BatchWriter] = [NativeBatchWriter(handle, config.limits) for handle in self._handles]
+        redactor = Redactor(config.redaction) if config.redaction is not None else None
+        self._writers: list[BatchWriter] = [
+            NativeBatchWriter(handle, config.limits, redactor) for handle in self._handles
+        ]
+        for rule in config.redaction.rules if config.redaction is not None else ():
+            # Every rule's series from the start, at 0: a rate over it needs no first match to exist.
+            metrics.redacted_values.labels(rule.name)
         self._lock = threading.Condition()
         self._pending: deque[Ticket] = deque()
         self._queued_bytes = 0
@@ -486,6 +497,8 @@ class IngestPipeline:
         self._metrics.repeated_spans.inc(outcome.repeated)
         self._metrics.replaced_spans.inc(outcome.replaced)
         self._metrics.truncated_spans.inc(prepared.truncated)
+        for rule, count in prepared.redacted.items():
+            self._metrics.redacted_values.labels(rule).inc(count)
         if not self._healthy:
             log.info("ClickHouse inserts succeed again; %d spool segments left", self.spool.segments)
         self._healthy, self._backoff_s = True, 0.0

@@ -71,6 +71,13 @@ class IngestMetrics:
             "Spans stored with something cut off by a limit (marked hotspan.truncated).",
             registry=registry,
         )
+        self.redacted_values = Counter(
+            "hotspan_redacted_values_total",
+            "Matches masked in message attributes before storage (collector.redaction), by redaction rule; counted"
+            " once per stored group of requests.",
+            ["rule"],
+            registry=registry,
+        )
         self.queue_spans = Gauge(
             "hotspan_ingest_queue_spans", "Spans admitted and not yet acknowledged.", registry=registry
         )

@@ -15,10 +15,14 @@ nothing over a :class:`~collector.limits.SpanLimits` limit, attribute values of 
 (scalars, arrays of scalars). Anything else, an "anomaly", sends the whole request through
 :func:`collector.batchwriter.python_request`, which stays the reference for answers, rejections,
 warnings and truncation. ``tests/collector/test_native_rows.py`` holds both to the same rows.
+
+Message attributes are redacted (:mod:`collector.redaction`) before either path reads a request: the scanner
+then stores the masked values as it stores any others.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +34,7 @@ except ImportError as exc:  # a checkout used without `pip install -e .`
     ) from exc
 from collector.batchwriter import PreparedBatch, UnreadableRequestError, python_request
 from collector.limits import SpanLimits
+from collector.redaction import Redactor
 from collector.rejections import Rejection
 from collector.results import ExportResult, export_result
 from collector.wire import read_batch
@@ -81,11 +86,13 @@ class NativeBatchWriter:
     Args:
         ch: a handle of its own (calls on one handle are serialized).
         limits: per-span limits.
+        redactor: masks message attributes of every request before it is converted; None: stored as received.
     """
 
-    def __init__(self, ch: ClickHouse, limits: SpanLimits) -> None:
+    def __init__(self, ch: ClickHouse, limits: SpanLimits, redactor: Redactor | None = None) -> None:
         self._once = OnceWriter(ch)
         self._limits = limits
+        self._redactor = redactor
 
     def prepare(self, path: Path, pre_rejections: Sequence[Sequence[Rejection]]) -> PreparedBatch:
         """Check and convert the batch file at ``path``; needs no database.
@@ -98,7 +105,12 @@ class NativeBatchWriter:
         chunks: list[bytes] = []
         tables = []
         truncated = 0
-        for (body, tenant), pre in zip(read_batch(path.read_bytes()), pre_rejections, strict=True):
+        requests = read_batch(path.read_bytes())
+        redacted: Counter[str] = Counter()
+        if self._redactor is not None:
+            bodies, redacted = self._redactor.redact_bodies([body for body, _ in requests])
+            requests = [(body, tenant) for body, (_, tenant) in zip(bodies, requests, strict=True)]
+        for (body, tenant), pre in zip(requests, pre_rejections, strict=True):
             # Decoder placeholders (OTLP/JSON) need the reference's skipping and messages.
             converted = native_rows(body, check_tenant_name(tenant), self._limits) if not pre else "pre-rejections"
             if isinstance(converted, tuple):
@@ -111,7 +123,7 @@ class NativeBatchWriter:
             truncated += cut
             if table is not None:
                 tables.append(table)
-        return PreparedBatch(path, results, truncated, tables, native_rows=b"".join(chunks))
+        return PreparedBatch(path, results, truncated, tables, native_rows=b"".join(chunks), redacted=redacted)
 
     def store(self, batch: PreparedBatch) -> StoreOutcome:
         """Insert the scanner's rows and the Python ones together, each span once."""

@@ -40,6 +40,7 @@ from collector import http_receiver
 from collector.ingest_pipeline import IngestConfig, IngestPipeline
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
+from collector.redaction import load_redaction
 from dashboards.app import build_dash_app
 from dashboards.request_guard import UiRequestGuard
 from diagnosis import DiagnosisSettings, PrometheusMetricsSource, load_diagnosis_settings
@@ -101,7 +102,11 @@ def open_storage(settings: Settings) -> Storage:
 
 
 def open_pipeline(settings: Settings, metrics: IngestMetrics) -> IngestPipeline:
-    """The started ingest pipeline for ``settings`` (storage faults only when the test hook is set)."""
+    """The started ingest pipeline for ``settings`` (storage faults only when the test hook is set).
+
+    Raises:
+        collector.redaction.RedactionRulesError: the ``HOTSPAN_REDACTION`` file is invalid (every problem listed).
+    """
     plan = FaultPlan.parse(settings.fault_injection) if settings.fault_injection else None
 
     def open_handle() -> ClickHouse:
@@ -118,6 +123,7 @@ def open_pipeline(settings: Settings, metrics: IngestMetrics) -> IngestPipeline:
         spool_max_bytes=settings.spool_max_bytes,
         retry_after_s=settings.retry_after_s,
         limits=limits,
+        redaction=load_redaction(settings.redaction),
     )
     pipeline = IngestPipeline(open_handle, settings.data_dir, config, metrics)
     pipeline.start()

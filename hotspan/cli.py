@@ -142,7 +142,9 @@ def _store_in_use(settings: Settings, remedy: str) -> str | None:
 
 def _start(command: str, settings: Settings) -> RunningServer | None:
     """The started server of ``command`` (``serve``, ``demo``), or None once the reason it cannot start is printed
-    in one line: its store is in use, a port is taken, the store cannot be opened."""
+    in one line: its store is in use, a port is taken, the store cannot be opened; or, in one line per problem, a
+    rule table it reads is invalid."""
+    from analysis.rule_files import RuleFileError
     from hotspan.server import ListenError, start_server
     from storage.clickhouse import StorageError
 
@@ -150,7 +152,7 @@ def _start(command: str, settings: Settings) -> RunningServer | None:
     if busy is None:
         try:
             return start_server(settings)
-        except (ListenError, StorageError) as exc:
+        except (ListenError, StorageError, RuleFileError) as exc:
             busy = str(exc)
     print(f"hotspan {command}: {busy}", file=sys.stderr)
     return None
@@ -207,17 +209,19 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from analysis.rule_files import RuleFileError
     from hotspan.importer import SinkError
     from storage.clickhouse import StorageError
 
     try:
         return _import_files(args)
-    except (SinkError, StorageError) as exc:
+    except (SinkError, StorageError, RuleFileError) as exc:
         print(f"hotspan import: {exc}", file=sys.stderr)
         return 2
 
 
 def _import_files(args: argparse.Namespace) -> int:
+    from collector.redaction import Redactor, load_redaction
     from hotspan.importer import OtlpHttpSink, StoreSink, analyse_stored, import_paths
     from storage.clickhouse import StorageError
 
@@ -237,7 +241,10 @@ def _import_files(args: argparse.Namespace) -> int:
             raise StorageError(busy)
         storage = open_storage(settings)
         sink = StoreSink(storage.writer, args.tenant or DEFAULT_TENANT)
-        summary = import_paths(args.paths, sink, progress=not args.no_progress)
+        # With --endpoint the server redacts by its own HOTSPAN_REDACTION; into the local store, this process does.
+        table = load_redaction(settings.redaction)
+        redactor = Redactor(table) if table is not None else None
+        summary = import_paths(args.paths, sink, progress=not args.no_progress, redactor=redactor)
         analysed = analyse_stored(storage, settings)
         storage.clickhouse.close()
         dropped = f" ({analysed.dropped} dropped by tail sampling)" if settings.tail_sampling_path else ""

@@ -1,8 +1,8 @@
 """``hotspan import``: load trace files into Hotspan (the formats ``collector.formats`` recognises: OTLP JSON,
 arrays and lines of it, protobuf, Tempo answers, ConsoleSpanExporter output, Jaeger, Zipkin v2, Langfuse).
 
-Every payload goes through the collector's own decoder and validation, so a file imports exactly as
-the same spans sent over OTLP would. Without an endpoint the spans are written straight into the
+Every payload goes through the collector's own decoder, validation and redaction (``collector.redaction``), so a
+file imports exactly as the same spans sent over OTLP would. Without an endpoint the spans are written straight into the
 local store (the embedded engine admits one process per data dir); with one they are sent over
 OTLP/HTTP to a running Hotspan.
 """
@@ -10,6 +10,7 @@ OTLP/HTTP to a running Hotspan.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from collector.batch import SpanBatch, to_batch
 from collector.formats import FormatError, Payload, Rejected, read_payloads
 from collector.otlp_body import PayloadError, decode_request
 from collector.otlp_json import JsonPayloadError, request_from_json
+from collector.redaction import Redactor
 from storage.schema import with_tenant
 from storage.tenancy import DEFAULT_TENANT
 from storage.writer import TraceWriter
@@ -46,6 +48,7 @@ class ImportSummary:
         traces, services: distinct trace IDs and service names among stored spans.
         problems: one line per rejected span, unreadable line or unreadable file.
         warnings: notes that cost no span (e.g. a resource without service.name).
+        redacted: matches masked in message attributes, per redaction rule.
     """
 
     files: int = 0
@@ -55,6 +58,7 @@ class ImportSummary:
     services: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    redacted: Counter[str] = field(default_factory=Counter)
 
     def render(self) -> str:
         """A human summary, with at most 20 problem lines."""
@@ -62,6 +66,8 @@ class ImportSummary:
             f"files: {self.files}  spans: {self.spans}  traces: {len(self.traces)}  "
             f"services: {len(self.services)}  rejected: {self.rejected}"
         ]
+        if self.redacted:
+            lines.append("redacted: " + ", ".join(f"{rule} {count}" for rule, count in sorted(self.redacted.items())))
         lines += [f"  rejected: {p}" for p in self.problems[:20]]
         if len(self.problems) > 20:
             lines.append(f"  ... and {len(self.problems) - 20} more")
@@ -131,8 +137,14 @@ class OtlpHttpSink:
             )
 
 
-def import_paths(paths: Iterable[Path], sink: Sink, *, progress: bool = True) -> ImportSummary:
+def import_paths(
+    paths: Iterable[Path], sink: Sink, *, progress: bool = True, redactor: Redactor | None = None
+) -> ImportSummary:
     """Import every file; a bad file, line or span is reported and the rest still imported.
+
+    Args:
+        redactor: masks message attributes of each request before it is stored (the served path's redaction);
+            None for none (a sink that sends to a server leaves it to the server's own).
 
     Returns:
         The run's :class:`ImportSummary`.
@@ -147,7 +159,7 @@ def import_paths(paths: Iterable[Path], sink: Sink, *, progress: bool = True) ->
                     summary.rejected += item.span_count or 0
                     summary.problems.append(f"{item.source}: {item.reason}")
                     continue
-                stored = _import_payload(item, sink, summary)
+                stored = _import_payload(item, sink, summary, redactor)
                 bar.update(stored)
         except (FormatError, OSError) as exc:
             summary.problems.append(f"{path}: {exc}")
@@ -155,7 +167,7 @@ def import_paths(paths: Iterable[Path], sink: Sink, *, progress: bool = True) ->
     return summary
 
 
-def _import_payload(payload: Payload, sink: Sink, summary: ImportSummary) -> int:
+def _import_payload(payload: Payload, sink: Sink, summary: ImportSummary, redactor: Redactor | None) -> int:
     try:
         if isinstance(payload.body, bytes):
             request, rejections = decode_request(payload.body, payload.content_type)
@@ -164,6 +176,8 @@ def _import_payload(payload: Payload, sink: Sink, summary: ImportSummary) -> int
     except (PayloadError, JsonPayloadError) as exc:
         summary.problems.append(f"{payload.source}: {exc}")
         return 0
+    if redactor is not None:
+        summary.redacted += redactor.redact_request(request)
     batch = to_batch(request, rejections)
     sink.send(payload, batch)
     summary.spans += batch.accepted

@@ -58,6 +58,10 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_MAX_ATTRIBUTE_VALUE_CHARS``: characters kept per attribute value; default 65536.
 - ``HOTSPAN_MAX_EVENTS``: events kept per span; default 256.
 - ``HOTSPAN_MAX_LINKS``: links kept per span; default 128.
+- ``HOTSPAN_REDACTION``: payload redaction before storage (``collector.redaction``): ``default`` (the packaged
+  rules, ``collector/redaction.yaml``: e-mail addresses, bearer tokens, API keys, AWS keys and Luhn-valid card
+  numbers masked in GenAI and OpenInference message attributes and their events), ``off`` (stored as received), or
+  the path of a YAML table of keys and rules added over the packaged one; default ``default``.
 - ``HOTSPAN_AUTH_FILE``: YAML/JSON file of hashed bearer tokens, each with a tenant and roles
   (``hotspan.auth.config``); default none: no auth, one tenant (``default``), allowed on a loopback
   ``HOTSPAN_HOST`` only.
@@ -126,6 +130,7 @@ from collector.http_receiver import DEFAULT_DECODE_WAIT_S, DEFAULT_MAX_BODY_BYTE
 from collector.ingest_pipeline import IngestConfig
 from collector.limits import SpanLimits
 from collector.otlp_body import DEFAULT_MAX_REQUEST_SPANS
+from collector.redaction import DEFAULT as DEFAULT_REDACTION
 from diagnosis.metrics import DEFAULT_PROMETHEUS_TIMEOUT_S
 from processors.pipeline.config import TracePipelineConfig
 from storage.clickhouse import ReadBudget
@@ -172,6 +177,7 @@ ENVIRONMENT = {
     "max_attribute_value_chars": "HOTSPAN_MAX_ATTRIBUTE_VALUE_CHARS",
     "max_events": "HOTSPAN_MAX_EVENTS",
     "max_links": "HOTSPAN_MAX_LINKS",
+    "redaction": "HOTSPAN_REDACTION",
     "fault_injection": "HOTSPAN_FAULT_INJECTION",
     "trace_idle_s": "HOTSPAN_TRACE_IDLE_S",
     "stage_rules_path": "HOTSPAN_STAGE_RULES",
@@ -259,6 +265,11 @@ class Settings(BaseModel):
     max_attribute_value_chars: int = Field(SpanLimits.max_value_chars, ge=1)
     max_events: int = Field(SpanLimits.max_events, ge=0)
     max_links: int = Field(SpanLimits.max_links, ge=0)
+    redaction: str = Field(
+        DEFAULT_REDACTION,
+        min_length=1,
+        description="'default' (the packaged redaction rules), 'off', or the path of a YAML redaction table.",
+    )
     fault_injection: str = ""
     auth_file: Path | None = None
     session_secret: SecretStr | None = Field(None, min_length=32)

@@ -1,0 +1,201 @@
+"""The redaction table and :class:`collector.redaction.Redactor` on real OTLP protobuf requests: which keys, which
+rules, structured values, span events, the span marker, the prefilter, and the YAML table's validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.batch import to_batch
+from collector.otlp_json import request_from_json
+from collector.redaction import (
+    REDACTED_KEY,
+    RedactionRulesError,
+    Redactor,
+    load_redaction,
+    luhn_valid,
+    needles,
+    packaged_table,
+)
+
+VISA_TEST = "4111 1111 1111 1111"
+"""A Luhn-valid card number (the card networks' published test number)."""
+ORDER_ID = "4111111111111112"
+"""16 digits whose Luhn checksum fails: an order id, not a card."""
+
+
+def request(attributes: dict[str, object], events: list[dict[str, object]] | None = None) -> ExportTraceServiceRequest:
+    """One span of service ``chat`` with ``attributes`` (str values as strings, lists and dicts as OTLP arrays and
+    key-value lists) and ``events`` (each a dict of event attributes)."""
+    span = {
+        "traceId": "ab" * 16,
+        "spanId": "cd" * 8,
+        "name": "chat gpt-4o",
+        "kind": 3,
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000001000000000",
+        "attributes": [{"key": key, "value": _any(value)} for key, value in attributes.items()],
+        "events": [
+            {
+                "timeUnixNano": "1700000000500000000",
+                "name": "gen_ai.content.prompt",
+                "attributes": [{"key": k, "value": _any(v)} for k, v in event.items()],
+            }
+            for event in events or []
+        ],
+    }
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "chat"}}]}
+    body = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [span]}]}]}
+    decoded, rejections = request_from_json(body)
+    assert not rejections
+    return decoded
+
+
+def _any(value: object) -> dict[str, object]:
+    if isinstance(value, list):
+        return {"arrayValue": {"values": [_any(item) for item in value]}}
+    if isinstance(value, dict):
+        return {"kvlistValue": {"values": [{"key": k, "value": _any(v)} for k, v in value.items()]}}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    return {"stringValue": value}
+
+
+def stored(req: ExportTraceServiceRequest) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The span's attributes and event attributes as the reference conversion stores them."""
+    row = to_batch(req).table.to_pylist()[0]
+    return dict(row["SpanAttributes"]), [dict(items) for items in row["Events.Attributes"]]
+
+
+@pytest.fixture(scope="module")
+def redactor() -> Redactor:
+    return Redactor(packaged_table())
+
+
+def test_default_rules_mask_secrets_in_message_attributes_only(redactor: Redactor) -> None:
+    prompt = (
+        f"I am jane.roe@example.org, card {VISA_TEST}, order {ORDER_ID}; header Authorization: Bearer "
+        "eyJhbGciOiJIUzI1NiJ9.e30.sig; keys sk-proj-abcdefghijklmnopqrstuvwxyz012345 and AKIAIOSFODNN7EXAMPLE"
+    )
+    req = request({"gen_ai.input.messages": prompt, "user.email": "jane.roe@example.org"})
+
+    masked = redactor.redact_request(req)
+
+    attributes, _ = stored(req)
+    assert attributes["gen_ai.input.messages"] == (
+        f"I am [REDACTED:email], card [REDACTED:card_number], order {ORDER_ID}; header Authorization: "
+        "[REDACTED:bearer_token]; keys [REDACTED:api_key] and [REDACTED:aws_key]"
+    )
+    # A key the table does not name is not message payload: left as sent.
+    assert attributes["user.email"] == "jane.roe@example.org"
+    assert attributes[REDACTED_KEY] == "5"
+    assert masked == {"email": 1, "card_number": 1, "bearer_token": 1, "api_key": 1, "aws_key": 1}
+
+
+def test_structured_values_events_and_openinference_keys(redactor: Redactor) -> None:
+    """GenAI semconv allows ``gen_ai.input.messages`` as structured AnyValue; the deprecated prompt event carries
+    ``gen_ai.prompt``; OpenInference flattens messages into ``llm.input_messages.<i>.message.content``."""
+    messages = [{"role": "user", "parts": [{"type": "text", "content": "write to bob@example.com"}]}]
+    req = request(
+        {
+            "gen_ai.input.messages": messages,
+            "llm.input_messages.0.message.content": "cc carol@example.net",
+            "llm.input_messages.0.message.role": "user",
+            "input.value": '{"q": "dave@example.io"}',
+        },
+        events=[{"gen_ai.prompt": "from erin@example.com"}, {"other": "frank@example.com"}],
+    )
+
+    masked = redactor.redact_request(req)
+
+    attributes, events = stored(req)
+    assert "[REDACTED:email]" in attributes["gen_ai.input.messages"]
+    assert "bob@" not in attributes["gen_ai.input.messages"]
+    assert attributes["llm.input_messages.0.message.content"] == "cc [REDACTED:email]"
+    assert attributes["llm.input_messages.0.message.role"] == "user"
+    assert attributes["input.value"] == '{"q": "[REDACTED:email]"}'
+    assert events == [{"gen_ai.prompt": "from [REDACTED:email]"}, {"other": "frank@example.com"}]
+    assert attributes[REDACTED_KEY] == "4"
+    assert masked == {"email": 4}
+
+
+def test_a_request_without_matches_is_left_unchanged(redactor: Redactor) -> None:
+    req = request({"gen_ai.input.messages": "where is my order?", "gen_ai.usage.input_tokens": 12})
+    before = req.SerializeToString()
+
+    assert redactor.redact_request(req) == {}
+    assert req.SerializeToString() == before
+    bodies, masked = redactor.redact_bodies([before])
+    assert bodies[0] is before and masked == {}
+
+
+def test_the_prefilter_skips_bodies_without_a_named_key(redactor: Redactor) -> None:
+    plain = request({"http.request.method": "POST", "note": "jane@example.org"}).SerializeToString()
+    chat = request({"output.value": "mail jane@example.org"}).SerializeToString()
+
+    assert redactor.candidates([plain, chat, plain]) == [1]
+    bodies, masked = redactor.redact_bodies([plain, chat])
+    assert bodies[0] is plain and masked == {"email": 1}
+    assert b"[REDACTED:email]" in bodies[1]
+
+
+def test_needles_cover_every_key_with_few_substrings() -> None:
+    keys = packaged_table().keys
+    found = needles(keys)
+    assert len(found) < len(keys)
+    for key in keys:
+        literal = key.split("*", 1)[0].encode()
+        assert any(needle in literal for needle in found), key
+
+
+@pytest.mark.parametrize(
+    ("digits", "valid"),
+    [("4111111111111111", True), ("5555555555554444", True), ("378282246310005", True), (ORDER_ID, False)],
+)
+def test_luhn(digits: str, valid: bool) -> None:
+    assert luhn_valid(digits) is valid
+
+
+def test_a_custom_table_adds_keys_and_rules_to_the_packaged_one(tmp_path: Path) -> None:
+    path = tmp_path / "redaction.yaml"
+    path.write_text(
+        "version: 1\nkeys: [app.user_note]\nrules:\n  - name: employee_id\n    pattern: '\\bEMP-\\d{6}\\b'\n"
+    )
+    table = load_redaction(path)
+    assert table is not None
+    req = request({"app.user_note": "EMP-123456 at x@example.com", "gen_ai.prompt": "EMP-654321"})
+
+    Redactor(table).redact_request(req)
+
+    attributes, _ = stored(req)
+    assert attributes["app.user_note"] == "[REDACTED:employee_id] at [REDACTED:email]"
+    assert attributes["gen_ai.prompt"] == "[REDACTED:employee_id]"
+
+
+def test_defaults_false_keeps_only_the_files_rules(tmp_path: Path) -> None:
+    path = tmp_path / "only.yaml"
+    path.write_text("defaults: false\nkeys: [app.user_note]\nrules:\n  - name: ticket\n    pattern: 'T-\\d+'\n")
+    table = load_redaction(path)
+    assert table is not None and [rule.name for rule in table.rules] == ["ticket"]
+    assert table.keys == ["app.user_note"]
+
+
+def test_off_and_default() -> None:
+    assert load_redaction("off") is None
+    assert load_redaction("default") == packaged_table()
+
+
+def test_an_invalid_table_lists_every_problem(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "keys: ['a.*']\nrules:\n  - name: Bad Name\n    pattern: 'x'\n  - name: lookaround\n    pattern: '(?<=a)b'\n"
+        "  - name: empty\n    pattern: 'x*'\n  - name: unknown\n    pattern: 'y'\n    check: crc\n"
+    )
+    with pytest.raises(RedactionRulesError) as caught:
+        load_redaction(path)
+    issues = "\n".join(caught.value.issues)
+    assert len(caught.value.issues) == 5, issues
+    assert "keys" in issues and "rules[0].name" in issues and "RE2" in issues and "empty string" in issues
+    assert "rules[3].check" in issues
