@@ -21,7 +21,7 @@ from alerts.notify import Notifier, rfc3339, send_to_all
 from analysis.periodic import PeriodicWorker
 from query.anomaly import AnomalyDetector
 from query.incident_text import incident_summary, series_text
-from storage.incident_store import Incident, IncidentQuery, IncidentStore
+from query.store import Incident, IncidentQuery, IncidentStore
 from units import NS_PER_S
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from analysis import STAGES
 from processors.pipeline.trace_metrics import STAGE_BUCKETS_S
-from storage.rollup_sql import SPAN_BUCKETS_MS
-from storage.tenancy import DEFAULT_TENANT, TENANT_NAME
+from query.store import DEFAULT_TENANT, SPAN_BUCKETS_MS, TENANT_NAME
 from units import NS_PER_S
 from units.durations import DurationError, parse_go_duration
 

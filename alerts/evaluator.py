@@ -33,8 +33,7 @@ from alerts.notify import Notifier, build_notifiers, rfc3339, send_to_all
 from alerts.rules import alert_labels, objective_text, subject_text, traces_link
 from analysis.periodic import PeriodicWorker
 from query.diagnosis import DiagnosisService
-from storage.reader import TraceQuery, TraceReader
-from storage.rollup_reader import RedSelection, RollupReader
+from query.store import RedSelection, RollupReader, TraceQuery, TraceReader
 from units import NS_PER_S
 
 log = logging.getLogger(__name__)

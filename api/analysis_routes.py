@@ -28,7 +28,7 @@ from api.tenancy import Tenant
 from api.traces import parse_trace_id
 from api.window import MAX_NS, MAX_STEP_S, StartNs, window
 from query.analysis_service import AnalysisService, StatisticsGroup
-from storage.analysis_store import AnalysisFilter
+from query.store import AnalysisFilter
 from units import NS_PER_S
 
 _T = TypeVar("_T")

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from storage.clickhouse import ReadLimitError
+from query.store import ReadLimitError
 
 
 class ApiError(Exception):

@@ -18,7 +18,7 @@ from api.models import ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_NS, check_order
-from storage.incident_store import Incident, IncidentQuery, IncidentStore
+from query.store import Incident, IncidentQuery, IncidentStore
 
 MAX_INCIDENTS = 1_000
 

@@ -36,15 +36,11 @@ from api.trace_text import DEFAULT_MAX_SPANS, MAX_SPANS, iso, render_explanation
 from api.window import MAX_NS, check_order
 from diagnosis.engine import DEFAULT_TRACE_LIMIT
 from query.service import QueryService
+from query.store import AnalysisFilter, IdError, StorageError, TraceQuery, normalize_trace_id, tenancy_of
 from query.trace_compare import compare_traces
 from query.trace_explain import DEFAULT_MARGIN_NS
 from query.trace_search import TraceSearch, search_traces
 from query.window_compare import compare_window
-from storage.analysis_store import AnalysisFilter
-from storage.clickhouse import StorageError
-from storage.ids import IdError, normalize_trace_id
-from storage.reader import TraceQuery
-from storage.tenancy import tenancy_of
 from units import NS_PER_MIN, NS_PER_MS
 
 T = TypeVar("T")

@@ -39,7 +39,7 @@ from pydantic import BaseModel
 
 from api.errors import ApiError, limit_error
 from api.models import ErrorResponse
-from storage.clickhouse import ReadLimitError
+from query.store import ReadLimitError
 
 T = TypeVar("T")
 P = ParamSpec("P")

@@ -16,7 +16,7 @@ from api.models import ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_STEP_S, EndNs, StartNs, window
-from storage.rollup_reader import RedQuery, RollupReader
+from query.store import RedQuery, RollupReader
 from units import NS_PER_MS, NS_PER_S
 
 MAX_STEPS = 2_000

@@ -11,7 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from storage.tenancy import tenancy_of
+from query.store import tenancy_of
 
 
 def read_tenant(request: Request) -> str | None:

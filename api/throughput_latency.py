@@ -19,8 +19,8 @@ from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import EndNs, StartNs, window
 from query.service import QueryService
+from query.store import EngineWindow
 from query.throughput_latency import CONFIG_KEYS, Latency, Throughput
-from storage.engine_reader import EngineWindow
 from units import NS_PER_S
 
 MAX_BUCKETS = 2_000

@@ -16,8 +16,8 @@ from api.models import ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import EndNs, StartNs, window
+from query.store import RollupReader
 from query.topology import window_topology
-from storage.rollup_reader import RollupReader
 from units import NS_PER_MIN, NS_PER_MS
 
 

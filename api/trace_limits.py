@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter
 
-from storage.reader import MAX_TRACE_SPANS
+from query.store import MAX_TRACE_SPANS
 
 
 class TraceReadLimits:

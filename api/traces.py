@@ -28,9 +28,8 @@ from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.window import MAX_NS, check_order
 from query.analysis_service import AnalysisService
+from query.store import MAX_ATTRIBUTE_FILTERS, IdError, TraceCursor, TraceQuery, TraceReader, normalize_trace_id
 from query.trace_search import Sort, TraceSearch, search_traces
-from storage.ids import IdError, normalize_trace_id
-from storage.reader import MAX_ATTRIBUTE_FILTERS, TraceCursor, TraceQuery, TraceReader
 from units import NS_PER_MS
 
 MAX_DURATION_MS = MAX_NS // NS_PER_MS

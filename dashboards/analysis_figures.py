@@ -22,7 +22,7 @@ from dashboards.figures import TEMPLATE, empty_figure, service_icicle
 from dashboards.format import format_duration_ns, shorten
 from dashboards.links import drill_header
 from diagnosis import EvidenceTest, Finding
-from storage.ids import short_trace_id
+from query.store import short_trace_id
 from units import NS_PER_MS
 
 SEVERITY_CLASSES = {"critical": "hs-badge hs-badge-critical", "warning": "hs-badge hs-badge-warning"}

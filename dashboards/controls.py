@@ -24,9 +24,7 @@ from dashboards.windows import (
     lookback_options,
     rollup_window,
 )
-from storage.analysis_store import AnalysisFilter
-from storage.reader import TraceReader
-from storage.rollup_reader import RollupReader
+from query.store import AnalysisFilter, RollupReader, TraceReader
 
 PERSIST = {"persistence": True, "persistence_type": "session"}
 """Keyword arguments that keep a control's value across page navigation for the browser session."""

@@ -14,7 +14,7 @@ from dashboards.analysis_figures import SEVERITY_CLASSES, swatch
 from dashboards.colors import service_color
 from dashboards.format import format_time_ns
 from query.incident_text import incident_summary, metric_value
-from storage.incident_store import Incident
+from query.store import Incident
 
 _NUMBER = {"textAlign": "right"}
 STATUS_CLASSES = {"open": "hs-badge hs-badge-critical", "resolved": "hs-badge"}

@@ -10,7 +10,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from dashboards.query_form import LOOKBACKS, SearchForm, form_to_url
-from storage.ids import short_trace_id
+from query.store import short_trace_id
 
 
 def search_href(

@@ -11,9 +11,9 @@ from urllib.parse import urlencode
 
 from analysis import STAGES
 from dashboards.format import shorten
+from query import store
+from query.store import TraceQuery
 from query.trace_search import SORTS, TraceSearch
-from storage import ids
-from storage.reader import TraceQuery
 from units import NS_PER_S
 
 LOOKBACKS: dict[str, tuple[str, int | None]] = {
@@ -200,7 +200,7 @@ def form_from_url(values: Mapping[str, str]) -> SearchForm:
 
 
 def normalize_trace_id(text: str | None) -> str:
-    """A typed or pasted trace ID as stored (:func:`storage.ids.normalize_trace_id`, the API's rule too): 32
+    """A typed or pasted trace ID as stored (:func:`query.store.normalize_trace_id`, the API's rule too): 32
     lowercase hex characters; a 16-character (64-bit) ID is left-padded with zeros (README.md, "Ingest rules").
 
     Raises:
@@ -210,8 +210,8 @@ def normalize_trace_id(text: str | None) -> str:
     if not trace_id:
         raise FormError("enter a trace ID")
     try:
-        return ids.normalize_trace_id(trace_id)
-    except ids.IdError:
+        return store.normalize_trace_id(trace_id)
+    except store.IdError:
         raise FormError(f"{shorten(trace_id, 40)!r} is not a trace ID (16 or 32 hex characters)") from None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import flask
 
-from storage.tenancy import tenancy_of
+from query.store import tenancy_of
 
 
 def read_tenant() -> str | None:

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
 from api.errors import ApiError, limit_error
-from storage.clickhouse import ReadLimitError
+from query.store import ReadLimitError
 
 log = logging.getLogger(__name__)
 

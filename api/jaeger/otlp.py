@@ -20,7 +20,7 @@ import polars as pl
 from pydantic_core import to_json
 
 from api.jaeger.model import map_pairs, typed_value
-from storage.schema import SPAN_KINDS, STATUS_CODES
+from query.store import SPAN_KINDS, STATUS_CODES
 
 _KIND_NUMBERS = {name: number for number, name in enumerate(SPAN_KINDS)}
 _STATUS_NUMBERS = {name: number for number, name in enumerate(STATUS_CODES)}

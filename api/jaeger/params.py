@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from api.jaeger.errors import JaegerError
 from api.window import MAX_NS
-from storage.reader import MAX_ATTRIBUTE_FILTERS, TraceQuery
+from query.store import MAX_ATTRIBUTE_FILTERS, TraceQuery
 from units import NS_PER_MS, NS_PER_US
 from units.durations import DurationError, parse_duration_param
 

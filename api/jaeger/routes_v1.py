@@ -20,7 +20,7 @@ from api.read_pool import ReadPool, spliced
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.traces import parse_trace_id
-from storage.reader import TraceReader
+from query.store import TraceReader
 
 MAX_TRACE_IDS = 1_000
 """Most ``traceID`` values one search may ask for (each is one lookup)."""

@@ -24,7 +24,7 @@ from api.read_pool import ReadPool, spliced
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.traces import parse_trace_id
-from storage.reader import TraceQuery, TraceReader
+from query.store import TraceQuery, TraceReader
 
 NOT_FOUND = "No traces found"
 

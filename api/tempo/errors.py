@@ -18,7 +18,7 @@ from fastapi.responses import PlainTextResponse
 from fastapi.routing import APIRoute
 
 from api.errors import ApiError, limit_error
-from storage.clickhouse import ReadLimitError
+from query.store import ReadLimitError
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from api.tempo.errors import TempoError, TempoRoute
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.traces import parse_trace_id
-from storage.reader import TraceReader
+from query.store import TraceReader
 
 PREFIX = "/tempo"
 """Where the API is served: Grafana's Tempo data-source URL is ``http://<hotspan>/tempo``."""

@@ -21,8 +21,7 @@ import polars as pl
 
 from api.tempo.errors import TempoError
 from api.tempo.traceql import TraceQLError, parse
-from storage.reader import MAX_ATTRIBUTE_FILTERS, TraceQuery
-from storage.traceql_sql import QueryTooLarge, span_condition
+from query.store import MAX_ATTRIBUTE_FILTERS, QueryTooLarge, TraceQuery, span_condition
 from units.durations import DurationError, parse_duration_param
 
 DEFAULT_LIMIT = 20

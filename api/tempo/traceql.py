@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from storage.traceql import (
+from query.store import (
     Comparison,
     Field,
     Operator,

@@ -17,9 +17,9 @@ from dashboards.query_form import FormError, normalize_trace_id
 from dashboards.tenancy import read_tenant
 from dashboards.windows import DEFAULT_ROLLUP_LOOKBACK, lookback_options
 from query.service import QueryService
+from query.store import StorageError
 from query.trace_compare import compare_traces
 from query.window_compare import compare_window
-from storage.clickhouse import StorageError
 
 DEFAULT_QUANTILE = 0.9
 TRACE_ID_HINT = "32 (or 16) hex characters"

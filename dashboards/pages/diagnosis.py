@@ -13,7 +13,7 @@ from dashboards.links import search_href
 from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from query.service import QueryService
-from storage.clickhouse import StorageError
+from query.store import StorageError
 
 SCOPE = ("service", "operation")
 """The scopes the Diagnosis page takes: traces with a span of this service, of this name."""

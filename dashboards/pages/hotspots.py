@@ -15,7 +15,7 @@ from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from query.drilldown import hotspot_examples
 from query.service import QueryService
-from storage.clickhouse import StorageError
+from query.store import StorageError
 
 RANKED = 20
 """Rows of each ranking."""

@@ -16,8 +16,7 @@ from dashboards.links import drilldown, search_href
 from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from query.service import QueryService
-from storage.clickhouse import StorageError
-from storage.incident_store import Incident, IncidentQuery
+from query.store import Incident, IncidentQuery, StorageError
 
 SCOPE = ("service",)
 """The scope the Incidents page takes: incidents where this service deviated."""

@@ -32,8 +32,8 @@ from dashboards.query_form import (
 from dashboards.search_rows import search_rows
 from dashboards.tenancy import read_tenant
 from query.service import QueryService
+from query.store import StorageError
 from query.trace_search import SORT_LABELS, SORTS, search_traces
-from storage.clickhouse import StorageError
 
 TRACE_COLUMN = "trace"
 

@@ -27,11 +27,7 @@ from dashboards.pages import Page
 from dashboards.services_figures import engine_metrics_figure, red_latency_figure, red_table, tier_table
 from dashboards.tenancy import read_tenant
 from query.service import QueryService
-from storage.clickhouse import StorageError
-from storage.engine_metrics import EngineMetricsReader
-from storage.prometheus import PrometheusError
-from storage.reader import TraceQuery
-from storage.rollup_reader import RedQuery
+from query.store import EngineMetricsReader, PrometheusError, RedQuery, StorageError, TraceQuery
 
 KIND_OPTIONS = [{"label": "Server spans", "value": "Server"}, {"label": "Consumer spans", "value": "Consumer"}]
 KIND_OPTIONS += [{"label": "Client spans", "value": "Client"}, {"label": "All spans", "value": "all"}]

@@ -18,7 +18,7 @@ from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from query.drilldown import stage_examples
 from query.service import QueryService
-from storage.clickhouse import StorageError
+from query.store import StorageError
 
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 SCOPE = ("service", "model", "tenant")

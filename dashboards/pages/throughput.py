@@ -26,9 +26,8 @@ from dashboards.pages import Page
 from dashboards.tenancy import read_tenant
 from dashboards.throughput_figures import AXIS_TITLES, throughput_latency_figure, throughput_table
 from query.service import QueryService
+from query.store import EngineWindow, StorageError
 from query.throughput_latency import LATENCIES, THROUGHPUTS, Latency, Throughput
-from storage.clickhouse import StorageError
-from storage.engine_reader import EngineWindow
 from units import NS_PER_S
 
 BUCKETS = {"window": "whole window", "60": "1 min", "300": "5 min", "900": "15 min", "3600": "1 h"}

@@ -36,9 +36,7 @@ from dashboards.topology_figures import (
 )
 from processors.pipeline.service_graph import USER
 from query.service import QueryService
-from storage.clickhouse import StorageError
-from storage.ids import short_trace_id
-from storage.rollup_reader import EdgeScope
+from query.store import EdgeScope, StorageError, short_trace_id
 
 EXAMPLES = 10
 """Example traces listed for a clicked edge."""

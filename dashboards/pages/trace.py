@@ -32,11 +32,10 @@ from dashboards.trace_panels import (
     stage_panel,
 )
 from query.service import QueryService
+from query.store import StorageError, short_trace_id
 from query.trace_flame import trace_flame
 from query.trace_model import TraceView
 from query.trace_rows import MAX_WINDOW_ROWS, Expansion, lane_window, position_of, window
-from storage.clickhouse import StorageError
-from storage.ids import short_trace_id
 
 LANE_BINS = 1_200
 """Bins of the stage lane above the timeline (about one per pixel of a wide screen)."""
