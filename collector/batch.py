@@ -5,9 +5,9 @@ them in ``partial_success``); the valid ones become one Arrow table, written in 
 over a :class:`~collector.limits.SpanLimits` limit are cut down and marked, not rejected; of spans
 sharing one ``(traceId, spanId)`` in a request only the last is kept, the others are reported.
 
-This is the reference conversion: ``hotspan import``, the synchronous :class:`~collector.ingest.Ingestor`
-and every request the compiled scanner (:mod:`collector.native_writer`) does not handle use it, and
-the scanner is tested against it row for row.
+This is the reference conversion: ``hotspan import``'s check and every request the compiled scanner
+(:mod:`collector.native_writer`, which the served path and the synchronous :class:`~collector.ingest.Ingestor`
+convert through) does not handle use it, and the scanner is tested against it row for row.
 """
 
 from __future__ import annotations

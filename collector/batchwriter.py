@@ -40,7 +40,7 @@ class PreparedBatch:
     """A checked batch, ready to store.
 
     Attributes:
-        path: the batch file.
+        path: the batch file; None for requests converted alone (:class:`collector.ingest.Ingestor`).
         results: the answer of each request, in batch order; a request that cannot be read at all
             has an :class:`UnreadableRequestError` instead.
         truncated: spans stored with something cut off by a limit.
@@ -50,7 +50,7 @@ class PreparedBatch:
         redacted: matches masked in the batch per redaction rule (``collector.redaction``).
     """
 
-    path: Path
+    path: Path | None
     results: list[ExportResult | UnreadableRequestError]
     truncated: int = 0
     python_tables: list[pa.Table] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""The synchronous ingest step: validate a decoded request and store its valid spans.
+"""The synchronous ingest step: one decoded request converted as the served path converts it, and stored.
 
 :class:`ExportResult` and :func:`export_result` live in :mod:`collector.results` and are re-exported here.
 """
@@ -7,26 +7,35 @@ from __future__ import annotations
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.batch import DEFAULT_LIMITS, to_batch
+from collector.batch import DEFAULT_LIMITS
+from collector.batchwriter import UnreadableRequestError
 from collector.limits import SpanLimits
+from collector.native_writer import COLUMNS, RequestConverter
+from collector.redaction import Redactor
 from collector.rejections import Rejection
 from collector.results import ExportResult, export_result
-from storage.schema import with_tenant
 from storage.tenancy import DEFAULT_TENANT
 from storage.writer import TraceWriter
 
 
 class Ingestor:
-    """Turns decoded requests into stored rows, synchronously; used by ``hotspan import`` and tests.
+    """Turns decoded requests into stored rows, synchronously, through the served path's conversion
+    (:class:`collector.native_writer.RequestConverter`: redaction, the compiled scanner, the Python reference for
+    what it does not handle) and store (:class:`storage.writer.OnceWriter`, each span once); the served receivers
+    add the queue, spool and batching around the same two steps (:class:`collector.ingest_pipeline.IngestPipeline`).
+    Thread-safe as long as the writer is. Blocking: call it from a worker thread in async code.
 
-    The served receivers go through :class:`collector.ingest_pipeline.IngestPipeline` instead (bounded
-    queue, batching, spool). Thread-safe as long as the writer is. Blocking: call it from a worker
-    thread in async code.
+    Args:
+        writer: where rows go.
+        limits: per-span limits.
+        redactor: masks message attributes before conversion (``HOTSPAN_REDACTION``); None: stored as received.
     """
 
-    def __init__(self, writer: TraceWriter, limits: SpanLimits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self, writer: TraceWriter, limits: SpanLimits = DEFAULT_LIMITS, redactor: Redactor | None = None
+    ) -> None:
         self._writer = writer
-        self._limits = limits
+        self._converter = RequestConverter(limits, redactor)
 
     def export(
         self,
@@ -35,14 +44,19 @@ class Ingestor:
         tenant: str = DEFAULT_TENANT,
     ) -> ExportResult:
         """Validate every span, store the valid ones in one batch under ``tenant`` (``storage.tenancy``), report
-        the rest.
+        the rest. ``rejections``: spans the decoder already refused (OTLP/JSON placeholders in ``request``).
 
         Raises:
+            ValueError: ``tenant`` is not a valid tenant name, or ``request`` serialized cannot be read back
+                (nesting past protobuf's limit; :class:`collector.batchwriter.UnreadableRequestError`).
             Exception: whatever the writer raises when storage fails; nothing was stored then.
         """
-        batch = to_batch(request, rejections, self._limits)
-        self._writer.write(with_tenant(batch.table, tenant))
-        return export_result(batch.accepted, batch.rejections, batch.warnings)
+        prepared = self._converter.convert([(request.SerializeToString(), tenant)], [rejections or []])
+        result = prepared.results[0]
+        if isinstance(result, UnreadableRequestError):
+            raise result
+        self._writer.write_rows(prepared.native_rows, COLUMNS, prepared.python_tables)
+        return result
 
 
 __all__ = ["ExportResult", "Ingestor", "export_result"]

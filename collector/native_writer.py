@@ -80,32 +80,36 @@ def native_shape(body: bytes) -> tuple[int, int, int] | None:
     return _otlp_rows.shape(body)
 
 
-class NativeBatchWriter:
-    """:class:`~collector.batchwriter.BatchWriter` through the compiled scanner; any ClickHouse.
+class RequestConverter:
+    """The conversion every stored span goes through, served or not: redaction, then the compiled scanner, and for
+    the rare request it does not handle the Python reference (module docstring). Needs no database; thread-safe.
 
     Args:
-        ch: a handle of its own (calls on one handle are serialized).
         limits: per-span limits.
         redactor: masks message attributes of every request before it is converted; None: stored as received.
     """
 
-    def __init__(self, ch: ClickHouse, limits: SpanLimits, redactor: Redactor | None = None) -> None:
-        self._once = OnceWriter(ch)
+    def __init__(self, limits: SpanLimits, redactor: Redactor | None = None) -> None:
         self._limits = limits
         self._redactor = redactor
 
-    def prepare(self, path: Path, pre_rejections: Sequence[Sequence[Rejection]]) -> PreparedBatch:
-        """Check and convert the batch file at ``path``; needs no database.
+    def convert(
+        self,
+        requests: Sequence[tuple[bytes, str]],
+        pre_rejections: Sequence[Sequence[Rejection]],
+        path: Path | None = None,
+    ) -> PreparedBatch:
+        """Check and convert ``requests`` (serialized ``ExportTraceServiceRequest`` and tenant pairs), each with
+        the decoder's placeholders for the spans it could not read (OTLP/JSON; empty otherwise); ``path`` is the
+        batch file they came from, if any.
 
         Raises:
             ValueError: a request's tenant is not a valid tenant name.
-            collector.wire.WireError: the file is not a batch file.
         """
         results: list[ExportResult | UnreadableRequestError] = []
         chunks: list[bytes] = []
         tables = []
         truncated = 0
-        requests = read_batch(path.read_bytes())
         redacted: Counter[str] = Counter()
         if self._redactor is not None:
             bodies, redacted = self._redactor.redact_bodies([body for body, _ in requests])
@@ -124,6 +128,29 @@ class NativeBatchWriter:
             if table is not None:
                 tables.append(table)
         return PreparedBatch(path, results, truncated, tables, native_rows=b"".join(chunks), redacted=redacted)
+
+
+class NativeBatchWriter:
+    """:class:`~collector.batchwriter.BatchWriter` through :class:`RequestConverter`; any ClickHouse.
+
+    Args:
+        ch: a handle of its own (calls on one handle are serialized).
+        limits: per-span limits.
+        redactor: masks message attributes of every request before it is converted; None: stored as received.
+    """
+
+    def __init__(self, ch: ClickHouse, limits: SpanLimits, redactor: Redactor | None = None) -> None:
+        self._once = OnceWriter(ch)
+        self._converter = RequestConverter(limits, redactor)
+
+    def prepare(self, path: Path, pre_rejections: Sequence[Sequence[Rejection]]) -> PreparedBatch:
+        """Check and convert the batch file at ``path``; needs no database.
+
+        Raises:
+            ValueError: a request's tenant is not a valid tenant name.
+            collector.wire.WireError: the file is not a batch file.
+        """
+        return self._converter.convert(read_batch(path.read_bytes()), pre_rejections, path)
 
     def store(self, batch: PreparedBatch) -> StoreOutcome:
         """Insert the scanner's rows and the Python ones together, each span once."""

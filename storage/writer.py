@@ -54,6 +54,11 @@ class TraceWriter(Protocol):
         :data:`storage.schema.SPAN_SCHEMA` (stored with ``Tenant`` empty: the default tenant)."""
         ...
 
+    def write_rows(self, native: bytes, native_columns: Sequence[str], tables: Sequence[pa.Table] = ()) -> None:
+        """Store ``native`` (ClickHouse ``Native`` blocks of ``native_columns``, a converter's rows) and ``tables``
+        (as :meth:`write` takes them) together."""
+        ...
+
 
 @dataclass(frozen=True)
 class StoreOutcome:
@@ -168,3 +173,12 @@ class ClickHouseTraceWriter:
         if not (batch.schema.equals(STORED_SCHEMA) or batch.schema.equals(SPAN_SCHEMA)):
             raise ValueError(f"batch schema differs from otel_traces layout: {batch.schema}")
         self._once.store(tables=[batch])
+
+    def write_rows(self, native: bytes, native_columns: Sequence[str], tables: Sequence[pa.Table] = ()) -> None:
+        """Store a converter's ``native`` rows (``Native`` blocks of ``native_columns``) and Arrow ``tables``
+        together, each span once.
+
+        Raises:
+            clickhouse_connect.driver.exceptions.ClickHouseError: the insert failed.
+        """
+        self._once.store(native, native_columns, tables)
