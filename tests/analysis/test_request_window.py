@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import polars as pl
 from analysis_support import S, frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -116,6 +117,23 @@ def test_orphans_inside_the_roots_interval_are_the_requests() -> None:
     assert set(adjusted(spans).values()) == {"attached"}
     quality = data_quality(frame(spans)).row(0, named=True)
     assert quality["envelope"] and quality["reattached_spans"] == 3
+
+
+def test_an_orphan_is_attached_under_the_span_whose_time_holds_it() -> None:
+    # A tool ran a sub-agent whose span was filtered: its model call is an orphan lying inside the tool. Under the
+    # root it would be a sibling the critical path walks past, and the tool's 1.8 s would read as the tool's own
+    # (0 % model calls; the Jaeger UI GenAI timeline and an MCP sampling trace with their agent spans dropped).
+    spans = [
+        *agent_run()[:2],
+        S("tool", "agent", 100 * MS, 1900 * MS, "execute_tool delegate", attributes=TOOL),
+        S("chat", "subagent", 200 * MS, 1800 * MS, "chat m", kind="Client", attributes=CHAT),
+    ]
+    assert stages_ms(spans) == {"agent": 200, "tool": 200, "llm.call": 1600}
+    tree = analyze(frame(spans)).tree.frame().filter(pl.col("span_id") == "chat").row(0, named=True)
+    assert (tree["analysis_parent_span_id"], tree["adjustment"]) == ("tool", "attached")
+    # Orphans inside each other: the shorter one goes under the longer one's tree, never the other way round.
+    nested = [*spans[:2], replace(spans[2], parent="gone"), spans[3]]
+    assert stages_ms(nested) == {"agent": 200, "tool": 200, "llm.call": 1600}
 
 
 def test_a_span_sent_at_start_and_at_end_keeps_its_ended_copy() -> None:
