@@ -55,11 +55,17 @@ IMPLAUSIBLE_MIN_NS = NS_PER_S
 _ROOT = ROOT_REASONS.index("root")
 
 
+MAX_CONTAINMENT_PAIRS = 20_000_000
+"""Most (orphan, span) pairs one trace's containment search compares (:func:`attach_parentless`): about 0.1 s. A
+trace past it (a 50,000-span trace of parentless spans, say) attaches its orphans to its root, as before the search."""
+
+
 def attach_parentless(tree: SpanTree) -> SpanTree:
     """``tree`` with every parentless span but its trace's root analysed as the child of the innermost span holding
     it, or of the root (rule 1 of the module docstring); ``tree`` itself when every trace has one parentless span.
 
-    Loops over the parentless spans (not all spans), each compared with its trace's spans at once."""
+    Loops over the parentless spans (not all spans), each compared with its trace's spans at once, for traces within
+    :data:`MAX_CONTAINMENT_PAIRS`."""
     trace_root = tree.primary_root[tree.trace]
     attached = (tree.parent < 0) & (np.arange(tree.size) != trace_root)
     if not attached.any():
@@ -74,7 +80,10 @@ def attach_parentless(tree: SpanTree) -> SpanTree:
     tree_rank = rank[tree.root]
     first = np.searchsorted(tree.trace, tree.trace[orphans], side="left")
     last = np.searchsorted(tree.trace, tree.trace[orphans], side="right")
-    for orphan, low, high in zip(orphans.tolist(), first.tolist(), last.tolist(), strict=True):
+    # The search costs a trace its orphans times its spans: past the bound its orphans stay the root's children.
+    searched = np.bincount(tree.trace[orphans], minlength=tree.trace_count)[tree.trace[orphans]] * (last - first)
+    within = searched <= MAX_CONTAINMENT_PAIRS
+    for orphan, low, high in zip(orphans[within].tolist(), first[within].tolist(), last[within].tolist(), strict=True):
         span = np.arange(low, high)
         holds = (tree_rank[span] < rank[orphan]) & (start[span] <= start[orphan]) & (end[span] >= end[orphan])
         if holds.any():

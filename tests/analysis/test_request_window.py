@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from analysis import STAGES, data_quality, stage_breakdown_wide, wall_clock_breakdown
 from analysis.decomposition import STAGE_COLUMNS
+from analysis.request_window import MAX_CONTAINMENT_PAIRS
 from analysis.spawned_tasks import MIN_OVERHANG_NS
 from analysis.stage_rules import LLM_STAGES
 from analysis.trace_analysis import analyze
@@ -134,6 +135,15 @@ def test_an_orphan_is_attached_under_the_span_whose_time_holds_it() -> None:
     # Orphans inside each other: the shorter one goes under the longer one's tree, never the other way round.
     nested = [*spans[:2], replace(spans[2], parent="gone"), spans[3]]
     assert stages_ms(nested) == {"agent": 200, "tool": 200, "llm.call": 1600}
+
+
+def test_a_trace_of_thousands_of_orphans_attaches_them_to_its_root_within_the_search_bound() -> None:
+    # 5,000 parentless spans, each inside the one before: past MAX_CONTAINMENT_PAIRS (5,000 x 5,000), no search.
+    count = 5_000
+    spans = [S(f"o{i}", "gone", i * MS, (2 * count - i) * MS, f"step {i}") for i in range(count)]
+    tree = analyze(frame(spans)).tree
+    assert count * count > MAX_CONTAINMENT_PAIRS
+    assert (tree.parent[tree.parent >= 0] == tree.primary_root[0]).all()
 
 
 def test_a_span_sent_at_start_and_at_end_keeps_its_ended_copy() -> None:
