@@ -4,9 +4,13 @@ A request is a trace; its root is :attr:`analysis.tree.SpanTree.primary_root` an
 unless the root is missing or never ended (issue 27, as real exporters, frameworks and samplers send them):
 
 1. **Attach.** Every other parentless span of the trace (an orphan whose parent never arrived, a span naming
-   itself or in a parent cycle, a second root, a span that only links to others) is analysed as the root's child
-   (adjustment ``attached``): a span of the trace is part of its request, never listed beside it and left out of
-   its breakdown.
+   itself or in a parent cycle, a second root, a span that only links to others) is analysed as the child of the
+   innermost span of the trace whose interval holds its own, the root where none does (adjustment ``attached``): a
+   span of the trace is part of its request, never listed beside it and left out of its breakdown, and a model call
+   whose filtered parent ran inside a tool (an MCP server sampling the client's model, a tool running a sub-agent)
+   is where that tool waited for it, not a sibling the critical path walks past. A parentless span may attach
+   under the root's tree or under the tree of a longer parentless span (then earlier, then first in span order),
+   so attachments never make a cycle.
 2. **Envelope.** The root's window becomes the envelope of the trace's spans, earliest start to latest end
    (adjustment ``enveloped``), when the root is **missing**: the trace arrived with several parentless spans, or
    its one parentless span names a parent that is not there; or **never ended**: it lasts 0 ns while other spans
@@ -51,14 +55,41 @@ IMPLAUSIBLE_MIN_NS = NS_PER_S
 _ROOT = ROOT_REASONS.index("root")
 
 
+MAX_CONTAINMENT_PAIRS = 20_000_000
+"""Most (orphan, span) pairs one trace's containment search compares (:func:`attach_parentless`): about 0.1 s. A
+trace past it (a 50,000-span trace of parentless spans, say) attaches its orphans to its root, as before the search."""
+
+
 def attach_parentless(tree: SpanTree) -> SpanTree:
-    """``tree`` with every parentless span but its trace's root analysed as the root's child (rule 1 of the
-    module docstring); ``tree`` itself when every trace has one parentless span."""
+    """``tree`` with every parentless span but its trace's root analysed as the child of the innermost span holding
+    it, or of the root (rule 1 of the module docstring); ``tree`` itself when every trace has one parentless span.
+
+    Loops over the parentless spans (not all spans), each compared with its trace's spans at once, for traces within
+    :data:`MAX_CONTAINMENT_PAIRS`."""
     trace_root = tree.primary_root[tree.trace]
     attached = (tree.parent < 0) & (np.arange(tree.size) != trace_root)
     if not attached.any():
         return tree
-    return adjusted_tree(tree, np.where(attached, trace_root, tree.parent), attached, ATTACHED)
+    parent = np.where(attached, trace_root, tree.parent)
+    orphans = np.flatnonzero(attached)
+    start, end = tree.start_ns, tree.end_ns
+    duration = end - start
+    # Rank of each tree: the root's first, then parentless spans by longer, earlier, first in span order.
+    rank = np.full(tree.size, -1, dtype=np.int64)
+    rank[orphans[np.lexsort((orphans, start[orphans], -duration[orphans]))]] = np.arange(1, orphans.size + 1)
+    tree_rank = rank[tree.root]
+    first = np.searchsorted(tree.trace, tree.trace[orphans], side="left")
+    last = np.searchsorted(tree.trace, tree.trace[orphans], side="right")
+    # The search costs a trace its orphans times its spans: past the bound its orphans stay the root's children.
+    searched = np.bincount(tree.trace[orphans], minlength=tree.trace_count)[tree.trace[orphans]] * (last - first)
+    within = searched <= MAX_CONTAINMENT_PAIRS
+    for orphan, low, high in zip(orphans[within].tolist(), first[within].tolist(), last[within].tolist(), strict=True):
+        span = np.arange(low, high)
+        holds = (tree_rank[span] < rank[orphan]) & (start[span] <= start[orphan]) & (end[span] >= end[orphan])
+        if holds.any():
+            held = span[holds]
+            parent[orphan] = held[np.lexsort((-start[held], duration[held]))[0]]
+    return adjusted_tree(tree, parent, attached, ATTACHED)
 
 
 def envelop_requests(tree: SpanTree) -> SpanTree:

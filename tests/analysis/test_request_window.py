@@ -7,12 +7,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import polars as pl
 from analysis_support import S, frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis import STAGES, data_quality, stage_breakdown_wide, wall_clock_breakdown
 from analysis.decomposition import STAGE_COLUMNS
+from analysis.request_window import MAX_CONTAINMENT_PAIRS
 from analysis.spawned_tasks import MIN_OVERHANG_NS
 from analysis.stage_rules import LLM_STAGES
 from analysis.trace_analysis import analyze
@@ -116,6 +118,32 @@ def test_orphans_inside_the_roots_interval_are_the_requests() -> None:
     assert set(adjusted(spans).values()) == {"attached"}
     quality = data_quality(frame(spans)).row(0, named=True)
     assert quality["envelope"] and quality["reattached_spans"] == 3
+
+
+def test_an_orphan_is_attached_under_the_span_whose_time_holds_it() -> None:
+    # A tool ran a sub-agent whose span was filtered: its model call is an orphan lying inside the tool. Under the
+    # root it would be a sibling the critical path walks past, and the tool's 1.8 s would read as the tool's own
+    # (0 % model calls; the Jaeger UI GenAI timeline and an MCP sampling trace with their agent spans dropped).
+    spans = [
+        *agent_run()[:2],
+        S("tool", "agent", 100 * MS, 1900 * MS, "execute_tool delegate", attributes=TOOL),
+        S("chat", "subagent", 200 * MS, 1800 * MS, "chat m", kind="Client", attributes=CHAT),
+    ]
+    assert stages_ms(spans) == {"agent": 200, "tool": 200, "llm.call": 1600}
+    tree = analyze(frame(spans)).tree.frame().filter(pl.col("span_id") == "chat").row(0, named=True)
+    assert (tree["analysis_parent_span_id"], tree["adjustment"]) == ("tool", "attached")
+    # Orphans inside each other: the shorter one goes under the longer one's tree, never the other way round.
+    nested = [*spans[:2], replace(spans[2], parent="gone"), spans[3]]
+    assert stages_ms(nested) == {"agent": 200, "tool": 200, "llm.call": 1600}
+
+
+def test_a_trace_of_thousands_of_orphans_attaches_them_to_its_root_within_the_search_bound() -> None:
+    # 5,000 parentless spans, each inside the one before: past MAX_CONTAINMENT_PAIRS (5,000 x 5,000), no search.
+    count = 5_000
+    spans = [S(f"o{i}", "gone", i * MS, (2 * count - i) * MS, f"step {i}") for i in range(count)]
+    tree = analyze(frame(spans)).tree
+    assert count * count > MAX_CONTAINMENT_PAIRS
+    assert (tree.parent[tree.parent >= 0] == tree.primary_root[0]).all()
 
 
 def test_a_span_sent_at_start_and_at_end_keeps_its_ended_copy() -> None:
