@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from formats_kit import json_spans, saved
 from zipkin_kit import TESTDATA, attributes
 
 from analysis import analyze
 from analysis.model_calls import model_calls
-from collector.formats import FormatError, Payload, Rejected, detect_format, read_payloads
+from collector.formats import FormatError, Rejected, detect_format
 from hotspan.importer import StoreSink, import_paths
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
@@ -29,28 +30,6 @@ from storage.writer import ClickHouseTraceWriter
 ANYAGENT = TESTDATA / "anyagent-trace.json"
 TRACE_ID = "7c3e5a9b1d2f4c6e8a0b2d4f6a8c0e1f"
 ROOT_ID = "9f1e2d3c4b5a6001"
-
-
-def json_spans(path: Path) -> tuple[list[dict[str, Any]], list[Rejected]]:
-    """The OTLP-JSON spans of `path`, each with its resource's attributes as `resource`, and the rejections."""
-    spans, rejected = [], []
-    for item in read_payloads(path):
-        if isinstance(item, Rejected):
-            rejected.append(item)
-            continue
-        assert isinstance(item, Payload) and isinstance(item.body, dict)
-        for resource_spans in item.body["resourceSpans"]:
-            resource = {kv["key"]: kv["value"] for kv in resource_spans["resource"]["attributes"]}
-            spans += [
-                {**span, "resource": resource} for scope in resource_spans["scopeSpans"] for span in scope["spans"]
-            ]
-    return spans, rejected
-
-
-def saved(tmp_path: Path, document: object) -> Path:
-    path = tmp_path / "trace.json"
-    path.write_text(json.dumps(document))
-    return path
 
 
 def trace() -> dict[str, Any]:

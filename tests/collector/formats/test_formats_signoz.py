@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from formats_kit import json_spans, saved
 from zipkin_kit import TESTDATA, attributes
 
-from collector.formats import FormatError, Payload, Rejected, detect_format, read_payloads
+from collector.formats import FormatError, Rejected, detect_format
 from hotspan.importer import StoreSink, import_paths
 from storage.clickhouse import ClickHouse
 from storage.writer import ClickHouseTraceWriter
@@ -30,28 +31,6 @@ SIGNOZ = TESTDATA / "signoz-waterfall-v2.json"
 TRACE_ID = "3f2a9c1e7b4d4e8a9c0b1d2e3f4a5b6c"
 MS = 1_000_000
 START_MS = 1733324400000
-
-
-def json_spans(path: Path) -> tuple[list[dict[str, Any]], list[Rejected]]:
-    """The OTLP-JSON spans of `path`, each with its resource's attributes as `resource`, and the rejections."""
-    spans, rejected = [], []
-    for item in read_payloads(path):
-        if isinstance(item, Rejected):
-            rejected.append(item)
-            continue
-        assert isinstance(item, Payload) and isinstance(item.body, dict)
-        for resource_spans in item.body["resourceSpans"]:
-            resource = {kv["key"]: kv["value"] for kv in resource_spans["resource"]["attributes"]}
-            spans += [
-                {**span, "resource": resource} for scope in resource_spans["scopeSpans"] for span in scope["spans"]
-            ]
-    return spans, rejected
-
-
-def saved(tmp_path: Path, document: object, name: str = "signoz.json") -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(document))
-    return path
 
 
 def v2_answer() -> dict[str, Any]:
@@ -268,7 +247,7 @@ def test_missing_span_placeholders_are_skipped(tmp_path: Path) -> None:
 )
 def test_signoz_lookalikes_are_refused_by_name(tmp_path: Path, document: object, says: str) -> None:
     with pytest.raises(FormatError) as refused:
-        detect_format(saved(tmp_path, document))
+        detect_format(saved(tmp_path, document, "signoz.json"))
 
     assert says in str(refused.value)
 
