@@ -4,7 +4,8 @@ Served under ``/tempo`` (Grafana's data-source URL is ``http://<hotspan>/tempo``
 ``/api``, and ``/api/traces/{id}`` is already Jaeger's (:mod:`api.jaeger`).
 
 - :mod:`api.tempo.routes`: ``/api/echo``, ``/api/status/buildinfo``, ``/api/traces/{id}``, ``/api/v2/traces/{id}``,
-  ``/api/search``, ``/api/v2/search/tags``, ``/api/v2/search/tag/{tag}/values``;
+  ``/api/search``, ``/api/v2/search/tags``, ``/api/v2/search/tag/{tag}/values`` (and v1's unscoped
+  ``/api/search/tags``, ``/api/search/tag/{tag}/values``);
 - :mod:`api.tempo.traceql` parses the TraceQL subset (:mod:`storage.traceql`, compiled to SQL by
   :mod:`storage.traceql_sql`); :mod:`api.tempo.search` reads the other search parameters and writes Tempo's
   search answer; :mod:`api.tempo.proto` the protobuf of a trace; :mod:`api.tempo.errors` Tempo's plain-text errors.

@@ -199,6 +199,46 @@ def build_router(
         return JSONResponse(await reads.run(answer))
 
     @router.get(
+        "/api/search/tags",
+        operation_id="tempo_search_tags_v1",
+        responses=_ERRORS,
+        description=f'Tag names, unscoped (Tempo\'s v1, which Grafana falls back to): `{{"tagNames": [...]}}`, the '
+        f"span and resource attribute names together, at most {MAX_TAGS} of each.",
+    )
+    async def search_tags_v1(
+        tenant: Tenant,
+        start: Annotated[str | None, Query(description="Unix seconds.")] = None,
+        end: Annotated[str | None, Query(description="Unix seconds.")] = None,
+    ) -> JSONResponse:
+        start_ns, end_ns = _window(start, end)
+        names = {"service.name"}
+        for scope in ("span", "resource"):
+            names.update(await reads.run(reader.tag_names, scope, start_ns, end_ns, tenant=tenant, limit=MAX_TAGS))
+        return JSONResponse({"tagNames": sorted(names)})
+
+    @router.get(
+        f"/api/search/tag/{{tag:{ANY_PATH}}}/values",
+        operation_id="tempo_search_tag_values_v1",
+        responses=_ERRORS,
+        description=f"Values of an unscoped tag (Tempo's v1): `{{\"tagValues\": [...]}}`, strings, the tag's values as "
+        f"a span or a resource attribute together, at most {MAX_TAGS} of each.",
+    )
+    async def search_tag_values_v1(
+        tag: str,
+        tenant: Tenant,
+        start: Annotated[str | None, Query(description="Unix seconds.")] = None,
+        end: Annotated[str | None, Query(description="Unix seconds.")] = None,
+    ) -> JSONResponse:
+        if not tag or len(tag) > 512:
+            raise TempoError(400, f"invalid tag: {tag[:64]!r}")
+        start_ns, end_ns = _window(start, end)
+        values: set[str] = set()
+        for scope in ("span", "resource"):
+            found = await reads.run(reader.tag_values, scope, tag, start_ns, end_ns, tenant=tenant, limit=MAX_TAGS)
+            values.update(found)
+        return JSONResponse({"tagValues": sorted(values)})
+
+    @router.get(
         "/api/v2/search/tags",
         operation_id="tempo_search_tags",
         responses=_ERRORS,

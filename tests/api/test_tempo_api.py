@@ -282,3 +282,19 @@ def test_tags_and_tag_values(demo_server: RunningServer) -> None:
     statuses = get(demo_server, "/api/v2/search/tag/status/values", **WINDOW).json()["tagValues"]
     assert {"type": "keyword", "value": "error"} in statuses
     assert get(demo_server, "/api/v2/search/tags", scope="event").status_code == 400
+
+
+def test_v1_tags_and_tag_values_are_unscoped(demo_server: RunningServer) -> None:
+    # Grafana asks Tempo's v1 routes when the v2 ones fail: names of span and resource attributes together,
+    # values as plain strings from either.
+    names = get(demo_server, "/api/search/tags", **WINDOW).json()["tagNames"]
+    span_keys = {a["key"] for s in demo_spans() for a in s.get("attributes", [])}
+    resource_keys = {a["key"] for s in demo_spans() for a in s["resource"]}
+    assert names == sorted(span_keys | resource_keys | {"service.name"})
+    services = get(demo_server, "/api/search/tag/service.name/values", **WINDOW).json()
+    assert services == {"tagValues": sorted({s["service"] for s in demo_spans()})}
+    methods = get(demo_server, "/api/search/tag/http.method/values", **WINDOW).json()["tagValues"]
+    assert set(methods) == {
+        attribute_texts(s)["http.method"] for s in demo_spans() if "http.method" in attribute_texts(s)
+    }
+    assert get(demo_server, f"/api/search/tag/{'x' * 600}/values").status_code == 400
