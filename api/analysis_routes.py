@@ -25,7 +25,7 @@ from api.errors import ApiError
 from api.models import ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
-from api.traces import parse_trace_id
+from api.traces import TraceId
 from api.window import MAX_NS, MAX_STEP_S, StartNs, window
 from query.analysis_service import AnalysisService, StatisticsGroup
 from query.store import AnalysisFilter
@@ -291,12 +291,12 @@ def build_router(service: AnalysisService, reads: ReadPool | None = None) -> API
         responses=TRACE_ERRORS,
     )
     @reads.endpoint
-    def critical_path(trace_id: str, owner: Tenant) -> CriticalPathResponse:
+    def critical_path(trace_id: TraceId, owner: Tenant) -> CriticalPathResponse:
         """The critical path of the trace's root span (Jaeger UI's semantics: FOLLOWS_FROM children left out,
         overflowing children clamped), as sections with their span, stage and times (ns)."""
-        canonical, sections = _trace(service.trace_critical_path, trace_id, owner)
+        sections = _trace(service.trace_critical_path, trace_id, owner)
         rows = [CriticalPathSection(**row) for row in sections.iter_rows(named=True)]
-        return CriticalPathResponse(trace_id=canonical, total_ns=sum(r.duration_ns for r in rows), sections=rows)
+        return CriticalPathResponse(trace_id=trace_id, total_ns=sum(r.duration_ns for r in rows), sections=rows)
 
     @router.get(
         "/traces/{trace_id}/statistics",
@@ -306,7 +306,7 @@ def build_router(service: AnalysisService, reads: ReadPool | None = None) -> API
     )
     @reads.endpoint
     def statistics(
-        trace_id: str,
+        trace_id: TraceId,
         owner: Tenant,
         group_by: Annotated[
             StatisticsGroup, Query(description="`service_operation` (default), `service` or `operation`.")
@@ -314,9 +314,9 @@ def build_router(service: AnalysisService, reads: ReadPool | None = None) -> API
     ) -> StatisticsResponse:
         """Jaeger UI's Trace Statistics: per group, count, total/avg/min/max duration and self time (ms), and
         self time as a percentage of the trace's duration."""
-        canonical, table = _trace(service.trace_statistics, trace_id, owner, group_by)
+        table = _trace(service.trace_statistics, trace_id, owner, group_by)
         return StatisticsResponse(
-            trace_id=canonical, group_by=group_by, rows=[StatisticsRow(**row) for row in table.iter_rows(named=True)]
+            trace_id=trace_id, group_by=group_by, rows=[StatisticsRow(**row) for row in table.iter_rows(named=True)]
         )
 
     @router.get(
@@ -326,11 +326,11 @@ def build_router(service: AnalysisService, reads: ReadPool | None = None) -> API
         responses=TRACE_ERRORS,
     )
     @reads.endpoint
-    def trace_flamegraph(trace_id: str, owner: Tenant) -> TraceFlameGraphResponse:
+    def trace_flamegraph(trace_id: TraceId, owner: Tenant) -> TraceFlameGraphResponse:
         """The trace's flame graph weighted by self time: one node per path of `service:operation` from the
         root (same-named siblings merged), as a flat list under a virtual root."""
-        canonical, nodes = _trace(service.trace_flamegraph, trace_id, owner)
-        return TraceFlameGraphResponse(trace_id=canonical, nodes=_nodes(nodes))
+        nodes = _trace(service.trace_flamegraph, trace_id, owner)
+        return TraceFlameGraphResponse(trace_id=trace_id, nodes=_nodes(nodes))
 
     @router.get(
         "/traces/{trace_id}/stages",
@@ -339,10 +339,10 @@ def build_router(service: AnalysisService, reads: ReadPool | None = None) -> API
         responses=TRACE_ERRORS,
     )
     @reads.endpoint
-    def trace_stages(trace_id: str, owner: Tenant) -> TraceStagesResponse:
+    def trace_stages(trace_id: TraceId, owner: Tenant) -> TraceStagesResponse:
         """Where the request's time went: ns per stage along the critical path (summing to the root span's
         duration, `total_ns`), TTFT and TPOT, and the wall-clock attribution beside it."""
-        _canonical, stages = _trace(service.trace_stages, trace_id, owner)
+        stages = _trace(service.trace_stages, trace_id, owner)
         return TraceStagesResponse(**vars(stages))
 
     @router.get("/stages", operation_id="get_stages", response_model=StagesResponse, responses=ERRORS)
@@ -489,17 +489,16 @@ def build_router(service: AnalysisService, reads: ReadPool | None = None) -> API
     return router
 
 
-def _trace(read: Callable[..., _T | None], trace_id: str, owner: str | None, *args: Any) -> tuple[str, _T]:
-    """The canonical form of ``trace_id`` and ``read(canonical, *args, tenant=owner)``. Blocking.
+def _trace(read: Callable[..., _T | None], trace_id: str, owner: str | None, *args: Any) -> _T:
+    """``read(trace_id, *args, tenant=owner)`` of a canonical ``trace_id`` (:data:`api.traces.TraceId`). Blocking.
 
     Raises:
-        ApiError: 400 for a malformed trace ID, 404 when ``read`` finds no such trace (returns None).
+        ApiError: 404 when ``read`` finds no such trace (returns None).
     """
-    canonical = parse_trace_id(trace_id)
-    value = read(canonical, *args, tenant=owner)
+    value = read(trace_id, *args, tenant=owner)
     if value is None:
-        raise ApiError(404, "not_found", f"trace {canonical} not found")
-    return canonical, value
+        raise ApiError(404, "not_found", f"trace {trace_id} not found")
+    return value
 
 
 def _nodes(frame: pl.DataFrame) -> list[FlameNode]:

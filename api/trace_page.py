@@ -18,7 +18,7 @@ from api.errors import ApiError
 from api.models import ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
-from api.traces import parse_trace_id
+from api.traces import TraceId
 from query.trace_model import TraceView
 from query.trace_rows import MAX_WINDOW_ROWS, MODES, Expansion, Mode, window
 from query.trace_view_cache import TraceViews
@@ -83,7 +83,7 @@ def build_router(views: TraceViews, reads: ReadPool | None = None) -> APIRouter:
     )
     @reads.endpoint
     def trace_view(
-        trace_id: str,
+        trace_id: TraceId,
         tenant: Tenant,
         offset: Annotated[int, Query(ge=0, le=MAX_INDEX, description="First visible row to return.")] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_WINDOW_ROWS, description="Rows to return.")] = 200,
@@ -98,11 +98,10 @@ def build_router(views: TraceViews, reads: ReadPool | None = None) -> APIRouter:
         fresh: Annotated[bool, Query(description=FRESH_HELP)] = False,
     ) -> TraceViewResponse:
         """One window of the trace's visible rows, with the trace's services, stage totals and dominant stage."""
-        canonical = parse_trace_id(trace_id)
         read = views.load if fresh else views.get
-        view = read(canonical, tenant=tenant)
+        view = read(trace_id, tenant=tenant)
         if view is None:
-            raise ApiError(404, "trace_not_found", f"trace {canonical} not found")
+            raise ApiError(404, "trace_not_found", f"trace {trace_id} not found")
         expansion = Expansion(
             mode=mode,
             depth=depth,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import polars as pl
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 
 from api.errors import ApiError
 from api.models import (
@@ -151,7 +151,7 @@ def build_router(
         responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
     )
     async def get_trace(
-        trace_id: str,
+        trace_id: TraceId,
         tenant: Tenant,
         page_token: Annotated[
             str | None, Query(description="`next_page_token` of the previous page; absent for the first.")
@@ -165,7 +165,6 @@ def build_router(
         that fits is answered whole (``truncated`` false); a larger one page by page, each answer giving the
         ``next_page_token``. Each page costs memory for its own spans only. IDs: 32 hex (any case), 16 hex (64-bit,
         zero-padded) or base64."""
-        canonical = parse_trace_id(trace_id)
         size = min(limit or limits.max_spans, limits.max_spans)
         try:
             after = TraceCursor.from_token(page_token) if page_token else None
@@ -173,15 +172,15 @@ def build_router(
             raise ApiError(400, "invalid_parameter", f"page_token: {exc}") from exc
 
         def page() -> TraceResponse:
-            found = reader.trace_page(canonical, tenant=tenant, after=after, limit=size)
+            found = reader.trace_page(trace_id, tenant=tenant, after=after, limit=size)
             partial = found.next is not None or after is not None
-            total = reader.trace_size(canonical, tenant=tenant) if partial else found.spans.height
+            total = reader.trace_size(trace_id, tenant=tenant) if partial else found.spans.height
             if total == 0:
-                raise ApiError(404, "not_found", f"trace {canonical} not found")
+                raise ApiError(404, "not_found", f"trace {trace_id} not found")
             if partial:
                 limits.count_truncated("v1")
             return TraceResponse(
-                trace_id=canonical,
+                trace_id=trace_id,
                 spans=spans_out(found.spans),
                 span_count=total,
                 next_page_token=found.next.token() if found.next else None,
@@ -199,6 +198,17 @@ def parse_trace_id(text: str) -> str:
         return normalize_trace_id(text)
     except IdError as exc:
         raise ApiError(400, "invalid_trace_id", f"trace_id: {exc}") from exc
+
+
+def _path_trace_id(
+    trace_id: Annotated[str, Path(description="32 hex characters (any case), 16 (64-bit, zero-padded) or base64.")],
+) -> str:
+    return parse_trace_id(trace_id)
+
+
+TraceId = Annotated[str, Depends(_path_trace_id)]
+"""A route's ``{trace_id}``, canonical: a malformed one is answered 400 as the request is read, before the route
+waits for a read thread (:meth:`api.read_pool.ReadPool.endpoint` runs the route's body there)."""
 
 
 def parse_attribute_filter(text: str) -> tuple[str, str]:

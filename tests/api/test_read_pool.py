@@ -134,6 +134,10 @@ def test_with_the_pool_full_every_read_route_answers_503_at_once(served: Running
         assert started.wait(30), "the holding read never started"
         with httpx.Client(base_url=served.base_url, timeout=30) as client:
             busy = {path: client.get(path, params=QUERIES.get(path)) for path in routes}
+            # A malformed ID is the caller's mistake whatever the load: 400 before the route waits for a thread.
+            own = f"/api/v1/traces/{PATH_VALUES['trace_id']}"
+            malformed = [path.replace(PATH_VALUES["trace_id"], "bad-id") for path in routes if path.startswith(own)]
+            refused = {path: client.get(path).status_code for path in malformed}
     finally:
         release.set()
         holder.join(30)
@@ -141,6 +145,7 @@ def test_with_the_pool_full_every_read_route_answers_503_at_once(served: Running
     not_refused = {path: answer.status_code for path, answer in busy.items() if answer.status_code != 503}
     assert not not_refused, f"answered while every read thread was taken: {not_refused}"
     assert {answer.headers.get("retry-after") for answer in busy.values()} == {"1"}
+    assert len(malformed) >= 6 and set(refused.values()) == {400}, refused
     with httpx.Client(base_url=served.base_url, timeout=60) as client:
         after = {path: client.get(path, params=QUERIES.get(path)).status_code for path in routes}
     assert 503 not in after.values() and 500 not in after.values(), after
