@@ -22,6 +22,9 @@ Contract of :meth:`TraceProcessor.process`:
   the next poll (to every processor, in the same order). Delivery is therefore at least once; a processor
   that must not double count makes its writes idempotent (e.g. an insert deduplication token derived from the
   batch's trace IDs) or tolerates the rare repeat.
+- **Sampled out.** ``sampled_out`` holds the batch's trace IDs tail sampling is about to drop: counted like
+  the others, but nothing a processor keeps may point a user at them (an exemplar's trace ID would open a trace
+  that is gone).
 - **Threads.** Called from the pipeline's single worker thread (or the caller of ``run_once``); blocking I/O
   is fine, and each call finishes before the next starts.
 """
@@ -39,13 +42,16 @@ from analysis import TraceAnalysis
 class TraceProcessor(Protocol):
     """Derives and stores something from whole, quiet traces (contract in the module docstring)."""
 
-    def process(self, spans: pl.DataFrame, analysis: TraceAnalysis, first_seen: set[str]) -> None:
+    def process(
+        self, spans: pl.DataFrame, analysis: TraceAnalysis, first_seen: set[str], sampled_out: frozenset[str]
+    ) -> None:
         """Process one batch of traces of one owner tenant.
 
         Args:
             spans: the batch's spans (columns of ``TraceReader.trace`` plus ``tenant``).
             analysis: their analysis.
             first_seen: the batch's trace IDs analysed for the first time.
+            sampled_out: the batch's trace IDs tail sampling drops (module docstring).
 
         Raises:
             Exception: anything; the batch is retried at the next poll.

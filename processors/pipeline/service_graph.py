@@ -223,8 +223,8 @@ class ServiceGraphMetricsSink(Protocol):
     """What :class:`ServiceGraphProcessor` reports to (implemented by
     :class:`processors.pipeline.trace_metrics.TraceMetrics`)."""
 
-    def observe_service_graph(self, graph: ServiceGraph) -> None:
-        """Count the calls and unpaired spans of ``graph``."""
+    def observe_service_graph(self, graph: ServiceGraph, sampled_out: frozenset[str] = frozenset()) -> None:
+        """Count the calls and unpaired spans of ``graph``; no exemplar names a trace of ``sampled_out``."""
         ...
 
 
@@ -286,8 +286,15 @@ class ServiceGraphProcessor:
         self._metrics = metrics
         self._counted = RecentKeys()
 
-    def process(self, spans: pl.DataFrame, analysis: TraceAnalysis, first_seen: set[str]) -> None:
-        """Pair the calls of the ``first_seen`` traces among ``spans`` and store them.
+    def process(
+        self,
+        spans: pl.DataFrame,
+        analysis: TraceAnalysis,
+        first_seen: set[str],
+        sampled_out: frozenset[str] = frozenset(),
+    ) -> None:
+        """Pair the calls of the ``first_seen`` traces among ``spans`` and store them; the edges of ``sampled_out``
+        traces are stored and counted too (what the graph shows covers all traffic), never offered as exemplars.
 
         Raises:
             Exception: whatever the writer raises; the metrics are then left as they were.
@@ -302,7 +309,7 @@ class ServiceGraphProcessor:
         key = batch_key(fresh, first_seen)
         self._writer.write(graph.edges, dedup_token=f"service-graph-{key}")
         if self._metrics is not None and self._counted.add(key):
-            self._metrics.observe_service_graph(graph)
+            self._metrics.observe_service_graph(graph, sampled_out)
 
 
 def batch_key(spans: pl.DataFrame, trace_ids: set[str]) -> str:

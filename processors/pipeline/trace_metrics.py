@@ -37,7 +37,9 @@ stored trace's ID, the label Grafana's Prometheus data source and the spanmetric
 observation is one span, ``span_id``; its value is the observation (the metric's unit), its timestamp the moment
 Hotspan counted it (s since the epoch, when the bucket's count rose, so the exemplar sits on the spike it explains).
 Only the OpenMetrics format shows them (``hotspan.metrics``). The overflow series keeps exemplars of the
-observations it folded in; memory stays bounded (one per bucket per series).
+observations it folded in; memory stays bounded (one per bucket per series). A trace tail sampling drops is counted
+but never an exemplar: its spans are deleted, and the link would open nothing; a bucket whose batch held only such
+traces keeps its previous exemplar.
 
 **Cardinality limit.** Each family keeps at most ``limit`` series (``HOTSPAN_CARDINALITY_LIMIT``), as the OTel
 spanmetrics connector's ``aggregation_cardinality_limit`` does: the first ``limit`` label sets seen keep their own
@@ -224,10 +226,11 @@ class HistogramTable:
         self._exemplars: dict[Key, dict[int, Exemplar]] = {}
         self._lock = threading.Lock()
 
-    def observe(self, frame: pl.DataFrame, value: str) -> None:
+    def observe(self, frame: pl.DataFrame, value: str, sampled_out: frozenset[str] = frozenset()) -> None:
         """Observe every row of ``frame``: label values from the columns named like :attr:`labels`, the
         observation from column ``value`` (in the metric's unit), exemplar labels from the columns named like
-        :attr:`exemplar_labels`; label sets beyond the limit go to the overflow series.
+        :attr:`exemplar_labels`; label sets beyond the limit go to the overflow series. Rows of a trace in
+        ``sampled_out`` (its ``trace_id`` column) are counted but never an exemplar: their trace is not stored.
 
         Raises:
             polars.exceptions.ColumnNotFoundError: a label, value or exemplar column is missing.
@@ -237,11 +240,16 @@ class HistogramTable:
         # Prometheus buckets are inclusive upper bounds: a value v belongs to the first bound >= v.
         bucket = np.searchsorted(self.bounds, frame[value].to_numpy().astype(np.float64), side="left")
         # Each group's exemplar is its slowest observation: the one a click on a latency spike is after.
-        slowest = [pl.col(name).sort_by(value).last().alias(f"_exemplar_{name}") for name in self.exemplar_labels]
+        stored = ~pl.col("trace_id").is_in(list(sampled_out)) if sampled_out else pl.lit(True)
+        candidate = pl.when(stored).then(pl.col(value))
+        slowest = [
+            pl.col(name).filter(stored).sort_by(pl.col(value).filter(stored)).last().alias(f"_exemplar_{name}")
+            for name in self.exemplar_labels
+        ]
         grouped = (
             frame.with_columns(pl.Series("_bucket", bucket, dtype=pl.Int64))
             .group_by([*self.labels, "_bucket"])
-            .agg(pl.len().alias("_n"), pl.col(value).sum().alias("_sum"), pl.col(value).max().alias("_max"), *slowest)
+            .agg(pl.len().alias("_n"), pl.col(value).sum().alias("_sum"), candidate.max().alias("_max"), *slowest)
         )
         rows = [(tuple(str(row[name]) for name in self.labels), row) for row in grouped.iter_rows(named=True)]
         weights: dict[Key, float] = {}
@@ -256,7 +264,7 @@ class HistogramTable:
                 counts = self._counts.setdefault(target, np.zeros(len(self.bounds) + 1, dtype=np.int64))
                 counts[row["_bucket"]] += row["_n"]
                 self._sums[target] = self._sums.get(target, 0.0) + float(row["_sum"])
-                if self.exemplar_labels:
+                if self.exemplar_labels and row["_max"] is not None:
                     # Several label sets may fold into one overflow bucket: the slowest of them stands for it.
                     slot = (target, row["_bucket"])
                     previous = batch_exemplars.get(slot)
@@ -389,8 +397,9 @@ class TraceMetrics(Collector):
         for table in self._tables:
             yield from table.parts(EXPOSITION_PART_SERIES)
 
-    def observe_spans(self, spans: pl.DataFrame) -> None:
-        """Count every span of ``spans`` (the :mod:`analysis.spans` frame, plus ``status_code``)."""
+    def observe_spans(self, spans: pl.DataFrame, sampled_out: frozenset[str] = frozenset()) -> None:
+        """Count every span of ``spans`` (the :mod:`analysis.spans` frame, plus ``status_code``); no exemplar names a
+        trace of ``sampled_out``."""
         if spans.height == 0:
             return
         status = pl.col("status_code") if "status_code" in spans.columns else pl.lit("Unset")
@@ -405,10 +414,11 @@ class TraceMetrics(Collector):
         )
         counts = frame.group_by(SPAN_METRIC_LABELS).len()
         self.span_calls.add((tuple(row[:4]), row[4]) for row in counts.iter_rows())
-        self.span_duration.observe(frame, "duration_ms")
+        self.span_duration.observe(frame, "duration_ms", sampled_out)
 
-    def observe_service_graph(self, graph: ServiceGraph) -> None:
-        """Count the calls of ``graph`` (durations of a side without a span are not observed)."""
+    def observe_service_graph(self, graph: ServiceGraph, sampled_out: frozenset[str] = frozenset()) -> None:
+        """Count the calls of ``graph`` (durations of a side without a span are not observed); no exemplar names a
+        trace of ``sampled_out``."""
         edges = graph.edges.with_columns(
             pl.col("connection_type").replace_strict(CONNECTOR_CONNECTION_TYPES, default=""),
             (pl.col("client_duration_ns") / 1e9).alias("client_s"),
@@ -420,15 +430,17 @@ class TraceMetrics(Collector):
         self.failed.add((tuple(row[:3]), row[4]) for row in rows if row[4])
         client_spans = edges.filter(pl.col("has_client_span")).with_columns(pl.col("client_span_id").alias("span_id"))
         server_spans = edges.filter(pl.col("has_server_span")).with_columns(pl.col("server_span_id").alias("span_id"))
-        self.client_seconds.observe(client_spans, "client_s")
-        self.server_seconds.observe(server_spans, "server_s")
+        self.client_seconds.observe(client_spans, "client_s", sampled_out)
+        self.server_seconds.observe(server_spans, "server_s", sampled_out)
         self.unpaired.add(((service, ""), n) for service, n in graph.unpaired_client_spans)
         self.unpaired.add((("", service), n) for service, n in graph.unpaired_server_spans)
 
-    def observe_stages(self, stages: pl.DataFrame) -> None:
-        """Observe per-request stage times: columns ``trace_id`` (the request's trace, the exemplar),
-        ``service`` (root service), ``stage`` and ``duration_ns`` (critical-path ns of that request in that stage)."""
-        self.stage_seconds.observe(stages.with_columns((pl.col("duration_ns") / 1e9).alias("seconds")), "seconds")
+    def observe_stages(self, stages: pl.DataFrame, sampled_out: frozenset[str] = frozenset()) -> None:
+        """Observe per-request stage times: columns ``trace_id`` (the request's trace, the exemplar unless in
+        ``sampled_out``), ``service`` (root service), ``stage`` and ``duration_ns`` (critical-path ns of that
+        request in that stage)."""
+        seconds = stages.with_columns((pl.col("duration_ns") / 1e9).alias("seconds"))
+        self.stage_seconds.observe(seconds, "seconds", sampled_out)
 
     def observe_hotspots(self, counts: Iterable[tuple[str, str, int]]) -> None:
         """Count hotspot spans given as ``(service, reason, spans)``; an empty reason reads ``flagged``."""
@@ -474,8 +486,14 @@ class TraceMetricsProcessor:
         self._hotspots = hotspots
         self._counted = RecentKeys()
 
-    def process(self, spans: pl.DataFrame, analysis: TraceAnalysis, first_seen: set[str]) -> None:
-        """Count the ``first_seen`` traces of the batch.
+    def process(
+        self,
+        spans: pl.DataFrame,
+        analysis: TraceAnalysis,
+        first_seen: set[str],
+        sampled_out: frozenset[str] = frozenset(),
+    ) -> None:
+        """Count the ``first_seen`` traces of the batch; a ``sampled_out`` trace is counted, never an exemplar.
 
         Raises:
             Exception: reading the hotspot flags failed; nothing of this batch was counted then.
@@ -490,7 +508,7 @@ class TraceMetricsProcessor:
             return
         tree = analysis.tree
         # analysis.tree holds each span once, where ``spans`` may repeat a span an exporter sent twice.
-        self._metrics.observe_spans(tree.spans.filter(pl.col("trace_id").is_in(fresh_ids)))
+        self._metrics.observe_spans(tree.spans.filter(pl.col("trace_id").is_in(fresh_ids)), sampled_out)
         roots = pl.DataFrame(
             {
                 "trace_id": tree.spans["trace_id"].gather(tree.primary_root),
@@ -503,5 +521,5 @@ class TraceMetricsProcessor:
             .join(roots, on="trace_id", how="inner")
             .select("trace_id", "service", pl.col("stage").cast(pl.String), "duration_ns")
         )
-        self._metrics.observe_stages(stages)
+        self._metrics.observe_stages(stages, sampled_out)
         self._metrics.observe_hotspots(hotspots)

@@ -252,7 +252,7 @@ class TracePipeline:
             dropped = [trace_id for trace_id, keep in decisions.items() if not keep]
             self._store.write_span_analysis(_without(rows.spans, dropped))
             for processor in self._processors:
-                processor.process(spans, analysis, first_seen & kept)
+                processor.process(spans, analysis, first_seen & kept, frozenset(dropped))
             self._store.write_trace_summaries(_marked_dropped(rows.summaries, dropped))
             self._drop(owner, spans.filter(pl.col("trace_id").is_in(dropped)))
             if self._sampler is not None:

@@ -53,7 +53,9 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[set[str], set[str], int]] = []
 
-    def process(self, spans: pl.DataFrame, analysis: TraceAnalysis, first_seen: set[str]) -> None:
+    def process(
+        self, spans: pl.DataFrame, analysis: TraceAnalysis, first_seen: set[str], sampled_out: frozenset[str]
+    ) -> None:
         self.calls.append((set(spans["trace_id"].unique()), set(first_seen), analysis.tree.size))
 
 
@@ -127,7 +129,9 @@ def test_a_failing_processor_leaves_the_batch_due_and_it_is_redone_whole(store: 
     )
 
     class Failing:
-        def process(self, spans: pl.DataFrame, analysis: TraceAnalysis, first_seen: set[str]) -> None:
+        def process(
+            self, spans: pl.DataFrame, analysis: TraceAnalysis, first_seen: set[str], sampled_out: frozenset[str]
+        ) -> None:
             raise RuntimeError("rollup store down")
 
     with pytest.raises(RuntimeError, match="rollup store down"):

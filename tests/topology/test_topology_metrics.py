@@ -191,6 +191,9 @@ def test_duration_buckets_carry_the_slowest_observation_as_a_trace_id_exemplar()
     assert " # {" not in generate_latest(registry).decode()
 
 
+SPAN_DURATION = "traces_span_metrics_duration_milliseconds"
+
+
 def test_stage_exemplars_name_the_request_trace() -> None:
     registry = CollectorRegistry()
     metrics = TraceMetrics(registry)
@@ -201,6 +204,32 @@ def test_stage_exemplars_name_the_request_trace() -> None:
     (exemplar,) = exemplars(registry, "hotspan_stage_duration_seconds").values()
     assert exemplar.labels == {"trace_id": "t1".ljust(32, "0")}
     assert exemplar.value == pytest.approx(0.3)
+
+
+def test_traces_tail_sampling_drops_are_counted_but_never_an_exemplar() -> None:
+    """An exemplar opens its trace: one tail sampling dropped is gone, so the slowest *stored* observation stands for
+    its bucket, and a bucket of dropped traces only has none; the counts hold every trace."""
+    registry = CollectorRegistry()
+    metrics = TraceMetrics(registry)
+    dropped = frozenset({"t1".ljust(32, "0"), "t3".ljust(32, "0")})
+    metrics.observe_spans(
+        frame(
+            span("a", "", "gw", "Server", trace="t1", name="chat", duration_ms=3.9),
+            span("b", "", "gw", "Server", trace="t2", name="chat", duration_ms=3.5),
+            span("c", "", "gw", "Server", trace="t3", name="chat", duration_ms=900),
+        ),
+        dropped,
+    )
+    got = {le: exemplar.labels["trace_id"] for (_, le), exemplar in exemplars(registry, SPAN_DURATION).items()}
+    assert got == {"4.0": "t2".ljust(32, "0")}
+    counts = text_string_to_metric_families(generate_latest(registry).decode())
+    family = next(f for f in counts if f.name == SPAN_DURATION)
+    assert next(s.value for s in family.samples if s.name.endswith("_count")) == 3
+    stages = pl.DataFrame(
+        {"trace_id": ["t3".ljust(32, "0")], "service": ["gw"], "stage": ["llm"], "duration_ns": [300_000_000]}
+    )
+    metrics.observe_stages(stages, dropped)
+    assert exemplars(registry, "hotspan_stage_duration_seconds") == {}
 
 
 @pytest.mark.parametrize("encode", [generate_latest, openmetrics_latest], ids=["text-0.0.4", "openmetrics"])

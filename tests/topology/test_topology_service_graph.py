@@ -92,7 +92,7 @@ def test_processor_counts_first_seen_traces_once_per_batch() -> None:
     class Metrics:
         graphs = 0
 
-        def observe_service_graph(self, graph: object) -> None:
+        def observe_service_graph(self, graph: object, sampled_out: frozenset[str]) -> None:
             Metrics.graphs += 1
 
     spans = frame(span("a", "", "gw", "Server"), span("z", "", "gw", "Server", trace="t2"))
