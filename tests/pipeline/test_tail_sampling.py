@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 from pipeline_support import T0, Span, otlp_request, store_spans
 from prometheus_client import CollectorRegistry
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
 from analysis import STAGES
@@ -323,6 +324,16 @@ def test_the_server_samples_by_its_setting_counts_on_metrics_and_keeps_red_exact
             assert time.monotonic() < deadline, "the dropped trace's spans were not deleted"
             time.sleep(0.1)
         assert httpx.get(f"{server.base_url}/api/v1/traces/{kept}").json()["span_count"] == 2
+        # Counted, but no exemplar opens the dropped trace (issue 33): its spans are gone.
+        openmetrics = {"Accept": "application/openmetrics-text; version=1.0.0"}
+        text = httpx.get(f"{server.base_url}/metrics", headers=openmetrics).text
+        named = {
+            sample.exemplar.labels["trace_id"]
+            for family in openmetrics_families(text)
+            for sample in family.samples
+            if sample.exemplar is not None
+        }
+        assert kept in named and dropped not in named
         window = {"start_ns": T0 - 3_600 * 10**9, "end_ns": T0 + 3_600 * 10**9, "group_by": "service"}
         red = httpx.get(f"{server.base_url}/api/v1/red", params=window).json()
         # Both traces' spans: 2 gateway calls (one failed), 2 agent calls.
