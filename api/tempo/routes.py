@@ -39,6 +39,8 @@ MAX_TAGS = 1_000
 _NS_PER_S = 1_000_000_000
 _DEFAULT_TAG_WINDOW_S = 24 * 3600
 """Tag names and values are read from spans of this window before ``end`` when ``start`` is absent."""
+_MAX_TAG_CHARS = 512
+"""Longest tag name a tag-values route reads (v1 and v2 alike); a longer one is a 400."""
 _NOT_FOUND = "trace not found"
 
 
@@ -229,7 +231,7 @@ def build_router(
         start: Annotated[str | None, Query(description="Unix seconds.")] = None,
         end: Annotated[str | None, Query(description="Unix seconds.")] = None,
     ) -> JSONResponse:
-        if not tag or len(tag) > 512:
+        if not tag or len(tag) > _MAX_TAG_CHARS:
             raise TempoError(400, f"invalid tag: {tag[:64]!r}")
         start_ns, end_ns = _window(start, end)
         values: set[str] = set()
@@ -299,7 +301,7 @@ def _scoped(tag: str) -> tuple[str, str]:
         return scope, name
     if tag.startswith(".") and len(tag) > 1:
         return "span", tag[1:]
-    if not tag or tag == "duration" or len(tag) > 512:
+    if not tag or tag == "duration" or len(tag) > _MAX_TAG_CHARS:
         raise TempoError(400, f"invalid tag: {tag[:64]!r}")
     return "span", tag
 

@@ -191,16 +191,16 @@ MEMORY_TRACES = 1_000
 60 MiB more (its allocator 52 -> 113 MiB resident after 51,000 spans; tests/reliability/README.md), which no bound
 of Hotspan's own memory should hide."""
 WARM_TRACES = TRACES_PER_REQUEST
-"""Traces of the load before the burst (300 span names): every path the burst takes has run once when the RSS the
-burst is measured from is read."""
+"""Traces of the load before the burst (300 span names): every path the burst takes has run once when the memory
+the burst is measured from is read."""
 RETURN_BOUND_MIB = 45
-"""How far above its private memory (``RssAnon``; RSS adds the library pages the host maps, tests/served.py) before
-the burst the server may stay once the burst is over, MiB. RSS Measured here (two shared
-vCPUs, CI form), three runs each: 26-35 MiB above at load 4-9, nearly all of it the embedded ClickHouse's allocator
-(sampled inside the process: freed pages it keeps while the pipeline's polls keep querying). Before ``/metrics``
-wrote the trace families in parts (``hotspan.metrics``): 48-59 MiB above at load 2-9, staying there (the long form:
-250), the fragments that every scrape's 156,000 sample objects and 18 MiB text left in the Python heap and glibc's
-heaps."""
+"""How far above its private memory (``RssAnon``; RSS adds the library pages the host maps, tests/served.py) before the
+burst the server may stay once the burst is over, MiB. Measured here (two shared vCPUs, CI form): private memory 26-28
+MiB above (here and in a fresh-clone CI run); as RSS, three runs each: 26-35 MiB above at load 4-9, nearly all of it the
+embedded ClickHouse's allocator (sampled inside the process: freed pages it keeps while the pipeline's polls keep
+querying). Before ``/metrics`` wrote the trace families in parts (``hotspan.metrics``): 48-59 MiB above at load 2-9,
+staying there (the long form: 250), the fragments that every scrape's 156,000 sample objects and 18 MiB text left in the
+Python heap and glibc's heaps."""
 RETURN_WAIT_S = 60
 """How long after the last span is counted the server has to come back within the bound."""
 
