@@ -250,6 +250,17 @@ class Redactor:
         # twice); bounded, as keys are the sender's to invent.
         self._decided: dict[str, bool] = {}
 
+    @property
+    def key_regex(self) -> str:
+        """The table's key patterns as one RE2 (and Python) expression matching a whole key: what
+        ``storage.payloads`` deletes."""
+        return _whole(self.table.keys)
+
+    @property
+    def event_regex(self) -> str:
+        """The table's event-name patterns as one RE2 expression matching a whole name (nothing when none)."""
+        return _whole(self.table.events)
+
     def wanted(self, key: str) -> bool:
         """Whether an attribute ``key`` is one the table names."""
         decided = self._decided.get(key)
@@ -363,6 +374,15 @@ class Redactor:
 def _name_pattern(names: Sequence[str]) -> re.Pattern[str]:
     """One expression matching any of ``names``, ``*`` standing for any run of characters."""
     return re.compile("|".join(".*".join(map(re.escape, name.split("*"))) for name in names))
+
+
+NOTHING = r"[^\s\S]"
+"""An expression no string matches (RE2 has no look-ahead to write it otherwise)."""
+
+
+def _whole(names: Sequence[str]) -> str:
+    """``names`` as one anchored expression (``^(?:...)$``), :data:`NOTHING` when there are none."""
+    return f"^(?:{_name_pattern(names).pattern})$" if names else NOTHING
 
 
 def _string_leaves(value: AnyValue, leaves: list[AnyValue]) -> None:

@@ -23,6 +23,7 @@ from api import analysis_routes as analysis_api
 from api import capacity as capacity_api
 from api import diagnosis as diagnosis_api
 from api import incidents as incidents_api
+from api import payloads as payloads_api
 from api import red as red_api
 from api import throughput_latency as throughput_latency_api
 from api import topology as topology_api
@@ -40,7 +41,7 @@ from collector import http_receiver
 from collector.ingest_pipeline import IngestConfig, IngestPipeline
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
-from collector.redaction import load_redaction
+from collector.redaction import Redactor, load_redaction, packaged_table
 from dashboards.app import build_dash_app
 from dashboards.request_guard import UiRequestGuard
 from diagnosis import DiagnosisSettings, PrometheusMetricsSource, load_diagnosis_settings
@@ -70,6 +71,7 @@ from storage.engine_reader import ClickHouseEngineReader
 from storage.faults import FaultInjectingClickHouse, FaultPlan
 from storage.incident_store import ClickHouseIncidentStore
 from storage.migrations import apply_migrations
+from storage.payloads import ClickHousePayloadStore
 from storage.reader import ClickHouseTraceReader
 from storage.service_graph_writer import ClickHouseServiceGraphWriter
 from storage.writer import ClickHouseTraceWriter
@@ -197,6 +199,19 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
         capacity_service(settings),
         settings.cardinality_limit,
     )
+
+
+def payload_store(settings: Settings) -> ClickHousePayloadStore:
+    """Deletes the payloads ``HOTSPAN_REDACTION``'s table names (the packaged table's where redaction is off), on a
+    handle of its own: a deletion waits for its mutation, which must not hold up the reads' handle.
+
+    Raises:
+        collector.redaction.RedactionRulesError: the ``HOTSPAN_REDACTION`` file is invalid.
+        storage.clickhouse.StorageError: the store cannot be opened.
+    """
+    named = Redactor(load_redaction(settings.redaction) or packaged_table())
+    handle = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
+    return ClickHousePayloadStore(handle, named.key_regex, named.event_regex)
 
 
 def engine_metrics(settings: Settings) -> PrometheusEngineMetrics | None:
@@ -397,6 +412,7 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(analysis_api.build_router(query.analysis, reads))
     app.include_router(throughput_latency_api.build_router(query, reads))
     app.include_router(capacity_api.build_router(query.capacity, reads))
+    app.include_router(payloads_api.build_router(payload_store(settings), query.store, reads))
     # The MCP server for coding agents: the same query room, read pool and tenancy as the routes above.
     mount_mcp(app, query, reads, settings.host)
 
