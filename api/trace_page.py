@@ -1,4 +1,5 @@
-"""``GET /api/v1/traces/{trace_id}/view``: the trace page's model over REST, a window of visible rows at a time.
+"""``GET /api/v1/traces/{trace_id}/view``: the trace page's model over REST, a window of visible rows at a time; and
+``GET /api/v1/traces/{trace_id}/agent-graph``: the same view's agent graph (:mod:`analysis.agent_graph`).
 
 Thin: parse, ask :class:`query.trace_view_cache.TraceViews` (the same kept views the trace page reads), shape the
 answer. The rows are :func:`query.trace_rows.window`'s columns, so a client can draw a trace of any size without
@@ -59,6 +60,23 @@ class TraceViewResponse(BaseModel):
     )
 
 
+class AgentEdge(BaseModel):
+    source_kind: str = Field(description="`agent`, or `service` for the service the request entered.")
+    source: str
+    target_kind: str = Field(description="`agent`, `model`, `tool` or `retrieval`.")
+    target: str
+    calls: int
+    duration_ns: int = Field(description="The calls' summed durations, ns (overlapping where they ran in parallel).")
+    critical_ns: int = Field(description="Their time on the trace's critical path, ns (everything below included).")
+    errors: int = Field(description="Calls with status Error.")
+
+
+class AgentGraphResponse(BaseModel):
+    trace_id: str
+    duration_ns: int = Field(description="First span start to last span end, ns.")
+    edges: list[AgentEdge] = Field(description="Most summed duration first.")
+
+
 MAX_INDEX = 2**31 - 1
 """Largest row, depth or span index a request may name (no trace holds more spans): larger values are a 422."""
 SpanIndex = Annotated[int, Field(ge=0, le=MAX_INDEX)]
@@ -112,6 +130,23 @@ def build_router(views: TraceViews, reads: ReadPool | None = None) -> APIRouter:
         )
         rows = window(view, expansion, offset, limit)
         return _response(view, rows)
+
+    @router.get(
+        "/traces/{trace_id}/agent-graph",
+        operation_id="trace_agent_graph",
+        response_model=AgentGraphResponse,
+        responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+    )
+    @reads.endpoint
+    def trace_agent_graph(trace_id: TraceId, tenant: Tenant) -> AgentGraphResponse:
+        """The trace's agent graph: which agent called which model, tool, retriever or agent, how often, for how
+        long and for how much of the critical path (GenAI semconv, OpenInference, OpenLLMetry and Langfuse agent
+        spans; the root service stands for the agent where none is marked)."""
+        view = views.get(trace_id, tenant=tenant)
+        if view is None:
+            raise ApiError(404, "trace_not_found", f"trace {trace_id} not found")
+        edges = [AgentEdge(**row) for row in view.agent_graph.iter_rows(named=True)]
+        return AgentGraphResponse(trace_id=view.trace_id, duration_ns=view.duration_ns, edges=edges)
 
     return router
 

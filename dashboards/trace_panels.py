@@ -449,6 +449,44 @@ def _messages_panel(found: SpanMessages) -> list[Component]:
     ]
 
 
+_KIND_LABELS = {"service": "service", "agent": "agent", "model": "model", "tool": "tool", "retrieval": "retrieval"}
+
+
+def agent_graph_panel(view: TraceView) -> Component:
+    """The trace's agent graph (:attr:`query.trace_model.TraceView.agent_graph`) as each caller with the calls it
+    made: kind and name, calls, summed duration and time on the critical path; calls on the critical path are
+    marked (``hs-agent-critical``), the longest first."""
+    edges = view.agent_graph
+    if not edges.height:
+        return html.P("No agent, model, tool or retrieval calls recognised in this trace.", className="hs-hint")
+    callers: dict[tuple[str, str], list[dict]] = {}
+    for edge in edges.iter_rows(named=True):
+        callers.setdefault((edge["source_kind"], edge["source"]), []).append(edge)
+    blocks: list[Component] = []
+    for (kind, name), out in callers.items():
+        rows = [
+            html.Li(
+                className="hs-agent-edge hs-agent-critical" if edge["critical_ns"] else "hs-agent-edge",
+                children=[
+                    html.Span(f"→ {_KIND_LABELS[edge['target_kind']]} ", className="hs-hint"),
+                    html.Strong(edge["target"]),
+                    f" · {edge['calls']:,} call{'s' if edge['calls'] != 1 else ''}"
+                    f" · {format_duration_ns(edge['duration_ns'])}"
+                    f" · {format_duration_ns(edge['critical_ns'])} on the critical path"
+                    + (f" · {edge['errors']:,} failed" if edge["errors"] else ""),
+                ],
+            )
+            for edge in out
+        ]
+        blocks.append(
+            html.Div(
+                className="hs-agent-node",
+                children=[html.Span(f"{_KIND_LABELS[kind]} ", className="hs-hint"), html.Strong(name), html.Ul(rows)],
+            )
+        )
+    return html.Div(id="trace-agent-graph-body", children=blocks)
+
+
 def group_detail(view: TraceView, leader: int) -> Component:
     """An aggregate row's detail: its spans' count, summed and typical durations, errors, and the slowest of
     them (buttons that open each one)."""

@@ -23,14 +23,9 @@ from analysis.messages import MAX_MESSAGES, MAX_PART_CHARS, Message, span_messag
 from analysis.stage_rules import load_stage_rules
 from dashboards.format import attribute_dict
 from dashboards.trace_panels import span_detail
-from hotspan.importer import StoreSink, import_paths
 from instrumented_stack.realclients.common import QUESTIONS, SYSTEM_PROMPT, TOOL_ORDER
 from query.trace_model import build_trace_view
-from storage.clickhouse import ClickHouse
-from storage.reader import ClickHouseTraceReader, TraceQuery
-from storage.tenancy import ALL_TENANTS
-from storage.writer import ClickHouseTraceWriter
-from testkit import migrated_database
+from testkit import import_first_trace, migrated_database
 
 CAPTURES = Path(__file__).resolve().parents[1] / "realworld" / "captures"
 
@@ -64,17 +59,7 @@ def _capture(driver: str) -> Path:
 def traces(chdb_dsn: str) -> Iterator[dict[str, pl.DataFrame]]:
     """Each library's first trace, imported and read back: ``{driver: spans}``."""
     with migrated_database(chdb_dsn, "messages") as ch:
-        yield {driver: _import_first(ch, driver) for driver in (*EXPECTED, *NO_CONTENT)}
-
-
-def _import_first(ch: ClickHouse, driver: str) -> pl.DataFrame:
-    reader = ClickHouseTraceReader(ch)
-    before = set(reader.search(TraceQuery(limit=1000), tenant=ALL_TENANTS)["trace_id"])
-    summary = import_paths([_capture(driver)], StoreSink(ClickHouseTraceWriter(ch)), progress=False)
-    assert summary.rejected == 0, summary.problems
-    arrived = sorted(set(reader.search(TraceQuery(limit=1000), tenant=ALL_TENANTS)["trace_id"]) - before)
-    assert arrived, driver
-    return reader.trace(arrived[0], tenant=ALL_TENANTS)
+        yield {driver: import_first_trace(ch, _capture(driver)) for driver in (*EXPECTED, *NO_CONTENT)}
 
 
 def _messages(spans: pl.DataFrame) -> list[Message]:
