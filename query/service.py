@@ -11,7 +11,6 @@ from typing import Protocol
 from diagnosis import DiagnosisSettings
 from processors.pipeline.config import TracePipelineConfig
 from query.analysis_service import AnalysisService
-from query.anomaly import AnomalyDetector, AnomalySettings
 from query.capacity import CapacityService
 from query.diagnosis import DiagnosisService
 from query.throughput_latency import Latency, Throughput, ThroughputLatency, throughput_latency
@@ -41,7 +40,8 @@ class QueryService:
         analysis: per-trace analysis and window aggregates (stages, hotspots, flame graphs, usage and cost).
         views: the trace model a trace page and its REST route show, read once per page load and kept.
         diagnosis: named causes over a window, with the configured rules, stage table and engine metrics.
-        incidents: the incidents the anomaly detector (:mod:`query.anomaly`) opened, and the series it judges.
+        incidents: the incidents the incident lifecycle (:mod:`incidents.lifecycle`) opened, and the series the
+            anomaly scorer (:mod:`query.anomaly`) judges.
         engines: vLLM's ``llm_request`` spans grouped by engine configuration (the throughput-latency view).
         engine_metrics: vLLM's metrics for the Services page; None without ``HOTSPAN_PROMETHEUS_URL``.
         capacity: the capacity health score per engine and service (the API, the Services page and ``/metrics``);
@@ -99,11 +99,6 @@ class QueryService:
         the requests within ``margin_ns`` of it (:func:`query.trace_explain.explain_trace`); None when the tenant has
         no span of it. Blocking."""
         return explain_trace(self.views, self.diagnosis, trace_id, tenant=tenant, margin_ns=margin_ns)
-
-    def anomaly_detector(self, settings: AnomalySettings | None = None) -> AnomalyDetector:
-        """A detector judging this room's series into its incidents, explained by its diagnosis (not started:
-        ``alerts.anomaly.AnomalyLoop`` runs it)."""
-        return AnomalyDetector(self.incidents, self.store, self.store, self.diagnosis, settings)
 
     def throughput_latency(
         self,
