@@ -18,16 +18,16 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import polars as pl
 
 from diagnosis import DiagnosisReport
-from processors.pipeline.service_graph import USER
 from query.anomaly import KEYS, AnomalyScorer, AnomalySettings, AnomalyWindow
 from query.diagnosis import DiagnosisService
+from query.topology import connected_parts, neighbours
 from storage.incident_store import Incident, IncidentQuery, IncidentStore
 from storage.reader import TraceReader
 from storage.rollup_reader import RollupReader
@@ -130,7 +130,7 @@ class AnomalyDetector:
         if fresh.height == 0:
             return self._renamed(changes, window, reports)
         topology = self.scorer.topology(tenant, window)
-        component = _components(topology.edges)
+        component = connected_parts(topology.edges)
         groups: dict[str, list[dict[str, Any]]] = {}
         for row in fresh.sort("score", descending=True).iter_rows(named=True):
             groups.setdefault(component.get(row["service"], row["service"]), []).append(row)
@@ -238,7 +238,7 @@ class AnomalyDetector:
             services=sorted({row["service"] for row in rows}),
             series=[_series(row) for row in rows],
             findings=findings,
-            neighbours=_neighbours(edges, top["service"]),
+            neighbours=neighbours(edges, top["service"]),
             example_trace_ids=self.scorer.examples(tenant, top, window),
             last_deviation_end_ns=window.end_ns,
             version=version,
@@ -272,33 +272,3 @@ def _series(row: dict[str, Any]) -> dict[str, Any]:
         "calls": int(row["calls"]),
         "seasonal": bool(row["seasonal"]),
     }
-
-
-def _components(edges: pl.DataFrame) -> dict[str, str]:
-    """Each node of the service graph → the smallest name of its connected part (the outside caller ``user``
-    left out, or every service would be one part through it)."""
-    parent: dict[str, str] = {}
-
-    def root(node: str) -> str:
-        while parent.setdefault(node, node) != node:
-            parent[node] = parent[parent[node]]
-            node = parent[node]
-        return node
-
-    for client, server in edges.select("client", "server").iter_rows():
-        if USER in (client, server):
-            continue
-        a, b = root(client), root(server)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    return {node: root(node) for node in list(parent)}
-
-
-def _neighbours(edges: pl.DataFrame, service: str) -> list[str]:
-    """Nodes with an edge to or from ``service`` in the window's service graph, sorted."""
-    found: Iterable[str] = (
-        server if client == service else client
-        for client, server in edges.select("client", "server").iter_rows()
-        if service in (client, server)
-    )
-    return sorted(set(found) - {service})
