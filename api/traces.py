@@ -1,4 +1,5 @@
-"""``/api/v1`` routes for services, operations and traces. Thin: parse, call the reader, shape the answer.
+"""``/api/v1`` routes for services, operations and traces. Thin: parse, call the query room
+(:class:`query.service.QueryService`), shape the answer.
 
 Every read is limited to the caller's tenant (:func:`api.tenancy.read_tenant`, from the bearer token).
 """
@@ -27,8 +28,8 @@ from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.window import MAX_NS, check_order
-from query.analysis_service import AnalysisService
-from query.store import MAX_ATTRIBUTE_FILTERS, IdError, TraceCursor, TraceQuery, TraceReader, normalize_trace_id
+from query.service import QueryService
+from query.store import MAX_ATTRIBUTE_FILTERS, IdError, TraceCursor, TraceQuery, normalize_trace_id
 from query.trace_search import Sort, TraceSearch, search_traces
 from units import NS_PER_MS
 
@@ -38,15 +39,12 @@ keeps ``inf`` (and ``1e309``) out of the ns conversion."""
 
 
 def build_router(
-    reader: TraceReader,
-    analysis: AnalysisService,
-    limits: TraceReadLimits | None = None,
-    reads: ReadPool | None = None,
+    query: QueryService, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
 ) -> APIRouter:
-    """Routes over ``reader`` (and ``analysis`` for the model usage of search results); every query is
-    parameterised by the storage layer. A trace read returns at most ``limits.max_spans`` spans per page
-    (:mod:`api.trace_limits`). Every read, and the answer built from it, runs on ``reads`` (:mod:`api.read_pool`; a
-    pool of its own when omitted), never on the event loop."""
+    """Routes over the query room ``query`` (the same methods the UI reads through; its analysis for the model usage
+    of search results); every query is parameterised by the storage layer. A trace read returns at most
+    ``limits.max_spans`` spans per page (:mod:`api.trace_limits`). Every read, and the answer built from it, runs on
+    ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted), never on the event loop."""
     router = APIRouter(prefix="/api/v1", tags=["traces"], responses=READ_ERRORS)
     limits = limits or TraceReadLimits()
     reads = reads or ReadPool()
@@ -54,12 +52,12 @@ def build_router(
     @router.get("/services", operation_id="list_services", response_model=ServicesResponse)
     async def services(tenant: Tenant) -> ServicesResponse:
         """Every service that has sent spans."""
-        return ServicesResponse(services=await reads.run(reader.services, tenant=tenant))
+        return ServicesResponse(services=await reads.run(query.services, tenant=tenant))
 
     @router.get("/services/{service}/operations", operation_id="list_operations", response_model=OperationsResponse)
     async def operations(service: str, tenant: Tenant) -> OperationsResponse:
         """Span names of one service with their span kinds; empty for an unknown service."""
-        pairs = await reads.run(reader.operations, service, tenant=tenant)
+        pairs = await reads.run(query.operations, service, tenant=tenant)
         return OperationsResponse(operations=[Operation(name=n, span_kind=k) for n, k in pairs])
 
     @router.get(
@@ -116,7 +114,7 @@ def build_router(
             raise ApiError(
                 400, "invalid_parameter", f"attr: {len(attr or ())} filters (at most {MAX_ATTRIBUTE_FILTERS})"
             )
-        query = TraceQuery(
+        filters = TraceQuery(
             service=service or None,
             operation=operation or None,
             start_ns=start_ns,
@@ -127,7 +125,7 @@ def build_router(
             hotspot=hotspot,
         )
         search = TraceSearch(
-            query,
+            filters,
             min_trace_duration_ns=_ns(min_trace_duration_ms),
             max_trace_duration_ns=_ns(max_trace_duration_ms),
             sort=sort,
@@ -137,7 +135,7 @@ def build_router(
 
         def answer() -> TracesResponse:
             try:
-                rows = search_traces(reader, analysis, search, tenant=tenant).traces
+                rows = search_traces(query.store, query.analysis, search, tenant=tenant).traces
             except ValueError as exc:
                 raise ApiError(400, "invalid_parameter", str(exc)) from None
             return TracesResponse(traces=[TraceSummary(**row) for row in rows.iter_rows(named=True)])
@@ -172,19 +170,17 @@ def build_router(
             raise ApiError(400, "invalid_parameter", f"page_token: {exc}") from exc
 
         def page() -> TraceResponse:
-            found = reader.trace_page(trace_id, tenant=tenant, after=after, limit=size)
-            partial = found.next is not None or after is not None
-            total = reader.trace_size(trace_id, tenant=tenant) if partial else found.spans.height
-            if total == 0:
+            found = query.trace_page(trace_id, tenant=tenant, after=after, limit=size)
+            if found.span_count == 0:
                 raise ApiError(404, "not_found", f"trace {trace_id} not found")
-            if partial:
+            if found.partial:
                 limits.count_truncated("v1")
             return TraceResponse(
                 trace_id=trace_id,
                 spans=spans_out(found.spans),
-                span_count=total,
+                span_count=found.span_count,
                 next_page_token=found.next.token() if found.next else None,
-                truncated=partial,
+                truncated=found.partial,
             )
 
         return await reads.json(page)

@@ -13,7 +13,6 @@ from dash.exceptions import DependencyException
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
-from alerts.anomaly import AnomalyLoop
 from alerts.config import AlertsConfig
 from alerts.evaluator import SloEvaluator, diagnosis_annotations
 from alerts.notify import build_notifiers
@@ -53,6 +52,8 @@ from hotspan.docs import install_docs
 from hotspan.health import StorageProbe
 from hotspan.roles import PARTS
 from hotspan.settings import Settings
+from incidents.lifecycle import AnomalyDetector
+from incidents.loop import AnomalyLoop
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.hotspot_rules import load_hotspot_rules
@@ -253,17 +254,22 @@ def open_slo_evaluator(config: AlertsConfig, query: QueryService) -> SloEvaluato
 def open_anomaly_loop(
     settings: Settings, query: QueryService, alerts: AlertsConfig | None, http_port: int
 ) -> AnomalyLoop:
-    """The anomaly loop over the query room (not started): its detector with the ``HOTSPAN_ANOMALY_*`` settings,
-    sending incidents where ``HOTSPAN_ANOMALY_ALERTMANAGER_URL`` / ``_WEBHOOK_URL`` say, else where the SLO file
+    """The anomaly loop (not started): the incident lifecycle fed by ``query``'s anomaly scores (its series,
+    traces, service graph and diagnosis) with the ``HOTSPAN_ANOMALY_*`` settings, writing ``query``'s incident store
+    and sending incidents where ``HOTSPAN_ANOMALY_ALERTMANAGER_URL`` / ``_WEBHOOK_URL`` say, else where the SLO file
     ``alerts`` sends its alerts; links point at the SLO file's ``external_url``, else at this server (bound to
     ``http_port``)."""
-    detector = query.anomaly_detector(
+    detector = AnomalyDetector(
+        query.incidents,
+        query.store,
+        query.store,
+        query.diagnosis,
         AnomalySettings(
             baseline_minutes=settings.anomaly_baseline_minutes,
             min_calls=settings.anomaly_min_calls,
             settle_s=settings.anomaly_settle_s,
             findings=settings.anomaly_findings,
-        )
+        ),
     )
     alertmanager = settings.anomaly_alertmanager_url or (alerts.alertmanager_url if alerts else None)
     webhook = settings.anomaly_webhook_url or (alerts.webhook_url if alerts else None)
@@ -400,13 +406,13 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
     # Every read route runs on threads of its own, a few at a time, off the loop that answers OTLP (api.read_pool).
     reads = app.state.reads = ReadPool(settings.read_workers, settings.read_queue, settings.retry_after_s)
-    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads, reads))
+    app.include_router(traces_api.build_router(query, trace_reads, reads))
     app.include_router(trace_page_api.build_router(query.views, reads))
-    app.include_router(jaeger_v1.build_router(query.store, trace_reads, reads))
-    app.include_router(jaeger_v3.build_router(query.store, trace_reads, reads))
-    app.include_router(tempo_api.build_router(query.store, trace_reads, reads))
+    app.include_router(jaeger_v1.build_router(query, trace_reads, reads))
+    app.include_router(jaeger_v3.build_router(query, trace_reads, reads))
+    app.include_router(tempo_api.build_router(query, trace_reads, reads))
     app.include_router(topology_api.build_router(query.store, query.cardinality_limit, reads))
-    app.include_router(red_api.build_router(query.store, query.cardinality_limit, reads))
+    app.include_router(red_api.build_router(query, query.cardinality_limit, reads))
     app.include_router(diagnosis_api.build_router(query.diagnosis, reads))
     app.include_router(incidents_api.build_router(query.incidents, reads))
     app.include_router(analysis_api.build_router(query.analysis, reads))
