@@ -27,6 +27,7 @@ import numpy.typing as npt
 import polars as pl
 
 from analysis import ancestry
+from analysis.critical_path import Sections
 from analysis.model_calls import model_calls
 from analysis.spans import attribute
 from analysis.stage_rules import STAGES
@@ -52,6 +53,7 @@ EDGE_SCHEMA: Final = {
     "target_kind": pl.String,
     "target": pl.String,
     "calls": pl.Int64,
+    "traces": pl.Int64,
     "duration_ns": pl.Int64,
     "critical_ns": pl.Int64,
     "errors": pl.Int64,
@@ -61,22 +63,24 @@ IntArray = npt.NDArray[np.int64]
 
 
 def agent_graph(analysis: TraceAnalysis, critical_ns: IntArray | None = None) -> pl.DataFrame:
-    """The agent graph of the one trace in ``analysis`` (module docstring) as its edges.
+    """The agent graph of the traces in ``analysis`` (module docstring) as its edges, summed over them.
 
     Args:
-        analysis: one trace's analysis.
-        critical_ns: per span of ``analysis.tree`` (aligned), its own ns on the trace's critical path (inside its
-            interval); an edge counts its targets' and everything below them. Zeros when None.
+        analysis: the analysis of one trace or many.
+        critical_ns: per span of ``analysis.tree`` (aligned), its own ns on its trace's critical path (inside its
+            interval), as :func:`own_critical_ns` gives it; an edge counts its targets' and everything below them.
+            None: the critical path of each trace's request (``analysis.sections``).
 
     Returns:
-        One row per edge (:data:`EDGE_SCHEMA`), most ``duration_ns`` first; empty when the trace has no model
-        call, tool, retrieval or nested agent.
+        One row per edge (:data:`EDGE_SCHEMA`; ``traces``: in how many of the traces it occurs), most
+        ``duration_ns`` first; empty when no trace has a model call, tool, retrieval or nested agent.
     """
     tree = analysis.tree
     spans, parent, depth, size = tree.spans, tree.parent, tree.depth, tree.size
     if not size:
         return pl.DataFrame(schema=EDGE_SCHEMA)
     facts = spans.select(
+        "trace_id",
         agent=pl.coalesce(*(attribute(key) for key in AGENT_NAME_KEYS), pl.col("name")),
         tool=pl.coalesce(*(attribute(key) for key in TOOL_NAME_KEYS), pl.col("name")),
         marked=pl.any_horizontal(
@@ -85,67 +89,80 @@ def agent_graph(analysis: TraceAnalysis, critical_ns: IntArray | None = None) ->
         error=(pl.col("status_code") == "Error").fill_null(False) if "status_code" in spans.columns else pl.lit(False),
     )
     agent = facts["marked"].to_numpy().copy()
-    agent_names = facts["agent"].to_list()
-    root = int(np.flatnonzero(parent < 0)[0])
-    # The root stands for what no marked agent is above: the agent itself where nothing is marked (a hand-written
-    # loop), else the service the request entered.
-    entry_kind = "service" if agent.any() else "agent"
-    agent[root] = True
-    agent_names[root] = str(spans["service_name"][root])
+    _, root = ancestry.depths_and_roots(parent)
+    # A trace's root stands for what no marked agent is above: the agent itself where its trace marks none (a
+    # hand-written loop), else the service the request entered.
+    marks = np.zeros(size, dtype=bool)
+    np.logical_or.at(marks, root, agent)
+    roots = parent < 0
+    agent_names = np.array(facts["agent"].to_list(), dtype=object)
+    agent_names[roots] = spans["service_name"].to_numpy()[roots]
+    agent |= roots
     above = np.maximum(parent, 0)
     while True:
-        # The nearest agent strictly above each span (the root agent above a root).
-        caller = np.where(parent >= 0, ancestry.nearest_flagged(parent, depth, agent)[above], root)
+        # The nearest agent strictly above each span (its trace's root above a root).
+        caller = np.where(roots, root, ancestry.nearest_flagged(parent, depth, agent)[above])
         # An agent span directly inside a run of the same agent (a framework's nested span of one run) is that
         # run, not an agent it calls.
-        repeated = (
-            agent & (parent >= 0) & (np.array(agent_names, dtype=object)[caller] == np.array(agent_names, dtype=object))
-        )
+        repeated = agent & ~roots & (agent_names[caller] == agent_names)
         if not repeated.any():
             break
         agent &= ~repeated
-    kinds = np.where(np.arange(size) == root, entry_kind, "agent")
+    source_kind = np.where(roots & marks, "service", "agent")
 
     calls = model_calls(analysis).filter(pl.col("outermost"))
-    targets: list[tuple[IntArray, str, list[str]]] = [
-        (calls["index"].to_numpy(), "model", calls["model"].fill_null(UNKNOWN_MODEL).to_list())
-    ]
-    tool_names = facts["tool"].to_list()
+    target_kind = np.full(size, "", dtype=object)
+    target = np.array(facts["tool"].to_list(), dtype=object)
+    model_index = calls["index"].to_numpy()
+    target_kind[model_index] = "model"
+    target[model_index] = np.array(calls["model"].fill_null(UNKNOWN_MODEL).to_list(), dtype=object)
     for kind in ("tool", "retrieval"):
         flagged = analysis.assignment.stage == STAGES.index(kind)
-        enclosing = np.where(parent >= 0, ancestry.nearest_flagged(parent, depth, flagged)[above], -1)
+        enclosing = np.where(roots, -1, ancestry.nearest_flagged(parent, depth, flagged)[above])
         # Outermost below its agent: a tool's own HTTP call is part of it, a tool of an agent run inside a tool
         # (an agent used as a tool) is that agent's.
         outermost = flagged & ((enclosing < 0) | (depth[np.maximum(enclosing, 0)] < depth[caller]))
-        index = np.flatnonzero(outermost)
-        targets.append((index, kind, [tool_names[i] for i in index]))
-    nested = np.flatnonzero(agent & (parent >= 0))
-    targets.append((nested, "agent", [agent_names[i] for i in nested]))
+        target_kind[outermost & (target_kind == "")] = kind
+    nested = agent & ~roots
+    target_kind[nested] = "agent"
+    target[nested] = agent_names[nested]
 
-    critical = _subtree_sums(parent, depth, critical_ns) if critical_ns is not None else np.zeros(size, np.int64)
-    duration = tree.end_ns - tree.start_ns
-    errors = facts["error"].to_numpy()
-    rows = [
-        (
-            str(kinds[caller[span]]),
-            agent_names[caller[span]],
-            kind,
-            str(label),
-            1,
-            int(duration[span]),
-            int(critical[span]),
-            int(errors[span]),
-        )
-        for index, kind, labels in targets
-        for span, label in zip(index.tolist(), labels, strict=True)
-        if caller[span] != span
-    ]
-    edges = pl.DataFrame(rows, schema=EDGE_SCHEMA, orient="row")
+    if critical_ns is None:
+        critical_ns = own_critical_ns(analysis.sections, tree.start_ns, tree.end_ns)
+    edges = pl.DataFrame(
+        {
+            "trace_id": facts["trace_id"],
+            "source_kind": source_kind[caller],
+            "source": agent_names[caller],
+            "target_kind": target_kind,
+            "target": target,
+            "duration_ns": tree.end_ns - tree.start_ns,
+            "critical_ns": _subtree_sums(parent, depth, critical_ns),
+            "errors": facts["error"].cast(pl.Int64),
+        },
+        schema_overrides={"source_kind": pl.String, "source": pl.String, "target_kind": pl.String, "target": pl.String},
+    ).filter(pl.col("target_kind") != "", pl.Series(caller != np.arange(size)))
     return (
         edges.group_by("source_kind", "source", "target_kind", "target")
-        .agg(pl.col("calls", "duration_ns", "critical_ns", "errors").sum())
+        .agg(
+            calls=pl.len().cast(pl.Int64),
+            traces=pl.col("trace_id").n_unique().cast(pl.Int64),
+            duration_ns=pl.col("duration_ns").sum(),
+            critical_ns=pl.col("critical_ns").sum(),
+            errors=pl.col("errors").sum(),
+        )
+        .select(list(EDGE_SCHEMA))
         .sort("duration_ns", "target", descending=[True, False])
     )
+
+
+def own_critical_ns(sections: Sections, start_ns: IntArray, end_ns: IntArray) -> IntArray:
+    """Per span (``start_ns``/``end_ns``: the spans' intervals, ns), the ns of the critical-path ``sections`` that
+    belong to it and lie inside its own interval."""
+    inside = np.minimum(sections.end_ns, end_ns[sections.span]) - np.maximum(sections.start_ns, start_ns[sections.span])
+    own = np.zeros(start_ns.size, dtype=np.int64)
+    np.add.at(own, sections.span, np.clip(inside, 0, None))
+    return own
 
 
 def _subtree_sums(parent: IntArray, depth: IntArray, values: IntArray) -> IntArray:

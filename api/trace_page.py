@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from analysis import STAGES
 from api.errors import ApiError
-from api.models import ErrorResponse
+from api.models import AgentEdge, AgentGraphResponse, ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.traces import TraceId
@@ -58,23 +58,6 @@ class TraceViewResponse(BaseModel):
         "`density`, `matches` as aligned column lists, times in ns after the trace's start "
         "(query.trace_rows.window)."
     )
-
-
-class AgentEdge(BaseModel):
-    source_kind: str = Field(description="`agent`, or `service` for the service the request entered.")
-    source: str
-    target_kind: str = Field(description="`agent`, `model`, `tool` or `retrieval`.")
-    target: str
-    calls: int
-    duration_ns: int = Field(description="The calls' summed durations, ns (overlapping where they ran in parallel).")
-    critical_ns: int = Field(description="Their time on the trace's critical path, ns (everything below included).")
-    errors: int = Field(description="Calls with status Error.")
-
-
-class AgentGraphResponse(BaseModel):
-    trace_id: str
-    duration_ns: int = Field(description="First span start to last span end, ns.")
-    edges: list[AgentEdge] = Field(description="Most summed duration first.")
 
 
 MAX_INDEX = 2**31 - 1

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 
 from api.errors import ApiError
 from api.models import (
+    AgentEdge,
     ErrorResponse,
     Event,
     Link,
@@ -23,6 +24,7 @@ from api.models import (
     TraceResponse,
     TracesResponse,
     TraceSummary,
+    WindowAgentGraphResponse,
 )
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
@@ -143,6 +145,35 @@ def build_router(
         return await reads.json(answer)
 
     @router.get(
+        "/agent-graph",
+        operation_id="window_agent_graph",
+        response_model=WindowAgentGraphResponse,
+        responses={400: {"model": ErrorResponse}},
+    )
+    async def window_agent_graph(
+        tenant: Tenant,
+        service: Annotated[str | None, Query(description="Traces with a span of this service.")] = None,
+        operation: Annotated[str | None, Query(description="Traces with a span of this name.")] = None,
+        start_ns: Annotated[int | None, Query(ge=0, le=MAX_NS, description="Window start, ns since epoch.")] = None,
+        end_ns: Annotated[int | None, Query(ge=0, le=MAX_NS, description="Window end, ns since epoch.")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_AGENT_GRAPH_TRACES, description="Newest traces summed.")] = 100,
+    ) -> Response:
+        """The agent graph (as ``/traces/{trace_id}/agent-graph``) summed over the newest ``limit`` traces of the
+        window: per edge its calls, the traces it occurs in, summed time and time on each request's critical
+        path (:mod:`query.agents`)."""
+        check_order(start_ns, end_ns)
+        filters = TraceQuery(
+            service=service or None, operation=operation or None, start_ns=start_ns, end_ns=end_ns, limit=limit
+        )
+
+        def answer() -> WindowAgentGraphResponse:
+            graph = query.agent_graph(filters, tenant=tenant)
+            edges = [AgentEdge(**row) for row in graph.edges.iter_rows(named=True)]
+            return WindowAgentGraphResponse(traces=graph.traces, edges=edges)
+
+        return await reads.json(answer)
+
+    @router.get(
         "/traces/{trace_id}",
         operation_id="get_trace",
         response_model=TraceResponse,
@@ -186,6 +217,10 @@ def build_router(
         return await reads.json(page)
 
     return router
+
+
+MAX_AGENT_GRAPH_TRACES = 1_000
+"""Most traces one window agent graph sums (their spans are read and analysed at once, within the span budget)."""
 
 
 def parse_trace_id(text: str) -> str:

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from diagnosis import DiagnosisSettings
 from processors.pipeline.config import TracePipelineConfig
+from query.agents import WindowAgentGraph, window_agent_graph
 from query.analysis_service import AnalysisService
 from query.bounded_trace import BoundedTrace, read_bounded_trace
 from query.capacity import CapacityService
@@ -22,7 +23,7 @@ from storage.analysis_store import AnalysisStore
 from storage.engine_metrics import EngineMetricsReader
 from storage.engine_reader import EngineReader, EngineWindow
 from storage.incident_store import IncidentStore
-from storage.reader import TraceCursor, TraceReader
+from storage.reader import TraceCursor, TraceQuery, TraceReader
 from storage.rollup_reader import EdgeScope, RedQuery, RedResult, RollupReader
 from storage.rollup_sql import CARDINALITY_LIMIT
 
@@ -112,6 +113,11 @@ class QueryService:
         """Trace ``trace_id`` (canonical 32 hex) read by ID, at most ``limit`` spans after ``after``, with the
         trace's span count when that is not all of it (:func:`query.bounded_trace.read_bounded_trace`). Blocking."""
         return read_bounded_trace(self.store, trace_id, tenant=tenant, limit=limit, after=after)
+
+    def agent_graph(self, query: TraceQuery, *, tenant: str | None) -> WindowAgentGraph:
+        """The agent graph summed over the traces ``query`` finds (:func:`query.agents.window_agent_graph`).
+        Blocking."""
+        return window_agent_graph(self.store, self.views.rules, query, tenant=tenant)
 
     def topology(self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None) -> Topology:
         """The service graph over ``[start_ns, end_ns]``, of ``scope``'s calls when given, at most

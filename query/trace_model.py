@@ -40,7 +40,7 @@ import numpy.typing as npt
 import polars as pl
 
 from analysis import STAGES, TraceAnalysis, analyze, data_quality, request_summary, stage_breakdown
-from analysis.agent_graph import agent_graph
+from analysis.agent_graph import agent_graph, own_critical_ns
 from analysis.ancestry import BoolArray, IntArray, reduce_to_root
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.model_calls import model_calls
@@ -263,12 +263,7 @@ class TraceView:
     def critical_own_ns(self) -> IntArray:
         """Per span, ns of the whole trace's critical path inside its own interval (:meth:`critical_ns`'s first
         value, for every span at once)."""
-        offsets, start, end = self.critical_sections
-        owner = np.repeat(np.arange(self.size), np.diff(offsets))
-        inside = np.minimum(end, self.span_end_ns[owner]) - np.maximum(start, self.span_start_ns[owner])
-        own = np.zeros(self.size, dtype=np.int64)
-        np.add.at(own, owner, np.clip(inside, 0, None))
-        return own
+        return own_critical_ns(self.sections, self.span_start_ns, self.span_end_ns)
 
     @cached_property
     def agent_graph(self) -> pl.DataFrame:

@@ -143,3 +143,26 @@ def test_each_stack_traces_agent_graph_shows_its_agent_models_and_tools(
         assert called == dict(tools), trace_id
         assert all(e["duration_ns"] > 0 and e["critical_ns"] <= e["duration_ns"] for e in edges.values())
         assert {source for _, source, _, _ in edges} <= {"gateway", agent}
+
+
+def test_the_windows_agent_graph_sums_every_stack_trace(
+    server: RunningServer, stack_spans: ExportTraceServiceRequest
+) -> None:
+    """``GET /api/v1/agent-graph``: the same edges summed over the window's traces, each counting the traces it
+    occurs in."""
+    analysed(server, roots(stack_spans))
+    expected = stack_calls(stack_spans)
+    answer = httpx.get(f"{server.base_url}/api/v1/agent-graph", params={"start_ns": 0, "limit": 100}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    graph = answer.json()
+    assert graph["traces"] == len(expected)
+    edges = {(e["source"], e["target_kind"], e["target"]): e for e in graph["edges"]}
+    agents = {agent for agent, _, _ in expected.values()}
+    assert len(agents) == 1
+    (agent,) = agents
+    model = edges[(agent, "model", MODEL)]
+    assert model["calls"] == sum(calls for _, calls, _ in expected.values())
+    assert model["traces"] == sum(calls > 0 for _, calls, _ in expected.values())
+    tools: Counter[str] = sum((tools for _, _, tools in expected.values()), Counter())
+    assert {target: e["calls"] for (_, kind, target), e in edges.items() if kind == "tool"} == dict(tools)
+    assert edges[("gateway", "agent", agent)]["traces"] == len(expected)
