@@ -198,14 +198,19 @@ def _send_grpc(target: str, bodies: list[bytes], senders: int) -> None:
 def _client(kind: str, target: str, bodies_path: str, senders: int, go: object, done: object) -> None:
     import pickle
 
-    bodies = pickle.loads(Path(bodies_path).read_bytes())
+    path = Path(bodies_path)
+    bodies = pickle.loads(path.read_bytes())
+    path.unlink()
     go.wait()  # type: ignore[attr-defined]
     (_send_http if kind == "http" else _send_grpc)(target, bodies, senders)
     done.set()  # type: ignore[attr-defined]
 
 
-def _served(kind: str, target: str, bodies: list[bytes], senders: int, count: object, expected: int) -> float:
-    """Seconds from the client's first send until ``count()`` reports ``expected`` rows."""
+def run_client(
+    kind: str, target: str, bodies: list[bytes], senders: int
+) -> tuple[multiprocessing.process.BaseProcess, object, object]:
+    """A started client process (``kind`` ``http`` or ``grpc``) that sends ``bodies`` to ``target`` once its
+    ``go`` event is set and sets ``done`` when every one is acknowledged: ``(process, go, done)``."""
     import pickle
 
     context = multiprocessing.get_context("spawn")
@@ -214,15 +219,20 @@ def _served(kind: str, target: str, bodies: list[bytes], senders: int, count: ob
     go, done = context.Event(), context.Event()
     client = context.Process(target=_client, args=(kind, target, handle.name, senders, go, done))
     client.start()
+    return client, go, done
+
+
+def _served(kind: str, target: str, bodies: list[bytes], senders: int, count: object, expected: int) -> float:
+    """Seconds from the client's first send until ``count()`` reports ``expected`` rows."""
+    client, go, done = run_client(kind, target, bodies, senders)
     time.sleep(2.0)  # let the client process import and load its bodies before the clock starts
     start = time.perf_counter()
-    go.set()
-    done.wait()
+    go.set()  # type: ignore[attr-defined]
+    done.wait()  # type: ignore[attr-defined]
     while count() < expected:  # type: ignore[operator]
         time.sleep(0.01)
     elapsed = time.perf_counter() - start
     client.join()
-    Path(handle.name).unlink()
     if client.exitcode != 0:
         raise RuntimeError(f"{kind} client failed with exit code {client.exitcode}")
     return elapsed
