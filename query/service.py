@@ -13,6 +13,7 @@ from processors.pipeline.config import TracePipelineConfig
 from query.analysis_service import AnalysisService
 from query.anomaly import AnomalyDetector, AnomalySettings
 from query.capacity import CapacityService
+from query.conversations import ConversationService
 from query.diagnosis import DiagnosisService
 from query.throughput_latency import Latency, Throughput, ThroughputLatency, throughput_latency
 from query.topology import Topology, window_topology
@@ -39,6 +40,7 @@ class QueryService:
         store: trace reads (services, operations, search, a trace, its pages, dependencies) and the RED and
             service-graph rollups; thread-safe, blocking.
         analysis: per-trace analysis and window aggregates (stages, hotspots, flame graphs, usage and cost).
+        conversations: the conversations requests are turns of, with their stages, tokens and cost.
         views: the trace model a trace page and its REST route show, read once per page load and kept.
         diagnosis: named causes over a window, with the configured rules, stage table and engine metrics.
         incidents: the incidents the anomaly detector (:mod:`query.anomaly`) opened, and the series it judges.
@@ -52,6 +54,7 @@ class QueryService:
 
     store: Store
     analysis: AnalysisService
+    conversations: ConversationService
     views: TraceViews
     diagnosis: DiagnosisService
     incidents: IncidentStore
@@ -75,9 +78,11 @@ class QueryService:
     ) -> QueryService:
         """The room over one store, with the pipeline's configuration (stage rules, prices) and the diagnosis
         settings, so every reader shares them."""
+        analysis = AnalysisService(store, analysis_store, config)
         return cls(
             store=store,
-            analysis=AnalysisService(store, analysis_store, config),
+            analysis=analysis,
+            conversations=ConversationService(analysis_store, analysis),
             views=TraceViews(store, config.stage_rules, max_read_spans=config.max_trace_spans),
             diagnosis=DiagnosisService(store, diagnosis, config.stage_rules),
             incidents=incidents,
