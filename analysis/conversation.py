@@ -29,4 +29,4 @@ def conversation_key(frame: pl.DataFrame) -> pl.Expr:
     keys = [attribute(key) for key in CONVERSATION_KEYS]
     if "resource_attributes" in frame.columns:
         keys += [attribute(key, "resource_attributes") for key in CONVERSATION_KEYS]
-    return pl.coalesce(*(key.replace("", None) for key in keys))
+    return pl.coalesce(*(key.replace("", None) for key in keys)).alias("conversation_id")

@@ -149,7 +149,7 @@ def request_summary(spans: Spans, rules: StageRules | None = None) -> pl.DataFra
         errors.sum().cast(pl.UInt32).alias("error_count"),
         pl.coalesce(*(attribute(key) for key in TENANT_KEYS)).drop_nulls().first().alias("tenant"),
         pl.coalesce(*(attribute(key) for key in vllm.MODEL)).drop_nulls().first().alias("span_model"),
-        conversation_key(frame).drop_nulls().first().alias("conversation_id"),
+        conversation_key(frame).drop_nulls().first(),
     )
     calls = model_calls(analysis).sort("trace_id", "start_ns")
     timed = pl.col("stream_ns").is_not_null() & (pl.col("output_tokens") >= 2)
