@@ -1,0 +1,172 @@
+"""Conversations page (``/ui/conversations``): the conversations whose turns started in a window (search by ID,
+service, minimum duration, sort), and one conversation (``/ui/conversations/<id>``): its totals and slowest turn
+(linked to its trace), its turns as a timeline split into stages, its context growth, and a table of its turns with
+tokens and cost. Read through the query room's :class:`query.conversations.ConversationService`."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+import flask
+from dash import Dash, Input, Output, dcc, get_relative_path, html
+from dash.development.base_component import Component
+
+from dashboards.controls import (
+    field,
+    page_url,
+    section,
+    text_input,
+    url_output,
+    window_filter,
+    window_inputs,
+    window_page,
+)
+from dashboards.conversation_panels import (
+    context_growth_figure,
+    conversation_facts,
+    conversation_href,
+    conversation_table,
+    turn_table,
+    turns_timeline_figure,
+)
+from dashboards.pages import Page, query_room
+from dashboards.tenancy import read_tenant
+from query.service import QueryService
+from query.store import ConversationFilter, ConversationOrder, StorageError
+from units.durations import DurationError, parse_duration_param
+
+LISTED = 200
+"""Most conversations listed."""
+SCOPE = ("service",)
+"""The scope the list takes: a turn's root service."""
+SORTS: dict[ConversationOrder, str] = {
+    "last_seen": "Latest turn",
+    "first_seen": "First turn",
+    "duration": "Longest",
+    "turns": "Most turns",
+    "input_tokens": "Most input tokens",
+}
+_GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def layout(conversation_id: str | None = None, **query: str) -> Component:
+    """One conversation when the path names it (``conversation_id`` still percent-encoded, as Dash passes path
+    variables), read here so the page paints in one round trip; else the list, which its callback fills."""
+    if conversation_id is not None and flask.has_request_context():
+        return _conversation(unquote(conversation_id))
+    sort = query.get("sort") if query.get("sort") in SORTS else "last_seen"
+    fields = [
+        field("Conversation ID", text_input("conversations-q", query.get("q") or None, "contains…")),
+        field("Min duration", text_input("conversations-min", query.get("min") or None, "e.g. 2s")),
+        field(
+            "Sort",
+            dcc.Dropdown(
+                id="conversations-sort",
+                options=[{"label": label, "value": key} for key, label in SORTS.items()],
+                value=sort,
+                clearable=False,
+            ),
+        ),
+    ]
+    return window_page(
+        "conversations",
+        section(
+            "Conversations",
+            "requests tied by the conversation their spans name, with a turn started in the window",
+            dcc.Loading(html.Div(id="conversations-list"), type="dot"),
+        ),
+        fields=fields,
+        query=query,
+        scopes=SCOPE,
+    )
+
+
+def register_callbacks(app: Dash, query: QueryService) -> None:
+    """Fill the list from the query room for the chosen window, filters and the caller's tenant."""
+
+    @app.callback(
+        Output("conversations-list", "children"),
+        Output("conversations-message", "children"),
+        url_output("conversations"),
+        *window_inputs("conversations", *SCOPE),
+        Input("conversations-q", "value"),
+        Input("conversations-min", "value"),
+        Input("conversations-sort", "value"),
+    )
+    def load(
+        lookback: str | None,
+        service: str | None,
+        _clicks: int | None,
+        search: str | None,
+        min_duration: str | None,
+        sort: str | None,
+    ) -> tuple[Component, str, str]:
+        service, search = (service or "").strip() or None, (search or "").strip() or None
+        min_duration = (min_duration or "").strip() or None
+        order: ConversationOrder = next((key for key in SORTS if key == sort), "last_seen")
+        url = page_url(lookback, service=service, q=search, min=min_duration, sort=order)
+        tenant = read_tenant()
+        try:
+            window, _step_s = window_filter(query.store, lookback, tenant)
+            where = ConversationFilter(
+                start_ns=window.start_ns,
+                end_ns=window.end_ns,
+                search=search,
+                service=service,
+                min_duration_ns=parse_duration_param(min_duration),
+            )
+            rows = query.conversations.conversations(where, order, LISTED, tenant=tenant)
+        except DurationError as exc:
+            return html.Div(), f"Min duration: {exc}", url
+        except (StorageError, ValueError) as exc:
+            return html.Div(), str(exc), url
+        prefix = app.get_relative_path("/").rstrip("/")
+        return conversation_table(rows, query.conversations.currency, lambda c: conversation_href(prefix, c)), "", url
+
+
+def _conversation(conversation_id: str) -> Component:
+    """The page of one conversation, or a notice saying why there is none."""
+    prefix = get_relative_path("/").rstrip("/")
+    back = dcc.Link("← all conversations", href=f"{prefix}/conversations", className="hs-drill")
+    try:
+        found = query_room().conversations.conversation(conversation_id, tenant=read_tenant())
+    except (StorageError, ValueError) as exc:
+        return _page(back, html.P(f"Cannot show this conversation: {exc}", className="hs-message", role="alert"))
+    if found is None:
+        missing = f"Conversation {conversation_id} not found: no analysed request names it (yet)."
+        return _page(back, html.P(missing, className="hs-hint", id="conversations-missing"))
+    return _page(
+        back,
+        section("Conversation", "its turns (requests) and what they cost", conversation_facts(found, prefix)),
+        section(
+            "Turns",
+            "each turn at its start, split into stages along its critical path",
+            dcc.Graph(id="conversations-timeline", figure=turns_timeline_figure(found.turns), config=_GRAPH_CONFIG),
+        ),
+        section(
+            "Context growth",
+            "input tokens per turn: what the model re-reads grows with the conversation",
+            dcc.Graph(id="conversations-growth", figure=context_growth_figure(found.turns), config=_GRAPH_CONFIG),
+        ),
+        section("Turn by turn", "open a turn's trace from its ID", turn_table(found, prefix)),
+    )
+
+
+def _page(*children: Component) -> Component:
+    return html.Div(className="hs-page hs-conversations hs-conversation", children=list(children))
+
+
+def title(conversation_id: str | None = None) -> str:
+    """Browser tab title."""
+    return f"Conversation {unquote(conversation_id)} · Hotspan" if conversation_id else "Conversations · Hotspan"
+
+
+PAGE = Page(
+    module=__name__,
+    path="/conversations",
+    path_template="/conversations/<conversation_id>",
+    name="Conversations",
+    layout=layout,
+    register_callbacks=register_callbacks,
+    title=title,
+)
