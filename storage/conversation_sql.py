@@ -52,7 +52,7 @@ SELECT
     sum(ErrorCount) AS errors,
     groupArray(TraceId) AS trace_ids
 FROM hotspan_trace_summary FINAL
-WHERE {owner} AND ConversationId IN (
+WHERE {owner} AND ConversationId GLOBAL IN (
     SELECT ConversationId FROM hotspan_trace_summary FINAL WHERE {owner} AND ConversationId != '' AND {match}
 )
 GROUP BY conversation_id
@@ -63,7 +63,9 @@ LIMIT {{limit:UInt32}}
 """A template: the matching conversations (:data:`MATCH_FILTERS` in ``{match}``, :data:`TOTAL_FILTERS` in
 ``{totals}``, the owner condition in ``{owner}``), each with every turn it has (not only those in the window), sorted
 by ``{order}`` (an :data:`ORDER_COLUMNS` value): service is its first turn's root service, duration_ns the summed turn
-durations (the time its user waited), trace_ids its turns (for their cost, priced in the query room)."""
+durations (the time its user waited), trace_ids its turns (for their cost, priced in the query room). ``GLOBAL IN``:
+on a cluster a conversation's turns live on the shards of their traces, so the matching IDs are gathered over every
+shard before each shard sums its turns (a local ``IN`` would drop the turns of shards without a match)."""
 
 TURNS = f"""
 SELECT

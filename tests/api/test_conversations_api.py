@@ -114,6 +114,7 @@ def wire_tokens(request: dict[str, Any]) -> tuple[int, int, int]:
     )
 
 
+@pytest.mark.both_layouts
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_a_three_turn_conversation_is_listed_and_shown_turn_by_turn(
     served: tuple[RunningServer, dict[str, DriverResult]], driver: str
@@ -177,6 +178,7 @@ def test_semconv_conversation_ids_of_pydantic_ai_are_listed(
     assert len(pydantic) == 2 and all(row["turns"] == 1 for row in pydantic)
 
 
+@pytest.mark.both_layouts
 def test_search_filters_and_sort(served: tuple[RunningServer, dict[str, DriverResult]]) -> None:
     server, _ = served
     rows = analysed(server)
