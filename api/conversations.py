@@ -73,16 +73,11 @@ class Turn(BaseModel):
 
 
 class ConversationResponse(BaseModel):
-    conversation_id: str
+    conversation: ConversationRow = Field(description="Its totals over the turns listed, as the list shows them.")
     currency: str
     turns: list[Turn] = Field(description="In time order.")
     slowest_trace_id: str = Field(description="The turn with the longest duration.")
-    duration_ns: int = Field(description="Summed turn durations, ns.")
-    input_tokens: int
-    output_tokens: int
-    cached_input_tokens: int
-    cost: float | None = Field(description="Summed turn costs; null when a turn used an unpriced model, or none.")
-    truncated: bool = Field(description="More turns than one answer holds; the earliest are listed.")
+    truncated: bool = Field(description="More turns than one answer holds; the earliest are listed (and summed).")
 
 
 def build_router(service: ConversationService, reads: ReadPool | None = None) -> APIRouter:
@@ -140,16 +135,25 @@ def build_router(service: ConversationService, reads: ReadPool | None = None) ->
         if found is None:
             raise ApiError(404, "not_found", f"conversation {conversation_id} not found")
         turns = [_turn(row) for row in found.turns.iter_rows(named=True)]
-        return ConversationResponse(
+        totals = ConversationRow(
             conversation_id=conversation_id,
-            currency=found.currency,
-            turns=turns,
-            slowest_trace_id=found.slowest_trace_id,
+            service=turns[0].service,
+            turns=len(turns),
+            first_start_ns=turns[0].start_ns,
+            last_start_ns=turns[-1].start_ns,
             duration_ns=sum(t.duration_ns for t in turns),
+            llm_calls=sum(t.llm_calls for t in turns),
             input_tokens=sum(t.input_tokens for t in turns),
             output_tokens=sum(t.output_tokens for t in turns),
             cached_input_tokens=sum(t.cached_input_tokens for t in turns),
+            errors=sum(t.errors for t in turns),
             cost=found.cost,
+        )
+        return ConversationResponse(
+            conversation=totals,
+            turns=turns,
+            currency=found.currency,
+            slowest_trace_id=found.slowest_trace_id,
             truncated=found.truncated,
         )
 

@@ -12,6 +12,7 @@ from dash import Dash, Input, Output, dcc, get_relative_path, html
 from dash.development.base_component import Component
 
 from dashboards.controls import (
+    choice_field,
     field,
     page_url,
     section,
@@ -58,15 +59,7 @@ def layout(conversation_id: str | None = None, **query: str) -> Component:
     fields = [
         field("Conversation ID", text_input("conversations-q", query.get("q") or None, "contains…")),
         field("Min duration", text_input("conversations-min", query.get("min") or None, "e.g. 2s")),
-        field(
-            "Sort",
-            dcc.Dropdown(
-                id="conversations-sort",
-                options=[{"label": label, "value": key} for key, label in SORTS.items()],
-                value=sort,
-                clearable=False,
-            ),
-        ),
+        choice_field("Sort", "conversations-sort", SORTS, sort),
     ]
     return window_page(
         "conversations",
