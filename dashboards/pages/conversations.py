@@ -52,8 +52,10 @@ _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 
 def layout(conversation_id: str | None = None, **query: str) -> Component:
     """One conversation when the path names it (``conversation_id`` still percent-encoded, as Dash passes path
-    variables), read here so the page paints in one round trip; else the list, which its callback fills."""
-    if conversation_id is not None and flask.has_request_context():
+    variables), else the list of the URL's window and filters: either read here, so the page paints in one round
+    trip (Dash renders a page's layout in a request of its own); the list's callback answers later changes."""
+    reading = flask.has_request_context()
+    if conversation_id is not None and reading:
         return _conversation(unquote(conversation_id))
     sort = query.get("sort") if query.get("sort") in SORTS else "last_seen"
     fields = [
@@ -61,12 +63,18 @@ def layout(conversation_id: str | None = None, **query: str) -> Component:
         field("Min duration", text_input("conversations-min", query.get("min") or None, "e.g. 2s")),
         choice_field("Sort", "conversations-sort", SORTS, sort),
     ]
+    listed, message = (
+        _listing(query.get("lookback"), query.get("service"), query.get("q"), query.get("min"), sort)
+        if reading
+        else (html.Div(), "")
+    )
+    notice = [html.P(message, className="hs-message", role="alert")] if message else []
     return window_page(
         "conversations",
         section(
             "Conversations",
             "requests tied by the conversation their spans name, with a turn started in the window",
-            dcc.Loading(html.Div(id="conversations-list"), type="dot"),
+            dcc.Loading(html.Div(id="conversations-list", children=[*notice, listed]), type="dot"),
         ),
         fields=fields,
         query=query,
@@ -75,7 +83,7 @@ def layout(conversation_id: str | None = None, **query: str) -> Component:
 
 
 def register_callbacks(app: Dash, query: QueryService) -> None:
-    """Fill the list from the query room for the chosen window, filters and the caller's tenant."""
+    """Answer a change of the window or the filters with the list (the layout drew the URL's)."""
 
     @app.callback(
         Output("conversations-list", "children"),
@@ -85,6 +93,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         Input("conversations-q", "value"),
         Input("conversations-min", "value"),
         Input("conversations-sort", "value"),
+        prevent_initial_call=True,
     )
     def load(
         lookback: str | None,
@@ -94,27 +103,34 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         min_duration: str | None,
         sort: str | None,
     ) -> tuple[Component, str, str]:
-        service, search = (service or "").strip() or None, (search or "").strip() or None
-        min_duration = (min_duration or "").strip() or None
-        order: ConversationOrder = next((key for key in SORTS if key == sort), "last_seen")
-        url = page_url(lookback, service=service, q=search, min=min_duration, sort=order)
-        tenant = read_tenant()
-        try:
-            window, _step_s = window_filter(query.store, lookback, tenant)
-            where = ConversationFilter(
-                start_ns=window.start_ns,
-                end_ns=window.end_ns,
-                search=search,
-                service=service,
-                min_duration_ns=parse_duration_param(min_duration),
-            )
-            rows = query.conversations.conversations(where, order, LISTED, tenant=tenant)
-        except DurationError as exc:
-            return html.Div(), f"Min duration: {exc}", url
-        except (StorageError, ValueError) as exc:
-            return html.Div(), str(exc), url
-        prefix = app.get_relative_path("/").rstrip("/")
-        return conversation_table(rows, query.conversations.currency, lambda c: conversation_href(prefix, c)), "", url
+        service, search, min_duration = ((text or "").strip() or None for text in (service, search, min_duration))
+        listed, message = _listing(lookback, service, search, min_duration, sort)
+        return listed, message, page_url(lookback, service=service, q=search, min=min_duration, sort=sort)
+
+
+def _listing(
+    lookback: str | None, service: str | None, search: str | None, min_duration: str | None, sort: str | None
+) -> tuple[Component, str]:
+    """The conversations a window and the filters choose, for the caller's tenant (call in a request), and the
+    message line (empty, or why there is no list)."""
+    room, tenant = query_room(), read_tenant()
+    order: ConversationOrder = next((key for key in SORTS if key == sort), "last_seen")
+    try:
+        window, _step_s = window_filter(room.store, lookback, tenant)
+        where = ConversationFilter(
+            start_ns=window.start_ns,
+            end_ns=window.end_ns,
+            search=(search or "").strip() or None,
+            service=(service or "").strip() or None,
+            min_duration_ns=parse_duration_param((min_duration or "").strip() or None),
+        )
+        rows = room.conversations.conversations(where, order, LISTED, tenant=tenant)
+    except DurationError as exc:
+        return html.Div(), f"Min duration: {exc}"
+    except (StorageError, ValueError) as exc:
+        return html.Div(), str(exc)
+    prefix = get_relative_path("/").rstrip("/")
+    return conversation_table(rows, room.conversations.currency, lambda c: conversation_href(prefix, c)), ""
 
 
 def _conversation(conversation_id: str) -> Component:
