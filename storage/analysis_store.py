@@ -7,6 +7,9 @@ Tables (migrations 0010-0015; SQL in :mod:`storage.analysis_sql`):
 - ``hotspan_span_analysis``: per span, :data:`SPAN_ANALYSIS_SCHEMA`.
 - ``hotspan_trace_summary``: per trace, :data:`TRACE_SUMMARY_SCHEMA`.
 
+A conversation (:meth:`AnalysisStore.conversations`, :meth:`AnalysisStore.conversation_turns`; SQL in
+:mod:`storage.conversation_sql`) is the summaries naming one ``ConversationId`` (migration 0090).
+
 Both derived tables are ReplacingMergeTree by ``Version``: writing a trace again (late spans) supersedes the
 earlier rows, and every read here uses ``FINAL``, so a trace is counted once.
 

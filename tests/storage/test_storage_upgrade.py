@@ -183,7 +183,8 @@ def test_conversations_are_read_from_summaries_stored_after_the_upgrade_and_per_
         analysis = ClickHouseAnalysisStore(old, STAGES)
         assert analysis.conversations(ConversationFilter(), "last_seen", 10, tenant="default").height == 0
         for index, tenant in ((2, "default"), (3, "default"), (4, "acme")):
-            turn = _summary(f"{index:032x}", TRACE_SUMMARY_SCHEMA, **whole, ConversationId="c-1")
+            start = START_NS + index * 10**9
+            turn = _summary(f"{index:032x}", TRACE_SUMMARY_SCHEMA, **whole, ConversationId="c-1", Timestamp=start)
             analysis.write_trace_summaries(turn.set_column(0, "Tenant", pa.array([tenant])))
         (row,) = analysis.conversations(ConversationFilter(), "last_seen", 10, tenant="default").iter_rows(named=True)
         assert (row["conversation_id"], row["turns"], sorted(row["trace_ids"])) == (
@@ -195,5 +196,10 @@ def test_conversations_are_read_from_summaries_stored_after_the_upgrade_and_per_
         assert turns["trace_id"].to_list() == [f"{4:032x}"] and turns["other_ns"].to_list() == [1000]
         assert analysis.conversation_turns("c-1", 10, tenant="other").height == 0
         assert analysis.conversations(ConversationFilter(), "turns", 10, tenant=None)["turns"].to_list() == [3]
+        # A turn in the window lists its conversation whole: its other turns started before the window.
+        later = ConversationFilter(start_ns=START_NS + 3 * 10**9)
+        (row,) = analysis.conversations(later, "last_seen", 10, tenant="default").iter_rows(named=True)
+        assert (row["turns"], row["first_start_ns"]) == (2, START_NS + 2 * 10**9)
+        assert analysis.conversations(ConversationFilter(end_ns=START_NS), "last_seen", 10, tenant="default").is_empty()
     finally:
         old.close()
