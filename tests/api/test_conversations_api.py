@@ -55,6 +55,11 @@ def served(
             )
             for driver in DRIVERS
         }
+        # A driver's exporter sends batches as spans end, so a turn's spans can arrive apart and the pipeline may
+        # have analysed part of one; once every span is stored, one forced pass analyses each turn whole.
+        assert running.pipeline.flush()
+        assert running.trace_pipeline is not None
+        running.trace_pipeline.run_once(force=True)
         yield running, runs
 
 

@@ -56,8 +56,9 @@ def served(hotspan_server: RunningServer, tmp_path: Path) -> str:
     )
     assert hotspan_server.pipeline.flush()
     assert hotspan_server.trace_pipeline is not None
-    # Forced: the driver has exited, its traces are whole; no need to wait trace_idle_s.
-    assert hotspan_server.trace_pipeline.run_once(force=True).analysed == TURNS
+    # Forced: the driver has exited, its traces are whole; no need to wait trace_idle_s (turns the pipeline analysed
+    # on its own meanwhile are analysed again if spans arrived since).
+    hotspan_server.trace_pipeline.run_once(force=True)
     return hotspan_server.base_url
 
 
