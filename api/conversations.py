@@ -20,8 +20,8 @@ from api.models import ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_NS, check_order
-from query.conversations import ConversationService
-from query.store import ConversationFilter, ConversationOrder
+from query.conversations import ConversationService, ConversationSort
+from query.store import ConversationFilter
 
 MAX_CONVERSATIONS = 1_000
 """Most conversations one list answers."""
@@ -106,16 +106,21 @@ def build_router(service: ConversationService, reads: ReadPool | None = None) ->
         max_duration_ns: Annotated[
             int | None, Query(ge=0, le=MAX_NS, description="Summed turn durations at most this, ns.")
         ] = None,
-        sort: Annotated[ConversationOrder, Query(description="Sort key, descending.")] = "last_seen",
+        min_cost: Annotated[float | None, Query(ge=0, description="Cost at least this, in `currency`.")] = None,
+        max_cost: Annotated[float | None, Query(ge=0, description="Cost at most this, in `currency`.")] = None,
+        sort: Annotated[
+            ConversationSort,
+            Query(description="Sort key, descending; a cost bound or `cost` ranks the 5,000 latest conversations."),
+        ] = "last_seen",
         limit: Annotated[int, Query(ge=1, le=MAX_CONVERSATIONS)] = 100,
     ) -> ConversationsResponse:
         """Conversations with an analysed turn matching the filters, each with all its turns' totals and cost
         (the price table, `HOTSPAN_PRICES`)."""
         check_order(start_ns, end_ns)
-        if min_duration_ns is not None and max_duration_ns is not None and min_duration_ns > max_duration_ns:
-            raise ApiError(400, "invalid_parameter", f"min_duration_ns: {min_duration_ns} is above max_duration_ns")
+        _check_bounds("min_duration_ns", min_duration_ns, "max_duration_ns", max_duration_ns)
+        _check_bounds("min_cost", min_cost, "max_cost", max_cost)
         where = ConversationFilter(start_ns, end_ns, q or None, service_name, min_duration_ns, max_duration_ns)
-        frame = service.conversations(where, sort, limit, tenant=owner)
+        frame = service.conversations(where, sort, limit, tenant=owner, min_cost=min_cost, max_cost=max_cost)
         rows = [ConversationRow(**row) for row in frame.iter_rows(named=True)]
         return ConversationsResponse(currency=service.currency, conversations=rows)
 
@@ -158,6 +163,12 @@ def build_router(service: ConversationService, reads: ReadPool | None = None) ->
         )
 
     return router
+
+
+def _check_bounds(low_name: str, low: float | None, high_name: str, high: float | None) -> None:
+    """Raise ApiError 400 when both bounds of a range are given and ``low`` is above ``high``."""
+    if low is not None and high is not None and low > high:
+        raise ApiError(400, "invalid_parameter", f"{low_name}: {low} is above {high_name} {high}")
 
 
 def _turn(row: dict[str, Any]) -> Turn:

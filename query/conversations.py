@@ -10,6 +10,7 @@ keyword-only ``tenant`` (``storage.tenancy``). Times are ns since the Unix epoch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import polars as pl
 
@@ -19,6 +20,11 @@ from storage.conversation_sql import ConversationOrder
 
 MAX_TURNS = 1_000
 """Most turns a conversation read returns (the earliest); a longer conversation is marked truncated."""
+COST_SCAN = 5_000
+"""Most conversations a cost bound or the cost sort prices, the latest first."""
+
+ConversationSort = ConversationOrder | Literal["cost"]
+"""How a list sorts, descending: a store order (``storage.conversation_sql.ConversationOrder``), or by cost."""
 
 
 @dataclass(frozen=True)
@@ -72,9 +78,19 @@ class ConversationService:
         return self._analysis.currency
 
     def conversations(
-        self, where: ConversationFilter, order: ConversationOrder = "last_seen", limit: int = 100, *, tenant: str | None
+        self,
+        where: ConversationFilter,
+        order: ConversationSort = "last_seen",
+        limit: int = 100,
+        *,
+        tenant: str | None,
+        min_cost: float | None = None,
+        max_cost: float | None = None,
     ) -> pl.DataFrame:
-        """The conversations ``where`` matches, at most ``limit``, sorted by ``order`` (descending).
+        """The conversations ``where`` matches whose cost lies within ``min_cost`` .. ``max_cost`` (in
+        :attr:`currency`; a bound leaves out the unpriced), at most ``limit``, sorted by ``order`` (descending; an
+        unpriced conversation last by cost). A cost bound or the cost sort considers the :data:`COST_SCAN` latest
+        matching conversations: costs come from the price table at read time, so the store cannot rank by them.
 
         Returns:
             conversation_id, service (String, its first turn's root service), turns (UInt64), first_start_ns,
@@ -82,7 +98,19 @@ class ConversationService:
             llm_calls, input_tokens, output_tokens, cached_input_tokens, errors (UInt64), cost (Float64,
             :func:`total_cost` of its turns).
         """
-        rows = self._store.conversations(where, order, limit, tenant=tenant)
+        if order != "cost" and min_cost is None and max_cost is None:
+            return self._priced(self._store.conversations(where, order, limit, tenant=tenant), tenant=tenant)
+        rows = self._priced(self._store.conversations(where, "last_seen", COST_SCAN, tenant=tenant), tenant=tenant)
+        if min_cost is not None:
+            rows = rows.filter(pl.col("cost") >= min_cost)
+        if max_cost is not None:
+            rows = rows.filter(pl.col("cost") <= max_cost)
+        if order == "cost":
+            rows = rows.sort("cost", descending=True, nulls_last=True, maintain_order=True)
+        return rows.head(limit)
+
+    def _priced(self, rows: pl.DataFrame, *, tenant: str | None) -> pl.DataFrame:
+        """Store rows (``AnalysisStore.conversations``) with each conversation's cost in place of its trace IDs."""
         turns = rows.select("conversation_id", pl.col("trace_ids").alias("trace_id")).explode("trace_id")
         costs = self._turn_costs(turns["trace_id"].to_list(), tenant=tenant)
         priced = turns.join(costs, on="trace_id", how="left")

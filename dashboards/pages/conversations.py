@@ -32,20 +32,22 @@ from dashboards.conversation_panels import (
 )
 from dashboards.pages import Page, query_room
 from dashboards.tenancy import read_tenant
+from query.conversations import ConversationSort
 from query.service import QueryService
-from query.store import ConversationFilter, ConversationOrder, StorageError
+from query.store import ConversationFilter, StorageError
 from units.durations import DurationError, parse_duration_param
 
 LISTED = 200
 """Most conversations listed."""
 SCOPE = ("service",)
 """The scope the list takes: a turn's root service."""
-SORTS: dict[ConversationOrder, str] = {
+SORTS: dict[ConversationSort, str] = {
     "last_seen": "Latest turn",
     "first_seen": "First turn",
     "duration": "Longest",
     "turns": "Most turns",
     "input_tokens": "Most input tokens",
+    "cost": "Most costly",
 }
 _GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -61,10 +63,11 @@ def layout(conversation_id: str | None = None, **query: str) -> Component:
     fields = [
         field("Conversation ID", text_input("conversations-q", query.get("q") or None, "contains…")),
         field("Min duration", text_input("conversations-min", query.get("min") or None, "e.g. 2s")),
+        field("Min cost", text_input("conversations-cost", query.get("cost") or None, "e.g. 0.01")),
         choice_field("Sort", "conversations-sort", SORTS, sort),
     ]
     listed, message = (
-        _listing(query.get("lookback"), query.get("service"), query.get("q"), query.get("min"), sort)
+        _listing(query.get("lookback"), query.get("service"), query.get("q"), query.get("min"), query.get("cost"), sort)
         if reading
         else (html.Div(), "")
     )
@@ -92,6 +95,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         *window_inputs("conversations", *SCOPE),
         Input("conversations-q", "value"),
         Input("conversations-min", "value"),
+        Input("conversations-cost", "value"),
         Input("conversations-sort", "value"),
         prevent_initial_call=True,
     )
@@ -101,20 +105,28 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         _clicks: int | None,
         search: str | None,
         min_duration: str | None,
+        min_cost: str | None,
         sort: str | None,
     ) -> tuple[Component, str, str]:
-        service, search, min_duration = ((text or "").strip() or None for text in (service, search, min_duration))
-        listed, message = _listing(lookback, service, search, min_duration, sort)
-        return listed, message, page_url(lookback, service=service, q=search, min=min_duration, sort=sort)
+        texts = (service, search, min_duration, min_cost)
+        service, search, min_duration, min_cost = ((text or "").strip() or None for text in texts)
+        listed, message = _listing(lookback, service, search, min_duration, min_cost, sort)
+        url = page_url(lookback, service=service, q=search, min=min_duration, cost=min_cost, sort=sort)
+        return listed, message, url
 
 
 def _listing(
-    lookback: str | None, service: str | None, search: str | None, min_duration: str | None, sort: str | None
+    lookback: str | None,
+    service: str | None,
+    search: str | None,
+    min_duration: str | None,
+    min_cost: str | None,
+    sort: str | None,
 ) -> tuple[Component, str]:
     """The conversations a window and the filters choose, for the caller's tenant (call in a request), and the
     message line (empty, or why there is no list)."""
     room, tenant = query_room(), read_tenant()
-    order: ConversationOrder = next((key for key in SORTS if key == sort), "last_seen")
+    order: ConversationSort = next((key for key in SORTS if key == sort), "last_seen")
     try:
         window, _step_s = window_filter(room.store, lookback, tenant)
         where = ConversationFilter(
@@ -124,7 +136,8 @@ def _listing(
             service=(service or "").strip() or None,
             min_duration_ns=parse_duration_param((min_duration or "").strip() or None),
         )
-        rows = room.conversations.conversations(where, order, LISTED, tenant=tenant)
+        cost = float(min_cost) if (min_cost or "").strip() else None
+        rows = room.conversations.conversations(where, order, LISTED, tenant=tenant, min_cost=cost)
     except DurationError as exc:
         return html.Div(), f"Min duration: {exc}"
     except (StorageError, ValueError) as exc:

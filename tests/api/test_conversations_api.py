@@ -168,6 +168,16 @@ def test_search_filters_and_sort(served: tuple[RunningServer, dict[str, DriverRe
     at_most = conversations(server, start_ns=0, max_duration_ns=longest["duration_ns"] - 1)
     assert longest["conversation_id"] not in {r["conversation_id"] for r in at_most} and at_most
     assert conversations(server, start_ns=0, sort="turns")[0]["turns"] == TURNS
+    # Costs come from the price table at read time: the service filters and sorts by them.
+    priced = [r for r in rows.values() if r["cost"] is not None]
+    costliest = max(priced, key=lambda r: r["cost"])
+    assert conversations(server, start_ns=0, sort="cost")[0]["conversation_id"] == costliest["conversation_id"]
+    near = costliest["cost"] * (1 - 1e-9)  # the list sums a conversation's turns in no fixed order
+    assert [r["conversation_id"] for r in conversations(server, start_ns=0, min_cost=near)] == [
+        costliest["conversation_id"]
+    ]
+    cheaper = conversations(server, start_ns=0, max_cost=near)
+    assert cheaper and all(r["cost"] is not None and r["cost"] < costliest["cost"] for r in cheaper)
     assert conversations(server, start_ns=0, end_ns=1) == []
     assert len(conversations(server, start_ns=0, limit=1)) == 1
 
@@ -178,4 +188,5 @@ def test_unknown_conversation_and_bad_parameters(served: tuple[RunningServer, di
     assert httpx.get(f"{base}/no-such-conversation", timeout=30).status_code == 404
     assert httpx.get(base, params={"start_ns": 2, "end_ns": 1}, timeout=30).status_code == 400
     assert httpx.get(base, params={"min_duration_ns": 2, "max_duration_ns": 1}, timeout=30).status_code == 400
-    assert httpx.get(base, params={"sort": "cost"}, timeout=30).status_code == 400
+    assert httpx.get(base, params={"min_cost": 2, "max_cost": 1}, timeout=30).status_code == 400
+    assert httpx.get(base, params={"sort": "price"}, timeout=30).status_code == 400
