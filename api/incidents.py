@@ -1,5 +1,5 @@
-"""``/api/v1/incidents``: what the anomaly detector (:mod:`query.anomaly`) opened: a series that left its robust
-baseline, the window, baseline against observed, the diagnosis of the window against the baseline window, the
+"""``/api/v1/incidents``: what the incident lifecycle (:mod:`incidents.lifecycle`) opened: a series that left its
+robust baseline, the window, baseline against observed, the diagnosis of the window against the baseline window, the
 topology neighbours and example traces.
 
 Thin: parse, call the query room's incident store, shape the answer. Reads are limited to the caller's tenant

@@ -105,3 +105,26 @@ class Health(BaseModel):
         "data_dir/ingest/dead-letter (importable with `hotspan import`); they do not make the status degraded, "
         "since other inserts succeed. 0 is the goal.",
     )
+
+
+class AgentEdge(BaseModel):
+    source_kind: str = Field(description="`agent`, or `service` for the service the request entered.")
+    source: str
+    target_kind: str = Field(description="`agent`, `model`, `tool` or `retrieval`.")
+    target: str
+    calls: int
+    traces: int = Field(description="Traces the edge occurs in.")
+    duration_ns: int = Field(description="The calls' summed durations, ns (overlapping where they ran in parallel).")
+    critical_ns: int = Field(description="Their time on the trace's critical path, ns (everything below included).")
+    errors: int = Field(description="Calls with status Error.")
+
+
+class AgentGraphResponse(BaseModel):
+    trace_id: str
+    duration_ns: int = Field(description="First span start to last span end, ns.")
+    edges: list[AgentEdge] = Field(description="Most summed duration first.")
+
+
+class WindowAgentGraphResponse(BaseModel):
+    traces: int = Field(description="Traces summed (the newest the search found, at most `limit`).")
+    edges: list[AgentEdge] = Field(description="Most summed duration first; `critical_ns` on each request's path.")

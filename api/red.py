@@ -1,7 +1,7 @@
 """``/api/v1/red``: rate, errors and duration per service or operation, from the per-minute RED rollup.
 
-Thin: parse, call the :class:`~storage.rollup_reader.RollupReader`, shape the answer. Every read is limited to
-the caller's tenant (:mod:`api.tenancy`).
+Thin: parse, call the query room (:meth:`query.service.QueryService.red`, as the Services page does), shape the
+answer. Every read is limited to the caller's tenant (:mod:`api.tenancy`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from api.models import ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_STEP_S, EndNs, StartNs, window
-from query.store import RedQuery, RollupReader
+from query.service import QueryService
+from query.store import RedQuery
 from units import NS_PER_MS, NS_PER_S
 
 MAX_STEPS = 2_000
@@ -62,9 +63,10 @@ class RedResponse(BaseModel):
     groups: list[RedGroup]
 
 
-def build_router(reader: RollupReader, limit: int | None = None, reads: ReadPool | None = None) -> APIRouter:
-    """``GET /api/v1/red`` over ``reader``: at most ``limit`` groups, the rest folded into one overflow group. The
-    route runs whole on ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted), never on the event loop."""
+def build_router(query: QueryService, limit: int | None = None, reads: ReadPool | None = None) -> APIRouter:
+    """``GET /api/v1/red`` over the query room ``query``: at most ``limit`` groups, the rest folded into one overflow
+    group. The route runs whole on ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted), never on the
+    event loop."""
     router = APIRouter(prefix="/api/v1", tags=["red"], responses=READ_ERRORS)
     reads = reads or ReadPool()
 
@@ -95,8 +97,8 @@ def build_router(reader: RollupReader, limit: int | None = None, reads: ReadPool
             raise ApiError(400, "invalid_parameter", f"step_s: more than {MAX_STEPS} steps; use a larger step")
         if span_kind is not None and span_kind not in SPAN_KINDS:
             raise ApiError(400, "invalid_parameter", f"span_kind: one of {', '.join(SPAN_KINDS)}")
-        query = RedQuery(group_by, start, end, step_s, service=service or None, span_kind=span_kind, limit=limit)
-        result = reader.red(query, tenant=tenant)
+        asked = RedQuery(group_by, start, end, step_s, service=service or None, span_kind=span_kind, limit=limit)
+        result = query.red(asked, tenant=tenant)
         read_start = start - start % (60 * NS_PER_S)
         seconds = max((end - read_start) / NS_PER_S, 1.0)
         keys = ["overflow", "service", "operation", "span_kind"] if group_by == "operation" else ["overflow", "service"]

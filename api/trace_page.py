@@ -1,4 +1,5 @@
-"""``GET /api/v1/traces/{trace_id}/view``: the trace page's model over REST, a window of visible rows at a time.
+"""``GET /api/v1/traces/{trace_id}/view``: the trace page's model over REST, a window of visible rows at a time; and
+``GET /api/v1/traces/{trace_id}/agent-graph``: the same view's agent graph (:mod:`analysis.agent_graph`).
 
 Thin: parse, ask :class:`query.trace_view_cache.TraceViews` (the same kept views the trace page reads), shape the
 answer. The rows are :func:`query.trace_rows.window`'s columns, so a client can draw a trace of any size without
@@ -15,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from analysis import STAGES
 from api.errors import ApiError
-from api.models import ErrorResponse
+from api.models import AgentEdge, AgentGraphResponse, ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.traces import TraceId
@@ -112,6 +113,23 @@ def build_router(views: TraceViews, reads: ReadPool | None = None) -> APIRouter:
         )
         rows = window(view, expansion, offset, limit)
         return _response(view, rows)
+
+    @router.get(
+        "/traces/{trace_id}/agent-graph",
+        operation_id="trace_agent_graph",
+        response_model=AgentGraphResponse,
+        responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+    )
+    @reads.endpoint
+    def trace_agent_graph(trace_id: TraceId, tenant: Tenant) -> AgentGraphResponse:
+        """The trace's agent graph: which agent called which model, tool, retriever or agent, how often, for how
+        long and for how much of the critical path (GenAI semconv, OpenInference, OpenLLMetry and Langfuse agent
+        spans; the root service stands for the agent where none is marked)."""
+        view = views.get(trace_id, tenant=tenant)
+        if view is None:
+            raise ApiError(404, "trace_not_found", f"trace {trace_id} not found")
+        edges = [AgentEdge(**row) for row in view.agent_graph.iter_rows(named=True)]
+        return AgentGraphResponse(trace_id=view.trace_id, duration_ns=view.duration_ns, edges=edges)
 
     return router
 

@@ -1,4 +1,5 @@
-"""``/api/v1`` routes for services, operations and traces. Thin: parse, call the reader, shape the answer.
+"""``/api/v1`` routes for services, operations and traces. Thin: parse, call the query room
+(:class:`query.service.QueryService`), shape the answer.
 
 Every read is limited to the caller's tenant (:func:`api.tenancy.read_tenant`, from the bearer token).
 """
@@ -12,6 +13,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 
 from api.errors import ApiError
 from api.models import (
+    AgentEdge,
     ErrorResponse,
     Event,
     Link,
@@ -22,13 +24,14 @@ from api.models import (
     TraceResponse,
     TracesResponse,
     TraceSummary,
+    WindowAgentGraphResponse,
 )
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.window import MAX_NS, check_order
-from query.analysis_service import AnalysisService
-from query.store import MAX_ATTRIBUTE_FILTERS, IdError, TraceCursor, TraceQuery, TraceReader, normalize_trace_id
+from query.service import QueryService
+from query.store import MAX_ATTRIBUTE_FILTERS, IdError, TraceCursor, TraceQuery, normalize_trace_id
 from query.trace_search import Sort, TraceSearch, search_traces
 from units import NS_PER_MS
 
@@ -38,15 +41,12 @@ keeps ``inf`` (and ``1e309``) out of the ns conversion."""
 
 
 def build_router(
-    reader: TraceReader,
-    analysis: AnalysisService,
-    limits: TraceReadLimits | None = None,
-    reads: ReadPool | None = None,
+    query: QueryService, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
 ) -> APIRouter:
-    """Routes over ``reader`` (and ``analysis`` for the model usage of search results); every query is
-    parameterised by the storage layer. A trace read returns at most ``limits.max_spans`` spans per page
-    (:mod:`api.trace_limits`). Every read, and the answer built from it, runs on ``reads`` (:mod:`api.read_pool`; a
-    pool of its own when omitted), never on the event loop."""
+    """Routes over the query room ``query`` (the same methods the UI reads through; its analysis for the model usage
+    of search results); every query is parameterised by the storage layer. A trace read returns at most
+    ``limits.max_spans`` spans per page (:mod:`api.trace_limits`). Every read, and the answer built from it, runs on
+    ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted), never on the event loop."""
     router = APIRouter(prefix="/api/v1", tags=["traces"], responses=READ_ERRORS)
     limits = limits or TraceReadLimits()
     reads = reads or ReadPool()
@@ -54,12 +54,12 @@ def build_router(
     @router.get("/services", operation_id="list_services", response_model=ServicesResponse)
     async def services(tenant: Tenant) -> ServicesResponse:
         """Every service that has sent spans."""
-        return ServicesResponse(services=await reads.run(reader.services, tenant=tenant))
+        return ServicesResponse(services=await reads.run(query.services, tenant=tenant))
 
     @router.get("/services/{service}/operations", operation_id="list_operations", response_model=OperationsResponse)
     async def operations(service: str, tenant: Tenant) -> OperationsResponse:
         """Span names of one service with their span kinds; empty for an unknown service."""
-        pairs = await reads.run(reader.operations, service, tenant=tenant)
+        pairs = await reads.run(query.operations, service, tenant=tenant)
         return OperationsResponse(operations=[Operation(name=n, span_kind=k) for n, k in pairs])
 
     @router.get(
@@ -116,7 +116,7 @@ def build_router(
             raise ApiError(
                 400, "invalid_parameter", f"attr: {len(attr or ())} filters (at most {MAX_ATTRIBUTE_FILTERS})"
             )
-        query = TraceQuery(
+        filters = TraceQuery(
             service=service or None,
             operation=operation or None,
             start_ns=start_ns,
@@ -127,7 +127,7 @@ def build_router(
             hotspot=hotspot,
         )
         search = TraceSearch(
-            query,
+            filters,
             min_trace_duration_ns=_ns(min_trace_duration_ms),
             max_trace_duration_ns=_ns(max_trace_duration_ms),
             sort=sort,
@@ -137,10 +137,39 @@ def build_router(
 
         def answer() -> TracesResponse:
             try:
-                rows = search_traces(reader, analysis, search, tenant=tenant).traces
+                rows = search_traces(query.store, query.analysis, search, tenant=tenant).traces
             except ValueError as exc:
                 raise ApiError(400, "invalid_parameter", str(exc)) from None
             return TracesResponse(traces=[TraceSummary(**row) for row in rows.iter_rows(named=True)])
+
+        return await reads.json(answer)
+
+    @router.get(
+        "/agent-graph",
+        operation_id="window_agent_graph",
+        response_model=WindowAgentGraphResponse,
+        responses={400: {"model": ErrorResponse}},
+    )
+    async def window_agent_graph(
+        tenant: Tenant,
+        service: Annotated[str | None, Query(description="Traces with a span of this service.")] = None,
+        operation: Annotated[str | None, Query(description="Traces with a span of this name.")] = None,
+        start_ns: Annotated[int | None, Query(ge=0, le=MAX_NS, description="Window start, ns since epoch.")] = None,
+        end_ns: Annotated[int | None, Query(ge=0, le=MAX_NS, description="Window end, ns since epoch.")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_AGENT_GRAPH_TRACES, description="Newest traces summed.")] = 100,
+    ) -> Response:
+        """The agent graph (as ``/traces/{trace_id}/agent-graph``) summed over the newest ``limit`` traces of the
+        window: per edge its calls, the traces it occurs in, summed time and time on each request's critical
+        path (:mod:`query.agents`)."""
+        check_order(start_ns, end_ns)
+        filters = TraceQuery(
+            service=service or None, operation=operation or None, start_ns=start_ns, end_ns=end_ns, limit=limit
+        )
+
+        def answer() -> WindowAgentGraphResponse:
+            graph = query.agent_graph(filters, tenant=tenant)
+            edges = [AgentEdge(**row) for row in graph.edges.iter_rows(named=True)]
+            return WindowAgentGraphResponse(traces=graph.traces, edges=edges)
 
         return await reads.json(answer)
 
@@ -172,24 +201,26 @@ def build_router(
             raise ApiError(400, "invalid_parameter", f"page_token: {exc}") from exc
 
         def page() -> TraceResponse:
-            found = reader.trace_page(trace_id, tenant=tenant, after=after, limit=size)
-            partial = found.next is not None or after is not None
-            total = reader.trace_size(trace_id, tenant=tenant) if partial else found.spans.height
-            if total == 0:
+            found = query.trace_page(trace_id, tenant=tenant, after=after, limit=size)
+            if found.span_count == 0:
                 raise ApiError(404, "not_found", f"trace {trace_id} not found")
-            if partial:
+            if found.partial:
                 limits.count_truncated("v1")
             return TraceResponse(
                 trace_id=trace_id,
                 spans=spans_out(found.spans),
-                span_count=total,
+                span_count=found.span_count,
                 next_page_token=found.next.token() if found.next else None,
-                truncated=partial,
+                truncated=found.partial,
             )
 
         return await reads.json(page)
 
     return router
+
+
+MAX_AGENT_GRAPH_TRACES = 1_000
+"""Most traces one window agent graph sums (their spans are read and analysed at once, within the span budget)."""
 
 
 def parse_trace_id(text: str) -> str:

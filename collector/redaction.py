@@ -5,14 +5,16 @@ semantic conventions' ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (an
 ``gen_ai.prompt`` / ``gen_ai.completion`` with their events), OpenInference's ``input.value``, ``output.value`` and
 ``llm.input_messages.*`` / ``llm.output_messages.*``. Users paste e-mail addresses, API keys and card numbers into
 those. A :class:`RedactionTable` (YAML; the packaged ``collector/redaction.yaml`` is the default) names the
-attribute keys to look at and the rules to apply, in order; every match becomes ``[REDACTED:<rule>]``, and a span
-that had something masked carries :data:`REDACTED_KEY` with the number of matches masked in its attributes and
-its events' attributes. ``HOTSPAN_REDACTION`` picks the table (:func:`load_redaction`): unset or ``default`` the
+attribute keys to look at, the span events whose every attribute is content (the deprecated GenAI message events
+keep it under ``content``), and the rules to apply, in order; every match becomes ``[REDACTED:<rule>]``, and a
+span that had something masked carries :data:`REDACTED_KEY` with the number of matches masked in its attributes
+and its events' attributes. ``HOTSPAN_REDACTION`` picks the table (:func:`load_redaction`): unset or ``default`` the
 packaged one, ``off`` none, else a file::
 
     version: 1
     defaults: true               # keep the packaged keys and rules, add these (false: only these)
     keys: ["app.user_note", "myco.ticket.*"]   # attribute keys; `*` any run, 6+ literal characters first
+    events: ["myco.chat.turn"]   # span events whose every attribute is redacted (same syntax)
     rules:                       # a rule named like a packaged one replaces it
       - name: employee_id        # [a-z][a-z0-9_]*: the marker's and the metric's label
         pattern: '\\bEMP-\\d{6}\\b'  # RE2 and Python syntax alike
@@ -116,14 +118,17 @@ class RedactionTable(BaseModel):
     version: int = Field(default=1, ge=1, le=1)
     defaults: bool = True
     keys: list[str] = Field(default_factory=list)
+    events: list[str] = Field(default_factory=list)
+    """Span event names (same ``*`` syntax as ``keys``) whose every attribute is message content: the deprecated
+    GenAI message events keep it under plain keys (``content``, ``message``) too common to name on their own."""
     rules: list[RedactionRule] = Field(default_factory=list)
 
-    @field_validator("keys")
+    @field_validator("keys", "events")
     @classmethod
     def _literal_start(cls, keys: list[str]) -> list[str]:
         short = [key for key in keys if len(key.split("*", 1)[0]) < MIN_LITERAL_CHARS]
         if short:
-            raise ValueError(f"keys must start with {MIN_LITERAL_CHARS}+ characters before any '*': {short}")
+            raise ValueError(f"names must start with {MIN_LITERAL_CHARS}+ characters before any '*': {short}")
         return keys
 
     @model_validator(mode="after")
@@ -141,7 +146,11 @@ class RedactionTable(BaseModel):
             return self
         mine = {rule.name: rule for rule in self.rules}
         rules = [mine.pop(rule.name, rule) for rule in base.rules] + list(mine.values())
-        return RedactionTable(keys=list(dict.fromkeys(base.keys + self.keys)), rules=rules)
+        return RedactionTable(
+            keys=list(dict.fromkeys(base.keys + self.keys)),
+            events=list(dict.fromkeys(base.events + self.events)),
+            rules=rules,
+        )
 
 
 class RedactionRulesError(RuleFileError):
@@ -233,12 +242,24 @@ class Redactor:
 
     def __init__(self, table: RedactionTable) -> None:
         self.table = table
-        self.needles = needles(table.keys)
-        self._keys = re.compile("|".join(".*".join(map(re.escape, key.split("*"))) for key in table.keys))
+        self.needles = needles(table.keys + table.events)
+        self._keys = _name_pattern(table.keys)
+        self._events = _name_pattern(table.events)
         self._python = [re.compile(rule.pattern) for rule in table.rules]
         # Decisions by key, one dict lookup per attribute walked (thread-safe: a race only computes one decision
         # twice); bounded, as keys are the sender's to invent.
         self._decided: dict[str, bool] = {}
+
+    @property
+    def key_regex(self) -> str:
+        """The table's key patterns as one RE2 (and Python) expression matching a whole key: what
+        ``storage.payloads`` deletes."""
+        return _whole(self.table.keys)
+
+    @property
+    def event_regex(self) -> str:
+        """The table's event-name patterns as one RE2 expression matching a whole name (nothing when none)."""
+        return _whole(self.table.events)
 
     def wanted(self, key: str) -> bool:
         """Whether an attribute ``key`` is one the table names."""
@@ -248,6 +269,10 @@ class Redactor:
             if len(self._decided) < KEY_CACHE:
                 self._decided[key] = decided
         return decided
+
+    def wanted_event(self, name: str) -> bool:
+        """Whether every attribute of a span event called ``name`` is redacted."""
+        return bool(self.table.events) and self._events.fullmatch(name) is not None
 
     def candidates(self, bodies: Sequence[bytes]) -> list[int]:
         """Indexes of the serialized requests that may hold a redacted key (one of :attr:`needles` occurs in their
@@ -287,7 +312,11 @@ class Redactor:
                     before = len(leaves)
                     self._gather(span.attributes, leaves)
                     for event in span.events:
-                        self._gather(event.attributes, leaves)
+                        if self.wanted_event(event.name):
+                            for kv in event.attributes:
+                                _string_leaves(kv.value, leaves)
+                        else:
+                            self._gather(event.attributes, leaves)
                     if len(leaves) > before:
                         owners += [len(spans)] * (len(leaves) - before)
                         spans.append(span)
@@ -340,6 +369,20 @@ class Redactor:
         for kv in attributes:
             if self.wanted(kv.key):
                 _string_leaves(kv.value, leaves)
+
+
+def _name_pattern(names: Sequence[str]) -> re.Pattern[str]:
+    """One expression matching any of ``names``, ``*`` standing for any run of characters."""
+    return re.compile("|".join(".*".join(map(re.escape, name.split("*"))) for name in names))
+
+
+NOTHING = r"[^\s\S]"
+"""An expression no string matches (RE2 has no look-ahead to write it otherwise)."""
+
+
+def _whole(names: Sequence[str]) -> str:
+    """``names`` as one anchored expression (``^(?:...)$``), :data:`NOTHING` when there are none."""
+    return f"^(?:{_name_pattern(names).pattern})$" if names else NOTHING
 
 
 def _string_leaves(value: AnyValue, leaves: list[AnyValue]) -> None:

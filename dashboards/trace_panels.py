@@ -16,6 +16,7 @@ from dash.development.base_component import Component
 
 from analysis import STAGES
 from analysis.decomposition import DISAGREEMENT_SHARE
+from analysis.messages import SpanMessages, span_messages
 from dashboards.colors import NEUTRAL_COLOR, STAGE_COLORS, service_color, stage_label
 from dashboards.figures import empty_figure, service_icicle
 from dashboards.format import (
@@ -310,8 +311,8 @@ def _stages_page_note(view: TraceView, lane_ns: int) -> Component | None:
 
 def span_detail(view: TraceView, span: int) -> Component:
     """A span's detail panel: what it is, where its time went (self/untraced, critical path, stage pieces), its
-    model call (model, tokens, first token), then its attributes (durations and tokens with units), events and
-    resource."""
+    model call (model, tokens, first token), its messages, then its attributes (durations and tokens with units),
+    events and resource."""
     row = view.spans.row(span, named=True)
     start = int(view.span_start_ns[span])
     duration = int(view.duration[span])
@@ -364,7 +365,13 @@ def span_detail(view: TraceView, span: int) -> Component:
     call = view.model_calls.filter(pl.col("index") == span)
     if call.height:
         children += [html.H4("Model call"), _table(_call_fields(call.row(0, named=True)), ("Field", "Value"))]
-    attributes = sorted(attribute_dict(row.get("attributes")).items())
+    attribute_map = attribute_dict(row.get("attributes"))
+    event_pairs = [
+        (str(name), attribute_dict(attrs))
+        for name, attrs in zip(row.get("event_names") or [], row.get("event_attributes") or [], strict=False)
+    ]
+    children += _messages_panel(span_messages(attribute_map, event_pairs))
+    attributes = sorted(attribute_map.items())
     children += [
         html.H4(f"Attributes ({len(attributes)})"),
         _table([(key, format_attribute(key, value)) for key, value in attributes], ("Key", "Value"))
@@ -397,6 +404,87 @@ def span_detail(view: TraceView, span: int) -> Component:
     resource = sorted(attribute_dict(row.get("resource_attributes")).items())
     children.append(html.Details([html.Summary(f"Resource ({len(resource)})"), _table(resource, ("Key", "Value"))]))
     return html.Div(children)
+
+
+_PART_MARKS = {"tool_call": "calls tool", "tool_result": "tool result", "reasoning": "reasoning", "other": "content"}
+"""How a non-text part is introduced in the messages panel."""
+
+
+def _messages_panel(found: SpanMessages) -> list[Component]:
+    """The span's messages (:func:`analysis.messages.span_messages`): each with its role, size and parts, long
+    texts cut with what was left out counted; nothing when the span carries none."""
+    if not found.messages:
+        return []
+    items: list[Component] = []
+    for message in found.messages:
+        parts: list[Component] = []
+        for part in message.parts:
+            label = _PART_MARKS.get(part.kind)
+            heading = f"{label} {part.name}".strip() if label else ""
+            cut = f"\n… {part.cut_chars:,} more characters" if part.cut_chars else ""
+            parts.append(
+                html.Div(
+                    [html.Span(heading, className="hs-message-mark") if heading else None, html.Pre(part.text + cut)],
+                    className=f"hs-message-part hs-message-{part.kind}",
+                )
+            )
+        items.append(
+            html.Div(
+                [
+                    html.Div(
+                        [html.Strong(message.role), f" · {message.direction} · {message.size_bytes:,} bytes"],
+                        className="hs-message-head",
+                    ),
+                    *parts,
+                ],
+                className=f"hs-message hs-message-{message.direction}",
+            )
+        )
+    omitted = [html.P(f"{found.omitted:,} more messages not shown", className="hs-hint")] if found.omitted else []
+    conventions = sorted({message.convention for message in found.messages})
+    return [
+        html.H4(f"Messages ({len(found.messages) + found.omitted})"),
+        html.P(f"as written by: {', '.join(conventions)}", className="hs-hint"),
+        html.Div(items + omitted, id="span-messages", className="hs-messages"),
+    ]
+
+
+_KIND_LABELS = {"service": "service", "agent": "agent", "model": "model", "tool": "tool", "retrieval": "retrieval"}
+
+
+def agent_graph_panel(view: TraceView) -> Component:
+    """The trace's agent graph (:attr:`query.trace_model.TraceView.agent_graph`) as each caller with the calls it
+    made: kind and name, calls, summed duration and time on the critical path; calls on the critical path are
+    marked (``hs-agent-critical``), the longest first."""
+    edges = view.agent_graph
+    if not edges.height:
+        return html.P("No agent, model, tool or retrieval calls recognised in this trace.", className="hs-hint")
+    callers: dict[tuple[str, str], list[dict]] = {}
+    for edge in edges.iter_rows(named=True):
+        callers.setdefault((edge["source_kind"], edge["source"]), []).append(edge)
+    blocks: list[Component] = []
+    for (kind, name), out in callers.items():
+        rows = [
+            html.Li(
+                className="hs-agent-edge hs-agent-critical" if edge["critical_ns"] else "hs-agent-edge",
+                children=[
+                    html.Span(f"→ {_KIND_LABELS[edge['target_kind']]} ", className="hs-hint"),
+                    html.Strong(edge["target"]),
+                    f" · {edge['calls']:,} call{'s' if edge['calls'] != 1 else ''}"
+                    f" · {format_duration_ns(edge['duration_ns'])}"
+                    f" · {format_duration_ns(edge['critical_ns'])} on the critical path"
+                    + (f" · {edge['errors']:,} failed" if edge["errors"] else ""),
+                ],
+            )
+            for edge in out
+        ]
+        blocks.append(
+            html.Div(
+                className="hs-agent-node",
+                children=[html.Span(f"{_KIND_LABELS[kind]} ", className="hs-hint"), html.Strong(name), html.Ul(rows)],
+            )
+        )
+    return html.Div(id="trace-agent-graph-body", children=blocks)
 
 
 def group_detail(view: TraceView, leader: int) -> Component:

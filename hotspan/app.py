@@ -13,7 +13,6 @@ from dash.exceptions import DependencyException
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
-from alerts.anomaly import AnomalyLoop
 from alerts.config import AlertsConfig
 from alerts.evaluator import SloEvaluator, diagnosis_annotations
 from alerts.notify import build_notifiers
@@ -24,6 +23,7 @@ from api import capacity as capacity_api
 from api import conversations as conversations_api
 from api import diagnosis as diagnosis_api
 from api import incidents as incidents_api
+from api import payloads as payloads_api
 from api import red as red_api
 from api import throughput_latency as throughput_latency_api
 from api import topology as topology_api
@@ -41,7 +41,7 @@ from collector import http_receiver
 from collector.ingest_pipeline import IngestConfig, IngestPipeline
 from collector.limits import SpanLimits
 from collector.metrics import IngestMetrics
-from collector.redaction import load_redaction
+from collector.redaction import Redactor, load_redaction, packaged_table
 from dashboards.app import build_dash_app
 from dashboards.request_guard import UiRequestGuard
 from diagnosis import DiagnosisSettings, PrometheusMetricsSource, load_diagnosis_settings
@@ -53,6 +53,8 @@ from hotspan.docs import install_docs
 from hotspan.health import StorageProbe
 from hotspan.roles import PARTS
 from hotspan.settings import Settings
+from incidents.lifecycle import AnomalyDetector
+from incidents.loop import AnomalyLoop
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.hotspot_rules import load_hotspot_rules
@@ -71,6 +73,7 @@ from storage.engine_reader import ClickHouseEngineReader
 from storage.faults import FaultInjectingClickHouse, FaultPlan
 from storage.incident_store import ClickHouseIncidentStore
 from storage.migrations import apply_migrations
+from storage.payloads import ClickHousePayloadStore
 from storage.reader import ClickHouseTraceReader
 from storage.service_graph_writer import ClickHouseServiceGraphWriter
 from storage.writer import ClickHouseTraceWriter
@@ -200,6 +203,19 @@ def open_query(settings: Settings, storage: Storage) -> QueryService:
     )
 
 
+def payload_store(settings: Settings) -> ClickHousePayloadStore:
+    """Deletes the payloads ``HOTSPAN_REDACTION``'s table names (the packaged table's where redaction is off), on a
+    handle of its own: a deletion waits for its mutation, which must not hold up the reads' handle.
+
+    Raises:
+        collector.redaction.RedactionRulesError: the ``HOTSPAN_REDACTION`` file is invalid.
+        storage.clickhouse.StorageError: the store cannot be opened.
+    """
+    named = Redactor(load_redaction(settings.redaction) or packaged_table())
+    handle = ClickHouse(settings.clickhouse_dsn, settings.clickhouse_database, settings.layout)
+    return ClickHousePayloadStore(handle, named.key_regex, named.event_regex)
+
+
 def engine_metrics(settings: Settings) -> PrometheusEngineMetrics | None:
     """vLLM's metrics for the Services page, read from ``settings.prometheus_url`` with the per-query timeout
     ``HOTSPAN_PROMETHEUS_TIMEOUT_S``, the one diagnosis and the capacity score use; None without a URL."""
@@ -239,17 +255,22 @@ def open_slo_evaluator(config: AlertsConfig, query: QueryService) -> SloEvaluato
 def open_anomaly_loop(
     settings: Settings, query: QueryService, alerts: AlertsConfig | None, http_port: int
 ) -> AnomalyLoop:
-    """The anomaly loop over the query room (not started): its detector with the ``HOTSPAN_ANOMALY_*`` settings,
-    sending incidents where ``HOTSPAN_ANOMALY_ALERTMANAGER_URL`` / ``_WEBHOOK_URL`` say, else where the SLO file
+    """The anomaly loop (not started): the incident lifecycle fed by ``query``'s anomaly scores (its series,
+    traces, service graph and diagnosis) with the ``HOTSPAN_ANOMALY_*`` settings, writing ``query``'s incident store
+    and sending incidents where ``HOTSPAN_ANOMALY_ALERTMANAGER_URL`` / ``_WEBHOOK_URL`` say, else where the SLO file
     ``alerts`` sends its alerts; links point at the SLO file's ``external_url``, else at this server (bound to
     ``http_port``)."""
-    detector = query.anomaly_detector(
+    detector = AnomalyDetector(
+        query.incidents,
+        query.store,
+        query.store,
+        query.diagnosis,
         AnomalySettings(
             baseline_minutes=settings.anomaly_baseline_minutes,
             min_calls=settings.anomaly_min_calls,
             settle_s=settings.anomaly_settle_s,
             findings=settings.anomaly_findings,
-        )
+        ),
     )
     alertmanager = settings.anomaly_alertmanager_url or (alerts.alertmanager_url if alerts else None)
     webhook = settings.anomaly_webhook_url or (alerts.webhook_url if alerts else None)
@@ -386,19 +407,20 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     trace_reads = TraceReadLimits(settings.max_trace_spans, app.state.metrics_registry)
     # Every read route runs on threads of its own, a few at a time, off the loop that answers OTLP (api.read_pool).
     reads = app.state.reads = ReadPool(settings.read_workers, settings.read_queue, settings.retry_after_s)
-    app.include_router(traces_api.build_router(query.store, query.analysis, trace_reads, reads))
+    app.include_router(traces_api.build_router(query, trace_reads, reads))
     app.include_router(trace_page_api.build_router(query.views, reads))
-    app.include_router(jaeger_v1.build_router(query.store, trace_reads, reads))
-    app.include_router(jaeger_v3.build_router(query.store, trace_reads, reads))
-    app.include_router(tempo_api.build_router(query.store, trace_reads, reads))
+    app.include_router(jaeger_v1.build_router(query, trace_reads, reads))
+    app.include_router(jaeger_v3.build_router(query, trace_reads, reads))
+    app.include_router(tempo_api.build_router(query, trace_reads, reads))
     app.include_router(topology_api.build_router(query.store, query.cardinality_limit, reads))
-    app.include_router(red_api.build_router(query.store, query.cardinality_limit, reads))
+    app.include_router(red_api.build_router(query, query.cardinality_limit, reads))
     app.include_router(diagnosis_api.build_router(query.diagnosis, reads))
     app.include_router(incidents_api.build_router(query.incidents, reads))
     app.include_router(analysis_api.build_router(query.analysis, reads))
     app.include_router(conversations_api.build_router(query.conversations, reads))
     app.include_router(throughput_latency_api.build_router(query, reads))
     app.include_router(capacity_api.build_router(query.capacity, reads))
+    app.include_router(payloads_api.build_router(payload_store(settings), query.store, reads))
     # The MCP server for coding agents: the same query room, read pool and tenancy as the routes above.
     mount_mcp(app, query, reads, settings.host)
 

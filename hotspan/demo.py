@@ -2,7 +2,7 @@
 running, a Prometheus scraping its engine when the binary is installed (Capacity, vLLM engine), and a minute with
 one fault after the first run, so the anomaly detector opens an incident (Incidents) a few minutes in.
 
-The detector (``query.anomaly``) judges a whole minute ``HOTSPAN_ANOMALY_SETTLE_S`` (20 s) after it ends, evaluating
+The detector (``incidents``) judges a whole minute ``HOTSPAN_ANOMALY_SETTLE_S`` (20 s) after it ends, evaluating
 every ``HOTSPAN_ANOMALY_INTERVAL_S`` (15 s), once the minute holds ``HOTSPAN_ANOMALY_MIN_CALLS`` (20) requests. Two
 ways open an incident: a series (an operation's p95 ...) leaving a robust baseline of at least five earlier minutes,
 or a diagnosis finding at warning or worse that the diagnosis of the baseline window (the 30 minutes before, with

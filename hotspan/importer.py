@@ -2,9 +2,11 @@
 arrays and lines of it, protobuf, Tempo answers, ConsoleSpanExporter output, Jaeger, Zipkin v2, Langfuse).
 
 Every payload goes through the collector's own decoder, validation and redaction (``collector.redaction``), so a
-file imports exactly as the same spans sent over OTLP would. Without an endpoint the spans are written straight into the
-local store (the embedded engine admits one process per data dir); with one they are sent over
-OTLP/HTTP to a running Hotspan.
+file imports exactly as the same spans sent over OTLP would. The check (``collector.batch.to_batch``, the reference
+conversion) counts what the summary reports and stores nothing. Without an endpoint the request is then converted and
+stored once by the server's own ingest step (``collector.ingest.Ingestor``: ``collector.native_writer``'s
+``RequestConverter``, then ``TraceWriter.write_rows``) in the local store (the embedded engine admits one process per
+data dir); with one it is sent over OTLP/HTTP to a running Hotspan.
 """
 
 from __future__ import annotations
@@ -19,15 +21,19 @@ from typing import TYPE_CHECKING, Protocol
 import httpx
 import pyarrow.compute as pc
 from google.protobuf import json_format
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from tqdm import tqdm
 
 from collector.batch import SpanBatch, to_batch
 from collector.formats import FormatError, Payload, Rejected, read_payloads
+from collector.ingest import Ingestor
 from collector.otlp_body import PayloadError, decode_request
 from collector.otlp_json import JsonPayloadError, request_from_json
 from collector.redaction import Redactor
-from storage.schema import with_tenant
+from collector.rejections import Rejection
 from storage.tenancy import DEFAULT_TENANT
 from storage.writer import TraceWriter
 
@@ -75,23 +81,52 @@ class ImportSummary:
         return "\n".join(lines)
 
 
-class Sink(Protocol):
-    """Where validated spans go."""
+@dataclass(frozen=True)
+class CheckedPayload:
+    """One payload of a file, decoded and checked.
 
-    def send(self, payload: Payload, batch: SpanBatch) -> None:
-        """Store ``batch`` (or send ``payload``); raise on failure."""
+    Attributes:
+        payload: the payload as read (its bytes or JSON, content type and source).
+        request: the decoded request, redacted when the import redacts.
+        rejections: the decoder's placeholders: OTLP/JSON spans it could not read (empty for protobuf).
+        batch: the check of every span (:func:`collector.batch.to_batch`): what the summary counts; never stored.
+    """
+
+    payload: Payload
+    request: ExportTraceServiceRequest
+    rejections: list[Rejection]
+    batch: SpanBatch
+
+
+class Sink(Protocol):
+    """Where checked payloads go."""
+
+    def send(self, checked: CheckedPayload) -> None:
+        """Store or send ``checked``; raise on failure."""
         ...
 
 
 class StoreSink:
-    """Writes straight into the local store, under ``tenant`` (``storage.tenancy``)."""
+    """Stores into the local store, under ``tenant`` (``storage.tenancy``), through the ingest step the server's
+    inserters run (:class:`collector.ingest.Ingestor`): each request converted once by the served path's
+    converter and stored once by ``writer.write_rows``.
+
+    Raises:
+        SinkError: from :meth:`send`: the conversion refused other spans than the check did.
+    """
 
     def __init__(self, writer: TraceWriter, tenant: str = DEFAULT_TENANT) -> None:
-        self._writer = writer
+        # No redactor: the import redacts each request before its check, so the summary counts what was masked.
+        self._ingestor = Ingestor(writer)
         self._tenant = tenant
 
-    def send(self, payload: Payload, batch: SpanBatch) -> None:
-        self._writer.write(with_tenant(batch.table, self._tenant))
+    def send(self, checked: CheckedPayload) -> None:
+        result = self._ingestor.export(checked.request, checked.rejections, self._tenant)
+        if result.rejected != len(checked.batch.rejections):
+            raise SinkError(
+                f"the store's conversion rejected {result.rejected} spans where the check rejected "
+                f"{len(checked.batch.rejections)}: {result.error_message}"
+            )
 
 
 class SinkError(RuntimeError):
@@ -117,7 +152,8 @@ class OtlpHttpSink:
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.Client(timeout=timeout_s, headers=headers)
 
-    def send(self, payload: Payload, batch: SpanBatch) -> None:
+    def send(self, checked: CheckedPayload) -> None:
+        payload, batch = checked.payload, checked.batch
         body = payload.body if isinstance(payload.body, bytes) else json.dumps(payload.body).encode()
         try:
             answer = self._client.post(self._url, content=body, headers={"content-type": payload.content_type})
@@ -179,7 +215,7 @@ def _import_payload(payload: Payload, sink: Sink, summary: ImportSummary, redact
     if redactor is not None:
         summary.redacted += redactor.redact_request(request)
     batch = to_batch(request, rejections)
-    sink.send(payload, batch)
+    sink.send(CheckedPayload(payload, request, rejections, batch))
     summary.spans += batch.accepted
     summary.rejected += len(batch.rejections)
     summary.problems += [f"{payload.source}: {r}" for r in batch.rejections]

@@ -14,7 +14,6 @@ import grpc
 import uvicorn
 from fastapi import FastAPI
 
-from alerts.anomaly import AnomalyLoop
 from alerts.config import load_alerts_config
 from alerts.evaluator import SloEvaluator
 from collector.grpc_receiver import start_grpc_server
@@ -24,6 +23,7 @@ from hotspan.app import (
     create_admin_app,
     create_app,
     open_anomaly_loop,
+    open_query,
     open_slo_evaluator,
     open_storage,
     open_trace_pipeline,
@@ -32,8 +32,9 @@ from hotspan.app import (
 from hotspan.auth import Auth, check_bind, load_auth
 from hotspan.auth import logs as auth_logs
 from hotspan.health import StorageProbe
-from hotspan.roles import PARTS, RoleParts
+from hotspan.roles import PARTS, RoleParts, runs_incidents
 from hotspan.settings import ENVIRONMENT, Settings
+from incidents.loop import AnomalyLoop
 from processors.pipeline.trace_pipeline import TracePipeline
 from query.service import QueryService
 
@@ -137,7 +138,8 @@ class RunningServer:
     slo_evaluator: SloEvaluator | None = None
     query: QueryService | None = None
     anomaly_loop: AnomalyLoop | None = None
-    """The anomaly detector's loop (``HOTSPAN_ANOMALY``, query roles only)."""
+    """The anomaly loop (``HOTSPAN_ANOMALY``), in the one process that owns the incident lifecycle
+    (:func:`hotspan.roles.runs_incidents`); None elsewhere."""
     admin: HttpListener | None = None
     """The admin listener (``HOTSPAN_ADMIN_PORT``: ``/healthz`` on a thread of its own); None without one."""
 
@@ -173,8 +175,8 @@ class RunningServer:
 
 def start_server(settings: Settings, storage: Storage | None = None) -> RunningServer:
     """Start the parts of ``settings.role`` (``hotspan.roles``): HTTP (uvicorn, in a thread) always, OTLP/gRPC
-    with ingest, the trace pipeline on the role's share of traces with pipeline, the SLO evaluator and the anomaly
-    loop (``HOTSPAN_ANOMALY``) with query;
+    with ingest, the trace pipeline on the role's share of traces with pipeline, the SLO evaluator with query, the
+    anomaly loop (``HOTSPAN_ANOMALY``) in the process owning the incident lifecycle (``all``, pipeline worker 0);
     wait until HTTP accepts connections.
 
     Raises:
@@ -214,10 +216,14 @@ def _start_parts(
 ) -> RunningServer:
     """:func:`start_server` once its HTTP sockets are bound."""
     storage = storage or open_storage(settings)
-    # Read (and validated) before anything starts; the evaluator itself reads through the app's query room.
-    alerts_config = load_alerts_config(settings.alerts_path) if settings.alerts_path and parts.query else None
+    incidents = runs_incidents(settings)
+    # Read (and validated) before anything starts; the evaluator itself reads through the app's query room, the
+    # anomaly loop sends where the SLO file's alerts go.
+    alerts_config = (
+        load_alerts_config(settings.alerts_path) if settings.alerts_path and (parts.query or incidents) else None
+    )
     app = create_app(settings, storage, auth)
-    slo_evaluator = open_slo_evaluator(alerts_config, app.state.query) if alerts_config else None
+    slo_evaluator = open_slo_evaluator(alerts_config, app.state.query) if alerts_config and parts.query else None
     grpc_server, grpc_port = None, 0
     if settings.grpc_port >= 0 and parts.ingest:
         grpc_server, grpc_port = start_grpc_server(
@@ -244,8 +250,10 @@ def _start_parts(
     if slo_evaluator is not None:
         slo_evaluator.start()
     anomaly_loop = None
-    if settings.anomaly and app.state.query is not None:
-        anomaly_loop = open_anomaly_loop(settings, app.state.query, alerts_config, http.port)
+    if incidents:
+        # A pipeline worker serves no reads, but the lifecycle is fed by the query room's scores: one of its own.
+        query = app.state.query or open_query(settings, storage)
+        anomaly_loop = open_anomaly_loop(settings, query, alerts_config, http.port)
         anomaly_loop.start()
     return RunningServer(
         settings,

@@ -94,9 +94,9 @@ Environment variables (all optional), with defaults and units:
 - ``HOTSPAN_CAPACITY_WINDOW_S``: how far back the capacity score reads the engines' metrics; seconds, default 300.
 - ``HOTSPAN_DIAGNOSIS_RULES``: YAML diagnosis rule table merged over the packaged one (``diagnosis.table``); path,
   default the packaged one.
-- ``HOTSPAN_ANOMALY``: whether query processes run the anomaly detector (``query.anomaly``, ``alerts.anomaly``): series
-  leaving their robust baseline open incidents with the diagnosis of their window; ``true`` or ``false``, default
-  ``true``.
+- ``HOTSPAN_ANOMALY``: whether the process owning the incident lifecycle (``all``, or pipeline worker 0:
+  ``hotspan.roles``) runs the anomaly loop (``incidents``, fed by ``query.anomaly``'s scores): series leaving their
+  robust baseline open incidents with the diagnosis of their window; ``true`` or ``false``, default ``true``.
 - ``HOTSPAN_ANOMALY_INTERVAL_S``: seconds between its evaluations (each judges the last whole minute); default 15.
 - ``HOTSPAN_ANOMALY_BASELINE_MINUTES``: minutes of trailing baseline (and the span of the seasonal one, a day back);
   default 30.

@@ -1,6 +1,6 @@
-"""Anomaly detection that explains itself: series that leave their robust baseline open incidents, each carrying
-the query room's diagnosis of its window against the baseline window, the service's topology neighbours and
-example traces; an incident resolves when its series are back.
+"""Anomaly scoring, read-only: the series of a window against their robust baselines, the diagnosis of each root
+service's requests against its baseline window's, and how an open incident's series score now. The incident
+lifecycle that acts on these scores (open, follow, resolve, write, notify) is :mod:`incidents.lifecycle`'s.
 
 **Series.** Per (service, operation, span kind), from the per-minute RED rollup (``hotspan_red_minutes``): p95
 latency (``p95_ms``), error rate (``error_rate``, 0..1) and throughput (``throughput_per_min``); per (root service,
@@ -30,41 +30,29 @@ baseline had too is how that service runs); the rules' own thresholds and least 
 window costs one diagnosis per root service, one or two of its baseline only when a warning shows, and one or two
 per open incident that still deviates (its findings completed against its baseline, whose diagnosis is made once
 while the incident is open).
-
-**Incidents.** Deviating series of one evaluation are grouped by the connected part of the window's service graph
-their service sits in (one fault in an agent stack moves several services' series: one incident, not five). A group
-whose services meet an open incident's joins it; any other opens an incident, whose ID is derived from the tenant,
-the group and the window, so evaluating the same window again never duplicates it. An open incident keeps the
-baselines it was opened against (a trailing baseline would slowly learn the fault as normal), adds the causes each
-later window it deviates in finds new against that baseline to its findings, and resolves in the first window where
-none of its series scores above ``close_z`` (hysteresis: half the opening limit by default) and at least one could
-be judged.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
-import threading
-import time
-from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
 from analysis.baseline import Z_LIMIT, MetricRule, exceeds_baseline_rate, robust_baselines, robust_scores
 from diagnosis import CAUSE_STAGES, LATENCY_SHARE_EVIDENCE, SEVERITIES, DiagnosisReport, Finding
-from processors.pipeline.service_graph import USER
 from query.diagnosis import DiagnosisService
-from query.topology import window_topology
-from storage.incident_store import CountedSeries, Incident, IncidentKind, IncidentQuery, IncidentStore, SeriesKind
+from query.topology import Topology, window_topology
+from storage.incident_store import CountedSeries, Incident, IncidentKind, IncidentStore, SeriesKind
 from storage.reader import TraceQuery, TraceReader
 from storage.rollup_reader import RollupReader
 from units import NS_PER_MS, NS_PER_S
 
 log = logging.getLogger(__name__)
+
 
 MINUTE_NS = 60 * NS_PER_S
 DAY_NS = 86_400 * NS_PER_S
@@ -87,8 +75,6 @@ FINDING_LEVEL = SEVERITY_LEVELS.index("warning")
 """Least severity at which a finding is a deviation (opens an incident, or keeps it open)."""
 FINDING_KIND: IncidentKind = "finding"
 
-Change = Literal["opened", "updated", "resolved"]
-
 _KINDS: tuple[SeriesKind, ...] = ("operation", "stage")
 
 
@@ -110,16 +96,11 @@ class AnomalySettings:
 
 
 @dataclass(frozen=True)
-class IncidentChange:
-    """One incident version the detector wrote, and what happened: ``opened``, ``updated`` (more series deviated,
-    or its series still deviate in a later window) or ``resolved``."""
+class AnomalyWindow:
+    """The minutes one evaluation judges, ns since the epoch: ``[start_ns, end_ns)``; its trailing baseline
+    ``[baseline_start_ns, start_ns)`` and its seasonal one ``[seasonal_start_ns, seasonal_end_ns)`` (module
+    docstring)."""
 
-    incident: Incident
-    change: Change
-
-
-@dataclass(frozen=True)
-class _Window:
     start_ns: int
     end_ns: int
     baseline_start_ns: int
@@ -127,68 +108,51 @@ class _Window:
     seasonal_end_ns: int
 
 
-class AnomalyDetector:
-    """Evaluates every active tenant's series and writes incident changes.
+class AnomalyScorer:
+    """Scores one tenant's series and diagnoses in a window; reads only (what to do with the scores is
+    :class:`incidents.lifecycle.AnomalyDetector`'s).
 
     Args:
-        store: the series and incidents (:class:`storage.incident_store.IncidentStore`).
+        series: the per-minute series and their call-by-call counts (:class:`storage.incident_store.IncidentStore`,
+            read only here).
         reader: traces, for examples (the query room's store).
         rollups: the service-graph rollup, for neighbours and grouping (the query room's store).
         diagnosis: the query room's diagnosis (the same rules the API, the UI and the SLO alerts use).
         settings: the knobs.
-        clock: ns since the epoch.
 
-    Thread safety: :meth:`evaluate` calls are serialised.
+    Thread safety: none; its one caller (the lifecycle) serialises its evaluations. Keeps the baseline windows'
+    diagnoses of open incidents (:meth:`keep_baselines`).
     """
 
     def __init__(
         self,
-        store: IncidentStore,
+        series: IncidentStore,
         reader: TraceReader,
         rollups: RollupReader,
         diagnosis: DiagnosisService,
         settings: AnomalySettings | None = None,
-        *,
-        clock: Callable[[], int] = time.time_ns,
     ) -> None:
-        self._store = store
+        self._store = series
         self._reader = reader
         self._rollups = rollups
         self._diagnosis = diagnosis
         self.settings = settings or AnomalySettings()
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._judged: dict[str, int] = {}
         self._baselines: dict[tuple[str, str, int, int], DiagnosisReport] = {}
 
-    def evaluate(self, now_ns: int | None = None) -> list[IncidentChange]:
-        """Judge the window ending ``settle_s`` before ``now_ns`` (default the clock) for every tenant with spans
-        in it or an open incident, write the changed incidents, return them. A tenant whose window was judged
-        already is skipped. Raises what storage raises (nothing is written then)."""
-        with self._lock:
-            window = self._window(self._clock() if now_ns is None else now_ns)
-            open_incidents = self._store.incidents(IncidentQuery(status="open", limit=10_000), tenant=None)
-            # Baselines of incidents no longer open, and of windows that opened none, are not needed again.
-            kept = {_baseline_key(incident) for incident in open_incidents}
-            self._baselines = {key: report for key, report in self._baselines.items() if key in kept}
-            tenants = set(self._store.active_tenants(window.start_ns, window.end_ns))
-            tenants |= {incident.tenant for incident in open_incidents}
-            changes: list[IncidentChange] = []
-            judged = [tenant for tenant in sorted(tenants) if self._judged.get(tenant) != window.end_ns]
-            for tenant in judged:
-                mine = [incident for incident in open_incidents if incident.tenant == tenant]
-                changes += self._evaluate_tenant(tenant, window, mine, version=max(self._clock(), window.end_ns))
-            self._store.write([change.incident for change in changes])
-            # Only once written: a failed round judges the same window again next time.
-            self._judged |= dict.fromkeys(judged, window.end_ns)
-            return changes
+    def keep_baselines(self, open_incidents: Iterable[Incident]) -> None:
+        """Forget the baseline diagnoses no incident of ``open_incidents`` uses (incidents no longer open, windows
+        that opened none): they are not needed again."""
+        kept = {_baseline_key(incident) for incident in open_incidents}
+        self._baselines = {key: report for key, report in self._baselines.items() if key in kept}
 
-    def _window(self, now_ns: int) -> _Window:
+    def window(self, now_ns: int) -> AnomalyWindow:
+        """The window an evaluation at ``now_ns`` judges: the last ``window_minutes`` whole minutes ending
+        ``settle_s`` before it, with its baselines."""
         s = self.settings
         end = (now_ns - int(s.settle_s * NS_PER_S)) // MINUTE_NS * MINUTE_NS
         start = end - s.window_minutes * MINUTE_NS
         half = (s.baseline_minutes * MINUTE_NS) // 2
-        return _Window(
+        return AnomalyWindow(
             start_ns=start,
             end_ns=end,
             baseline_start_ns=start - s.baseline_minutes * MINUTE_NS,
@@ -196,76 +160,7 @@ class AnomalyDetector:
             seasonal_end_ns=end - DAY_NS + half,
         )
 
-    def _evaluate_tenant(
-        self, tenant: str, window: _Window, open_incidents: list[Incident], *, version: int
-    ) -> list[IncidentChange]:
-        observed = self._observed(tenant, window)
-        reports = self._root_diagnoses(tenant, observed, window)
-        changes: dict[str, IncidentChange] = {}
-        current: dict[str, Incident] = {}
-        for incident in open_incidents:
-            change = self._follow(incident, observed, reports, window, version)
-            if change is not None:
-                changes[incident.incident_id] = change
-            if change is None or change.change != "resolved":
-                current[incident.incident_id] = incident if change is None else change.incident
-        followed = pl.DataFrame(
-            [{key: s[key] for key in KEYS} for i in current.values() for s in i.series],
-            schema=dict.fromkeys(KEYS, pl.String),
-        )
-        fresh = self._scored(tenant, observed, window).filter(pl.col("deviates")).join(followed, on=KEYS, how="anti")
-        fresh = self._confirmed(tenant, fresh, window)
-        findings = self._new_findings(tenant, reports, window).join(followed, on=KEYS, how="anti")
-        fresh = pl.concat([fresh, findings], how="diagonal_relaxed")
-        if fresh.height == 0:
-            return self._renamed(changes, window, reports)
-        topology = window_topology(self._rollups, window.start_ns, window.end_ns, tenant=tenant)
-        component = _components(topology.edges)
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for row in fresh.sort("score", descending=True).iter_rows(named=True):
-            groups.setdefault(component.get(row["service"], row["service"]), []).append(row)
-        for key, rows in groups.items():
-            target = next((i for i in current.values() if any(component.get(s, s) == key for s in i.services)), None)
-            if target is None:
-                incident_id = _incident_id(tenant, key, window)
-                if self._store.incidents(IncidentQuery(incident_id=incident_id, limit=1), tenant=tenant):
-                    continue  # this window was judged before (a restart): its incident stands as it is
-                opened = self._open(tenant, incident_id, rows, window, topology.edges, reports, version)
-                changes[opened.incident_id] = IncidentChange(opened, "opened")
-                current[opened.incident_id] = opened
-            else:
-                joined = self._join(target, rows, window, version)
-                changes[joined.incident_id] = IncidentChange(joined, "updated")
-                current[joined.incident_id] = joined
-        return self._renamed(changes, window, reports)
-
-    def _renamed(
-        self, changes: dict[str, IncidentChange], window: _Window, reports: dict[str, DiagnosisReport]
-    ) -> list[IncidentChange]:
-        """``changes`` with each updated incident's findings completed by this window's against the baseline it
-        opened with (:func:`merge_findings`): a fault that starts late in the window that opens its incident
-        fills the next one, and its cause can show only there (on the stack, a tokenizer reloaded per request
-        is a warning once most calls after a worker's first reload, not while a clean stack still serves
-        beside it), as can a second fault arriving while the incident is open."""
-        renamed = []
-        for change in changes.values():
-            incident = change.incident
-            if change.change == "updated":
-                stages = {s["name"] for s in incident.series if s["kind"] == "stage"}
-                now = self._findings(
-                    incident.tenant,
-                    incident.service,
-                    window,
-                    incident.baseline_start_ns,
-                    incident.baseline_end_ns,
-                    stages,
-                    reports.get(incident.service),
-                )
-                incident = replace(incident, findings=merge_findings(incident.findings, now))
-            renamed.append(IncidentChange(incident, change.change))
-        return renamed
-
-    def _observed(self, tenant: str, window: _Window) -> pl.DataFrame:
+    def observed(self, tenant: str, window: AnomalyWindow) -> pl.DataFrame:
         """The window's value of every series: the :data:`KEYS`, ``value``, ``calls``."""
         frames = [
             _metric_values(
@@ -278,7 +173,7 @@ class AnomalyDetector:
         ]
         return pl.concat(frames)
 
-    def _scored(self, tenant: str, observed: pl.DataFrame, window: _Window) -> pl.DataFrame:
+    def scored(self, tenant: str, observed: pl.DataFrame, window: AnomalyWindow) -> pl.DataFrame:
         """Every judged series: :data:`KEYS`, ``value``, ``calls``, ``median``, ``sigma``, ``samples``, ``scale``,
         ``score``, ``deviates``, ``seasonal``, ``baseline_start_ns``, ``baseline_end_ns``."""
         s = self.settings
@@ -311,7 +206,7 @@ class AnomalyDetector:
                 )
         return pl.concat(scored, how="diagonal_relaxed")
 
-    def _root_diagnoses(self, tenant: str, observed: pl.DataFrame, window: _Window) -> dict[str, DiagnosisReport]:
+    def root_diagnoses(self, tenant: str, observed: pl.DataFrame, window: AnomalyWindow) -> dict[str, DiagnosisReport]:
         """The window's diagnosis of each root service with ``min_calls`` requests in it (read off its stage
         series), by service; none with ``findings`` off. A service whose diagnosis fails is left out (logged): its
         findings are not judged."""
@@ -330,8 +225,8 @@ class AnomalyDetector:
                 reports[service] = report
         return reports
 
-    def _new_findings(self, tenant: str, reports: dict[str, DiagnosisReport], window: _Window) -> pl.DataFrame:
-        """Finding rows that deviate (module docstring), shaped as :meth:`_scored`'s rows plus the finding's
+    def new_findings(self, tenant: str, reports: dict[str, DiagnosisReport], window: AnomalyWindow) -> pl.DataFrame:
+        """Finding rows that deviate (module docstring), shaped as :meth:`scored`'s rows plus the finding's
         ``example_trace_ids``: ``value`` the window's severity level, ``median`` the baseline window's, ``score``
         the rise."""
         rows = []
@@ -370,7 +265,7 @@ class AnomalyDetector:
         return pl.DataFrame(rows, schema=_FINDING_SCHEMA)
 
     def _finding_baseline(
-        self, tenant: str, service: str, window: _Window
+        self, tenant: str, service: str, window: AnomalyWindow
     ) -> tuple[DiagnosisReport, tuple[int, int, bool]] | None:
         """The diagnosis a finding of ``service`` is judged against, with its window's start, end (ns) and whether
         it is seasonal: as for series, the same time one day earlier when that holds ``min_calls`` requests, else
@@ -406,7 +301,7 @@ class AnomalyDetector:
         window lies before the judged one and has settled, so the finding that opens an incident and every later
         minute it still deviates in compare against one report. A report some rule failed in, or made without
         the engine metrics it was configured to read, is used but not kept: the next minute diagnoses again.
-        :meth:`evaluate` keeps open incidents' baselines only."""
+        :meth:`keep_baselines` forgets those no open incident uses."""
         key = (tenant, service, start_ns, end_ns)
         if key in self._baselines:
             return self._baselines[key]
@@ -415,7 +310,7 @@ class AnomalyDetector:
             self._baselines[key] = report
         return report
 
-    def _confirmed(self, tenant: str, deviating: pl.DataFrame, window: _Window) -> pl.DataFrame:
+    def confirmed(self, tenant: str, deviating: pl.DataFrame, window: AnomalyWindow) -> pl.DataFrame:
         """The deviating rows the window's calls bear out one by one (:func:`analysis.baseline.exceeds_baseline_rate` at
         ``z_limit``): latency where more calls are slower than the baseline's p95 (the median of its minutes') than the
         baseline window's share of calls slower than it explains, error rate where more calls failed than the baseline's
@@ -457,17 +352,11 @@ class AnomalyDetector:
         values = _metric_values(minutes, kind, min_calls=self.settings.min_minute_calls, per_minute=1)
         return robust_baselines(values, KEYS)
 
-    def _follow(
-        self,
-        incident: Incident,
-        observed: pl.DataFrame,
-        reports: dict[str, DiagnosisReport],
-        window: _Window,
-        version: int,
-    ) -> IncidentChange | None:
-        """An open incident in this window: resolved when none of its series is above ``close_z`` against the
-        baseline it opened with and none of its findings is still ``warning`` or worse (and one could be judged),
-        updated when one still deviates, else unchanged."""
+    def deviations(self, incident: Incident, observed: pl.DataFrame, reports: dict[str, DiagnosisReport]) -> list[bool]:
+        """Whether each of open ``incident``'s series that could be judged in this window still deviates: a measured
+        series above ``close_z`` against the baseline the incident opened with (its value in ``observed``,
+        :meth:`observed`), a finding at ``warning`` or worse in its service's diagnosis (``reports``,
+        :meth:`root_diagnoses`). Empty when none could be judged."""
         measured = [series for series in incident.series if series["kind"] != FINDING_KIND]
         deviates: list[bool] = []
         if measured:
@@ -489,68 +378,13 @@ class AnomalyDetector:
             for series in incident.series
             if series["kind"] == FINDING_KIND and series["service"] in reports
         ]
-        if not deviates:
-            return None
-        if any(deviates):
-            if incident.last_deviation_end_ns >= window.end_ns:
-                return None
-            updated = replace(incident, last_deviation_end_ns=window.end_ns, version=version)
-            return IncidentChange(updated, "updated")
-        resolved = replace(incident, status="resolved", resolved_at_ns=window.end_ns, version=version)
-        return IncidentChange(resolved, "resolved")
+        return deviates
 
-    def _join(self, incident: Incident, rows: list[dict[str, Any]], window: _Window, version: int) -> Incident:
-        series = incident.series + [_series(row) for row in rows]
-        services = sorted(set(incident.services) | {row["service"] for row in rows})
-        return replace(incident, series=series, services=services, last_deviation_end_ns=window.end_ns, version=version)
-
-    def _open(
-        self,
-        tenant: str,
-        incident_id: str,
-        rows: list[dict[str, Any]],
-        window: _Window,
-        edges: pl.DataFrame,
-        reports: dict[str, DiagnosisReport],
-        version: int,
-    ) -> Incident:
-        top = rows[0]
-        baseline_start, baseline_end = int(top["baseline_start_ns"]), int(top["baseline_end_ns"])
-        stages = {row["name"] for row in rows if row["kind"] == "stage"}
-        findings = self._findings(
-            tenant, top["service"], window, baseline_start, baseline_end, stages, reports.get(top["service"])
-        )
-        return Incident(
-            tenant=tenant,
-            incident_id=incident_id,
-            status="open",
-            window_start_ns=window.start_ns,
-            window_end_ns=window.end_ns,
-            baseline_start_ns=baseline_start,
-            baseline_end_ns=baseline_end,
-            seasonal=bool(top["seasonal"]),
-            kind=top["kind"],
-            service=top["service"],
-            name=top["name"],
-            span_kind=top["span_kind"],
-            metric=top["metric"],
-            baseline_value=float(top["median"]),
-            observed_value=float(top["value"]),
-            score=float(top["score"]),
-            services=sorted({row["service"] for row in rows}),
-            series=[_series(row) for row in rows],
-            findings=findings,
-            neighbours=_neighbours(edges, top["service"]),
-            example_trace_ids=self._examples(tenant, top, window),
-            last_deviation_end_ns=window.end_ns,
-            version=version,
-        )
-
-    def _findings(
+    def findings(
         self,
         tenant: str,
         service: str,
-        window: _Window,
+        window: AnomalyWindow,
         baseline_start: int,
         baseline_end: int,
         stages: Collection[str],
@@ -563,7 +397,7 @@ class AnomalyDetector:
         neither has: a cause that is a change within one diagnosis, such as ``admission_tier_starvation`` (a
         lower tier's load rising while a higher tier slows), is seen where the change is, and a fault that fills
         the whole window leaves no change inside it. ``diagnosed``: the window's diagnosis of ``service`` when
-        this evaluation made it already (:meth:`_root_diagnoses`). Empty when diagnosis fails (an incident never
+        this evaluation made it already (:meth:`root_diagnoses`). Empty when diagnosis fails (an incident never
         waits on it)."""
         now = diagnosed or self._diagnose(tenant, service, window.start_ns, window.end_ns)
         before = self._baseline_diagnosis(tenant, service, baseline_start, baseline_end)
@@ -580,7 +414,7 @@ class AnomalyDetector:
             found = [f for f in found if f["new"]] + changes + [f for f in found if not f["new"]]
         return found
 
-    def _examples(self, tenant: str, top: dict[str, Any], window: _Window) -> list[str]:
+    def examples(self, tenant: str, top: dict[str, Any], window: AnomalyWindow) -> list[str]:
         """The slowest (latency, throughput) or failed (error rate) traces of the primary series in the window; a
         finding's own examples."""
         if top["kind"] == FINDING_KIND:
@@ -603,6 +437,11 @@ class AnomalyDetector:
             return []
         slowest = found.sort("duration_ns", descending=True).head(self.settings.example_traces)
         return [str(trace_id) for trace_id in slowest["trace_id"].to_list()]
+
+    def topology(self, tenant: str, window: AnomalyWindow) -> Topology:
+        """The window's service graph (:func:`query.topology.window_topology`): what groups deviating series and
+        names an incident's neighbours."""
+        return window_topology(self._rollups, window.start_ns, window.end_ns, tenant=tenant)
 
 
 def _metric_values(rows: pl.DataFrame, kind: SeriesKind, *, min_calls: int, per_minute: int) -> pl.DataFrame:
@@ -662,19 +501,8 @@ def compare_findings(
 
 
 def _baseline_key(incident: Incident) -> tuple[str, str, int, int]:
-    """The key of an incident's baseline diagnosis in ``AnomalyDetector._baselines``."""
+    """The key of an incident's baseline diagnosis in ``AnomalyScorer._baselines``."""
     return incident.tenant, incident.service, incident.baseline_start_ns, incident.baseline_end_ns
-
-
-def merge_findings(named: list[dict[str, Any]], later: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """An open incident's findings ``named`` (:func:`compare_findings`'s dicts) completed by a later window's
-    ``later``: a cause new there and not new in ``named`` is added, or replaces its entry that was not new; what
-    ``named`` has stays (an incident's explanation only grows while it is open). New ones first. Pure."""
-    named_new = {f["cause"] for f in named if f["new"]}
-    added = [f for f in later if f["new"] and f["cause"] not in named_new]
-    replaced = {f["cause"] for f in added}
-    kept = [f for f in named if f["cause"] not in replaced]
-    return [f for f in kept if f["new"]] + added + [f for f in kept if not f["new"]]
 
 
 WORSE_SHARE_RISE = 0.1
@@ -722,54 +550,6 @@ _FINDING_SCHEMA = {
 }
 
 
-def _incident_id(tenant: str, group: str, window: _Window) -> str:
-    """The ID of the incident a group of series opens in a window: the same whenever that window is judged."""
-    return hashlib.sha256(f"{tenant}\0{group}\0{window.start_ns}".encode()).hexdigest()[:32]
-
-
 def _named(row: dict[str, Any]) -> tuple[str, str, str]:
     """A series row's service, name and metric, for logs."""
     return row["service"], row["name"], row["metric"]
-
-
-def _series(row: dict[str, Any]) -> dict[str, Any]:
-    """A deviating series as an incident keeps it: keys, observed value, its baseline (median and floored
-    scale, kept to judge recovery), score, calls, whether the baseline was seasonal."""
-    return {key: row[key] for key in KEYS} | {
-        "observed": float(row["value"]),
-        "baseline": float(row["median"]),
-        "baseline_scale": float(row["scale"]),
-        "score": float(row["score"]),
-        "calls": int(row["calls"]),
-        "seasonal": bool(row["seasonal"]),
-    }
-
-
-def _components(edges: pl.DataFrame) -> dict[str, str]:
-    """Each node of the service graph → the smallest name of its connected part (the outside caller ``user``
-    left out, or every service would be one part through it)."""
-    parent: dict[str, str] = {}
-
-    def root(node: str) -> str:
-        while parent.setdefault(node, node) != node:
-            parent[node] = parent[parent[node]]
-            node = parent[node]
-        return node
-
-    for client, server in edges.select("client", "server").iter_rows():
-        if USER in (client, server):
-            continue
-        a, b = root(client), root(server)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    return {node: root(node) for node in list(parent)}
-
-
-def _neighbours(edges: pl.DataFrame, service: str) -> list[str]:
-    """Nodes with an edge to or from ``service`` in the window's service graph, sorted."""
-    found: Iterable[str] = (
-        server if client == service else client
-        for client, server in edges.select("client", "server").iter_rows()
-        if service in (client, server)
-    )
-    return sorted(set(found) - {service})

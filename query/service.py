@@ -10,8 +10,9 @@ from typing import Protocol
 
 from diagnosis import DiagnosisSettings
 from processors.pipeline.config import TracePipelineConfig
+from query.agents import WindowAgentGraph, window_agent_graph
 from query.analysis_service import AnalysisService
-from query.anomaly import AnomalyDetector, AnomalySettings
+from query.bounded_trace import BoundedTrace, read_bounded_trace
 from query.capacity import CapacityService
 from query.conversations import ConversationService
 from query.diagnosis import DiagnosisService
@@ -23,8 +24,8 @@ from storage.analysis_store import AnalysisStore
 from storage.engine_metrics import EngineMetricsReader
 from storage.engine_reader import EngineReader, EngineWindow
 from storage.incident_store import IncidentStore
-from storage.reader import TraceReader
-from storage.rollup_reader import EdgeScope, RollupReader
+from storage.reader import TraceCursor, TraceQuery, TraceReader
+from storage.rollup_reader import EdgeScope, RedQuery, RedResult, RollupReader
 from storage.rollup_sql import CARDINALITY_LIMIT
 
 
@@ -43,7 +44,8 @@ class QueryService:
         conversations: the conversations requests are turns of, with their stages, tokens and cost.
         views: the trace model a trace page and its REST route show, read once per page load and kept.
         diagnosis: named causes over a window, with the configured rules, stage table and engine metrics.
-        incidents: the incidents the anomaly detector (:mod:`query.anomaly`) opened, and the series it judges.
+        incidents: the incidents the incident lifecycle (:mod:`incidents.lifecycle`) opened, and the series the
+            anomaly scorer (:mod:`query.anomaly`) judges.
         engines: vLLM's ``llm_request`` spans grouped by engine configuration (the throughput-latency view).
         engine_metrics: vLLM's metrics for the Services page; None without ``HOTSPAN_PROMETHEUS_URL``.
         capacity: the capacity health score per engine and service (the API, the Services page and ``/metrics``);
@@ -92,6 +94,36 @@ class QueryService:
             cardinality_limit=cardinality_limit,
         )
 
+    def services(self, *, tenant: str | None) -> list[str]:
+        """Names of the services that sent spans, sorted. Blocking."""
+        return self.store.services(tenant=tenant)
+
+    def operations(self, service: str, *, tenant: str | None) -> list[tuple[str, str]]:
+        """``(span name, span kind)`` pairs seen for ``service``, sorted; empty for an unknown service. Blocking."""
+        return self.store.operations(service, tenant=tenant)
+
+    def dependencies(self, start_ns: int, end_ns: int, *, tenant: str | None) -> list[tuple[str, str, int]]:
+        """``(parent service, child service, calls)`` over the parent-to-child span pairs across services of spans
+        starting in ``[start_ns, end_ns]`` (Jaeger's dependencies). Blocking."""
+        return self.store.dependencies(start_ns, end_ns, tenant=tenant)
+
+    def red(self, query: RedQuery, *, tenant: str | None) -> RedResult:
+        """Rate, errors and duration of ``query`` from the per-minute RED rollup: totals and per-step series per
+        group, at most ``query.limit`` groups. Blocking."""
+        return self.store.red(query, tenant=tenant)
+
+    def trace_page(
+        self, trace_id: str, *, tenant: str | None, limit: int, after: TraceCursor | None = None
+    ) -> BoundedTrace:
+        """Trace ``trace_id`` (canonical 32 hex) read by ID, at most ``limit`` spans after ``after``, with the
+        trace's span count when that is not all of it (:func:`query.bounded_trace.read_bounded_trace`). Blocking."""
+        return read_bounded_trace(self.store, trace_id, tenant=tenant, limit=limit, after=after)
+
+    def agent_graph(self, query: TraceQuery, *, tenant: str | None) -> WindowAgentGraph:
+        """The agent graph summed over the traces ``query`` finds (:func:`query.agents.window_agent_graph`).
+        Blocking."""
+        return window_agent_graph(self.store, self.views.rules, query, tenant=tenant)
+
     def topology(self, start_ns: int, end_ns: int, *, tenant: str | None, scope: EdgeScope | None = None) -> Topology:
         """The service graph over ``[start_ns, end_ns]``, of ``scope``'s calls when given, at most
         :attr:`cardinality_limit` edges (:func:`query.topology.window_topology`)."""
@@ -104,11 +136,6 @@ class QueryService:
         the requests within ``margin_ns`` of it (:func:`query.trace_explain.explain_trace`); None when the tenant has
         no span of it. Blocking."""
         return explain_trace(self.views, self.diagnosis, trace_id, tenant=tenant, margin_ns=margin_ns)
-
-    def anomaly_detector(self, settings: AnomalySettings | None = None) -> AnomalyDetector:
-        """A detector judging this room's series into its incidents, explained by its diagnosis (not started:
-        ``alerts.anomaly.AnomalyLoop`` runs it)."""
-        return AnomalyDetector(self.incidents, self.store, self.store, self.diagnosis, settings)
 
     def throughput_latency(
         self,

@@ -16,6 +16,7 @@ from storage.engine_metrics import EngineMetricsReader
 from storage.engine_reader import EngineWindow
 from storage.ids import IdError, normalize_trace_id, short_trace_id
 from storage.incident_store import Incident, IncidentQuery, IncidentStore
+from storage.payloads import PayloadStore
 from storage.prometheus import PrometheusError
 from storage.reader import MAX_ATTRIBUTE_FILTERS, MAX_TRACE_SPANS, TraceCursor, TraceQuery, TraceReader
 from storage.rollup_reader import EdgeScope, RedQuery, RedSelection, RollupReader
@@ -57,6 +58,7 @@ __all__ = [
     "IncidentQuery",
     "IncidentStore",
     "Operator",
+    "PayloadStore",
     "PrometheusError",
     "QueryTooLarge",
     "ReadLimitError",

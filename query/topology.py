@@ -1,5 +1,6 @@
 """The service graph a window's readers show: nodes and edges from the per-minute service-graph rollup that the
-trace pipeline writes (``processors.pipeline.service_graph``), and the traces behind an edge.
+trace pipeline writes (``processors.pipeline.service_graph``), and the traces behind an edge; its connected parts and
+a node's neighbours (what groups an incident's series and names its neighbours, :mod:`incidents.lifecycle`).
 
 Every read is for one tenant (``storage.tenancy``); times are ns since the Unix epoch.
 """
@@ -109,3 +110,34 @@ def topology_nodes(edges: pl.DataFrame, services: Iterable[str]) -> pl.DataFrame
         .select("id", "kind", "calls", "calls_in", "calls_out", "errors_in")
         .sort("id")
     )
+
+
+def connected_parts(edges: pl.DataFrame) -> dict[str, str]:
+    """Each node of the service graph ``edges`` (a :class:`Topology`'s) → the smallest name of its connected part
+    (the outside caller ``user`` left out, or every service would be one part through it). Pure."""
+    parent: dict[str, str] = {}
+
+    def root(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for client, server in edges.select("client", "server").iter_rows():
+        if USER in (client, server):
+            continue
+        a, b = root(client), root(server)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    return {node: root(node) for node in list(parent)}
+
+
+def neighbours(edges: pl.DataFrame, service: str) -> list[str]:
+    """Nodes with an edge to or from ``service`` in the service graph ``edges`` (a :class:`Topology`'s), sorted.
+    Pure."""
+    found: Iterable[str] = (
+        server if client == service else client
+        for client, server in edges.select("client", "server").iter_rows()
+        if service in (client, server)
+    )
+    return sorted(set(found) - {service})

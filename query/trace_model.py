@@ -40,6 +40,7 @@ import numpy.typing as npt
 import polars as pl
 
 from analysis import STAGES, TraceAnalysis, analyze, data_quality, request_summary, stage_breakdown
+from analysis.agent_graph import agent_graph, own_critical_ns
 from analysis.ancestry import BoolArray, IntArray, reduce_to_root
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.model_calls import model_calls
@@ -257,6 +258,18 @@ class TraceView:
         order = np.lexsort((sections.start_ns, sections.span))
         offsets = np.searchsorted(sections.span[order], np.arange(self.size + 1))
         return offsets, sections.start_ns[order], sections.end_ns[order]
+
+    @cached_property
+    def critical_own_ns(self) -> IntArray:
+        """Per span, ns of the whole trace's critical path inside its own interval (:meth:`critical_ns`'s first
+        value, for every span at once)."""
+        return own_critical_ns(self.sections, self.span_start_ns, self.span_end_ns)
+
+    @cached_property
+    def agent_graph(self) -> pl.DataFrame:
+        """Who called which model, tool, retriever or agent (:func:`analysis.agent_graph.agent_graph`), each edge
+        with its time on this trace's critical path."""
+        return agent_graph(self.analysis, self.critical_own_ns)
 
     @cached_property
     def analysis_children(self) -> tuple[IntArray, IntArray]:

@@ -67,7 +67,7 @@ class TraceViews:
         self._max_views = max_views
         self._max_read = max_read_spans
         self._kept: OrderedDict[Key, TraceView] = OrderedDict()
-        self._states: dict[Key, tuple[int, int]] = {}
+        self._states: dict[Key, tuple[int, int, int]] = {}
         self._building: dict[Key, threading.Lock] = {}
         self._lock = threading.Lock()
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 from storage import analysis_sql, conversation_sql
 from storage.clickhouse import ClickHouse
 from storage.conversation_sql import ConversationOrder
-from storage.layout import delete_statement
+from storage.layout import mutation_statement
 from storage.partitions import split_by_day
 from storage.tenancy import tenant_parameters
 
@@ -423,8 +423,8 @@ class ClickHouseAnalysisStore:
             return
         parameters = {"owner": owner, "trace_ids": list(trace_ids), "start_ns": start_ns, "end_ns": end_ns}
         layout = self._ch.layout
-        self._ch.command(delete_statement(analysis_sql.DELETE_TRACE_SPANS, layout), parameters)
-        self._ch.command(delete_statement(analysis_sql.DELETE_TRACE_INDEX, layout), {"trace_ids": list(trace_ids)})
+        self._ch.command(mutation_statement(analysis_sql.DELETE_TRACE_SPANS, layout), parameters)
+        self._ch.command(mutation_statement(analysis_sql.DELETE_TRACE_INDEX, layout), {"trace_ids": list(trace_ids)})
 
     def refresh_summaries(self, owner: str, arrived: Mapping[str, int], version: int) -> None:
         if not arrived:

@@ -110,6 +110,7 @@ _ALTER = re.compile(
 )
 _INSERT = re.compile(r"^INSERT INTO \w+\s", re.S)
 _DELETE = re.compile(r"^\s*DELETE FROM (?P<name>\w+)(?P<rest>\s.*)$", re.S)
+_UPDATE = re.compile(r"^\s*ALTER TABLE (?P<name>\w+)\s+UPDATE(?P<rest>\s.*)$", re.S)
 _TRACE_COLUMN = re.compile(r"^\s*TraceId\s", re.M)
 _FROM = re.compile(r"\bFROM (\w+)\b")
 _REPLICABLE = {"MergeTree", "ReplacingMergeTree", "AggregatingMergeTree"}
@@ -145,21 +146,24 @@ def render_statement(sql: str, layout: Layout, database: str) -> list[str]:
     raise UnrenderableMigration(f"no cluster rule for the statement starting {statement[:80]!r}")
 
 
-def delete_statement(sql: str, layout: Layout) -> str:
-    """A lightweight ``DELETE FROM T WHERE ...`` (``sql``) for ``layout``: as written on one node; on a cluster
-    against each shard's ``T_local`` (``ON CLUSTER`` when replicated), because ClickHouse deletes rows of
-    MergeTree tables only, not through a ``Distributed`` one. Subqueries in the condition keep reading the
-    ``Distributed`` tables they name.
+def mutation_statement(sql: str, layout: Layout) -> str:
+    """A lightweight ``DELETE FROM T WHERE ...`` or a mutation ``ALTER TABLE T UPDATE ...`` (``sql``) for
+    ``layout``: as written on one node; on a cluster against each shard's ``T_local`` (``ON CLUSTER`` when
+    replicated), because ClickHouse deletes and mutates rows of MergeTree tables only, not through a
+    ``Distributed`` one. Subqueries in the condition keep reading the ``Distributed`` tables they name.
 
     Raises:
-        UnrenderableMigration: ``sql`` is not a ``DELETE FROM <table>`` statement.
+        UnrenderableMigration: ``sql`` is neither statement.
     """
-    deleted = _DELETE.match(sql)
-    if deleted is None:
-        raise UnrenderableMigration(f"not a DELETE statement: {sql[:80]!r}")
+    if (deleted := _DELETE.match(sql)) is not None:
+        head = "DELETE FROM {table}{on_cluster}"
+    elif (deleted := _UPDATE.match(sql)) is not None:
+        head = "ALTER TABLE {table}{on_cluster} UPDATE"
+    else:
+        raise UnrenderableMigration(f"not a DELETE or ALTER TABLE ... UPDATE statement: {sql[:80]!r}")
     if not layout.clustered:
         return sql
-    return f"DELETE FROM {layout.table(deleted['name'])}{_on_cluster(layout)}{deleted['rest']}"
+    return head.format(table=layout.table(deleted["name"]), on_cluster=_on_cluster(layout)) + deleted["rest"]
 
 
 def ledger_statement(sql: str, layout: Layout) -> str:

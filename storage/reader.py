@@ -233,10 +233,11 @@ class TraceReader(Protocol):
         """
         ...
 
-    def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int]:
-        """``(spans, rows)``: :meth:`trace_size` and the rows stored for the trace (every copy of every span), a
-        pair that changes with any write to the trace or removal from it, without reading its spans; ``(0, 0)``
-        when unknown."""
+    def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int, int]:
+        """``(spans, rows, version)``: :meth:`trace_size`, the rows stored for the trace (every copy of every
+        span) and the newest data version of the parts holding them, a triple that changes with any write to the
+        trace, removal from it or rewrite of it (:mod:`storage.payloads`), without reading its spans;
+        ``(0, 0, 0)`` when unknown."""
         ...
 
     def trace_operations(self, trace_id: str, *, tenant: str | None, limit: int = 100) -> pl.DataFrame:
@@ -355,10 +356,10 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
         return int(self._ch.query_rows(trace_sql.TRACE_SIZE, parameters)[0][0])
 
-    def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int]:
+    def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int, int]:
         parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
-        spans, rows = self._ch.query_rows(trace_sql.TRACE_STATE, parameters)[0]
-        return int(spans), int(rows)
+        spans, rows, version = self._ch.query_rows(trace_sql.TRACE_STATE, parameters)[0]
+        return int(spans), int(rows), int(version)
 
     def trace_operations(self, trace_id: str, *, tenant: str | None, limit: int = 100) -> pl.DataFrame:
         parameters = {"trace_id": trace_id, "limit": max(1, limit), **tenant_parameters(tenant)}

@@ -260,9 +260,12 @@ ORDER BY TraceId
 TRACE_SIZE = f"SELECT uniqExact(cityHash64({IDENTITY})) FROM otel_traces WHERE {TRACE_WHERE}"
 """How many spans one trace has (each counted once; 8 bytes of memory per span)."""
 
-TRACE_STATE = f"SELECT uniqExact(cityHash64({IDENTITY})), count() FROM otel_traces WHERE {TRACE_WHERE}"
-"""One trace's spans (each counted once) and stored rows (every copy): any write to the trace (a late span, a
-re-sent copy) or removal changes the pair."""
+TRACE_STATE = (
+    f"SELECT uniqExact(cityHash64({IDENTITY})), count(), max(_part_data_version) FROM otel_traces WHERE {TRACE_WHERE}"
+)
+"""One trace's spans (each counted once), stored rows (every copy) and the newest data version of the parts holding
+them: any write to the trace (a late span, a re-sent copy), removal, or rewrite in place (a payload deletion,
+``storage.payloads``; a merge too, which costs one needless read) changes the triple."""
 
 SEARCH_SPAN_FILTERS = {
     "service": "ServiceName = {service:String}",

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 PACKAGES = (
     "hotspan",
+    "incidents",
     "collector",
     "processors",
     "storage",
@@ -34,6 +35,7 @@ SDK = ("processors/sdk", "hotspan_sdk")
 PROBES = {
     "storage/_probe.py": ("import api.traces\n", "One direction"),
     "analysis/_probe.py": ("import query.trace_model\n", "One direction"),
+    "alerts/_probe.py": ("import incidents.loop\n", "One direction"),
     "instrumented_stack/_probe.py": ("import hotspan.server\n", "instrumented_stack imports nothing"),
     "hotspan_sdk/_probe.py": ("import storage.ids\n", "hotspan_sdk imports nothing"),
     "query/_probe.py": ("import processors.sdk.policy\n", "The SDK is imported as hotspan_sdk only"),

@@ -18,9 +18,12 @@ import polars as pl
 
 from collector.ingest import ExportResult, Ingestor
 from collector.otlp_json import request_from_json
+from hotspan.importer import StoreSink, import_paths
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
-from storage.reader import ClickHouseTraceReader, TraceCursor, TracePage
+from storage.reader import ClickHouseTraceReader, TraceCursor, TracePage, TraceQuery
+from storage.tenancy import ALL_TENANTS
+from storage.writer import ClickHouseTraceWriter
 
 if TYPE_CHECKING:
     from hotspan.server import RunningServer
@@ -163,3 +166,16 @@ def query_room(ch: ClickHouse) -> QueryService:
         load_diagnosis_settings(),
         ClickHouseIncidentStore(ch),
     )
+
+
+def import_first_trace(ch: ClickHouse, path: Path) -> pl.DataFrame:
+    """Import the file at ``path`` through ``hotspan import``'s path (:func:`hotspan.importer.import_paths`) into
+    ``ch`` and read back the first (by ID) of the traces it added, as the reader returns it; fails the test when
+    the import rejects a span or adds no trace."""
+    reader = ClickHouseTraceReader(ch)
+    before = set(reader.search(TraceQuery(limit=1000), tenant=ALL_TENANTS)["trace_id"])
+    summary = import_paths([path], StoreSink(ClickHouseTraceWriter(ch)), progress=False)
+    assert summary.rejected == 0, summary.problems
+    arrived = sorted(set(reader.search(TraceQuery(limit=1000), tenant=ALL_TENANTS)["trace_id"]) - before)
+    assert arrived, f"{path}: no trace imported"
+    return reader.trace(arrived[0], tenant=ALL_TENANTS)

@@ -1,7 +1,8 @@
 """Jaeger query API v1 (``/api/...``), the HTTP JSON API Jaeger UI and Grafana's Jaeger data source call.
 
-Thin: parse (:mod:`api.jaeger.params`), call the reader, shape Jaeger JSON (:mod:`api.jaeger.model`). Every
-answer is Jaeger's envelope ``{data, total, limit, offset, errors}``; failures too (:mod:`api.jaeger.errors`).
+Thin: parse (:mod:`api.jaeger.params`), call the query room (:class:`query.service.QueryService`), shape Jaeger
+JSON (:mod:`api.jaeger.model`). Every answer is Jaeger's envelope ``{data, total, limit, offset, errors}``; failures
+too (:mod:`api.jaeger.errors`).
 Times: ``start``/``end`` in **µs**, ``endTs``/``lookback`` of dependencies in **ms**, span durations as Go
 duration strings; span times in the answers are µs.
 """
@@ -20,7 +21,7 @@ from api.read_pool import ReadPool, spliced
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.traces import parse_trace_id
-from query.store import TraceReader
+from query.service import QueryService
 
 MAX_TRACE_IDS = 1_000
 """Most ``traceID`` values one search may ask for (each is one lookup)."""
@@ -39,11 +40,12 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def build_router(
-    reader: TraceReader, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
+    query: QueryService, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
 ) -> APIRouter:
-    """Jaeger API v1 routes over ``reader``; a trace looked up by ID holds at most ``limits.max_spans`` spans (the
-    first by start, with a trace warning saying so: :mod:`api.trace_limits`). Every read, and the answer built from
-    it, runs on ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted), never on the event loop."""
+    """Jaeger API v1 routes over the query room ``query``; a trace looked up by ID holds at most ``limits.max_spans``
+    spans (the first by start, with a trace warning saying so: :mod:`api.trace_limits`). Every read, and the answer
+    built from it, runs on ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted), never on the event
+    loop."""
     router = APIRouter(prefix="/api", tags=["jaeger"], route_class=JaegerV1Route)
     limits = limits or TraceReadLimits()
     reads = reads or ReadPool()
@@ -55,7 +57,7 @@ def build_router(
         description="Service names, sorted.",
     )
     async def services(tenant: Tenant) -> JaegerEnvelope[list[str]]:
-        names = await reads.run(reader.services, tenant=tenant)
+        names = await reads.run(query.services, tenant=tenant)
         return JaegerEnvelope[list[str]](data=names, total=len(names))
 
     @router.get(
@@ -65,7 +67,7 @@ def build_router(
         description="Span names of one service, any kind, sorted; empty for an unknown service.",
     )
     async def service_operations(service: str, tenant: Tenant) -> JaegerEnvelope[list[str]]:
-        pairs = await reads.run(reader.operations, service, tenant=tenant)
+        pairs = await reads.run(query.operations, service, tenant=tenant)
         names = sorted({name for name, _ in pairs})
         return JaegerEnvelope[list[str]](data=names, total=len(names))
 
@@ -83,7 +85,7 @@ def build_router(
     ) -> JaegerEnvelope[list[JaegerOperation]]:
         if not service:
             raise JaegerError(400, "parameter 'service' is required")
-        found = model.operations(await reads.run(reader.operations, service, tenant=tenant), span_kind)
+        found = model.operations(await reads.run(query.operations, service, tenant=tenant), span_kind)
         return JaegerEnvelope[list[JaegerOperation]](data=found, total=len(found))
 
     @router.get(
@@ -115,8 +117,8 @@ def build_router(
         trace_ids: Annotated[list[str] | None, Query(alias="traceID", description="Trace IDs to fetch.")] = None,
     ) -> JaegerEnvelope[list[JaegerTrace]] | Response:
         if trace_ids:
-            return await _by_ids(reader, trace_ids, tenant, limits, reads)
-        query = params.v1_search(
+            return await _by_ids(query, trace_ids, tenant, limits, reads)
+        search = params.v1_search(
             service=service,
             operation=operation,
             tag=tag or (),
@@ -130,7 +132,7 @@ def build_router(
         )
 
         def answer() -> bytes:
-            traces = model.traces_json(reader.search_spans(query, tenant=tenant))
+            traces = model.traces_json(query.store.search_spans(search, tenant=tenant))
             return spliced(JaegerEnvelope[list[JaegerTrace]](data=[], total=len(traces)), "data", traces)
 
         return await reads.json(answer)
@@ -157,7 +159,7 @@ def build_router(
         canonical = parse_trace_id(trace_id)
 
         def answer() -> JaegerEnvelope[list[JaegerTrace]]:
-            trace = _bounded_trace(reader, canonical, tenant, limits)
+            trace = _bounded_trace(query, canonical, tenant, limits)
             if trace is None:
                 raise JaegerError(404, "trace not found")
             return JaegerEnvelope[list[JaegerTrace]](data=[trace], total=1)
@@ -180,7 +182,7 @@ def build_router(
         service: Annotated[str | None, Query(description="Only calls from or to this service.")] = None,
     ) -> JaegerEnvelope[list[JaegerDependency]]:
         start_ns, end_ns = params.dependency_window(end_ts, lookback)
-        rows = await reads.run(reader.dependencies, start_ns, end_ns, tenant=tenant)
+        rows = await reads.run(query.dependencies, start_ns, end_ns, tenant=tenant)
         links = [
             JaegerDependency(parent=parent, child=child, callCount=count)
             for parent, child, count in rows
@@ -192,7 +194,7 @@ def build_router(
 
 
 async def _by_ids(
-    reader: TraceReader, trace_ids: list[str], tenant: str | None, limits: TraceReadLimits, reads: ReadPool
+    query: QueryService, trace_ids: list[str], tenant: str | None, limits: TraceReadLimits, reads: ReadPool
 ) -> Response:
     """Jaeger's ``/api/traces?traceID=...``: every trace of ``tenant`` found (each bounded as by
     :func:`_bounded_trace`), and a 404 entry in ``errors`` per ID that is not (another tenant's trace is not found
@@ -205,7 +207,7 @@ async def _by_ids(
         traces: list[JaegerTrace] = []
         missing: list[JaegerStructuredError] = []
         for trace_id in canonical:
-            trace = _bounded_trace(reader, trace_id, tenant, limits)
+            trace = _bounded_trace(query, trace_id, tenant, limits)
             if trace is not None:
                 traces.append(trace)
             else:
@@ -216,15 +218,15 @@ async def _by_ids(
 
 
 def _bounded_trace(
-    reader: TraceReader, trace_id: str, tenant: str | None, limits: TraceReadLimits
+    query: QueryService, trace_id: str, tenant: str | None, limits: TraceReadLimits
 ) -> JaegerTrace | None:
     """Trace ``trace_id`` in Jaeger's model, at most ``limits.max_spans`` spans (the first by start; the trace's
     ``warnings`` say how many it has), or None when ``tenant`` has no such trace. Blocking."""
-    page = reader.trace_page(trace_id, tenant=tenant, limit=limits.max_spans)
-    if page.spans.height == 0:
+    page = query.trace_page(trace_id, tenant=tenant, limit=limits.max_spans)
+    if page.span_count == 0:
         return None
     trace = model.traces_from_frame(page.spans)[0]
-    if page.next is not None:
+    if page.partial:
         limits.count_truncated("jaeger_v1")
-        trace.warnings = [limits.warning(trace_id, reader.trace_size(trace_id, tenant=tenant))]
+        trace.warnings = [limits.warning(trace_id, page.span_count)]
     return trace

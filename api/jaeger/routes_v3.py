@@ -24,7 +24,8 @@ from api.read_pool import ReadPool, spliced
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.traces import parse_trace_id
-from query.store import TraceQuery, TraceReader
+from query.service import QueryService
+from query.store import TraceQuery
 
 NOT_FOUND = "No traces found"
 
@@ -115,11 +116,12 @@ def find_traces_query(
 
 
 def build_router(
-    reader: TraceReader, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
+    query: QueryService, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
 ) -> APIRouter:
-    """Jaeger API v3 routes over ``reader``; a trace looked up by ID holds at most ``limits.max_spans`` spans (the
-    first by start; a ``Warning`` header says so, OTLP JSON having no place for it: :mod:`api.trace_limits`). Every
-    read, and the answer built from it, runs on ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted)."""
+    """Jaeger API v3 routes over the query room ``query``; a trace looked up by ID holds at most ``limits.max_spans``
+    spans (the first by start; a ``Warning`` header says so, OTLP JSON having no place for it: :mod:`api.trace_limits`).
+    Every read, and the answer built from it, runs on ``reads`` (:mod:`api.read_pool`; a pool of its own when
+    omitted)."""
     router = APIRouter(prefix="/api/v3", tags=["jaeger"], route_class=JaegerV3Route)
     limits = limits or TraceReadLimits()
     reads = reads or ReadPool()
@@ -131,7 +133,7 @@ def build_router(
         description="Service names, sorted.",
     )
     async def services(tenant: Tenant) -> V3ServicesResponse:
-        return V3ServicesResponse(services=await reads.run(reader.services, tenant=tenant))
+        return V3ServicesResponse(services=await reads.run(query.services, tenant=tenant))
 
     @router.get(
         "/operations",
@@ -145,7 +147,7 @@ def build_router(
         span_kind: Annotated[str | None, Query(alias="spanKind", description="Only this kind, lowercase.")] = None,
         span_kind_old: Annotated[str | None, Query(alias="span_kind", include_in_schema=False)] = None,
     ) -> V3OperationsResponse:
-        pairs = await reads.run(reader.operations, service or "", tenant=tenant)
+        pairs = await reads.run(query.operations, service or "", tenant=tenant)
         kind = span_kind or span_kind_old
         return V3OperationsResponse(operations=model.operations(pairs, kind, unspecified="internal"))
 
@@ -156,9 +158,9 @@ def build_router(
         responses=_ERRORS,
         description="Whole traces having a span that meets every filter; 404 when none does.",
     )
-    async def find_traces(query: Annotated[TraceQuery, Depends(find_traces_query)], tenant: Tenant) -> Response:
+    async def find_traces(search: Annotated[TraceQuery, Depends(find_traces_query)], tenant: Tenant) -> Response:
         def answer() -> bytes:
-            frame = reader.search_spans(query, tenant=tenant)
+            frame = query.store.search_spans(search, tenant=tenant)
             if frame.height == 0:
                 raise JaegerError(404, NOT_FOUND)
             entries = otlp.resource_spans_json(frame)
@@ -199,14 +201,13 @@ def build_router(
             canonical = parse_trace_id(trace_id)
         except ApiError as exc:
             raise JaegerError(400, f"malformed parameter {exc.message}") from None
-        page = await reads.run(reader.trace_page, canonical, tenant=tenant, limit=limits.max_spans)
-        if page.spans.height == 0:
+        page = await reads.run(query.trace_page, canonical, tenant=tenant, limit=limits.max_spans)
+        if page.span_count == 0:
             raise JaegerError(404, NOT_FOUND)
         headers = None
-        if page.next is not None:
+        if page.partial:
             limits.count_truncated("jaeger_v3")
-            total = await reads.run(reader.trace_size, canonical, tenant=tenant)
-            headers = {"Warning": f'299 hotspan "{limits.warning(canonical, total)}"'}
+            headers = {"Warning": f'299 hotspan "{limits.warning(canonical, page.span_count)}"'}
         return await reads.json(lambda: V3TracesResponse(result=otlp.traces_data(page.spans)), headers)
 
     return router

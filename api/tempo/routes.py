@@ -1,9 +1,9 @@
 """Grafana Tempo's HTTP API (grafana/tempo ``pkg/api/http.go`` paths and parameters), mounted under ``/tempo``.
 
-Every read runs on the read pool with the caller's tenant, through :class:`storage.reader.TraceReader`: a trace by
-ID is :meth:`~storage.reader.TraceReader.trace_page` (at most ``limits.max_spans`` spans, as the Jaeger routes);
-a search :meth:`~storage.reader.TraceReader.ranked_search` plus
-:meth:`~storage.reader.TraceReader.matched_spans` for its span sets. Errors are plain text
+Every read runs on the read pool with the caller's tenant, through the query room: a trace by ID is
+:meth:`query.service.QueryService.trace_page` (at most ``limits.max_spans`` spans, as the Jaeger routes); a search
+its store's :meth:`~storage.reader.TraceReader.ranked_search` plus :meth:`~storage.reader.TraceReader.matched_spans`
+for its span sets. Errors are plain text
 (:mod:`api.tempo.errors`).
 """
 
@@ -27,7 +27,7 @@ from api.tempo.errors import TempoError, TempoRoute
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.traces import parse_trace_id
-from query.store import TraceReader
+from query.service import QueryService
 
 PREFIX = "/tempo"
 """Where the API is served: Grafana's Tempo data-source URL is ``http://<hotspan>/tempo``."""
@@ -85,9 +85,10 @@ class BuildInfo(BaseModel):
 
 
 def build_router(
-    reader: TraceReader, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
+    query: QueryService, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
 ) -> APIRouter:
-    """Tempo API routes over ``reader``, on ``reads`` (a pool of its own when omitted)."""
+    """Tempo API routes over the query room ``query``, on ``reads`` (a pool of its own when omitted)."""
+    reader = query.store
     router = APIRouter(prefix=PREFIX, tags=["tempo"], route_class=TempoRoute)
     limits = limits or TraceReadLimits()
     reads = reads or ReadPool()
@@ -116,14 +117,13 @@ def build_router(
             canonical = parse_trace_id(trace_id)
         except ApiError as exc:
             raise TempoError(400, f"invalid trace ID: {exc.message}") from None
-        page = await reads.run(reader.trace_page, canonical, tenant=tenant, limit=limits.max_spans)
-        if page.spans.height == 0:
+        page = await reads.run(query.trace_page, canonical, tenant=tenant, limit=limits.max_spans)
+        if page.span_count == 0:
             raise TempoError(404, _NOT_FOUND)
         headers = None
-        if page.next is not None:
+        if page.partial:
             limits.count_truncated("tempo")
-            total = await reads.run(reader.trace_size, canonical, tenant=tenant)
-            headers = {"Warning": f'299 hotspan "{limits.warning(canonical, total)}"'}
+            headers = {"Warning": f'299 hotspan "{limits.warning(canonical, page.span_count)}"'}
         entries: list[dict[str, Any]] = (await reads.run(otlp.traces_data, page.spans))["resourceSpans"]
         return entries, headers
 

@@ -1,5 +1,5 @@
-"""Incidents page (``/ui/incidents``): what the anomaly detector (:mod:`query.anomaly`) opened over a window, newest
-first, and one incident in detail (``?incident=<id>``, else the newest): its deviating series against their
+"""Incidents page (``/ui/incidents``): what the incident lifecycle (:mod:`incidents.lifecycle`) opened over a window,
+newest first, and one incident in detail (``?incident=<id>``, else the newest): its deviating series against their
 baselines, the diagnosis of its window against the baseline window, neighbours, links to example traces. Scoped to
 a service when given (kept in the URL)."""
 

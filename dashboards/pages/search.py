@@ -321,7 +321,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
 
     @app.callback(Output("search-service", "options"), Input("search-init", "data"))
     def load_services(_init: object) -> list[str]:
-        return query.store.services(tenant=read_tenant())
+        return query.services(tenant=read_tenant())
 
     @app.callback(
         Output("search-operation", "options"),
@@ -332,7 +332,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
     def load_operations(service: str | None, operation: str | None) -> tuple[list[str], str | None]:
         if not service:
             return [], None
-        names = sorted({name for name, _kind in query.store.operations(service, tenant=read_tenant())})
+        names = sorted({name for name, _kind in query.operations(service, tenant=read_tenant())})
         return names, operation if operation in names else None
 
     @app.callback(

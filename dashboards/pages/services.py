@@ -132,7 +132,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
                 span_kind=None if kind in (None, "all") else kind,
                 limit=query.cardinality_limit,
             )
-            result = query.store.red(selection, tenant=tenant)
+            result = query.red(selection, tenant=tenant)
             window = TraceQuery(service=selection.service, start_ns=start, end_ns=end, limit=TIER_TRACES)
             tiers = query.diagnosis.tiers(window, tenant=tenant)
         except (StorageError, ValueError) as exc:

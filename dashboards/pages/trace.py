@@ -24,6 +24,7 @@ from dashboards.query_form import FormError, normalize_trace_id
 from dashboards.static_html import static_html
 from dashboards.tenancy import read_tenant
 from dashboards.trace_panels import (
+    agent_graph_panel,
     flame_figure,
     group_detail,
     header,
@@ -56,7 +57,7 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
     ``trace_id`` comes from the URL, still percent-encoded (Dash passes path variables as they are), and may be
     malformed (then the header says why); called with none for Dash's callback validation, it reads nothing."""
     loading = flask.has_request_context()
-    head, stages, meta = _load(unquote(trace_id) if trace_id else None) if loading else (None, None, None)
+    head, stages, graph, meta = _load(unquote(trace_id) if trace_id else None) if loading else (None, None, None, None)
     stores = [
         dcc.Store(id="trace-meta", data=meta),
         dcc.Store(id="trace-request"),
@@ -105,6 +106,16 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
                         className="hs-card hs-span-detail",
                         children=html.P(_DETAIL_HINT, className="hs-hint"),
                     ),
+                ],
+            ),
+            html.Section(
+                className="hs-card",
+                children=[
+                    _section_title(
+                        "Agent graph",
+                        "who called which model, tool and agent; marked: on the critical path",
+                    ),
+                    html.Div(id="trace-agent-graph", children=graph),
                 ],
             ),
             html.Section(
@@ -276,11 +287,16 @@ def _read_ahead(app: Dash, query: QueryService) -> None:
             threading.Thread(target=read, args=(trace_id, read_tenant()), name="trace-read-ahead", daemon=True).start()
 
 
-def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict | None]:
-    """Header, stage panel and the timeline's starting data of a trace read now (one read per page load), or a
-    notice saying why there is none."""
+def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, Component | None, dict | None]:
+    """Header, stage panel, agent graph and the timeline's starting data of a trace read now (one read per page
+    load), or a notice saying why there is none."""
     if not raw_trace_id:
-        return _notice("No trace selected", "Open one from Search, or paste its ID in the lookup box."), None, None
+        return (
+            _notice("No trace selected", "Open one from Search, or paste its ID in the lookup box."),
+            None,
+            None,
+            None,
+        )
     views, tenant = query_room().views, read_tenant()
     try:
         # A short ID (a prefix a page showed) names the one stored trace it starts, when it is not itself an ID.
@@ -291,14 +307,14 @@ def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict |
             view = views.load(found[0], tenant=tenant)
     except FormError as exc:
         if found:
-            return _ambiguous(raw_trace_id, found), None, None
-        return _notice("Cannot show this trace", str(exc)), None, None
+            return _ambiguous(raw_trace_id, found), None, None, None
+        return _notice("Cannot show this trace", str(exc)), None, None, None
     except (StorageError, ValueError) as exc:
-        return _notice("Cannot show this trace", str(exc)), None, None
+        return _notice("Cannot show this trace", str(exc)), None, None, None
     if view is None:
         if len(found) > 1:
-            return _ambiguous(raw_trace_id, found), None, None
-        return _notice(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired."), None, None
+            return _ambiguous(raw_trace_id, found), None, None, None
+        return _notice(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired."), None, None, None
     compare = dcc.Link(
         "Compare with another trace →",
         href=get_relative_path("/compare") + f"?a={view.trace_id}",
@@ -306,8 +322,12 @@ def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict |
         className="hs-drill",
     )
     # Header and stage panel are drawn once and never updated: one component each for Dash (dashboards/static_html).
-    head, stages = static_html(header(view)), static_html(stage_panel(view))
-    return html.Div([head, compare]), stages, page_meta(view, uuid.uuid4().hex)
+    head, stages, graph = (
+        static_html(header(view)),
+        static_html(stage_panel(view)),
+        static_html(agent_graph_panel(view)),
+    )
+    return html.Div([head, compare]), stages, graph, page_meta(view, uuid.uuid4().hex)
 
 
 def _kept(data: dict | None) -> TraceView | None:

@@ -20,6 +20,8 @@ UI_PREFIX = "/ui"
 
 RULES: tuple[tuple[str, Role], ...] = (
     ("/v1/traces", Role.INGEST),
+    # Deleting what users said (api.payloads) changes the store: more than reading it.
+    ("/api/v1/payloads", Role.ADMIN),
     ("/api", Role.QUERY),
     ("/tempo", Role.QUERY),
     ("/mcp", Role.QUERY),

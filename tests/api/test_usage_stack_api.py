@@ -1,4 +1,5 @@
-"""Token usage per model over the demo's own data (issue 31, item 1): the instrumented stack's spans, served.
+"""Token usage per model, and each trace's agent graph, over the demo's own data (issues 31 and 32): the
+instrumented stack's spans, served.
 
 In the stack the agent's ``chat`` span names the model and repeats the usage, and vLLM's ``llm_request`` below it
 counts the same prompt and completion tokens without naming a model. Tokens are counted once per chain, on the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import httpx
@@ -120,3 +122,66 @@ def test_the_stacks_user_sessions_are_conversations(
     longest = max(rows, key=lambda row: row["turns"])["conversation_id"]
     turns = httpx.get(f"{server.base_url}/api/v1/conversations/{longest}", timeout=30).json()["turns"]
     assert len(turns) == 3 and all(turn["stages_ns"]["llm.decode"] > 0 for turn in turns)
+
+
+def stack_calls(request: ExportTraceServiceRequest) -> dict[str, tuple[str, int, Counter[str]]]:
+    """Per trace (hex): its agent's name, its model calls (``chat`` spans naming :data:`MODEL`) and its tool calls
+    (``execute_tool`` spans) by ``gen_ai.tool.name``, as the stack's spans report them."""
+    found: dict[str, tuple[str, int, Counter[str]]] = {}
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                attributes = {a.key: a.value.string_value for a in span.attributes}
+                agent, calls, tools = found.setdefault(span.trace_id.hex(), ("", 0, Counter()))
+                if span.name.startswith("invoke_agent"):
+                    agent = attributes["gen_ai.agent.name"]
+                elif span.name.startswith("chat") and attributes.get("gen_ai.request.model") == MODEL:
+                    calls += 1
+                elif span.name.startswith("execute_tool"):
+                    tools[attributes["gen_ai.tool.name"]] += 1
+                found[span.trace_id.hex()] = (agent, calls, tools)
+    return found
+
+
+def test_each_stack_traces_agent_graph_shows_its_agent_models_and_tools(
+    server: RunningServer, stack_spans: ExportTraceServiceRequest
+) -> None:
+    """``GET /api/v1/traces/{id}/agent-graph`` (issue 32): gateway → agent → model and tools, each call counted
+    as the spans report it, with times; the critical path runs through the model calls."""
+    analysed(server, roots(stack_spans))
+    expected = stack_calls(stack_spans)
+    assert sum(bool(tools) for _, _, tools in expected.values()) >= 1  # some request used a tool
+    for trace_id, (agent, calls, tools) in expected.items():
+        answer = httpx.get(f"{server.base_url}/api/v1/traces/{trace_id}/agent-graph", timeout=30)
+        assert answer.status_code == 200, answer.text
+        edges = {(e["source_kind"], e["source"], e["target_kind"], e["target"]): e for e in answer.json()["edges"]}
+        assert ("service", "gateway", "agent", agent) in edges, edges
+        model = edges[("agent", agent, "model", MODEL)]
+        assert model["calls"] == calls and 0 < model["critical_ns"] <= model["duration_ns"]
+        called = {target: e["calls"] for (_, source, kind, target), e in edges.items() if kind == "tool"}
+        assert called == dict(tools), trace_id
+        assert all(e["duration_ns"] > 0 and e["critical_ns"] <= e["duration_ns"] for e in edges.values())
+        assert {source for _, source, _, _ in edges} <= {"gateway", agent}
+
+
+def test_the_windows_agent_graph_sums_every_stack_trace(
+    server: RunningServer, stack_spans: ExportTraceServiceRequest
+) -> None:
+    """``GET /api/v1/agent-graph``: the same edges summed over the window's traces, each counting the traces it
+    occurs in."""
+    analysed(server, roots(stack_spans))
+    expected = stack_calls(stack_spans)
+    answer = httpx.get(f"{server.base_url}/api/v1/agent-graph", params={"start_ns": 0, "limit": 100}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    graph = answer.json()
+    assert graph["traces"] == len(expected)
+    edges = {(e["source"], e["target_kind"], e["target"]): e for e in graph["edges"]}
+    agents = {agent for agent, _, _ in expected.values()}
+    assert len(agents) == 1
+    (agent,) = agents
+    model = edges[(agent, "model", MODEL)]
+    assert model["calls"] == sum(calls for _, calls, _ in expected.values())
+    assert model["traces"] == sum(calls > 0 for _, calls, _ in expected.values())
+    tools: Counter[str] = sum((tools for _, _, tools in expected.values()), Counter())
+    assert {target: e["calls"] for (_, kind, target), e in edges.items() if kind == "tool"} == dict(tools)
+    assert edges[("gateway", "agent", agent)]["traces"] == len(expected)

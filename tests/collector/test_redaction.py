@@ -121,6 +121,35 @@ def test_structured_values_events_and_openinference_keys(redactor: Redactor) -> 
     assert masked == {"email": 4}
 
 
+def test_deprecated_genai_message_events_are_redacted_whole(redactor: Redactor) -> None:
+    """The deprecated GenAI events keep the message under plain keys (Strands writes ``content`` in Bedrock's
+    shape, ``gen_ai.choice`` its ``message``): every attribute of a named event is redacted, the same key on
+    another event is not, and such an event alone makes a body a prefilter candidate."""
+    req = request({"http.request.method": "POST"})
+    span = req.resource_spans[0].scope_spans[0].spans[0]
+    written = {
+        "gen_ai.user.message": {"content": '[{"text": "mail ann@example.com"}]'},
+        "gen_ai.choice": {"message": '[{"text": "sent to ann@example.com"}]', "finish_reason": "end_turn"},
+        "exception": {"content": "raised for ann@example.com"},
+    }
+    for name, attributes in written.items():
+        event = span.events.add(name=name, time_unix_nano=1_700_000_000_500_000_000)
+        for key, value in attributes.items():
+            event.attributes.add(key=key).value.string_value = value
+    body = req.SerializeToString()
+
+    assert redactor.candidates([body]) == [0]
+    masked = redactor.redact_request(req)
+
+    _, events = stored(req)
+    assert events == [
+        {"content": '[{"text": "mail [REDACTED:email]"}]'},
+        {"message": '[{"text": "sent to [REDACTED:email]"}]', "finish_reason": "end_turn"},
+        {"content": "raised for ann@example.com"},
+    ]
+    assert masked == {"email": 2}
+
+
 def test_a_request_without_matches_is_left_unchanged(redactor: Redactor) -> None:
     req = request({"gen_ai.input.messages": "where is my order?", "gen_ai.usage.input_tokens": 12})
     before = req.SerializeToString()
@@ -142,7 +171,8 @@ def test_the_prefilter_skips_bodies_without_a_named_key(redactor: Redactor) -> N
 
 
 def test_needles_cover_every_key_with_few_substrings() -> None:
-    keys = packaged_table().keys
+    table = packaged_table()
+    keys = table.keys + table.events
     found = needles(keys)
     assert len(found) < len(keys)
     for key in keys:

@@ -84,7 +84,12 @@ def test_a_real_trace_collapses_expands_and_opens_spans_reading_it_once(browser:
     # Header and stage panel are static HTML (one Dash component each), drawn as the same elements.
     assert page.locator("#trace-header .hs-facts .hs-fact dd").count() == 6
     assert page.locator("#trace-stages .hs-stage-legend .hs-stage-chip .hs-swatch").count() >= 1
-    assert page.locator(".hs-trace .hs-section-title h3").all_inner_texts() == ["Stages", "Timeline", "Flame graph"]
+    assert page.locator(".hs-trace .hs-section-title h3").all_inner_texts() == [
+        "Stages",
+        "Timeline",
+        "Agent graph",
+        "Flame graph",
+    ]
     assert page.inner_text(".hs-nav-link.active") == "Trace"  # highlighted in the browser, for /ui/trace/<id>
     # A 1.43 ms root above 1.7 min of redirects reads as a root that never ended (issue 27): the request's window is
     # the envelope of its spans on every view, the page says so, and the Stages page no longer attributes otherwise.
@@ -247,6 +252,9 @@ def test_an_adjusted_genai_trace_marks_the_moved_span(browser: Browser, served: 
     page, errors = new_page(browser, height=1200)
     open_trace(page, f"{served.url}/ui/trace/{GENAI_TRACE}")
     assert "analysed under another parent" in page.inner_text("#trace-header")
+    graph = page.inner_text("#trace-agent-graph")
+    assert "agent triage-agent" in graph and "→ model" in graph and "on the critical path" in graph, graph
+    assert page.locator("#trace-agent-graph .hs-agent-critical").count() >= 1
     # The request facts above the timeline and the flame graph below it load after the first paint: click once
     # the page has settled, or the row may have moved under the pointer.
     page.wait_for_selector(".hs-trace-flame .slice", timeout=TIMEOUT_MS)

@@ -49,6 +49,7 @@ from test_diagnosis_faults import EXPECTED_CAUSE, INTENTS, SPEED, TOOL_LATENCY_S
 
 from collector.ingest import Ingestor
 from hotspan.app import Storage, open_trace_pipeline, trace_processors
+from incidents.lifecycle import AnomalyDetector, IncidentChange
 from instrumented_stack.capture import InMemorySpans
 from instrumented_stack.faults import apply_faults
 from instrumented_stack.loadgen import UserSettings, replay_closed_loop
@@ -59,7 +60,7 @@ from instrumented_stack.tokenizer import default_tokenizer
 from instrumented_stack.tools import ToolsConfig
 from instrumented_stack.workload import load_workload
 from processors.pipeline.config import TracePipelineConfig
-from query.anomaly import MINUTE_NS, AnomalyDetector, AnomalySettings, IncidentChange
+from query.anomaly import MINUTE_NS, AnomalySettings
 from storage.incident_store import ClickHouseIncidentStore
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter

@@ -34,8 +34,9 @@ from collector.ingest import Ingestor
 from dashboards.incident_panels import incident_detail
 from diagnosis import DiagnosisReport
 from hotspan.app import Storage, open_trace_pipeline, trace_processors
+from incidents.lifecycle import AnomalyDetector, IncidentChange
 from processors.pipeline.config import TracePipelineConfig
-from query.anomaly import DAY_NS, MINUTE_NS, AnomalyDetector, IncidentChange
+from query.anomaly import DAY_NS, MINUTE_NS
 from query.diagnosis import DiagnosisService
 from query.incident_text import incident_summary, series_text
 from query.service import QueryService

@@ -19,12 +19,12 @@ from diagnosis_support import otlp_request
 from playwright.sync_api import Browser
 from prometheus_support import WebhookReceiver, running_alertmanager, wait_until
 
-from alerts.anomaly import ALERT_NAME
 from browser_kit import TIMEOUT_MS, new_page, screenshot
 from collector.ingest import Ingestor
 from hotspan.app import open_anomaly_loop
 from hotspan.server import RunningServer, start_server
 from hotspan.settings import load_settings
+from incidents.loop import ALERT_NAME
 from storage.writer import ClickHouseTraceWriter
 from testkit import dash_update_body
 

@@ -19,12 +19,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.ingest import Ingestor
 from hotspan.app import Storage, open_trace_pipeline, trace_processors
 from hotspan.demo import FAULT, MINUTE_REQUESTS, USERS, demo_config
+from incidents.lifecycle import AnomalyDetector, IncidentChange
 from instrumented_stack.capture import InMemorySpans
 from instrumented_stack.faults import apply_faults
 from instrumented_stack.runner import running_stack
 from instrumented_stack.stack import StackConfig
 from processors.pipeline.config import TracePipelineConfig
-from query.anomaly import MINUTE_NS, AnomalyDetector, AnomalySettings, IncidentChange
+from query.anomaly import MINUTE_NS, AnomalySettings
 from storage.incident_store import ClickHouseIncidentStore
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter

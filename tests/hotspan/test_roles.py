@@ -210,3 +210,8 @@ def test_hotspan_migrate_applies_once_and_reapplies_on_demand(
         for argv, says in [([], every), ([], "none pending"), (["--reapply"], every)]:
             assert main(["migrate", "--clickhouse-dsn", chdb_dsn, *argv]) == 0
             assert capsys.readouterr().out == f"applied migrations: {says}\n"
+
+
+def test_one_process_runs_the_incident_lifecycle(roles: dict[str, RunningServer]) -> None:
+    """Pipeline worker 0 owns the anomaly loop (``hotspan.roles.runs_incidents``); the query node only reads."""
+    assert [name for name, server in roles.items() if server.anomaly_loop is not None] == ["pipeline-0"]

@@ -210,6 +210,7 @@ def test_session_cookie_attributes() -> None:
         ("/api/v1/traces", Role.QUERY),
         ("/api/traces/abc", Role.QUERY),
         ("/api/v3/services", Role.QUERY),
+        ("/api/v1/payloads/traces/abc", Role.ADMIN),  # a deletion changes the store
         ("/mcp", Role.QUERY),
         ("/mcpx", Role.ADMIN),
         ("/ui/", Role.QUERY),

@@ -13,7 +13,7 @@ from pipeline.pipeline_support import Span, otlp_request, vllm_agent_trace
 
 from collector.batch import to_batch
 from collector.otlp_json import request_from_json
-from storage import analysis_sql
+from storage import analysis_sql, payloads
 from storage.clickhouse import ClickHouse
 from storage.layout import (
     KEEPER_PATH,
@@ -21,8 +21,8 @@ from storage.layout import (
     TRACE_SHARDING_KEY,
     Layout,
     UnrenderableMigration,
-    delete_statement,
     ledger_statement,
+    mutation_statement,
     render_statement,
 )
 from storage.migrations import LEDGER_DDL, apply_migrations, migration_files, pending_migrations, render
@@ -100,14 +100,17 @@ def test_a_statement_without_a_cluster_rule_is_refused() -> None:
 
 
 def test_deletes_reach_each_shards_own_table(store: ClickHouse) -> None:
-    """Tail sampling's deletes: ClickHouse deletes from MergeTree tables only, not through ``Distributed``."""
+    """Tail sampling's deletes and the payload deletion's mutation: ClickHouse deletes from and mutates MergeTree
+    tables only, not through ``Distributed``."""
     for sql in (analysis_sql.DELETE_TRACE_SPANS, analysis_sql.DELETE_TRACE_INDEX):
-        assert delete_statement(sql, SINGLE_NODE) == sql
-        replicated = _format(store, delete_statement(sql, REPLICATED))
+        assert mutation_statement(sql, SINGLE_NODE) == sql
+        replicated = _format(store, mutation_statement(sql, REPLICATED))
         assert re.match(rf"DELETE FROM \w+_local ON CLUSTER {REPLICATED.cluster} WHERE", replicated), replicated
-        assert _format(store, delete_statement(sql, LAYOUT)).startswith("DELETE FROM otel_traces")
+        assert _format(store, mutation_statement(sql, LAYOUT)).startswith("DELETE FROM otel_traces")
+    erase = _format(store, mutation_statement(payloads.ERASE_PAYLOADS, REPLICATED))
+    assert re.match(rf"ALTER TABLE otel_traces_local ON CLUSTER {REPLICATED.cluster}\s+\(UPDATE", erase), erase
     with pytest.raises(UnrenderableMigration, match="not a DELETE"):
-        delete_statement("SELECT 1", REPLICATED)
+        mutation_statement("SELECT 1", REPLICATED)
 
 
 @pytest.mark.parametrize("layout", ["cluster"])

@@ -18,7 +18,7 @@ from storage.clickhouse import ClickHouse
 from storage.migrations import migration_files, render
 from storage.rollup_reader import RedQuery
 from storage.schema import SPAN_SCHEMA, with_tenant
-from testkit import TRACES
+from testkit import TRACES, query_room
 
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 ALL_TIME = {"start_ns": 0, "end_ns": 4_000_000_000_000_000_000}
@@ -39,9 +39,9 @@ def demo_store(chdb_dsn: str, layout: str) -> Iterator[ClickHouse]:
 def client(demo_store: ClickHouse) -> Iterator[TestClient]:
     app = FastAPI()
     install_error_handlers(app)
-    reader = storage_of(demo_store).reader
-    app.include_router(topology_api.build_router(reader))
-    app.include_router(red_api.build_router(reader))
+    room = query_room(demo_store)
+    app.include_router(topology_api.build_router(room.store))
+    app.include_router(red_api.build_router(room))
     with TestClient(app) as test_client:
         yield test_client
 

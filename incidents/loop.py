@@ -1,6 +1,7 @@
-"""The anomaly loop: every ``interval_s`` the query room's anomaly detector (:mod:`query.anomaly`) judges the last
-whole minute, and opened and resolved incidents go to Alertmanager and/or a webhook through the same notifiers as
-SLO alerts (:mod:`alerts.notify`); open incidents are re-sent every ``resend_s`` so Alertmanager keeps them firing.
+"""The anomaly loop: every ``interval_s`` the incident lifecycle (:mod:`incidents.lifecycle`, fed by the query
+room's scores) judges the last whole minute, and opened and resolved incidents go to Alertmanager and/or a webhook
+through the same notifiers as SLO alerts (:mod:`alerts.notify`); open incidents are re-sent every ``resend_s`` so
+Alertmanager keeps them firing.
 
 An alert per incident: labels ``alertname`` (:data:`ALERT_NAME`), ``tenant``, ``incident_id``, ``service``,
 ``series`` (the primary series' operation or stage), ``metric``, ``severity`` (``critical`` when a new diagnosis
@@ -19,7 +20,7 @@ from typing import Any
 
 from alerts.notify import Notifier, rfc3339, send_to_all
 from analysis.periodic import PeriodicWorker
-from query.anomaly import AnomalyDetector
+from incidents.lifecycle import AnomalyDetector
 from query.incident_text import incident_summary, series_text
 from query.store import Incident, IncidentQuery, IncidentStore
 from units import NS_PER_S
@@ -33,7 +34,7 @@ class AnomalyLoop:
     """Runs the detector and notifies receivers of incident changes.
 
     Args:
-        detector: the query room's detector.
+        detector: the incident lifecycle.
         incidents: where it keeps incidents (read for re-sends).
         notifiers: receivers (may be empty: incidents are still detected and stored).
         interval_s: seconds between evaluations.
