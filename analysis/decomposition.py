@@ -29,6 +29,7 @@ import numpy.typing as npt
 import polars as pl
 
 from analysis import vllm
+from analysis.conversation import conversation_key
 from analysis.genai import TOKEN_COLUMNS
 from analysis.model_calls import model_calls
 from analysis.request_window import quality_notes, request_quality
@@ -133,7 +134,9 @@ def request_summary(spans: Spans, rules: StageRules | None = None) -> pl.DataFra
         (Float64, time after the first token over tokens after the first, summed over the request's
         generations: a token-weighted mean of vLLM's per-call TPOT); input_tokens, output_tokens,
         cached_input_tokens, reasoning_tokens (UInt64, summed over the generations, each counted once; 0
-        without). Sorted by trace_id.
+        without); conversation_id (String, the conversation the request is a turn of,
+        :func:`analysis.conversation.conversation_key` of the earliest span naming one; null without). Sorted by
+        trace_id.
     """
     analysis = analyze(spans, rules)
     tree = analysis.tree
@@ -146,6 +149,7 @@ def request_summary(spans: Spans, rules: StageRules | None = None) -> pl.DataFra
         errors.sum().cast(pl.UInt32).alias("error_count"),
         pl.coalesce(*(attribute(key) for key in TENANT_KEYS)).drop_nulls().first().alias("tenant"),
         pl.coalesce(*(attribute(key) for key in vllm.MODEL)).drop_nulls().first().alias("span_model"),
+        conversation_key(frame).drop_nulls().first(),
     )
     calls = model_calls(analysis).sort("trace_id", "start_ns")
     timed = pl.col("stream_ns").is_not_null() & (pl.col("output_tokens") >= 2)
@@ -193,6 +197,7 @@ def request_summary(spans: Spans, rules: StageRules | None = None) -> pl.DataFra
             "ttft_ns",
             "tpot_ns",
             *TOKEN_COLUMNS,
+            "conversation_id",
         )
     )
 

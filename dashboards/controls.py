@@ -52,6 +52,12 @@ def radio_field(label: str, component_id: str, options: dict[str, str], value: s
     return field(label, dcc.RadioItems(id=component_id, options=items, value=value, inline=True, **PERSIST))
 
 
+def choice_field(label: str, component_id: str, options: Mapping[str, str], value: str) -> Component:
+    """A labelled dropdown of ``options`` (value → label) starting at ``value``, with no empty choice."""
+    items = [{"label": text, "value": key} for key, text in options.items()]
+    return field(label, dcc.Dropdown(id=component_id, options=items, value=value, clearable=False))
+
+
 def section_title(text: str, hint: str) -> Component:
     """A card heading with a muted hint beside it."""
     return html.H2(className="hs-section-title", children=[text, html.Span(f"  {hint}", className="hs-hint")])

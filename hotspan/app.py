@@ -20,6 +20,7 @@ from analysis import STAGES, load_stage_rules
 from analysis.pricing import load_price_table
 from api import analysis_routes as analysis_api
 from api import capacity as capacity_api
+from api import conversations as conversations_api
 from api import diagnosis as diagnosis_api
 from api import incidents as incidents_api
 from api import payloads as payloads_api
@@ -416,6 +417,7 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(diagnosis_api.build_router(query.diagnosis, reads))
     app.include_router(incidents_api.build_router(query.incidents, reads))
     app.include_router(analysis_api.build_router(query.analysis, reads))
+    app.include_router(conversations_api.build_router(query.conversations, reads))
     app.include_router(throughput_latency_api.build_router(query, reads))
     app.include_router(capacity_api.build_router(query.capacity, reads))
     app.include_router(payloads_api.build_router(payload_store(settings), query.store, reads))

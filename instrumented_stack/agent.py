@@ -3,8 +3,9 @@
 ``POST /v1/invoke`` runs, inside the HTTP SERVER span that the FastAPI instrumentation opens:
 
 - ``invoke_agent {agent_name}`` (INTERNAL; GenAI semconv agent span: ``gen_ai.operation.name=invoke_agent``,
-  ``gen_ai.agent.name``, ``agent.intent``, ``agent.plan.steps``, ``agent.plan.max_steps``), carrying the
-  caller's W3C baggage ``tenant_id``/``sample_policy`` as attributes;
+  ``gen_ai.agent.name``, ``gen_ai.conversation.id`` when the body names the user's session, ``agent.intent``,
+  ``agent.plan.steps``, ``agent.plan.max_steps``), carrying the caller's W3C baggage ``tenant_id``/``sample_policy``
+  as attributes;
   - ``plan {agent_name}`` (INTERNAL): intent routing (``planning.route``);
   - per step of the loop (``planning.next_action``, at most ``max_steps``):
     - retrieve: the retriever call (HTTP CLIENT span, then the retriever's spans);
@@ -51,6 +52,7 @@ from instrumented_stack.semconv import (
     AGENT_PLAN_STEPS,
     ERROR_TYPE,
     GEN_AI_AGENT_NAME,
+    GEN_AI_CONVERSATION_ID,
     GEN_AI_OPERATION_NAME,
     GEN_AI_TOOL_CALL_ID,
     GEN_AI_TOOL_NAME,
@@ -116,6 +118,9 @@ class AgentTask(BaseModel):
 
     prompt: str = Field(min_length=1, description="the conversation; its last line is the latest user turn")
     max_tokens: int = Field(ge=1, description="tokens the answer must have")
+    conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="the user's session this request is a turn of"
+    )
 
 
 class AgentAnswer(BaseModel):
@@ -157,14 +162,15 @@ class Agent:
         """Route, run the planning loop, answer. Raises :class:`LlmError` or :class:`DependencyError`."""
         config = self._config
         name = config.agent_name
+        attributes: dict[str, str | int] = {
+            GEN_AI_OPERATION_NAME: "invoke_agent",
+            GEN_AI_AGENT_NAME: name,
+            AGENT_MAX_STEPS: config.max_steps,
+        }
+        if task.conversation_id is not None:
+            attributes[GEN_AI_CONVERSATION_ID] = task.conversation_id
         with self._tracer.start_as_current_span(
-            f"invoke_agent {name}",
-            kind=SpanKind.INTERNAL,
-            attributes={
-                GEN_AI_OPERATION_NAME: "invoke_agent",
-                GEN_AI_AGENT_NAME: name,
-                AGENT_MAX_STEPS: config.max_steps,
-            },
+            f"invoke_agent {name}", kind=SpanKind.INTERNAL, attributes=attributes
         ) as agent_span:
             with self._tracer.start_as_current_span(f"plan {name}", kind=SpanKind.INTERNAL) as plan_span:
                 state = PlanState(intent=route(task.prompt), question=last_line(task.prompt))

@@ -89,10 +89,13 @@ class GatewayConfig(BaseModel):
 
 
 class UserRequest(BaseModel):
-    """``POST /v1/agent`` body: a prompt and the answer's length in tokens."""
+    """``POST /v1/agent`` body: a prompt, the answer's length in tokens, the conversation it continues."""
 
     prompt: str = Field(min_length=1)
     max_tokens: int = Field(ge=1, description="tokens the answer must have")
+    conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="the user's session; the agent names it on its spans"
+    )
 
 
 class GatewayAnswer(BaseModel):

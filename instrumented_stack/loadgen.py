@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -72,12 +73,15 @@ Progress = Callable[[int, int, int], None]
 @dataclass(frozen=True, slots=True)
 class UserSettings:
     """What every request carries: ``tenants`` round-robin (not empty), ``sample_policy`` header (``None``:
-    not sent), the per-request ``timeout_s`` in **seconds**, and an optional ``progress`` callback."""
+    not sent), the per-request ``timeout_s`` in **seconds**, an optional ``progress`` callback, and the user
+    session it is a turn of: each tenant's requests, in prompt order, in sessions of ``conversation_turns``
+    (0: none named), sent as the body's ``conversation_id`` (the agent's ``gen_ai.conversation.id``)."""
 
     tenants: Sequence[TenantCredentials]
     sample_policy: str | None = None
     timeout_s: float = 300.0
     progress: Progress | None = None
+    conversation_turns: int = 3
 
 
 class _Sender:
@@ -89,6 +93,17 @@ class _Sender:
         self._total = total
         self._answered = 0
         self._errors = 0
+        # Sessions of one replay are its own: another replay into the same store names different conversations.
+        self._replay = uuid.uuid4().hex[:8]
+
+    def conversation(self, position: int) -> str | None:
+        """The user session (:class:`UserSettings`) request ``position`` is a turn of; None when none is named."""
+        settings = self._settings
+        if settings.conversation_turns < 1:
+            return None
+        tenants = len(settings.tenants)
+        session = position // (tenants * settings.conversation_turns)
+        return f"{self._replay}-{settings.tenants[position % tenants].tenant_id}-{session}"
 
     async def send(self, position: int, prompt: UserPrompt) -> RequestOutcome:
         settings = self._settings
@@ -96,7 +111,9 @@ class _Sender:
         headers = {"authorization": f"Bearer {tenant.api_key}"} if tenant.api_key else {TENANT_HEADER: tenant.tenant_id}
         if settings.sample_policy is not None:
             headers[SAMPLE_POLICY_HEADER] = settings.sample_policy
-        body = {"prompt": prompt.prompt, "max_tokens": prompt.row.output_tokens}
+        body: dict[str, object] = {"prompt": prompt.prompt, "max_tokens": prompt.row.output_tokens}
+        if (conversation := self.conversation(position)) is not None:
+            body["conversation_id"] = conversation
         sent_ns = time.time_ns()
         started = time.perf_counter()
         status: int | None = None

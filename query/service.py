@@ -14,6 +14,7 @@ from query.agents import WindowAgentGraph, window_agent_graph
 from query.analysis_service import AnalysisService
 from query.bounded_trace import BoundedTrace, read_bounded_trace
 from query.capacity import CapacityService
+from query.conversations import ConversationService
 from query.diagnosis import DiagnosisService
 from query.throughput_latency import Latency, Throughput, ThroughputLatency, throughput_latency
 from query.topology import Topology, window_topology
@@ -40,6 +41,7 @@ class QueryService:
         store: trace reads (services, operations, search, a trace, its pages, dependencies) and the RED and
             service-graph rollups; thread-safe, blocking.
         analysis: per-trace analysis and window aggregates (stages, hotspots, flame graphs, usage and cost).
+        conversations: the conversations requests are turns of, with their stages, tokens and cost.
         views: the trace model a trace page and its REST route show, read once per page load and kept.
         diagnosis: named causes over a window, with the configured rules, stage table and engine metrics.
         incidents: the incidents the incident lifecycle (:mod:`incidents.lifecycle`) opened, and the series the
@@ -54,6 +56,7 @@ class QueryService:
 
     store: Store
     analysis: AnalysisService
+    conversations: ConversationService
     views: TraceViews
     diagnosis: DiagnosisService
     incidents: IncidentStore
@@ -77,9 +80,11 @@ class QueryService:
     ) -> QueryService:
         """The room over one store, with the pipeline's configuration (stage rules, prices) and the diagnosis
         settings, so every reader shares them."""
+        analysis = AnalysisService(store, analysis_store, config)
         return cls(
             store=store,
-            analysis=AnalysisService(store, analysis_store, config),
+            analysis=analysis,
+            conversations=ConversationService(analysis_store, analysis),
             views=TraceViews(store, config.stage_rules, max_read_spans=config.max_trace_spans),
             diagnosis=DiagnosisService(store, diagnosis, config.stage_rules),
             incidents=incidents,

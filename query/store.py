@@ -9,8 +9,9 @@ store only through ``querysvc``.
 
 from __future__ import annotations
 
-from storage.analysis_store import AnalysisFilter
+from storage.analysis_store import AnalysisFilter, ConversationFilter
 from storage.clickhouse import ReadLimitError, StorageError
+from storage.conversation_sql import ConversationOrder
 from storage.engine_metrics import EngineMetricsReader
 from storage.engine_reader import EngineWindow
 from storage.ids import IdError, normalize_trace_id, short_trace_id
@@ -46,6 +47,8 @@ __all__ = [
     "TENANT_NAME",
     "AnalysisFilter",
     "Comparison",
+    "ConversationFilter",
+    "ConversationOrder",
     "EdgeScope",
     "EngineMetricsReader",
     "EngineWindow",

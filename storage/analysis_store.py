@@ -7,6 +7,9 @@ Tables (migrations 0010-0015; SQL in :mod:`storage.analysis_sql`):
 - ``hotspan_span_analysis``: per span, :data:`SPAN_ANALYSIS_SCHEMA`.
 - ``hotspan_trace_summary``: per trace, :data:`TRACE_SUMMARY_SCHEMA`.
 
+A conversation (:meth:`AnalysisStore.conversations`, :meth:`AnalysisStore.conversation_turns`; SQL in
+:mod:`storage.conversation_sql`) is the summaries naming one ``ConversationId`` (migration 0090).
+
 Both derived tables are ReplacingMergeTree by ``Version``: writing a trace again (late spans) supersedes the
 earlier rows, and every read here uses ``FINAL``, so a trace is counted once.
 
@@ -23,8 +26,9 @@ from typing import Literal, Protocol
 import polars as pl
 import pyarrow as pa
 
-from storage import analysis_sql
+from storage import analysis_sql, conversation_sql
 from storage.clickhouse import ClickHouse
+from storage.conversation_sql import ConversationOrder
 from storage.layout import mutation_statement
 from storage.partitions import split_by_day
 from storage.tenancy import tenant_parameters
@@ -123,6 +127,7 @@ TRACE_SUMMARY_SCHEMA = pa.schema(
         ("ExtendedSpans", pa.uint32()),
         ("ExtendedNs", pa.uint64()),
         ("ImplausibleRoot", pa.bool_()),
+        ("ConversationId", pa.string()),
     ]
 )
 """Arrow layout of ``hotspan_trace_summary`` rows. Timestamp: the root span's start; DurationNs: the root's
@@ -133,7 +138,8 @@ ReasoningTokens: the request's token usage (``analysis.request_summary``; migrat
 decision, false when the trace's spans were dropped from ``otel_traces`` (migration 0050); Enveloped .. ImplausibleRoot:
 what the request's window rests on (``analysis.request_window.request_quality``: envelope, parentless_spans,
 reattached_spans, outliving_spans, extended_spans, extended_ns, implausible_root; migration 0080, whose older rows
-read ParentlessSpans 0)."""
+read ParentlessSpans 0); ConversationId: the conversation the request is a turn of (``analysis.conversation``,
+``''`` for none; migration 0090)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,58 @@ class AnalysisFilter:
     operation: str | None = None
     request_tenant: str | None = None
     model: str | None = None
+
+
+@dataclass(frozen=True)
+class ConversationFilter:
+    """Which conversations :meth:`AnalysisStore.conversations` lists; ``None`` leaves one open.
+
+    Attributes:
+        start_ns, end_ns: a turn starts in this window (ns since the Unix epoch, both ends included).
+        search: the conversation ID contains this text (case ignored).
+        service: a turn's root service is this one.
+        min_duration_ns, max_duration_ns: bounds on the conversation's summed turn durations (ns).
+    """
+
+    start_ns: int | None = None
+    end_ns: int | None = None
+    search: str | None = None
+    service: str | None = None
+    min_duration_ns: int | None = None
+    max_duration_ns: int | None = None
+
+
+CONVERSATION_COLUMNS = {
+    "conversation_id": pl.String,
+    "service": pl.String,
+    "turns": pl.UInt64,
+    "first_start_ns": pl.Int64,
+    "last_start_ns": pl.Int64,
+    "duration_ns": pl.UInt64,
+    "llm_calls": pl.UInt64,
+    "input_tokens": pl.UInt64,
+    "output_tokens": pl.UInt64,
+    "cached_input_tokens": pl.UInt64,
+    "errors": pl.UInt64,
+    "trace_ids": pl.List(pl.String),
+}
+"""One row per conversation (:data:`storage.conversation_sql.CONVERSATIONS`)."""
+
+TURN_COLUMNS = {
+    "trace_id": pl.String,
+    "service": pl.String,
+    "root_name": pl.String,
+    "start_ns": pl.Int64,
+    "duration_ns": pl.UInt64,
+    "model": pl.String,
+    "llm_calls": pl.UInt32,
+    "input_tokens": pl.UInt64,
+    "output_tokens": pl.UInt64,
+    "cached_input_tokens": pl.UInt64,
+    "errors": pl.UInt32,
+    "sampled": pl.Boolean,
+}
+"""One row per turn (:data:`storage.conversation_sql.TURNS`), before the stage columns."""
 
 
 @dataclass(frozen=True)
@@ -297,6 +355,18 @@ class AnalysisStore(Protocol):
         model (String, null when the trace has no model usage), model_input_tokens,
         model_output_tokens, model_cached_input_tokens (UInt64, the model's part; null likewise). Traces not
         analysed yet are absent."""
+        ...
+
+    def conversations(
+        self, where: ConversationFilter, order: ConversationOrder, limit: int, *, tenant: str | None
+    ) -> pl.DataFrame:
+        """The conversations ``where`` matches, at most ``limit``, sorted by ``order`` (descending), each with every
+        analysed turn it has: :data:`CONVERSATION_COLUMNS`."""
+        ...
+
+    def conversation_turns(self, conversation_id: str, limit: int, *, tenant: str | None) -> pl.DataFrame:
+        """The analysed turns of one conversation in time order, at most ``limit``: :data:`TURN_COLUMNS`, then one
+        ``<stage>_ns`` column per stage (UInt64 critical-path ns, 0 where absent). Empty for an unknown ID."""
         ...
 
     def token_usage(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
@@ -583,6 +653,39 @@ class ClickHouseAnalysisStore:
             pl.UInt64,
         )
         return _typed(frame.rename({"group_key": "group"}) if frame.height else frame, schema)
+
+    def conversations(
+        self, where: ConversationFilter, order: ConversationOrder, limit: int, *, tenant: str | None
+    ) -> pl.DataFrame:
+        parameters: dict[str, object] = dict(tenant_parameters(tenant)) | {"limit": limit}
+        match, totals = ["1"], ["1"]
+        for field in fields(where):
+            value = getattr(where, field.name)
+            if value is None:
+                continue
+            for filters, conditions in (
+                (conversation_sql.MATCH_FILTERS, match),
+                (conversation_sql.TOTAL_FILTERS, totals),
+            ):
+                if field.name in filters:
+                    conditions.append(filters[field.name])
+                    parameters[field.name] = value
+        sql = conversation_sql.CONVERSATIONS.format(
+            owner=analysis_sql.OWNER_FILTER,
+            match=" AND ".join(match),
+            totals=" AND ".join(totals),
+            order=conversation_sql.ORDER_COLUMNS[order],
+        )
+        return _typed(self._frame(sql, parameters), CONVERSATION_COLUMNS)
+
+    def conversation_turns(self, conversation_id: str, limit: int, *, tenant: str | None) -> pl.DataFrame:
+        parameters = {"conversation_id": conversation_id, "stages": self._stages, "limit": limit}
+        frame = self._frame(conversation_sql.TURNS, parameters | tenant_parameters(tenant))
+        stage_columns = {f"{stage}_ns": pl.UInt64 for stage in self._stages}
+        if not frame.height:
+            return pl.DataFrame(schema=TURN_COLUMNS | stage_columns)
+        stages = frame.select(pl.col("stage_ns").list.get(i).alias(name) for i, name in enumerate(stage_columns))
+        return pl.concat([_typed(frame, TURN_COLUMNS), stages.cast(stage_columns)], how="horizontal")
 
     # --- helpers ---------------------------------------------------------------------------------------------
 

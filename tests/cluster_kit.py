@@ -195,29 +195,37 @@ def layout_settings(dsn: str, layout: str, prefix: str) -> Iterator[dict[str, An
 
 
 @contextmanager
+def served_on(dsn: str, layout: str, data_dir: Path, prefix: str, **settings: Any) -> Iterator[RunningServer]:
+    """A Hotspan served in this process (HTTP on a free port, no gRPC, traces analysed 0.2 s after their last
+    span) on a store of ``layout`` (:func:`layout_settings`), ``settings`` (of ``load_settings``) added; stopped on
+    exit."""
+    with layout_settings(dsn, layout, prefix) as where:
+        running = start_server(
+            load_settings(
+                data_dir=data_dir, clickhouse_dsn=dsn, http_port=0, grpc_port=-1, trace_idle_s=0.2, **where, **settings
+            )
+        )
+        try:
+            yield running
+        finally:
+            running.stop()
+
+
+@contextmanager
 def served_holding(
     dsn: str, layout: str, data_dir: Path, prefix: str, request: ExportTraceServiceRequest
 ) -> Iterator[RunningServer]:
-    """A Hotspan served in this process (HTTP on a free port, no gRPC, traces analysed 0.2 s after their last
-    span) on a store of ``layout`` (:func:`layout_settings`), holding ``request`` sent through its OTLP/HTTP
-    endpoint; stopped on exit.
+    """:func:`served_on` holding ``request``, sent through its OTLP/HTTP endpoint.
 
     Raises:
         AssertionError: the export was not answered 200.
     """
-    with layout_settings(dsn, layout, prefix) as where:
-        settings = load_settings(
-            data_dir=data_dir, clickhouse_dsn=dsn, http_port=0, grpc_port=-1, trace_idle_s=0.2, **where
+    with served_on(dsn, layout, data_dir, prefix) as running:
+        answer = httpx.post(
+            f"{running.base_url}/v1/traces",
+            content=request.SerializeToString(),
+            headers={"content-type": "application/x-protobuf"},
+            timeout=30,
         )
-        running = start_server(settings)
-        try:
-            answer = httpx.post(
-                f"{running.base_url}/v1/traces",
-                content=request.SerializeToString(),
-                headers={"content-type": "application/x-protobuf"},
-                timeout=30,
-            )
-            assert answer.status_code == 200, answer.text
-            yield running
-        finally:
-            running.stop()
+        assert answer.status_code == 200, answer.text
+        yield running

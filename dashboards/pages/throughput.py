@@ -11,8 +11,8 @@ from dash import Dash, Output, dcc, html
 from dash.development.base_component import Component
 
 from dashboards.controls import (
+    choice_field,
     chosen_rollup_window,
-    field,
     page_url,
     radio_field,
     section,
@@ -41,15 +41,7 @@ def layout(**query: str) -> Component:
     rate = query.get("rate") if query.get("rate") in THROUGHPUTS else THROUGHPUTS[0]
     latency = query.get("latency") if query.get("latency") in LATENCIES else "e2e_p95_ms"
     fields = [
-        field(
-            "Bucket",
-            dcc.Dropdown(
-                id="throughput-bucket",
-                options=[{"label": text, "value": key} for key, text in BUCKETS.items()],
-                value=bucket,
-                clearable=False,
-            ),
-        ),
+        choice_field("Bucket", "throughput-bucket", BUCKETS, bucket),
         radio_field("Throughput", "throughput-rate", {key: AXIS_TITLES[key] for key in THROUGHPUTS}, rate),
         radio_field("Latency", "throughput-latency", {key: AXIS_TITLES[key] for key in LATENCIES}, latency),
     ]

@@ -14,6 +14,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 
 from dashboards.controls import (
+    choice_field,
     chosen_rollup_window,
     field,
     page_url,
@@ -52,15 +53,7 @@ def layout(**query: str) -> Component:
     """Window and scope (from the URL), the graph beside the edge detail panel; callbacks fill them."""
     color_by = radio_field("Edge color", "topology-color-by", {"error_rate": "Error rate", "p95": "p95"}, "error_rate")
     focus = field("Focus", dcc.Dropdown(id="topology-focus", placeholder="whole graph", options=[]))
-    hops = field(
-        "Hops",
-        dcc.Dropdown(
-            id="topology-hops",
-            options=[{"label": label, "value": key} for key, label in HOPS.items()],
-            value=DEFAULT_HOPS,
-            clearable=False,
-        ),
-    )
+    hops = choice_field("Hops", "topology-hops", HOPS, DEFAULT_HOPS)
     return window_page(
         "topology",
         html.Div(

@@ -18,6 +18,7 @@ import flask
 from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, get_relative_path, html, no_update
 from dash.development.base_component import Component
 
+from dashboards.conversation_panels import conversation_href
 from dashboards.pages import Page, query_room
 from dashboards.query_form import FormError, normalize_trace_id
 from dashboards.static_html import static_html
@@ -157,7 +158,18 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
     )
     def load_facts(_painted: str | None, meta: dict | None) -> Component:
         view = _kept(meta)
-        return request_facts(view) if view is not None else html.Div()
+        if view is None:
+            return html.Div()
+        conversation = view.summary["conversation_id"]
+        if not conversation:
+            return request_facts(view)
+        link = dcc.Link(
+            str(conversation),
+            href=conversation_href(get_relative_path("/").rstrip("/"), str(conversation)),
+            id="trace-conversation",
+            className="hs-mono",
+        )
+        return html.Div([html.P(["A turn of conversation ", link], className="hs-hint"), request_facts(view)])
 
     @app.callback(
         Output("trace-flame-box", "children"),

@@ -9,7 +9,7 @@ calls as the SDK's delta format gives them.
 ``DriverOptions.app`` (:class:`~instrumented_stack.realclients.common.AppSettings`) changes the app the way the
 client-side faults need: side questions asked before the loop (one after another or at once), the whole
 conversation re-sent on every call, a clock at the top of the system prompt, a longer system prompt, every
-tool call run twice.
+tool call run twice; and requests that are turns of one conversation, each sent after the earlier turns.
 """
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ def run_chat_loop(run: DriverRun, client: openai.OpenAI, question: str, tool_spa
     app = run.options.app
     notes = _side_answers(run, client, question)
     user = f"{question}\nNotes: {' / '.join(notes)}" if notes else question
-    messages: list[dict[str, Any]] = [{"role": "system", "content": ""}, {"role": "user", "content": user}]
+    # A turn of a conversation sends the earlier turns first, so its context grows turn by turn.
+    earlier = run.history if app.conversation else []
+    messages: list[dict[str, Any]] = [{"role": "system", "content": ""}, *earlier, {"role": "user", "content": user}]
     transcript: list[dict[str, Any]] = []
     for _ in range(MAX_LLM_CALLS):
         messages[0] = {"role": "system", "content": app.system_prompt()}
@@ -96,6 +98,8 @@ def run_chat_loop(run: DriverRun, client: openai.OpenAI, question: str, tool_spa
             transcript += messages
         content, calls = _ask(run, client, transcript if app.resend_history else messages, TOOLS)
         if not calls:
+            if app.conversation:
+                run.history += [{"role": "user", "content": user}, {"role": "assistant", "content": content}]
             return content
         messages.append({"role": "assistant", "content": content or None, "tool_calls": calls})
         for call in calls:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import httpx2
 from opentelemetry import trace
@@ -96,6 +97,9 @@ class AppSettings:
             makes every call's prompt over 1,024 tokens, the size hosted providers cache).
         repeat_tool_calls: every tool call the model asks for is run twice with the same arguments (a
             missing memo), the second result is the one sent back.
+        conversation: the user requests are turns of one conversation: each turn's prompt carries the earlier
+            turns' questions and answers (:attr:`DriverRun.history`), and the driver names the conversation
+            (:attr:`DriverRun.conversation_id`) through its library's session API.
     """
 
     side_questions: int = 0
@@ -104,6 +108,7 @@ class AppSettings:
     clock_in_system_prompt: bool = False
     system_prompt_repeats: int = 1
     repeat_tool_calls: bool = False
+    conversation: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.side_questions <= len(SIDE_QUESTIONS):
@@ -188,11 +193,19 @@ class DriverRun:
             self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
         trace.set_tracer_provider(self.provider)
         self.tracer = trace.get_tracer("instrumented_stack.realclients")
+        self.history: list[dict[str, Any]] = []
+        """The conversation's earlier turns (user question, final answer) when ``AppSettings.conversation``."""
 
     @property
     def service_name(self) -> str:
         """``realclient-<driver>``."""
         return f"realclient-{self.options.driver}"
+
+    @property
+    def conversation_id(self) -> str:
+        """``realclient-<driver>-conversation``: the conversation the driver names when ``AppSettings.conversation``
+        is on."""
+        return f"{self.service_name}-conversation"
 
     @property
     def base_url(self) -> str:

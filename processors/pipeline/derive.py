@@ -165,6 +165,7 @@ def derive_rows(
             "ExtendedSpans": quality["extended_spans"].to_arrow(),
             "ExtendedNs": quality["extended_ns"].cast(pl.UInt64).to_arrow(),
             "ImplausibleRoot": quality["implausible_root"].to_arrow(),
+            "ConversationId": wide["conversation_id"].fill_null("").to_arrow(),
         },
         schema=TRACE_SUMMARY_SCHEMA,
     )

@@ -14,46 +14,24 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cluster_kit import layout_settings
+from cluster_kit import served_on
+from pricing_kit import euro_prices, euros
 
-from hotspan.server import RunningServer, start_server
-from hotspan.settings import load_settings
+from hotspan.server import RunningServer
 
 CAPTURE = Path(__file__).parents[1] / "realworld" / "captures" / "pydantic_ai" / "engine-off-nostream"
-PRICES = """
-version: 1
-currency: EUR
-models:
-  - models: ["meta-llama/*"]
-    input: 1.0
-    cached_input: 0.5
-    output: 4.0
-"""
 
 
 @pytest.fixture(scope="module")
 def server(chdb_dsn: str, layout: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     directory = tmp_path_factory.mktemp("usage_api")
-    prices = directory / "prices.yaml"
-    prices.write_text(PRICES)
-    with layout_settings(chdb_dsn, layout, "u") as where:
-        settings = load_settings(
-            data_dir=directory,
-            clickhouse_dsn=chdb_dsn,
-            http_port=0,
-            grpc_port=-1,
-            trace_idle_s=0.2,
-            prices_path=prices,
-            **where,
-        )
-        running = start_server(settings)
+    with served_on(chdb_dsn, layout, directory, "u", prices_path=euro_prices(directory)) as running:
         body = CAPTURE.with_suffix(".json").read_text()
         answer = httpx.post(
             f"{running.base_url}/v1/traces", content=body, headers={"content-type": "application/json"}, timeout=30
         )
         assert answer.status_code == 200, answer.text
         yield running
-        running.stop()
 
 
 def truth() -> list[dict]:
@@ -72,11 +50,6 @@ def truth() -> list[dict]:
 
 def truth_requests() -> list[dict]:
     return json.loads(CAPTURE.with_name(CAPTURE.name + ".truth.json").read_text())["requests"]
-
-
-def euros(input_tokens: int, cached: int, output: int) -> float:
-    """The price table above: 1 EUR per 1M uncached input tokens, 0.5 per 1M cached, 4 per 1M output."""
-    return ((input_tokens - cached) * 1.0 + cached * 0.5 + output * 4.0) / 1e6
 
 
 def searched(server: RunningServer) -> list[dict]:

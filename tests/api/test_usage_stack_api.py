@@ -105,6 +105,25 @@ def test_usage_per_model_files_the_engine_counted_tokens_under_the_model(
     assert "" not in groups, groups
 
 
+def test_the_stacks_user_sessions_are_conversations(
+    server: RunningServer, stack_spans: ExportTraceServiceRequest
+) -> None:
+    # The load generator names each tenant's requests in sessions of three (UserSettings.conversation_turns), the
+    # agent puts it on its invoke_agent span (gen_ai.conversation.id): four requests of one tenant, two sessions.
+    analysed(server, roots(stack_spans))
+    answer = httpx.get(f"{server.base_url}/api/v1/conversations", params={"start_ns": 0}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    rows = answer.json()["conversations"]
+    assert sorted(row["turns"] for row in rows) == [1, 3]
+    assert all(row["conversation_id"].split("-", 1)[1].startswith("tenant-p0-") for row in rows)
+    _calls, input_tokens, output_tokens = chat_usage(stack_spans)
+    assert sum(row["input_tokens"] for row in rows) == input_tokens
+    assert sum(row["output_tokens"] for row in rows) == output_tokens
+    longest = max(rows, key=lambda row: row["turns"])["conversation_id"]
+    turns = httpx.get(f"{server.base_url}/api/v1/conversations/{longest}", timeout=30).json()["turns"]
+    assert len(turns) == 3 and all(turn["stages_ns"]["llm.decode"] > 0 for turn in turns)
+
+
 def stack_calls(request: ExportTraceServiceRequest) -> dict[str, tuple[str, int, Counter[str]]]:
     """Per trace (hex): its agent's name, its model calls (``chat`` spans naming :data:`MODEL`) and its tool calls
     (``execute_tool`` spans) by ``gen_ai.tool.name``, as the stack's spans report them."""

@@ -92,6 +92,8 @@ READY = {
     "incidents": "#incidents-list .hs-hint",
     "throughput": "#throughput-table .hs-drill",
     "compare": "#compare-window-result table",
+    "conversations": "#conversations-list .hs-conversation-row",
+    "conversation": ".hs-turns .hs-turn-row",
 }
 """Per page (its path below /ui/, ``search`` for the first), what shows once its content is in."""
 
@@ -130,7 +132,12 @@ def open_page(page: Page, base: str, name: str, trace_id: str) -> None:
     if name == "trace":
         open_trace(page, f"{base}/ui/trace/{trace_id}")
         return
-    page.goto(f"{base}/ui/{'' if name == 'search' else name}")
+    if name == "conversation":
+        # One conversation's page, through the list's first link (the stack's runs name their own sessions).
+        page.goto(f"{base}/ui/conversations")
+        page.click("#conversations-list .hs-conversation-row a")
+    else:
+        page.goto(f"{base}/ui/{'' if name == 'search' else name}")
     page.wait_for_selector(READY[name], timeout=TIMEOUT_MS)
     if name == "topology":
         page.wait_for_function("() => document.querySelector('#topology-graph canvas') !== null", timeout=TIMEOUT_MS)

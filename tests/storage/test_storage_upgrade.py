@@ -1,7 +1,8 @@
 """Upgrading a store written before spans were stored once (migrations up to 0030, the schema of main before
 issue 17): the migrations add ``otel_traces.Version`` and make the RED view count first copies, in place and
 idempotently, and every read then counts each span once, the duplicates the old writer stored included. And one
-written before trace summaries stored their data quality (migrations up to 0072, before issue 27's 0080)."""
+written before trace summaries stored their data quality (migrations up to 0072, before issue 27's 0080), and one
+written before they stored the conversation (before issue 32's 0090)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import pyarrow as pa
 from analysis import STAGES
 from collector.batch import to_batch
 from collector.otlp_json import request_from_json
-from storage.analysis_store import TRACE_SUMMARY_SCHEMA, AnalysisFilter, ClickHouseAnalysisStore
+from storage.analysis_store import (
+    TRACE_SUMMARY_SCHEMA,
+    AnalysisFilter,
+    ClickHouseAnalysisStore,
+    ConversationFilter,
+)
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations, migration_files
 from storage.reader import ClickHouseTraceReader, TraceQuery
@@ -21,6 +27,8 @@ TRACE = "0123456789abcdef0123456789abcdef"
 START_NS = 1_700_000_000_000_000_000
 _OLD_SUMMARY = pa.schema(list(TRACE_SUMMARY_SCHEMA)[: TRACE_SUMMARY_SCHEMA.get_field_index("Sampled") + 1])
 """``hotspan_trace_summary``'s layout before migration 0080: the columns up to ``Sampled``."""
+_BEFORE_CONVERSATIONS = pa.schema(list(TRACE_SUMMARY_SCHEMA)[: TRACE_SUMMARY_SCHEMA.get_field_index("ConversationId")])
+"""Its layout before migration 0090: the columns up to ``ImplausibleRoot``."""
 
 
 def _batch(count: int = 3) -> pa.Table:
@@ -109,6 +117,7 @@ def _summary(trace_id: str, schema: pa.Schema, **quality: object) -> pa.Table:
         "CachedInputTokens": 0,
         "ReasoningTokens": 0,
         "Sampled": True,
+        "ConversationId": "",
     } | quality
     return pa.Table.from_pylist([{name: row[name] for name in schema.names}], schema=schema)
 
@@ -120,7 +129,7 @@ def test_trace_summaries_stored_before_data_quality_read_as_unrecorded_after_the
     old = ClickHouse(store.dsn, store.database)
     try:
         assert apply_migrations(old, up_to=79)[-1] < 80
-        quality_columns = [field.name for field in TRACE_SUMMARY_SCHEMA if field.name not in _OLD_SUMMARY.names]
+        quality_columns = [field.name for field in _BEFORE_CONVERSATIONS if field.name not in _OLD_SUMMARY.names]
         assert quality_columns == [
             "Enveloped",
             "ParentlessSpans",
@@ -132,13 +141,13 @@ def test_trace_summaries_stored_before_data_quality_read_as_unrecorded_after_the
         ]
         old.insert_arrow("hotspan_trace_summary", _summary("0" * 31 + "1", _OLD_SUMMARY))
 
-        assert apply_migrations(old) == [80]
-        assert apply_migrations(old) == []
+        assert apply_migrations(old, up_to=89) == [80]
+        assert apply_migrations(old, up_to=89) == []
         analysis = ClickHouseAnalysisStore(old, STAGES)
         # A summary of the new pipeline: a missing root (envelope), three parentless spans, work kept past its parent.
         repaired = {"Enveloped": True, "ParentlessSpans": 3, "ReattachedSpans": 0, "OutlivingSpans": 0}
         repaired |= {"ExtendedSpans": 2, "ExtendedNs": 0, "ImplausibleRoot": False}
-        analysis.write_trace_summaries(_summary("0" * 31 + "2", TRACE_SUMMARY_SCHEMA, **repaired))
+        old.insert_arrow("hotspan_trace_summary", _summary("0" * 31 + "2", _BEFORE_CONVERSATIONS, **repaired))
         rows = analysis.trace_summaries(AnalysisFilter(), 10, tenant="default").sort("trace_id")
         assert rows["parentless_spans"].to_list() == [0, 3] and rows["enveloped"].to_list() == [False, True]
         assert rows["extended_spans"].to_list() == [0, 2]
@@ -156,5 +165,41 @@ def test_trace_summaries_stored_before_data_quality_read_as_unrecorded_after_the
         examples = analysis.quality_examples(AnalysisFilter(), 5, tenant="default")
         assert examples["repair"].to_list() == ["attached", "enveloped", "outliving"]
         assert set(examples["trace_id"]) == {"0" * 31 + "2"}
+    finally:
+        old.close()
+
+
+def test_conversations_are_read_from_summaries_stored_after_the_upgrade_and_per_tenant(store: ClickHouse) -> None:
+    # Migration 0090 adds the conversation a request is a turn of (issue 32); a summary written before names none
+    # and is no conversation's turn until the trace is analysed again.
+    store.command(f"DROP DATABASE {store.database}")
+    old = ClickHouse(store.dsn, store.database)
+    try:
+        apply_migrations(old, up_to=89)
+        whole = {"Enveloped": False, "ParentlessSpans": 1, "ReattachedSpans": 0, "OutlivingSpans": 0}
+        whole |= {"ExtendedSpans": 0, "ExtendedNs": 0, "ImplausibleRoot": False}
+        old.insert_arrow("hotspan_trace_summary", _summary("0" * 31 + "1", _BEFORE_CONVERSATIONS, **whole))
+        assert apply_migrations(old) == [90]
+        analysis = ClickHouseAnalysisStore(old, STAGES)
+        assert analysis.conversations(ConversationFilter(), "last_seen", 10, tenant="default").height == 0
+        for index, tenant in ((2, "default"), (3, "default"), (4, "acme")):
+            start = START_NS + index * 10**9
+            turn = _summary(f"{index:032x}", TRACE_SUMMARY_SCHEMA, **whole, ConversationId="c-1", Timestamp=start)
+            analysis.write_trace_summaries(turn.set_column(0, "Tenant", pa.array([tenant])))
+        (row,) = analysis.conversations(ConversationFilter(), "last_seen", 10, tenant="default").iter_rows(named=True)
+        assert (row["conversation_id"], row["turns"], sorted(row["trace_ids"])) == (
+            "c-1",
+            2,
+            [f"{2:032x}", f"{3:032x}"],
+        )
+        turns = analysis.conversation_turns("c-1", 10, tenant="acme")
+        assert turns["trace_id"].to_list() == [f"{4:032x}"] and turns["other_ns"].to_list() == [1000]
+        assert analysis.conversation_turns("c-1", 10, tenant="other").height == 0
+        assert analysis.conversations(ConversationFilter(), "turns", 10, tenant=None)["turns"].to_list() == [3]
+        # A turn in the window lists its conversation whole: its other turns started before the window.
+        later = ConversationFilter(start_ns=START_NS + 3 * 10**9)
+        (row,) = analysis.conversations(later, "last_seen", 10, tenant="default").iter_rows(named=True)
+        assert (row["turns"], row["first_start_ns"]) == (2, START_NS + 2 * 10**9)
+        assert analysis.conversations(ConversationFilter(end_ns=START_NS), "last_seen", 10, tenant="default").is_empty()
     finally:
         old.close()

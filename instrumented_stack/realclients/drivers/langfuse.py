@@ -6,13 +6,14 @@ Its spans go to the OTLP endpoint instead of Langfuse's API through the client's
 on the driver's tracer provider (``tracer_provider``); ``should_export_span`` keeps every span (Langfuse's
 default filter would drop the HTTP client spans and the app's root span). So here Langfuse's span processor
 is the provider's only exporter (``EXPORTS_ITSELF``). Langfuse's API is never reached: ``base_url`` points
-at a closed loopback port and nothing but spans is sent.
+at a closed loopback port and nothing but spans is sent. With ``AppSettings.conversation`` the requests run inside
+``propagate_attributes(session_id=...)``, so its observations carry ``langfuse.session.id``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from instrumented_stack.realclients.chat_loop import run_chat_loop
 from instrumented_stack.realclients.common import DriverRun
@@ -24,7 +25,7 @@ EXPORTS_ITSELF = True
 
 
 def run(run: DriverRun) -> None:
-    from langfuse import Langfuse, observe
+    from langfuse import Langfuse, observe, propagate_attributes
     from langfuse.openai import OpenAI
 
     langfuse = Langfuse(
@@ -46,5 +47,7 @@ def run(run: DriverRun) -> None:
     def answer(question: str) -> str:
         return run_chat_loop(run, client, question, tool_span)
 
-    run.run_requests(answer)
+    # Langfuse's session API: every observation opened inside carries langfuse.session.id.
+    with propagate_attributes(session_id=run.conversation_id) if run.options.app.conversation else nullcontext():
+        run.run_requests(answer)
     langfuse.flush()
