@@ -420,7 +420,7 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(conversations_api.build_router(query.conversations, reads))
     app.include_router(throughput_latency_api.build_router(query, reads))
     app.include_router(capacity_api.build_router(query.capacity, reads))
-    app.include_router(payloads_api.build_router(payload_store(settings), query.store, reads))
+    app.include_router(payloads_api.build_router(payload_store(settings), query, reads))
     # The MCP server for coding agents: the same query room, read pool and tenancy as the routes above.
     mount_mcp(app, query, reads, settings.host)
 

@@ -23,6 +23,9 @@ MAX_TURNS = 1_000
 COST_SCAN = 5_000
 """Most conversations a cost bound or the cost sort prices, the latest first."""
 
+MAX_PAYLOAD_TURNS = 100_000
+"""Turns of one conversation whose payloads one deletion reaches (``api.payloads``)."""
+
 ConversationSort = ConversationOrder | Literal["cost"]
 """How a list sorts, descending: a store order (``storage.conversation_sql.ConversationOrder``), or by cost."""
 
@@ -135,6 +138,12 @@ class ConversationService:
         )
         slowest = turns.row(int(turns["duration_ns"].arg_max() or 0), named=True)["trace_id"]
         return Conversation(conversation_id, turns, slowest, self.currency, truncated)
+
+    def trace_ids(self, conversation_id: str, *, tenant: str | None) -> list[str]:
+        """The trace IDs of the conversation's analysed turns (at most :data:`MAX_PAYLOAD_TURNS`), in time order;
+        empty for an unknown ID."""
+        turns = self._store.conversation_turns(conversation_id, MAX_PAYLOAD_TURNS, tenant=tenant)
+        return turns["trace_id"].to_list()
 
     def _turn_costs(self, trace_ids: list[str], *, tenant: str | None) -> pl.DataFrame:
         """trace_id, llm_calls, cost of each analysed turn among ``trace_ids`` (the analysis service's pricing)."""

@@ -11,6 +11,7 @@ stored pydantic-ai capture, posted to ``/v1/traces``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from pricing_kit import euro_prices, euros
 from prometheus_support import wait_until
 
 from analysis import STAGES
+from collector.redaction import Redactor, packaged_table
 from hotspan.server import RunningServer
 from instrumented_stack.realclients.common import AppSettings
 from instrumented_stack.realclients.harness import DriverResult, run_driver
@@ -190,3 +192,38 @@ def test_unknown_conversation_and_bad_parameters(served: tuple[RunningServer, di
     assert httpx.get(base, params={"min_duration_ns": 2, "max_duration_ns": 1}, timeout=30).status_code == 400
     assert httpx.get(base, params={"min_cost": 2, "max_cost": 1}, timeout=30).status_code == 400
     assert httpx.get(base, params={"sort": "price"}, timeout=30).status_code == 400
+
+
+def _payload_keys(server: RunningServer, trace_id: str) -> list[str]:
+    """The payload attribute keys (the packaged redaction table's) on the trace's stored spans."""
+    answer = httpx.get(f"{server.base_url}/api/v1/traces/{trace_id}", timeout=30)
+    assert answer.status_code == 200, answer.text
+    named = re.compile(Redactor(packaged_table()).key_regex)
+    return [key for span in answer.json()["spans"] for key in span["attributes"] if named.fullmatch(key)]
+
+
+def test_deleting_a_conversations_payloads_reaches_every_turn(
+    served: tuple[RunningServer, dict[str, DriverResult]],
+) -> None:
+    """``DELETE /api/v1/payloads/conversations/{id}`` (issue 32): the OpenInference conversation's messages go
+    from all three turns; pydantic-ai's conversations keep theirs. Runs last: it changes the stored spans."""
+    server, _ = served
+    rows = analysed(server)
+    conversation = "realclient-openinference_openai-conversation"
+    turns = [
+        turn["trace_id"] for turn in httpx.get(f"{server.base_url}/api/v1/conversations/{conversation}").json()["turns"]
+    ]
+    assert len(turns) == TURNS and all(_payload_keys(server, trace) for trace in turns)
+    other = next(row for row in rows.values() if row["service"].startswith("realclient-pydantic_ai"))
+    other_turns = httpx.get(f"{server.base_url}/api/v1/conversations/{other['conversation_id']}").json()["turns"]
+    kept = {turn["trace_id"]: _payload_keys(server, turn["trace_id"]) for turn in other_turns}
+    assert all(kept.values())
+
+    answer = httpx.delete(f"{server.base_url}/api/v1/payloads/conversations/{conversation}", timeout=60)
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["trace_ids"] == turns and answer.json()["spans"] >= TURNS
+    assert all(not _payload_keys(server, trace) for trace in turns)
+    assert {trace: _payload_keys(server, trace) for trace in kept} == kept
+    missing = httpx.delete(f"{server.base_url}/api/v1/payloads/conversations/no-such-conversation", timeout=30)
+    assert missing.status_code == 404

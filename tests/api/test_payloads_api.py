@@ -96,7 +96,7 @@ def test_a_traces_payloads_are_deleted_and_nothing_else(hotspan_server: RunningS
     answer = _delete(server, trace)
 
     assert answer.status_code == 200, answer.text
-    assert answer.json() == {"trace_id": trace, "spans": held}
+    assert answer.json() == {"trace_ids": [trace], "spans": held}
     after = _spans(server, trace, size)
     assert _payload_spans(after) == 0
     by_id = {span["span_id"]: span for span in before}
@@ -110,7 +110,7 @@ def test_a_traces_payloads_are_deleted_and_nothing_else(hotspan_server: RunningS
     assert _view_messages(server, trace) == 0  # the kept view was read again
     assert _spans(server, other, other_size) == other_before  # another trace is untouched
 
-    assert _delete(server, trace).json() == {"trace_id": trace, "spans": 0}
+    assert _delete(server, trace).json() == {"trace_ids": [trace], "spans": 0}
     answer = _delete(server, other)
     assert answer.status_code == 200 and answer.json()["spans"] == _payload_spans(other_before)
     other_after = _spans(server, other, other_size)
