@@ -15,10 +15,12 @@ CONVERSATION_KEYS: tuple[str, ...] = (
     "gen_ai.conversation.id",
     "session.id",
     "langfuse.session.id",
+    "conversation.id",
 )
 """Attributes naming a trace's conversation, in order of preference: GenAI semconv's ``gen_ai.conversation.id``
 (pydantic-ai, Google ADK, Strands), ``session.id`` (OpenInference's ``using_session``, Claude Code, OTel's session
-semconv) and Langfuse's ``langfuse.session.id`` (``propagate_attributes(session_id=...)``)."""
+semconv), Langfuse's ``langfuse.session.id`` (``propagate_attributes(session_id=...)``) and the Codex CLI's
+``conversation.id`` (its thread, on every turn's ``run_turn`` span)."""
 
 
 def conversation_key(frame: pl.DataFrame) -> pl.Expr:
