@@ -22,7 +22,13 @@ from hotspan.server import RunningServer
 from storage.clickhouse import ReadLimitError
 from testkit import serve_in_process
 
-PATH_VALUES = {"service": "svc", "trace_id": "1" * 32, "incident_id": "0" * 32, "tag": "service.name"}
+PATH_VALUES = {
+    "service": "svc",
+    "trace_id": "1" * 32,
+    "incident_id": "0" * 32,
+    "tag": "service.name",
+    "conversation_id": "c-1",
+}
 """Values for the path parameters of the read routes."""
 QUERIES = {
     "/api/operations": {"service": "svc"},
