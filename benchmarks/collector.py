@@ -73,17 +73,23 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(kind: str, target: str, bodies: list[bytes], senders: int, flush: object) -> tuple[float, float]:
+def measure(
+    kind: str, target: str, bodies: list[bytes], senders: int, flush: object, profile: Path | None = None
+) -> tuple[float, float]:
     """``(wall seconds, server CPU seconds)`` from the client's first send until every request is acknowledged
-    and inserted."""
+    and inserted; with ``profile``, a py-spy recording of that interval (:func:`profiled`)."""
     client, go, done = run_client(kind, target, bodies, senders)
-    time.sleep(2.0)  # let the client process import and load its bodies before the clock starts
+    recorder = profiled(profile, kind) if profile else None
+    time.sleep(2.0)  # let the client process load its bodies (and py-spy attach) before the clock starts
     cpu, start = cpu_seconds(), time.perf_counter()
-    go.set()
-    done.wait()
+    go.set()  # type: ignore[attr-defined]
+    done.wait()  # type: ignore[attr-defined]
     if not flush(60.0):  # type: ignore[operator]
         raise RuntimeError("the pipeline did not drain within 60 s")
     elapsed, used = time.perf_counter() - start, cpu_seconds() - cpu
+    if recorder is not None:
+        recorder.send_signal(signal.SIGINT)  # py-spy writes its file on an interrupt
+        recorder.wait()
     client.join()
     if client.exitcode != 0:
         raise RuntimeError(f"{kind} client failed with exit code {client.exitcode}")
@@ -91,7 +97,8 @@ def measure(kind: str, target: str, bodies: list[bytes], senders: int, flush: ob
 
 
 def profiled(directory: Path, name: str) -> subprocess.Popen[bytes]:
-    """A py-spy recording of this process (all threads, native frames off) into ``directory/name.json``."""
+    """A py-spy recording of this process into ``directory/name.txt`` (collapsed stacks): the thread holding the
+    GIL at each sample, so idle threads (waiting on a condition or a socket) do not count."""
     directory.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         [
@@ -102,6 +109,7 @@ def profiled(directory: Path, name: str) -> subprocess.Popen[bytes]:
             str(os.getpid()),
             "--rate",
             "200",
+            "--gil",
             "--format",
             "raw",
             "--output",
@@ -160,13 +168,7 @@ def main() -> None:
             ("grpc", f"127.0.0.1:{server.grpc_port}", 8),
         ):
             bodies = build_requests(args.spans, seed=seed)
-            recorder = profiled(args.profile, kind) if args.profile else None
-            if recorder is not None:
-                time.sleep(1.0)  # py-spy attaches
-            wall, cpu = measure(kind, target, bodies, args.senders, server.pipeline.flush)
-            if recorder is not None:
-                recorder.send_signal(signal.SIGINT)  # py-spy writes its file on an interrupt
-                recorder.wait()
+            wall, cpu = measure(kind, target, bodies, args.senders, server.pipeline.flush, args.profile)
             rates[kind] = args.spans / cpu
             print(
                 f"{kind:>4}: {args.spans / wall:>9,.0f} spans/s wall, {cpu:.2f} CPU s = "

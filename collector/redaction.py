@@ -25,9 +25,12 @@ packaged one, ``off`` none, else a file::
 How it runs (:class:`Redactor`). The served path redacts the requests of a group when it converts them for the
 insert (``collector.native_writer.NativeBatchWriter.prepare``), before the compiled scanner reads them:
 
-1. The group's request bodies are searched, as one polars Binary column, for the literal start of every key
-   pattern (:func:`needles`: a few substrings that cover them all); a body holding none is not touched, so spans
-   without message attributes cost one vectorised substring scan of their bytes (``benchmarks/redaction.py``).
+1. The group's request bodies are searched, as one Arrow binary column, for the literal start of every key and
+   event-name pattern, all at once (:func:`prefilter_pattern`: one RE2 alternation, one linear pass over the
+   bytes); a body holding none is not touched, so spans without message attributes cost that one scan of their
+   bytes (``benchmarks/redaction.py``). Whole literals, not shorter shared parts: a part such as ``.message`` or
+   ``gen_ai.c`` also occurs in ``exception.message`` or ``gen_ai.conversation.id``, and every body it matched
+   would be parsed for nothing.
 2. A body that holds one is parsed; the string leaves of the named attributes' values (nested array and key-value
    values included: the semantic conventions allow structured messages) are gathered into one Arrow column, each
    rule runs over that column at once (RE2 through ``pyarrow.compute``; a rule with a ``check`` tests only the
@@ -51,7 +54,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
@@ -75,9 +77,6 @@ needle would match nearly every request."""
 
 KEY_CACHE = 65_536
 """Attribute keys whose decision a :class:`Redactor` remembers."""
-
-NEEDLE_CHARS = 8
-"""Shortest substring :func:`needles` may choose to stand for several key patterns at once."""
 
 
 def marker(rule: str) -> str:
@@ -211,25 +210,10 @@ CHECKS: dict[str, Callable[[str], bool]] = {"luhn": _card_number}
 """A rule's ``check``: what a match must also pass to be masked."""
 
 
-def needles(keys: Sequence[str]) -> list[bytes]:
-    """Substrings that every key matching a pattern of ``keys`` contains at least one of (each pattern's text
-    before its first ``*``, or a common part of several of at least :data:`NEEDLE_CHARS` characters), few and
-    long: the prefilter scans request bytes once per needle. Chosen greedily: the substring covering the most
-    patterns left, the longer on a tie."""
-    literals = sorted({key.split("*", 1)[0] for key in keys})
-    left = set(literals)
-    chosen: list[str] = []
-    while left:
-        candidates = {
-            literal[i:j]
-            for literal in left
-            for i in range(len(literal))
-            for j in range(i + min(NEEDLE_CHARS, len(literal)), len(literal) + 1)
-        }
-        best = max(candidates, key=lambda part: (sum(part in literal for literal in left), len(part), part))
-        chosen.append(best)
-        left = {literal for literal in left if best not in literal}
-    return [part.encode() for part in sorted(chosen)]
+def prefilter_pattern(names: Sequence[str]) -> str:
+    """One RE2 expression matching the literal start (the text before the first ``*``) of any of ``names``: a
+    request whose bytes it does not match holds none of those keys or event names."""
+    return "|".join(re.escape(literal) for literal in sorted({name.split("*", 1)[0] for name in names}))
 
 
 class Redactor:
@@ -242,7 +226,7 @@ class Redactor:
 
     def __init__(self, table: RedactionTable) -> None:
         self.table = table
-        self.needles = needles(table.keys + table.events)
+        self.prefilter = prefilter_pattern(table.keys + table.events)
         self._keys = _name_pattern(table.keys)
         self._events = _name_pattern(table.events)
         self._python = [re.compile(rule.pattern) for rule in table.rules]
@@ -275,13 +259,12 @@ class Redactor:
         return bool(self.table.events) and self._events.fullmatch(name) is not None
 
     def candidates(self, bodies: Sequence[bytes]) -> list[int]:
-        """Indexes of the serialized requests that may hold a redacted key (one of :attr:`needles` occurs in their
-        bytes): one vectorised substring scan per needle over all of them (polars, outside the GIL)."""
-        if not bodies or not self.needles:
+        """Indexes of the serialized requests that may hold a redacted key (:attr:`prefilter` matches their bytes):
+        one RE2 pass over all of them (``pyarrow.compute``, outside the GIL)."""
+        if not bodies or not self.prefilter:
             return []
-        column = pl.Series(bodies, dtype=pl.Binary)
-        found = pl.select(pl.any_horizontal(column.bin.contains(needle) for needle in self.needles)).to_series()
-        return found.arg_true().to_list()
+        found = pc.match_substring_regex(pa.array(bodies, pa.large_binary()), self.prefilter)
+        return pc.indices_nonzero(found).to_pylist()
 
     def redact_bodies(self, bodies: Sequence[bytes]) -> tuple[list[bytes], Counter[str]]:
         """``bodies`` (serialized ``ExportTraceServiceRequest``) redacted, in order, and the matches masked per
@@ -433,7 +416,7 @@ __all__ = [
     "load_redaction",
     "luhn_valid",
     "marker",
-    "needles",
     "packaged_table",
     "parse_redaction_table",
+    "prefilter_pattern",
 ]
