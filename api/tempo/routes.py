@@ -10,6 +10,7 @@ for its span sets. Errors are plain text
 from __future__ import annotations
 
 import time
+import urllib.parse
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
@@ -231,6 +232,7 @@ def build_router(
         start: Annotated[str | None, Query(description="Unix seconds.")] = None,
         end: Annotated[str | None, Query(description="Unix seconds.")] = None,
     ) -> JSONResponse:
+        tag = _unescaped(tag)
         if not tag or len(tag) > _MAX_TAG_CHARS:
             raise TempoError(400, f"invalid tag: {tag[:64]!r}")
         start_ns, end_ns = _window(start, end)
@@ -282,13 +284,21 @@ def build_router(
         end: Annotated[str | None, Query(description="Unix seconds.")] = None,
         q: Annotated[str | None, Query(description="Accepted; values are not narrowed by it.")] = None,
     ) -> JSONResponse:
-        scope, name = _scoped(tag)
+        scope, name = _scoped(_unescaped(tag))
         start_ns, end_ns = _window(start, end)
         values = await reads.run(reader.tag_values, scope, name, start_ns, end_ns, tenant=tenant, limit=MAX_TAGS)
         kind = "keyword" if scope == "intrinsic" and name in ("status", "kind") else "string"
         return JSONResponse({"tagValues": [{"type": kind, "value": value} for value in values]})
 
     return router
+
+
+def _unescaped(tag: str) -> str:
+    """The tag name of a tag-values path segment already decoded once: decoded once more (``+`` a space), as Tempo's
+    ``parseSearchTagValuesRequest`` (``pkg/api/http.go``, ``url.QueryUnescape``) does. Grafana's data source encodes
+    the name twice (``language_provider.ts`` ``encodeTag``) and its proxy forwards the browser's path as is, so
+    ``span.guid:x-request-id`` arrives as ``span.guid%253Ax-request-id``; a name encoded once is unchanged by this."""
+    return urllib.parse.unquote_plus(tag)
 
 
 def _scoped(tag: str) -> tuple[str, str]:
