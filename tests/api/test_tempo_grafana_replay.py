@@ -14,12 +14,14 @@ browser; later ones route the same calls through the plugin backend):
   ``(a || b)``, the filters joined by `` && ``);
 - ``language_provider.ts``: ``fetchTags`` GETs ``/api/v2/search/tags`` (``/api/search/tags`` when that fails), and
   ``getOptionsV2`` ``/api/v2/search/tag/<encodeURIComponent(encodeURIComponent(tag))>/values`` with ``q`` (the
-  other filters' query); they read ``scopes[].name``/``tags`` and ``tagValues[].type``/``value`` (empty values
-  skipped);
+  other filters' query), later releases adding ``limit`` (the data source's ``tagLimit``, 5,000 by default) and, when
+  tags are limited to a time range, ``start``/``end`` (``getTimeRangeForTags``, Unix seconds); they read
+  ``scopes[].name``/``tags`` and ``tagValues[].type``/``value`` (empty values skipped);
 - ``resultTransformer.ts`` ``createTableFrameFromTraceQlQuery``/``transformSpanToTraceData``: a table of traces,
   newest first by ``startTimeUnixNano`` (ns string, shown in ms), ``rootServiceName``, ``rootTraceName``,
   ``durationMs``, and a nested table per span set (``spanSets``, else ``spanSet``) of ``spanID``, start (ms),
-  ``name``, ``durationNanos`` (ns);
+  ``name``, ``durationNanos`` (ns) and a column per key of the span's ``attributes`` (what Tempo attaches: the
+  fields the query compares, its API docs' search example);
 - backend, ``pkg/tsdb/tempo/trace.go`` ``getTrace``/``createRequest``: ``GET /api/v2/traces/<id>`` with ``Accept:
   application/protobuf`` (``?start=&end=``, Unix seconds, only with the data source's time shift for trace ID
   queries on, ``datasource.ts`` ``makeTraceIdRequest``), ``/api/traces/<id>`` when that answers 404;
@@ -123,6 +125,7 @@ def trace_table(traces: list[dict[str, Any]]) -> list[dict[str, Any]]:
                             "time": int(span["startTimeUnixNano"]) / 1e6,
                             "name": span.get("name"),
                             "duration": int(span["durationNanos"]),
+                            **span_columns(span),
                         }
                         for span in span_set["spans"]
                     ]
@@ -134,6 +137,18 @@ def trace_table(traces: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def span_columns(span: dict[str, Any]) -> dict[str, Any]:
+    """``transformSpanToTraceData``'s attribute columns: each of ``span.attributes`` under its key, the value of
+    whichever of ``stringValue``, ``intValue``, ``doubleValue``, ``boolValue`` it has."""
+    columns = {}
+    for attribute in span.get("attributes", []):
+        value = attribute["value"]
+        for kind in ("boolValue", "doubleValue", "intValue", "stringValue"):
+            if value.get(kind):
+                columns[attribute["key"]] = value[kind]
+    return columns
+
+
 def _spans_by_id() -> dict[tuple[str, str], dict[str, Any]]:
     return {(s["traceId"], s["spanId"]): s for s in demo_spans()}
 
@@ -143,8 +158,9 @@ def _root(trace_id: str) -> dict[str, Any]:
     return min((s for s in spans if not s.get("parentSpanId")), key=lambda s: int(s["startTimeUnixNano"]))
 
 
-def _check_search(rows: list[dict[str, Any]], matches: Any) -> None:
-    """Rows of a search whose spans ``matches`` picks, against the file: roots, times and the span sets."""
+def _check_search(rows: list[dict[str, Any]], matches: Any, columns: Any) -> None:
+    """Rows of a search whose spans ``matches`` picks, against the file: roots, times and the span sets, whose
+    attribute columns are ``columns(span)`` of the file's span."""
     spans = _spans_by_id()
     expected = traces_with_span(matches)
     assert expected and {row["traceID"] for row in rows} == expected and len(expected) <= DEFAULT_LIMIT
@@ -164,6 +180,9 @@ def _check_search(rows: list[dict[str, Any]], matches: Any) -> None:
             assert matches(span) and span_row["name"] == span["name"]
             assert span_row["time"] == int(span["startTimeUnixNano"]) / 1e6
             assert span_row["duration"] == duration_ns(span)
+            assert {k: v for k, v in span_row.items() if k not in ("spanID", "time", "name", "duration")} == columns(
+                span
+            )
 
 
 def test_test_datasource_and_version_probes(demo_server: RunningServer) -> None:
@@ -184,7 +203,12 @@ def test_traceql_editor_search(demo_server: RunningServer) -> None:
     answer = tempo_get(demo_server, path)
     assert answer.status_code == 200, answer.text
     rows = trace_table(answer.json()["traces"])
-    _check_search(rows, lambda s: s["service"] == "frontend" and duration_ns(s) > 100_000_000)
+    # The span table shows the compared attribute as a column (Tempo's spans carry it; a duration is its own column).
+    _check_search(
+        rows,
+        lambda s: s["service"] == "frontend" and duration_ns(s) > 100_000_000,
+        lambda s: {"service.name": "frontend"},
+    )
     assert [r["startTime"] for r in rows] == sorted((r["startTime"] for r in rows), reverse=True)
 
 
@@ -210,6 +234,7 @@ def test_search_builder_query(demo_server: RunningServer) -> None:
             and s["name"] == "HTTP POST"
             and s.get("status", {}).get("code") == ERROR
         ),
+        lambda s: {"service.name": s["service"], "status": "error"},
     )
 
 
@@ -260,6 +285,15 @@ def test_tags_then_values_of_a_resource_and_a_span_attribute(demo_server: Runnin
     for encoded in (twice("span.guid:x-request-id"), urllib.parse.quote("span.guid:x-request-id", safe=".")):
         assert "%" in encoded
         assert {o["value"] for o in options(encoded)} == request_ids
+
+    # A data source whose tagLimit is 3: at most 3 names in each attribute scope (the service's among the resource's),
+    # at most 3 values.
+    window["limit"] = 3
+    few = tempo_get(demo_server, "/api/v2/search/tags?" + serialize_params(window)).json()["scopes"]
+    few_scopes = {scope["name"]: scope["tags"] for scope in few}
+    assert set(few_scopes["span"]) < span_keys and len(few_scopes["span"]) == 3
+    assert "service.name" in few_scopes["resource"] and len(few_scopes["resource"]) == 3
+    assert len(options(twice("span.guid:x-request-id"))) == 3
 
 
 def test_trace_view_protobuf_v2_then_v1(demo_server: RunningServer) -> None:
