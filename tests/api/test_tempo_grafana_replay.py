@@ -57,7 +57,6 @@ from jaeger_support import (
     demo_server,
     demo_spans,
     duration_ns,
-    get_raw,
     serialize_params,
     traces_with_span,
 )
@@ -81,9 +80,7 @@ def dashboard_range_s() -> tuple[int, int]:
 
 
 def tempo_get(server: RunningServer, path_and_query: str, headers: dict[str, str] | None = None) -> httpx.Response:
-    """GET under the data source URL, the path and query sent as Grafana encoded them."""
-    if headers is None:
-        return get_raw(server, f"/tempo{path_and_query}")
+    """GET under the data source URL, the path and query sent as Grafana encoded them (not encoded again)."""
     return httpx.get(httpx.URL(f"{server.base_url}/tempo{path_and_query}"), headers=headers, timeout=30)
 
 
