@@ -205,11 +205,18 @@ class TraceReader(Protocol):
         ...
 
     def matched_spans(
-        self, trace_ids: Sequence[str], query: TraceQuery, *, tenant: str | None, per_trace: int
+        self,
+        trace_ids: Sequence[str],
+        query: TraceQuery,
+        *,
+        tenant: str | None,
+        per_trace: int,
+        keys: Sequence[str] = (),
     ) -> pl.DataFrame:
         """Of ``trace_ids``, the spans meeting ``query``'s span filters (each once), the first ``per_trace`` by start
         per trace. Columns: trace_id, span_id, name, start_time_unix_nano, duration_ns (ns), matched (the trace's
-        count of such spans)."""
+        count of such spans), service, status and kind (lowercase), span_attributes and resource_attributes (the
+        entries, ``{key, value}`` stored strings, of the attributes named in ``keys``; empty without them)."""
         ...
 
     def tag_names(self, scope: str, start_ns: int, end_ns: int, *, tenant: str | None, limit: int) -> list[str]:
@@ -377,10 +384,16 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         return [row[0] for row in owned][:limit]
 
     def matched_spans(
-        self, trace_ids: Sequence[str], query: TraceQuery, *, tenant: str | None, per_trace: int
+        self,
+        trace_ids: Sequence[str],
+        query: TraceQuery,
+        *,
+        tenant: str | None,
+        per_trace: int,
+        keys: Sequence[str] = (),
     ) -> pl.DataFrame:
         sql, parameters = build_search(query, trace_sql.MATCHED_SPANS)
-        parameters |= {"trace_ids": list(trace_ids), "per_trace": max(1, per_trace)}
+        parameters |= {"trace_ids": list(trace_ids), "per_trace": max(1, per_trace), "keys": list(keys)}
         frame = pl.from_arrow(self._ch.query_arrow(sql, parameters | tenant_parameters(tenant)))
         assert isinstance(frame, pl.DataFrame)
         return frame

@@ -10,6 +10,7 @@ for its span sets. Errors are plain text
 from __future__ import annotations
 
 import time
+import urllib.parse
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
@@ -195,8 +196,10 @@ def build_router(
             ids = summaries["trace_id"].to_list()
             if not ids:
                 return search_params.response(summaries, None)
-            matched = reader.matched_spans(ids, found.query, tenant=tenant, per_trace=found.spans_per_set)
-            return search_params.response(summaries, matched)
+            matched = reader.matched_spans(
+                ids, found.query, tenant=tenant, per_trace=found.spans_per_set, keys=found.attribute_keys
+            )
+            return search_params.response(summaries, matched, found.fields)
 
         return JSONResponse(await reads.run(answer))
 
@@ -231,6 +234,7 @@ def build_router(
         start: Annotated[str | None, Query(description="Unix seconds.")] = None,
         end: Annotated[str | None, Query(description="Unix seconds.")] = None,
     ) -> JSONResponse:
+        tag = _unescaped(tag)
         if not tag or len(tag) > _MAX_TAG_CHARS:
             raise TempoError(400, f"invalid tag: {tag[:64]!r}")
         start_ns, end_ns = _window(start, end)
@@ -251,20 +255,24 @@ def build_router(
         scope: Annotated[str | None, Query(description="span, resource or intrinsic; all when absent.")] = None,
         start: Annotated[str | None, Query(description="Unix seconds.")] = None,
         end: Annotated[str | None, Query(description="Unix seconds.")] = None,
+        limit: Annotated[
+            str | None, Query(description=f"Tag names of the span and resource scopes, at most {MAX_TAGS} each.")
+        ] = None,
     ) -> JSONResponse:
         if scope not in (None, "", "all", *TAG_SCOPES):
             raise TempoError(400, f"invalid scope: {scope[:64]!r}; one of {', '.join(TAG_SCOPES)}")
         start_ns, end_ns = _window(start, end)
+        most = _tag_limit(limit)
         scopes = []
         for name in TAG_SCOPES:
             if scope in (None, "", "all", name):
                 names = (
                     INTRINSIC_TAGS
                     if name == "intrinsic"
-                    else await reads.run(reader.tag_names, name, start_ns, end_ns, tenant=tenant, limit=MAX_TAGS)
+                    else await reads.run(reader.tag_names, name, start_ns, end_ns, tenant=tenant, limit=most)
                 )
-                if name == "resource" and "service.name" not in names:
-                    names = sorted([*names, "service.name"])
+                if name == "resource" and "service.name" not in names:  # the service column, always there
+                    names = sorted([*names[: most - 1], "service.name"])
                 scopes.append({"name": name, "tags": names})
         return JSONResponse({"scopes": scopes})
 
@@ -281,14 +289,30 @@ def build_router(
         start: Annotated[str | None, Query(description="Unix seconds.")] = None,
         end: Annotated[str | None, Query(description="Unix seconds.")] = None,
         q: Annotated[str | None, Query(description="Accepted; values are not narrowed by it.")] = None,
+        limit: Annotated[str | None, Query(description=f"Values, at most {MAX_TAGS}.")] = None,
     ) -> JSONResponse:
-        scope, name = _scoped(tag)
+        scope, name = _scoped(_unescaped(tag))
         start_ns, end_ns = _window(start, end)
-        values = await reads.run(reader.tag_values, scope, name, start_ns, end_ns, tenant=tenant, limit=MAX_TAGS)
+        most = _tag_limit(limit)
+        values = await reads.run(reader.tag_values, scope, name, start_ns, end_ns, tenant=tenant, limit=most)
         kind = "keyword" if scope == "intrinsic" and name in ("status", "kind") else "string"
         return JSONResponse({"tagValues": [{"type": kind, "value": value} for value in values]})
 
     return router
+
+
+def _tag_limit(limit: str | None) -> int:
+    """Tag names a scope or values answered: Tempo's ``limit`` parameter (Grafana sends its ``tagLimit``, 5,000 by
+    default), at most :data:`MAX_TAGS`."""
+    return min(search_params.positive(limit, "limit") or MAX_TAGS, MAX_TAGS)
+
+
+def _unescaped(tag: str) -> str:
+    """The tag name of a tag-values path segment already decoded once: decoded once more (``+`` a space), as Tempo's
+    ``parseSearchTagValuesRequest`` (``pkg/api/http.go``, ``url.QueryUnescape``) does. Grafana's data source encodes
+    the name twice (``language_provider.ts`` ``encodeTag``) and its proxy forwards the browser's path as is, so
+    ``span.guid:x-request-id`` arrives as ``span.guid%253Ax-request-id``; a name encoded once is unchanged by this."""
+    return urllib.parse.unquote_plus(tag)
 
 
 def _scoped(tag: str) -> tuple[str, str]:

@@ -8,7 +8,8 @@ first span start to last span end, as Tempo's), ``limit`` (traces), ``spss`` (sp
 
 The answer is proto3 JSON: ``{"traces": [{"traceID", "rootServiceName", "rootTraceName", "startTimeUnixNano"
 (string, ns), "durationMs" (int), "spanSet", "spanSets"}], "metrics": {...}}``; a span set is ``{"spans":
-[{"spanID", "name", "startTimeUnixNano", "durationNanos"}], "matched"}``.
+[{"spanID", "name", "startTimeUnixNano", "durationNanos", "attributes"}], "matched"}``, ``attributes`` (OTLP JSON
+``KeyValue``, left out when empty) the fields ``q`` compares that the span has.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from typing import Any
 
 import polars as pl
 
+from api.jaeger.model import map_pairs
+from api.jaeger.otlp import any_value
 from api.tempo.errors import TempoError
-from api.tempo.traceql import TraceQLError, parse
-from query.store import MAX_ATTRIBUTE_FILTERS, QueryTooLarge, TraceQuery, span_condition
+from api.tempo.traceql import TraceQLError, fields_of, parse
+from query.store import MAX_ATTRIBUTE_FILTERS, Field, QueryTooLarge, TraceQuery, span_condition
 from units.durations import DurationError, parse_duration_param
 
 DEFAULT_LIMIT = 20
@@ -39,12 +42,19 @@ _LOGFMT = re.compile(r'\s*([^\s=]+)=("(?:[^"\\]|\\.)*"|[^\s"]*)')
 
 @dataclass(frozen=True)
 class Search:
-    """A parsed search: the reader query, whole-trace duration bounds (ns, None open) and spans per span set."""
+    """A parsed search: the reader query, whole-trace duration bounds (ns, None open), spans per span set and the
+    fields ``q`` compares (shown beside each matched span)."""
 
     query: TraceQuery
     min_trace_ns: int | None
     max_trace_ns: int | None
     spans_per_set: int
+    fields: tuple[Field, ...] = ()
+
+    @property
+    def attribute_keys(self) -> tuple[str, ...]:
+        """The attribute keys of :attr:`fields`, for :meth:`storage.reader.TraceReader.matched_spans`."""
+        return tuple(dict.fromkeys(f.name for f in self.fields if f.scope != "intrinsic"))
 
 
 def search(
@@ -77,13 +87,14 @@ def search(
         start_ns=start_ns,
         end_ns=end_ns,
         span_filter=span_filter,
-        limit=min(_positive(limit, "limit") or DEFAULT_LIMIT, MAX_LIMIT),
+        limit=min(positive(limit, "limit") or DEFAULT_LIMIT, MAX_LIMIT),
     )
     return Search(
         query,
         _duration(min_duration, "minDuration"),
         _duration(max_duration, "maxDuration"),
-        min(_positive(spss, "spss") or DEFAULT_SPSS, MAX_SPSS),
+        min(positive(spss, "spss") or DEFAULT_SPSS, MAX_SPSS),
+        fields_of(span_filter) if span_filter is not None else (),
     )
 
 
@@ -134,7 +145,12 @@ def _integer(text: str | None, name: str) -> int | None:
     return int(text)
 
 
-def _positive(text: str | None, name: str) -> int | None:
+def positive(text: str | None, name: str) -> int | None:
+    """The positive integer of parameter ``name``; None when absent or empty.
+
+    Raises:
+        TempoError: 400 for zero or anything but digits.
+    """
     number = _integer(text, name)
     if number == 0:
         raise TempoError(400, f"invalid {name}: must be positive")
@@ -148,21 +164,22 @@ def _duration(text: str | None, name: str) -> int | None:
         raise TempoError(400, f"invalid {name}: {exc}") from None
 
 
-def response(summaries: pl.DataFrame, matched: pl.DataFrame | None) -> dict[str, Any]:
+def response(summaries: pl.DataFrame, matched: pl.DataFrame | None, fields: tuple[Field, ...] = ()) -> dict[str, Any]:
     """Tempo's ``SearchResponse`` JSON of trace summaries (:data:`storage.reader.SEARCH_COLUMNS`, newest first) and
-    their matched spans (:meth:`storage.reader.TraceReader.matched_spans`; None when no trace was found).
-    ``spanSet`` repeats the first of ``spanSets``, as Tempo writes it (Grafana reads either)."""
+    their matched spans (:meth:`storage.reader.TraceReader.matched_spans`; None when no trace was found), each with
+    the ``attributes`` of ``fields`` it has (:func:`matched_attributes`). ``spanSet`` repeats the first of
+    ``spanSets``, as Tempo writes it (Grafana reads either)."""
     sets: dict[str, dict[str, Any]] = {}
     for row in matched.iter_rows(named=True) if matched is not None else ():
         entry = sets.setdefault(row["trace_id"], {"spans": [], "matched": int(row["matched"])})
-        entry["spans"].append(
-            {
-                "spanID": row["span_id"],
-                "name": row["name"],
-                "startTimeUnixNano": str(row["start_time_unix_nano"]),
-                "durationNanos": str(row["duration_ns"]),
-            }
-        )
+        span = {
+            "spanID": row["span_id"],
+            "name": row["name"],
+            "startTimeUnixNano": str(row["start_time_unix_nano"]),
+            "durationNanos": str(row["duration_ns"]),
+        }
+        attributes = matched_attributes(row, fields)
+        entry["spans"].append({**span, "attributes": attributes} if attributes else span)
     traces = []
     for row in summaries.sort("start_time_unix_nano", descending=True).iter_rows(named=True):
         trace: dict[str, Any] = {
@@ -177,3 +194,24 @@ def response(summaries: pl.DataFrame, matched: pl.DataFrame | None) -> dict[str,
             trace["spanSets"] = [sets[row["trace_id"]]]
         traces.append(trace)
     return {"traces": traces, "metrics": {"inspectedTraces": len(traces), "completedJobs": 1, "totalJobs": 1}}
+
+
+def matched_attributes(row: dict[str, Any], fields: tuple[Field, ...]) -> list[dict[str, Any]]:
+    """OTLP JSON ``KeyValue`` list of the ``fields`` a matched span has, as Tempo shows the attributes a query
+    compares beside each span (its API docs' search example: ``{ status = error }`` gives ``status``): an attribute
+    by its key (``.key`` the span's, else the resource's; ``service.name`` the span's service), ``status`` and
+    ``kind`` as lowercase strings; ``name`` and ``duration`` are the span's own fields already."""
+    span = dict(map_pairs(row["span_attributes"]))
+    resource = dict(map_pairs(row["resource_attributes"]))
+    resource["service.name"] = row["service"]
+    found: dict[str, dict[str, Any]] = {}
+    for field in fields:
+        if field.scope == "intrinsic":
+            if field.name in ("status", "kind"):
+                found[field.name] = {"stringValue": row[field.name]}
+            continue
+        sources = {"span": (span,), "resource": (resource,), "any": (span, resource)}[field.scope]
+        value = next((source[field.name] for source in sources if field.name in source), None)
+        if value is not None and field.name not in found:
+            found[field.name] = any_value(value)
+    return [{"key": key, "value": value} for key, value in found.items()]

@@ -273,3 +273,20 @@ def parse(text: str) -> SpansetQuery:
     if not text.strip():
         return Spanset(None)
     return _Parser(text).query()
+
+
+def fields_of(query: SpansetQuery) -> tuple[Field, ...]:
+    """The fields ``query`` compares, each once, in the order written: what Tempo shows beside a matched span."""
+    found: dict[Field, None] = {}
+
+    def walk(node: SpansetQuery | SpanCondition | None) -> None:
+        if isinstance(node, Comparison):
+            found[node.field] = None
+        elif isinstance(node, Spanset):
+            walk(node.condition)
+        elif isinstance(node, SpanAnd | SpanOr | SpansetOp):
+            walk(node.left)
+            walk(node.right)
+
+    walk(query)
+    return tuple(found)

@@ -132,7 +132,8 @@ def test_search_answers_tempos_shape(demo_server: RunningServer) -> None:
         assert span_set["matched"] == len(frontend)
         assert len(span_set["spans"]) == min(3, len(frontend))  # Tempo's default spss
         for span in span_set["spans"]:
-            assert set(span) == {"spanID", "name", "startTimeUnixNano", "durationNanos"}
+            assert set(span) == {"spanID", "name", "startTimeUnixNano", "durationNanos", "attributes"}
+            assert span["attributes"] == [{"key": "service.name", "value": {"stringValue": "frontend"}}]
             stored = spans[(trace["traceID"], span["spanID"])]
             assert stored["service"] == "frontend"
             assert span["name"] == stored["name"]

@@ -41,6 +41,7 @@ from jaeger_support import (
     demo_spans,
     duration_ns,
     get_raw,
+    serialize_params,
     traces_with_span,
 )
 
@@ -48,19 +49,6 @@ from collector.otlp_json import request_from_json
 from hotspan.server import RunningServer
 
 __all__ = ["demo_server"]  # the fixture, imported for pytest
-
-
-def angular_encode(value: str) -> str:
-    """Grafana's ``encodeURIComponentAsAngularJS``: encodeURIComponent, then ``@ : $ , ;`` plain, space ``+``."""
-    encoded = urllib.parse.quote(value, safe="-_.!~*'()")
-    for escaped, plain in (("%40", "@"), ("%3A", ":"), ("%24", "$"), ("%2C", ","), ("%3B", ";"), ("%20", "+")):
-        encoded = encoded.replace(escaped, plain)
-    return encoded
-
-
-def serialize_params(params: dict[str, Any]) -> str:
-    """Grafana's ``urlUtil.serializeParams`` (keys in insertion order)."""
-    return "&".join(f"{angular_encode(key)}={angular_encode(str(value))}" for key, value in params.items())
 
 
 def go_encode(params: dict[str, str]) -> str:
