@@ -72,7 +72,7 @@ class TraceAnalysis:
         streamed calls ended by their stream logs, server spans that outlive their client lifted or shifted."""
         attached = attach_parentless(self.reported_tree)
         streamed = attach_stream_usage(attach_stream_logs(attached, self.matched), self.matched)
-        return adjust_remote_spans(streamed)
+        return adjust_remote_spans(streamed, self.matched)
 
     @cached_property
     def own_intervals(self) -> tuple[IntArray, IntArray]:

@@ -75,6 +75,16 @@ def test_a_childless_wrapper_adopts_the_sibling_subtree_it_contains() -> None:
     assert wall == pytest.approx(breakdown(spans))
 
 
+def test_a_server_span_that_outlives_its_caller_goes_under_the_wrapper_that_waited_for_it() -> None:
+    # The resolver returns at 1 ms, when the wrapper starts (a handler that answered before its work ran): the agent
+    # no longer fits in it and is lifted, not under the edge, where the wrapper, extended past the agent, would end
+    # last and take its 95 ms as gateway, but under the wrapper that covers it, as in the unbroken trace.
+    spans = genai_wrapper_trace()
+    spans[1] = replace(spans[1], end=1 * MS)
+    assert adjustments(spans)["a"] == ("lifted", "g")
+    assert breakdown(spans) == {"gateway": 2, "agent": 17, "tool": 29, "llm.call": 48, "other": 4}
+
+
 def test_work_is_never_a_wrapper() -> None:
     # A childless hosted LLM call running beside a retrieval subtree keeps its time: it is work, not a wrapper.
     spans = [
