@@ -211,6 +211,19 @@ def test_a_child_ending_within_a_clock_tick_of_its_parent_stays_cut_to_it() -> N
     assert sum(breakdown_ns(spans).values()) == 20 * MS
 
 
+def test_work_under_spans_sent_as_started_is_kept_however_short() -> None:
+    # Two spans sent as started (0 ns) above a 1 ms tool: it starts at their end, so Jaeger UI's cut would drop it
+    # whole rather than trim a clock tick's overhang; both end with it.
+    spans = [
+        S("r", "", 0, 10 * MS, "handle", kind="Server"),
+        S("g", "r", 5 * MS, 5 * MS, "step"),
+        S("p", "g", 5 * MS, 5 * MS, "step"),
+        S("c", "p", 5 * MS, 6 * MS, "execute_tool x", attributes={"gen_ai.operation.name": "execute_tool"}),
+    ]
+    assert adjustments(spans) == {"g": ("extended", "r"), "p": ("extended", "g"), "c": ("spawned", "p")}
+    assert breakdown_ns(spans)["tool"] == 1 * MS
+
+
 def test_work_outliving_a_remote_call_extends_the_caller_too() -> None:
     # An IDE's 20 ms call to turn/start [0, 20] (another service, CLIENT) above the app server's span: the turn
     # outlives both, and every span above it, the remote caller's included, ends with it: the IDE waited for the
