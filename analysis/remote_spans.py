@@ -15,8 +15,11 @@ Rule, for a SERVER span S whose parent C is its caller's span (a CLIENT span, or
 Codex CLI marks the HTTP request that carries a model call INTERNAL, and a traced vLLM's ``llm_request`` joins its
 trace under it, ``tests/realworld/captures/codex``) and that C covers less than :data:`FIT_SHARE` of:
 
-1. **lift**: when an ancestor of C (the nearest one) covers at least :data:`FIT_SHARE` of S, S is analysed as
-   that ancestor's child: the work happened while the caller's enclosing operation waited (streaming);
+1. **lift**: S is analysed as the child of the span that waited for it: a childless wrapper among C's other
+   children (:func:`analysis.wrappers.wrapper_kinds`: a GraphQL ``graphql.execution`` beside the resolver's call)
+   covering at least :data:`FIT_SHARE` of S, which would have adopted S had S fit in C (:mod:`analysis.wrappers`),
+   else the nearest ancestor of C that covers that much of it: the work happened while the caller's enclosing
+   operation waited (streaming; a caller that returned before the server started its work);
 2. else **shift**: when S is no longer than C and runs in another service, S and its subtree are moved by the
    offset that centres S in C, as Jaeger's clock-skew adjuster does (``jaeger`` ``model/adjuster/clockskew.go``:
    the child is placed in the middle of its parent, the latency split evenly between both ends);
@@ -33,8 +36,10 @@ from __future__ import annotations
 import numpy as np
 
 from analysis import ancestry
-from analysis.ancestry import IntArray
+from analysis.ancestry import BoolArray, IntArray
+from analysis.stages import RuleMatch
 from analysis.tree import LIFTED, SHIFTED, SpanTree, adjusted_tree
+from analysis.wrappers import wrapper_kinds
 
 FIT_SHARE = 0.9
 """Share of a server span its client (or the lifting ancestor) must cover for the span to fit in it."""
@@ -42,8 +47,9 @@ MAX_LEVELS = 64
 """Ancestors of the client tried for a lift."""
 
 
-def adjust_remote_spans(tree: SpanTree) -> SpanTree:
-    """``tree`` with server spans lifted or shifted (module docstring); ``tree`` itself when none is."""
+def adjust_remote_spans(tree: SpanTree, matched: RuleMatch) -> SpanTree:
+    """``tree`` with server spans lifted or shifted (module docstring); ``tree`` itself when none is. ``matched``
+    is the rule match of ``tree``'s spans (which of them are wrappers)."""
     kind = tree.spans["kind"].to_numpy()
     service = tree.spans["service_name"].to_numpy()
     child = np.flatnonzero((tree.parent >= 0) & (kind == "Server") & ~tree.follows_from)
@@ -56,7 +62,8 @@ def adjust_remote_spans(tree: SpanTree) -> SpanTree:
     if not child.size:
         return tree
 
-    lift_to = _containing_ancestor(tree, child, client)
+    lift_to = _containing_wrapper(tree, child, client, wrapper_kinds(tree, matched))
+    lift_to = np.where(lift_to >= 0, lift_to, _containing_ancestor(tree, child, client))
     lifted = lift_to >= 0
     parent = tree.parent.copy()
     parent[child[lifted]] = lift_to[lifted]
@@ -77,6 +84,28 @@ def adjust_remote_spans(tree: SpanTree) -> SpanTree:
 def _covered(start: IntArray, end: IntArray, span: IntArray, by: IntArray) -> IntArray:
     """ns of each ``span``'s interval that ``by`` (aligned) covers."""
     return np.maximum(np.minimum(end[span], end[by]) - np.maximum(start[span], start[by]), 0)
+
+
+def _containing_wrapper(tree: SpanTree, span: IntArray, client: IntArray, wrapper: BoolArray) -> IntArray:
+    """Per span, the childless wrapper among its client's other children covering :data:`FIT_SHARE` of it (as
+    :mod:`analysis.wrappers` chooses: the one covering most, then the longer, then the earlier), -1 where none
+    does."""
+    has_children = np.zeros(tree.size, dtype=bool)
+    has_children[tree.parent[tree.parent >= 0]] = True
+    wrappers = np.flatnonzero(wrapper & ~has_children & (tree.parent >= 0))
+    wrappers = wrappers[np.argsort(tree.parent[wrappers], kind="stable")]
+    first = np.searchsorted(tree.parent[wrappers], client, side="left")
+    count = np.searchsorted(tree.parent[wrappers], client, side="right") - first
+    which = np.repeat(np.arange(span.size), count)
+    candidate = wrappers[np.repeat(first, count) + np.arange(which.size) - np.repeat(np.cumsum(count) - count, count)]
+    covered = _covered(tree.start_ns, tree.end_ns, span[which], candidate)
+    length = tree.end_ns[candidate] - tree.start_ns[candidate]
+    fits = (covered >= FIT_SHARE * (tree.end_ns[span[which]] - tree.start_ns[span[which]])) & (candidate != span[which])
+    which, candidate, covered, length = which[fits], candidate[fits], covered[fits], length[fits]
+    best = np.lexsort((candidate, tree.start_ns[candidate], -length, -covered, which))
+    found = np.full(span.size, -1, dtype=np.int64)
+    found[which[best][::-1]] = candidate[best][::-1]
+    return found
 
 
 def _containing_ancestor(tree: SpanTree, span: IntArray, client: IntArray) -> IntArray:

@@ -19,7 +19,12 @@ unless the root is missing or never ended (issue 27, as real exporters, framewor
    unended span sent with its start time as its end, or the end its exporter wrote at exit). Jaeger and Tempo
    show such a trace's duration as the envelope too.
 
-The root itself then reads as the trace's envelope: time no span of the request covers is the root's own.
+The root itself then reads as the trace's envelope, but its own time stays inside its own interval
+(:func:`own_intervals`, which :func:`analysis.stages.pieces` tiles by): a root that never ended (a genuine root, or
+the trace's one parentless span) was open to the window's end, so the time no other span covers there is its own;
+a span promoted to be the root from among several parentless spans (the longest, often a model call, when the
+request's root was dropped) ended, and the window's time outside it that no other span covers is untraced
+(``other``), never the promoted span's stage.
 
 3. **Outliving work** (:mod:`analysis.spawned_tasks`, applied after these two). Work of the request that starts
    while it is open and ends after its root did (a stream the handler returned, a task it did not await) keeps its
@@ -118,15 +123,49 @@ def _envelope(tree: SpanTree) -> tuple[IntArray, IntArray]:
 def _enveloped(tree: SpanTree, low: IntArray, high: IntArray) -> BoolArray:
     """Per trace, whether its root is missing or never ended (module docstring): the root's reason and interval,
     the trace's spans without a reported parent and its envelope (``low``, ``high``)."""
-    root = tree.primary_root
+    parentless = _parentless(tree)
+    missing = (parentless > 1) | (tree.root_reason[tree.primary_root] != _ROOT)
+    return missing | _unended(tree, low, high)
+
+
+def _parentless(tree: SpanTree) -> IntArray:
+    """Per trace, how many of its spans arrived without a parent in it (as the spans report their parents)."""
     reported = tree.parent if tree.reported_parent is None else tree.reported_parent
-    parentless = np.bincount(tree.trace[reported < 0], minlength=tree.trace_count)
+    return np.bincount(tree.trace[reported < 0], minlength=tree.trace_count)
+
+
+def _unended(tree: SpanTree, low: IntArray, high: IntArray) -> BoolArray:
+    """Per trace, whether its root never ended (module docstring), by its interval and the trace's envelope."""
+    root = tree.primary_root
     duration = tree.end_ns[root] - tree.start_ns[root]
     overhang = high - tree.end_ns[root]
     others_last = (high - low > 0) & (np.bincount(tree.trace, minlength=tree.trace_count) > 1)
-    missing = (parentless > 1) | (tree.root_reason[root] != _ROOT)
-    unended = ((duration == 0) & others_last) | ((overhang > duration) & (overhang > MIN_OVERHANG_NS))
-    return missing | unended
+    return ((duration == 0) & others_last) | ((overhang > duration) & (overhang > MIN_OVERHANG_NS))
+
+
+def own_intervals(unwindowed: SpanTree, analysed: SpanTree) -> tuple[IntArray, IntArray]:
+    """Per span, the interval its own time lies in (``(start_ns, end_ns)``, ns since the epoch), for
+    :func:`analysis.stages.pieces`: the span's interval in ``analysed``, but for the root of a trace whose window
+    is an envelope (rule 2), its interval in ``unwindowed`` (the tree :func:`envelop_requests` read), run on to the
+    window's end where the root never ended and is the trace's own: a genuine root, or its one parentless span. A
+    span promoted to be the root from among several parentless spans (the longest model call, when the request's
+    root was dropped) did end: the envelope's time outside it that no other span covers is no one's, never that
+    span's (the invariant ``tests/analysis/test_request_window.py`` checks). Each cut to the span's interval in
+    ``analysed``.
+
+    Args:
+        unwindowed: the analysis tree before :func:`envelop_requests`.
+        analysed: the analysis tree (``TraceAnalysis.tree``), the same spans in the same order.
+    """
+    start, end = analysed.start_ns.copy(), analysed.end_ns.copy()
+    low, high = _envelope(unwindowed)
+    enveloped = _enveloped(unwindowed, low, high)
+    root = unwindowed.primary_root[enveloped]
+    genuine = unwindowed.root_reason[root] == _ROOT
+    open_ended = _unended(unwindowed, low, high)[enveloped] & (genuine | (_parentless(unwindowed)[enveloped] == 1))
+    start[root] = np.maximum(unwindowed.start_ns[root], start[root])
+    end[root] = np.where(open_ended, end[root], np.minimum(unwindowed.end_ns[root], end[root]))
+    return start, np.maximum(start, end)
 
 
 def request_quality(reported: SpanTree, analysed: SpanTree) -> pl.DataFrame:

@@ -26,7 +26,9 @@ self time and both attributions hold every call's whole time.
   sort and a running maximum per tree, with no loop over spans.
 - Work that starts after the window ended (a flush after the answer, a background job started later) is what the
   request did not wait for, and stays cut as Jaeger UI cuts it; so is a child that ends at most
-  :data:`MIN_OVERHANG_NS` after an ancestor (a millisecond clock's rounding, not work).
+  :data:`MIN_OVERHANG_NS` after an ancestor (a millisecond clock's rounding, not work), unless it starts at or after
+  that ancestor's end (under a span sent as started, 0 ns): cut, it would be dropped whole, so the ancestor ends
+  with it.
 
 A span that outlives its parent (or starts after it returned) is marked ``spawned``, unless an earlier adjuster
 marked it (a stream log's call, a lifted server span: their own mark says more); an ancestor analysed as ending
@@ -74,7 +76,10 @@ def extend_to_outliving_work(tree: SpanTree) -> SpanTree:
         members &= ~ancestry.any_on_path(parent, tree.follows_from)
     work = _work(tree, members & (waited | ~has_parent))
     ended = _latest_end_below(parent, np.flatnonzero(work & has_parent & (end > end[above])), end)
-    ended = np.where(ended > end + MIN_OVERHANG_NS, ended, end)
+    # A clock tick's overhang is cut, but work starting at or after an ancestor's end would be dropped whole (a span
+    # under one sent as started, 0 ns): that ancestor ends with it, whatever the overhang.
+    late = np.flatnonzero(work & has_parent & (start >= end[above]))
+    ended = np.where(ended > end + MIN_OVERHANG_NS, ended, _holding_late_work(parent, start, end, late))
     extended = ended > end
     if not extended.any():
         return tree
@@ -105,6 +110,19 @@ def _work(tree: SpanTree, candidate: BoolArray) -> BoolArray:
     work = np.zeros(tree.size, dtype=bool)
     work[index[broken == broken[first]]] = True
     return work
+
+
+def _holding_late_work(parent: IntArray, start: IntArray, end: IntArray, late: IntArray) -> IntArray:
+    """Per span, the latest of its own end and the ends (ns) of the ``late`` spans below it that start at or after
+    its end: each carried up its ancestor chain while the ancestor reached ended by the time it started."""
+    holding = end.copy()
+    head, at = late, parent[late]
+    while head.size:
+        np.maximum.at(holding, at, end[head])
+        up = parent[at]
+        keep = (up >= 0) & (start[head] >= end[np.maximum(up, 0)])
+        head, at = head[keep], up[keep]
+    return holding
 
 
 def _latest_end_below(parent: IntArray, heads: IntArray, end: IntArray) -> IntArray:

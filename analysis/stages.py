@@ -34,7 +34,7 @@ its phases in proportion to where that time lies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -386,8 +386,40 @@ def _own_boundaries(tree: SpanTree, assignment: Assignment) -> list[Split]:
     return splits
 
 
-def pieces(tree: SpanTree, assignment: Assignment) -> Pieces:
-    """Tile every span into stage pieces (see the module docstring)."""
+def pieces(tree: SpanTree, assignment: Assignment, own: tuple[IntArray, IntArray] | None = None) -> Pieces:
+    """Tile every span into stage pieces (see the module docstring).
+
+    ``own`` is, per span, the interval its own time lies in (``(start_ns, end_ns)``, ns since the epoch, inside the
+    span's interval in ``tree``; default the span's interval): a span's pieces are laid out on it, from its own
+    start (a model call's first token is its delay after the call's own start), and the rest of the span's interval
+    in ``tree`` is :data:`~analysis.stage_rules.DEFAULT_STAGE` (``other``: time no span of the trace describes, such
+    as an envelope window's gaps around a span promoted to be the request's root, :mod:`analysis.request_window`).
+    """
+    if own is None:
+        return _tiled(tree, assignment)
+    own_start, own_end = own
+    before = np.flatnonzero(own_start > tree.start_ns)
+    after = np.flatnonzero(own_end < tree.end_ns)
+    if not (before.size or after.size):
+        return _tiled(tree, assignment)
+    owned = tree.spans.with_columns(
+        pl.Series("start_time_unix_nano", own_start), pl.Series("end_time_unix_nano", own_end)
+    )
+    inside = _tiled(replace(tree, spans=owned, start_ns=own_start, end_ns=own_end), assignment)
+    # Each span's own pieces, with the stretches of its interval before and after its own time, by (span, start):
+    # a stable sort, so a span's own zero-length piece stays before the stretch starting where it is.
+    span = np.concatenate([inside.span, before, after])
+    stage = np.concatenate([inside.stage, np.full(before.size + after.size, STAGES.index(DEFAULT_STAGE))])
+    start = np.concatenate([inside.start_ns, tree.start_ns[before], own_end[after]])
+    end = np.concatenate([inside.end_ns, own_start[before], tree.end_ns[after]])
+    order = np.lexsort((start, span))
+    offsets = np.searchsorted(span[order], np.arange(tree.size + 1))
+    tiled = np.union1d(inside.tiled, np.r_[before, after]).astype(np.int64)
+    return Pieces(span[order], stage[order], start[order], end[order], offsets, tiled)
+
+
+def _tiled(tree: SpanTree, assignment: Assignment) -> Pieces:
+    """Every span of ``tree`` tiled into stage pieces over its interval in ``tree``."""
     splits = _own_boundaries(tree, assignment)
     count = np.ones(tree.size, dtype=np.int64)
     for spans, inner, _ in splits:

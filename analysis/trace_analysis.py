@@ -15,7 +15,7 @@ from analysis.ancestry import IntArray
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.early_actions import adjust_early_actions
 from analysis.remote_spans import adjust_remote_spans
-from analysis.request_window import attach_parentless, envelop_requests
+from analysis.request_window import attach_parentless, envelop_requests, own_intervals
 from analysis.self_time import self_times
 from analysis.spawned_tasks import extend_to_outliving_work
 from analysis.stage_rules import StageRules, load_stage_rules
@@ -62,11 +62,23 @@ class TraceAnalysis:
         their wrappers (:mod:`analysis.wrappers`, a wrapper then covering what it adopted), then LLM
         calls cut, or given the step inside them, where their caller acted on their answer
         (:mod:`analysis.early_actions`)."""
-        attached = attach_parentless(self.reported_tree)
-        streamed = attach_stream_usage(attach_stream_logs(attached, self.matched), self.matched)
-        spawned = extend_to_outliving_work(envelop_requests(adjust_remote_spans(streamed)))
+        spawned = extend_to_outliving_work(envelop_requests(self._unwindowed))
         wrapped = adopt_wrapped_siblings(spawned, self.matched)
         return adjust_early_actions(wrapped, self.matched)
+
+    @cached_property
+    def _unwindowed(self) -> SpanTree:
+        """The analysis tree's first adjusters, before the request's window is read: parentless spans attached,
+        streamed calls ended by their stream logs, server spans that outlive their client lifted or shifted."""
+        attached = attach_parentless(self.reported_tree)
+        streamed = attach_stream_usage(attach_stream_logs(attached, self.matched), self.matched)
+        return adjust_remote_spans(streamed, self.matched)
+
+    @cached_property
+    def own_intervals(self) -> tuple[IntArray, IntArray]:
+        """Per span, the interval its own time lies in, ns since the epoch (:func:`analysis.request_window.
+        own_intervals`): its interval in :attr:`tree`, but for a trace's root that the window's envelope widened."""
+        return own_intervals(self._unwindowed, self.tree)
 
     @cached_property
     def self_time_ns(self) -> IntArray:
@@ -85,8 +97,9 @@ class TraceAnalysis:
 
     @cached_property
     def pieces(self) -> Pieces:
-        """Every span tiled into stage pieces (:mod:`analysis.stages`)."""
-        return pieces(self.tree, self.assignment)
+        """Every span tiled into stage pieces over its own interval (:attr:`own_intervals`; the rest of its interval
+        in :attr:`tree` is `other`) (:mod:`analysis.stages`)."""
+        return pieces(self.tree, self.assignment, self.own_intervals)
 
     @cached_property
     def wall_clock(self) -> Shares:

@@ -61,10 +61,8 @@ MAX_ROUNDS = 8
 def adopt_wrapped_siblings(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     """``tree`` with siblings re-parented under the childless spans that contain them (module docstring);
     ``tree`` itself when no span is adopted. ``matched`` is the rule match of ``tree``'s spans."""
-    kinds = tree.spans["kind"].is_in(WRAPPER_KINDS).to_numpy()
-    work = np.isin(matched.stage, [STAGES.index(stage) for stage in WORK_STAGES])
     attached = (tree.parent >= 0) & ~tree.follows_from & ~tree.clamped.dropped
-    eligible = attached & kinds & ~work & (matched.split == NO_SPLIT)
+    eligible = attached & wrapper_kinds(tree, matched)
     call = attached & matched.call
     reader = attached & matched.stream_reader
     request = matched.transport | (matched.split != NO_SPLIT)
@@ -97,6 +95,14 @@ def adopt_wrapped_siblings(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     widened = (start != tree.start_ns) | (end != tree.end_ns)
     codes = np.where(adopted, WRAPPED, EXTENDED).astype(np.int8)
     return adjusted_tree(tree, parent, adopted | widened, codes, end_ns=end, start_ns=start)
+
+
+def wrapper_kinds(tree: SpanTree, matched: RuleMatch) -> BoolArray:
+    """Spans that are no work themselves (module docstring: their kind, stage and split), with or without
+    children: a childless one among them is a wrapper."""
+    kinds = tree.spans["kind"].is_in(WRAPPER_KINDS).to_numpy()
+    work = np.isin(matched.stage, [STAGES.index(stage) for stage in WORK_STAGES])
+    return kinds & ~work & (matched.split == NO_SPLIT)
 
 
 def _covering(parent: IntArray, adopted: IntArray, start: IntArray, end: IntArray) -> tuple[IntArray, IntArray]:

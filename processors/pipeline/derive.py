@@ -31,12 +31,15 @@ class DerivedRows:
 def span_stages(analysis: TraceAnalysis) -> np.ndarray:
     """Per span, its stage index into :data:`analysis.STAGES`: the rule's stage, or for a tiled span (vLLM
     phases, an untraced LLM call split at its first token, a request carrying one) the stage of the piece
-    holding most of its time (so an ``llm_request`` reads ``llm.decode`` rather than the rule's fallback)."""
+    holding most of its own time (so an ``llm_request`` reads ``llm.decode`` rather than the rule's fallback,
+    and a model call promoted to an envelope's root its phases, not the ``other`` around it:
+    ``TraceAnalysis.own_intervals``)."""
     stage = analysis.assignment.stage.copy()
     pieces = analysis.pieces
     if pieces.tiled.size:
         length = pieces.end_ns - pieces.start_ns
-        of_tiled = np.isin(pieces.span, pieces.tiled)
+        own_start, own_end = (own[pieces.span] for own in analysis.own_intervals)
+        of_tiled = np.isin(pieces.span, pieces.tiled) & (pieces.start_ns >= own_start) & (pieces.end_ns <= own_end)
         # Longest piece per span: sort by (span, length) and take each span's last row; ties go to the earlier piece.
         order = np.lexsort((-np.arange(pieces.span.size), length, pieces.span))
         order = order[of_tiled[order]]

@@ -75,6 +75,16 @@ def test_a_childless_wrapper_adopts_the_sibling_subtree_it_contains() -> None:
     assert wall == pytest.approx(breakdown(spans))
 
 
+def test_a_server_span_that_outlives_its_caller_goes_under_the_wrapper_that_waited_for_it() -> None:
+    # The resolver returns at 1 ms, when the wrapper starts (a handler that answered before its work ran): the agent
+    # no longer fits in it and is lifted, not under the edge, where the wrapper, extended past the agent, would end
+    # last and take its 95 ms as gateway, but under the wrapper that covers it, as in the unbroken trace.
+    spans = genai_wrapper_trace()
+    spans[1] = replace(spans[1], end=1 * MS)
+    assert adjustments(spans)["a"] == ("lifted", "g")
+    assert breakdown(spans) == {"gateway": 2, "agent": 17, "tool": 29, "llm.call": 48, "other": 4}
+
+
 def test_work_is_never_a_wrapper() -> None:
     # A childless hosted LLM call running beside a retrieval subtree keeps its time: it is work, not a wrapper.
     spans = [
@@ -199,6 +209,19 @@ def test_a_child_ending_within_a_clock_tick_of_its_parent_stays_cut_to_it() -> N
     spans = [replace(span, start=17 * MS, end=17 * MS + 500_000) if span.span_id == "chat" else span for span in spans]
     assert adjustments(spans) == {}
     assert sum(breakdown_ns(spans).values()) == 20 * MS
+
+
+def test_work_under_spans_sent_as_started_is_kept_however_short() -> None:
+    # Two spans sent as started (0 ns) above a 1 ms tool: it starts at their end, so Jaeger UI's cut would drop it
+    # whole rather than trim a clock tick's overhang; both end with it.
+    spans = [
+        S("r", "", 0, 10 * MS, "handle", kind="Server"),
+        S("g", "r", 5 * MS, 5 * MS, "step"),
+        S("p", "g", 5 * MS, 5 * MS, "step"),
+        S("c", "p", 5 * MS, 6 * MS, "execute_tool x", attributes={"gen_ai.operation.name": "execute_tool"}),
+    ]
+    assert adjustments(spans) == {"g": ("extended", "r"), "p": ("extended", "g"), "c": ("spawned", "p")}
+    assert breakdown_ns(spans)["tool"] == 1 * MS
 
 
 def test_work_outliving_a_remote_call_extends_the_caller_too() -> None:

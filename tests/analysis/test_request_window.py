@@ -58,6 +58,26 @@ def test_a_missing_root_makes_the_request_the_envelope_of_its_spans_and_says_so(
     assert "envelope" in quality["notes"][0]
 
 
+def test_a_model_call_promoted_to_the_root_keeps_only_its_own_time() -> None:
+    # The root and the agent were dropped and nothing else covers [500, 700] and [800, 1000] ms: the longest
+    # parentless span, the second call, is the request's root and its window the envelope [20, 1980]; the gaps are
+    # untraced (other), not 400 ms more of the call (it read llm 1,860 of 1,960 ms). Its first token, 200 ms after
+    # its own start, splits its own time, not the window's.
+    spans = [
+        S("chat1", "agent", 20 * MS, 500 * MS, "chat m", kind="Client", attributes=CHAT),
+        S("tool", "agent", 700 * MS, 800 * MS, "execute_tool lookup", attributes=TOOL),
+        S("chat2", "agent", 1000 * MS, 1980 * MS, "chat m", kind="Client", attributes=CHAT),
+    ]
+    assert stages_ms(spans) == {"llm.call": 1460, "tool": 100, "other": 400}
+    timed = [*spans[:2], replace(spans[2], attributes={**CHAT, "gen_ai.response.time_to_first_chunk": "0.2"})]
+    assert stages_ms(timed) == {"llm.call": 480, "llm.first_token": 200, "llm.stream": 780, "tool": 100, "other": 400}
+    wall = wall_clock_breakdown(frame(spans))
+    assert dict(wall.select(pl.col("stage").cast(pl.String), "duration_ns").iter_rows())["other"] == 400 * MS
+    # A root sent unended was open to the window's end: the time no other span covers is its own (the caller's).
+    unended = [S("root", "", 0, 0, "POST /ask", kind="Server"), *(replace(span, parent="root") for span in spans)]
+    assert stages_ms(unended) == {"agent": 420, "llm.call": 1460, "tool": 100}
+
+
 def test_an_unended_root_is_the_envelope_of_its_spans() -> None:
     for end in (0, 100 * MS):  # sent as started (end == start), or ended long before its work
         spans = [replace(agent_run()[0], end=end), *agent_run()[1:]]
@@ -160,6 +180,16 @@ def test_an_implausible_root_is_said() -> None:
     assert data_quality(frame(agent_run()))["notes"].to_list() == [[]]
 
 
+def covered_ns(intervals: list[tuple[int, int]]) -> int:
+    """ns the union of ``intervals`` (start, end in ns) covers."""
+    covered, reach = 0, None
+    for low, high in sorted(intervals):
+        low = low if reach is None else max(low, reach)
+        covered += max(high - low, 0)
+        reach = high if reach is None else max(reach, high)
+    return covered
+
+
 @st.composite
 def broken_traces(draw: st.DrawFn) -> list[S]:
     """Random traces of up to 16 spans, then broken as the wild does: spans dropped (the root among them),
@@ -214,8 +244,17 @@ def test_the_request_window_holds_its_invariants_on_any_tree(spans: list[S]) -> 
     # Stage shares stay in [0, 1] and sum to the window, in both views.
     assert all(wide[column] >= 0 for column in STAGE_COLUMNS)
     assert sum(wide[column] for column in STAGE_COLUMNS) == wide["duration_ns"]
-    wall = wall_clock_breakdown(analysis)["duration_ns"]
+    wall_clock = wall_clock_breakdown(analysis)
+    wall = wall_clock["duration_ns"]
     assert (wall >= 0).all() and abs(wall.sum() - wide["duration_ns"]) <= 1e-6 * max(wide["duration_ns"], 1)
+    # A span promoted to the root from among several parentless spans keeps its own time inside its own interval:
+    # the window's time no span covers (the others as analysed, the root as it arrived) is other, in both views.
+    if "s0" not in reported.spans["span_id"] and (reported.parent < 0).sum() > 1:
+        others = np.arange(tree.size) != root
+        intervals = [(int(start[root]), int(end[root])), *zip(tree.start_ns[others], tree.end_ns[others], strict=True)]
+        uncovered = window[1] - window[0] - covered_ns(intervals)
+        assert wide["other_ns"] >= uncovered
+        assert wall_clock.filter(pl.col("stage") == "other")["duration_ns"].sum() >= uncovered - 1e-6 * uncovered
     # Nothing that lasts and starts inside the window, at or after its parent's start, is dropped or cut at its end
     # (but for a clock tick): work that outlives its parent or starts after it returned keeps its whole time, and
     # the window holds it. Model calls so kept are LLM time.

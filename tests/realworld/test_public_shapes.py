@@ -63,33 +63,9 @@ class KnownMiss(AssertionError):
     """A trace :data:`KNOWN_MISSES` names is off its truth (its parameter is marked xfail, strict)."""
 
 
-PROMOTED_CALL = (
-    frozenset(
-        {
-            "jaegerui__genai_agent_trace.otlp.json/a1b2c3d4e5f60718a1b2c3d4e5f60718",
-            "jaegerui__genai_flamegraph_traces.derived.json/000000000000000000000000000000f1",
-        }
-    ),
-    "With the root dropped, the longest parentless span, a chat (the first, 2.5 s; 2 s in the flamegraph trace), "
-    "becomes the trace's root (analysis.tree) and its window the envelope of the spans that arrived "
-    "(analysis.request_window); the gaps between its siblings that no span covers (2.2 s of 10.5 s: the agent's "
-    "time between calls and tools; 0.5 s of 4.4 s) are then the promoted root's own time and read as llm.call. "
-    "GenAI agent trace: truth of what arrived 59.0 %, reads 79.1 %; flamegraph f1: 45.5 %, reads 56.8 %.",
-)
-"""Every root-dropping mutation misses a trace whose longest top-level span is a model call."""
-KNOWN_MISSES = {
-    "drop_root": PROMOTED_CALL,
-    "linked_orphans": PROMOTED_CALL,
-    "late_children": (
-        frozenset({"jaegerui__genai_timeline.json/4a1b2c3d4e5f60718293a4b5c6d7e8f9"}),
-        "Jaeger UI GenAI timeline, late_children: truth 8.1 % LLM, reads 0 %. Query.assistantReply (SERVER, graphql) "
-        "returns at 2 ms; its child invoke_agent triage-agent (SERVER, another service) no longer fits in it and is "
-        "lifted under the root (analysis.remote_spans, the streaming rule), so it is no longer the sibling of the "
-        "childless graphql.execution wrapper (INTERNAL, 2 ms .. 43.0 s) that adopts it in the unbroken trace "
-        "(analysis.wrappers compares siblings only); Query.assistantReply, extended to hold the wrapper, ends last "
-        "and the critical path credits the wrapper's 43 s to gateway.",
-    ),
-}
+KNOWN_MISSES: dict[str, tuple[frozenset[str], str]] = {}
+"""Per mutation, the traces Hotspan still gets wrong under it and the shape it misses (their parameter is marked
+xfail, strict, raising :class:`KnownMiss`); none at present."""
 
 
 @dataclass(frozen=True)
