@@ -453,12 +453,17 @@ _KIND_LABELS = {"service": "service", "agent": "agent", "model": "model", "tool"
 
 
 def agent_graph_panel(view: TraceView) -> Component:
-    """The trace's agent graph (:attr:`query.trace_model.TraceView.agent_graph`) as each caller with the calls it
-    made: kind and name, calls, summed duration and time on the critical path; calls on the critical path are
-    marked (``hs-agent-critical``), the longest first."""
-    edges = view.agent_graph
+    """The trace's agent graph (:attr:`query.trace_model.TraceView.agent_graph`): :func:`agent_edges_panel`."""
+    return agent_edges_panel(view.agent_graph, "trace-agent-graph-body", "in this trace")
+
+
+def agent_edges_panel(edges: pl.DataFrame, element_id: str, where: str) -> Component:
+    """Agent graph edges (:data:`analysis.agent_graph.EDGE_SCHEMA`) as each caller with the calls it made: kind
+    and name, calls (and the traces they occur in, where more than one), summed duration and time on the critical
+    path; calls on the critical path are marked (``hs-agent-critical``), the longest first. ``where`` ends the
+    sentence said when there are none ("in this trace")."""
     if not edges.height:
-        return html.P("No agent, model, tool or retrieval calls recognised in this trace.", className="hs-hint")
+        return html.P(f"No agent, model, tool or retrieval calls recognised {where}.", className="hs-hint")
     callers: dict[tuple[str, str], list[dict]] = {}
     for edge in edges.iter_rows(named=True):
         callers.setdefault((edge["source_kind"], edge["source"]), []).append(edge)
@@ -471,7 +476,8 @@ def agent_graph_panel(view: TraceView) -> Component:
                     html.Span(f"→ {_KIND_LABELS[edge['target_kind']]} ", className="hs-hint"),
                     html.Strong(edge["target"]),
                     f" · {edge['calls']:,} call{'s' if edge['calls'] != 1 else ''}"
-                    f" · {format_duration_ns(edge['duration_ns'])}"
+                    + (f" in {edge['traces']:,} traces" if edge["traces"] > 1 else "")
+                    + f" · {format_duration_ns(edge['duration_ns'])}"
                     f" · {format_duration_ns(edge['critical_ns'])} on the critical path"
                     + (f" · {edge['errors']:,} failed" if edge["errors"] else ""),
                 ],
@@ -484,7 +490,7 @@ def agent_graph_panel(view: TraceView) -> Component:
                 children=[html.Span(f"{_KIND_LABELS[kind]} ", className="hs-hint"), html.Strong(name), html.Ul(rows)],
             )
         )
-    return html.Div(id="trace-agent-graph-body", children=blocks)
+    return html.Div(id=element_id, children=blocks)
 
 
 def group_detail(view: TraceView, leader: int) -> Component:

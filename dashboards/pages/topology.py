@@ -5,7 +5,8 @@ linking to its trace page, and the search of the calling service in the same win
 focuses the graph on it: the services within the chosen hops of it (the Focus and Hops fields), and its facts and
 search beside the graph. Window and scope (a service's calls in and out, an operation's
 calls, a request tenant's calls: :class:`storage.rollup_reader.EdgeScope`) live in the URL like the other windowed
-pages' (``?lookback=1h&service=frontend``)."""
+pages' (``?lookback=1h&service=frontend``). Below, the Agents card: the agent graph summed over the window's newest
+requests (:func:`query.agents.window_agent_graph`, the REST ``/api/v1/agent-graph``)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,10 @@ from dashboards.topology_figures import (
     cytoscape_stylesheet,
     neighbourhood,
 )
+from dashboards.trace_panels import agent_edges_panel
 from processors.pipeline.service_graph import USER
 from query.service import QueryService
-from query.store import EdgeScope, StorageError, short_trace_id
+from query.store import EdgeScope, StorageError, TraceQuery, short_trace_id
 
 EXAMPLES = 10
 """Example traces listed for a clicked edge."""
@@ -47,6 +49,8 @@ _HINT = "Click an edge to list example traces of that call; click a service to f
 HOPS = {"1": "1 hop", "2": "2 hops", "3": "3 hops", "all": "any"}
 """Focus depth choices: calls away from the focused service, either way."""
 DEFAULT_HOPS = "1"
+AGENT_TRACES = 100
+"""Requests the Agents card sums (the newest of the window): their spans are read and analysed at once."""
 
 
 def layout(**query: str) -> Component:
@@ -81,6 +85,18 @@ def layout(**query: str) -> Component:
                     className="hs-card hs-span-detail",
                     children=html.P(_HINT, className="hs-hint"),
                 ),
+            ],
+        ),
+        html.Section(
+            className="hs-card",
+            children=[
+                html.H3("Agents"),
+                html.P(
+                    f"Who called which model, tool and agent in the newest {AGENT_TRACES} requests of the window "
+                    "(of the service, when one is chosen); marked: on the requests' critical paths.",
+                    className="hs-hint",
+                ),
+                html.Div(id="topology-agents", children=html.P("Loading…", className="hs-hint")),
             ],
         ),
         dcc.Store(id="topology-window"),
@@ -138,6 +154,10 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         window = {"start": start, "end": end, "lookback": lookback, "scope": scope}
         elements = cytoscape_elements(nodes, edges, scheme, focus)
         return elements, cytoscape_layout(), summary, window, "", url, services
+
+    @app.callback(Output("topology-agents", "children"), Input("topology-window", "data"))
+    def agents(window: dict | None) -> Component:
+        return _agents(query, window)
 
     @app.callback(
         Output("topology-focus", "value"),
@@ -231,6 +251,26 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
                 className="hs-drill",
             ),
         ]
+
+
+def _agents(query: QueryService, window: dict | None) -> Component:
+    """The agent graph summed over the window's newest :data:`AGENT_TRACES` requests (of its service scope)."""
+    if not window:
+        return html.P("No window.", className="hs-hint")
+    scope = window.get("scope") or {}
+    found = TraceQuery(
+        service=scope.get("service") or None,
+        operation=scope.get("operation") or None,
+        start_ns=int(window["start"]),
+        end_ns=int(window["end"]),
+        limit=AGENT_TRACES,
+    )
+    try:
+        graph = query.agent_graph(found, tenant=read_tenant())
+    except (StorageError, ValueError) as exc:
+        return html.P(f"Cannot read the agent graph: {exc}", className="hs-hint")
+    panel = agent_edges_panel(graph.edges, "topology-agents-body", "in this window's requests")
+    return html.Div([html.P(f"{graph.traces:,} requests", className="hs-hint"), panel])
 
 
 def _edge_scope(scope: dict[str, str | None]) -> EdgeScope:

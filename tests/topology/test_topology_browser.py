@@ -65,6 +65,9 @@ def test_topology_page_draws_graph_and_lists_edge_traces(browser: Browser, ui_ur
     page.goto(f"{ui_url}/ui/topology")
     page.wait_for_selector("#topology-summary:has-text('nodes')", timeout=TIMEOUT_MS)
     assert page.inner_text("#topology-summary").startswith("10 nodes · 14 edges")
+    # The demo's services make no model or tool calls: the Agents card reads the window's requests and says so.
+    page.wait_for_selector("#topology-agents:has-text('requests')", timeout=TIMEOUT_MS)
+    assert "No agent, model, tool or retrieval calls recognised" in page.inner_text("#topology-agents")
     page.wait_for_function("() => document.querySelector('#topology-graph canvas') !== null", timeout=TIMEOUT_MS)
     screenshot(page, "ui-topology.png")
 
