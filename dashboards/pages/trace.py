@@ -57,7 +57,7 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
     ``trace_id`` comes from the URL, still percent-encoded (Dash passes path variables as they are), and may be
     malformed (then the header says why); called with none for Dash's callback validation, it reads nothing."""
     loading = flask.has_request_context()
-    head, stages, graph, meta = _load(unquote(trace_id) if trace_id else None) if loading else (None, None, None, None)
+    head, stages, meta = _load(unquote(trace_id) if trace_id else None) if loading else (None, None, None)
     stores = [
         dcc.Store(id="trace-meta", data=meta),
         dcc.Store(id="trace-request"),
@@ -115,7 +115,9 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
                         "Agent graph",
                         "who called which model, tool and agent; marked: on the critical path",
                     ),
-                    html.Div(id="trace-agent-graph", children=graph),
+                    # Filled after the first paint (trace-painted), as the request facts: at 100k spans the graph
+                    # costs 0.4 s, which the timeline need not wait for.
+                    html.Div(id="trace-agent-graph", children=html.P("Loading…", className="hs-hint")),
                 ],
             ),
             html.Section(
@@ -149,6 +151,16 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
     (:func:`layout`), through the query room's kept trace views; read a trace ahead when its page's HTML is asked
     for (:func:`_read_ahead`)."""
     _read_ahead(app, query)
+
+    @app.callback(
+        Output("trace-agent-graph", "children"),
+        Input("trace-painted", "data"),
+        State("trace-meta", "data"),
+        prevent_initial_call=True,
+    )
+    def load_agent_graph(_painted: str | None, meta: dict | None) -> Component:
+        view = _kept(meta)
+        return static_html(agent_graph_panel(view)) if view is not None else html.P(NO_TRACE, className="hs-hint")
 
     @app.callback(
         Output("trace-request-facts", "children"),
@@ -287,16 +299,11 @@ def _read_ahead(app: Dash, query: QueryService) -> None:
             threading.Thread(target=read, args=(trace_id, read_tenant()), name="trace-read-ahead", daemon=True).start()
 
 
-def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, Component | None, dict | None]:
-    """Header, stage panel, agent graph and the timeline's starting data of a trace read now (one read per page
-    load), or a notice saying why there is none."""
+def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, dict | None]:
+    """Header, stage panel and the timeline's starting data of a trace read now (one read per page load), or a
+    notice saying why there is none."""
     if not raw_trace_id:
-        return (
-            _notice("No trace selected", "Open one from Search, or paste its ID in the lookup box."),
-            None,
-            None,
-            None,
-        )
+        return _notice("No trace selected", "Open one from Search, or paste its ID in the lookup box."), None, None
     views, tenant = query_room().views, read_tenant()
     try:
         # A short ID (a prefix a page showed) names the one stored trace it starts, when it is not itself an ID.
@@ -307,14 +314,14 @@ def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, Compon
             view = views.load(found[0], tenant=tenant)
     except FormError as exc:
         if found:
-            return _ambiguous(raw_trace_id, found), None, None, None
-        return _notice("Cannot show this trace", str(exc)), None, None, None
+            return _ambiguous(raw_trace_id, found), None, None
+        return _notice("Cannot show this trace", str(exc)), None, None
     except (StorageError, ValueError) as exc:
-        return _notice("Cannot show this trace", str(exc)), None, None, None
+        return _notice("Cannot show this trace", str(exc)), None, None
     if view is None:
         if len(found) > 1:
-            return _ambiguous(raw_trace_id, found), None, None, None
-        return _notice(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired."), None, None, None
+            return _ambiguous(raw_trace_id, found), None, None
+        return _notice(f"Trace {trace_id} not found", "It may not be stored yet, or it has expired."), None, None
     compare = dcc.Link(
         "Compare with another trace →",
         href=get_relative_path("/compare") + f"?a={view.trace_id}",
@@ -322,12 +329,8 @@ def _load(raw_trace_id: str | None) -> tuple[Component, Component | None, Compon
         className="hs-drill",
     )
     # Header and stage panel are drawn once and never updated: one component each for Dash (dashboards/static_html).
-    head, stages, graph = (
-        static_html(header(view)),
-        static_html(stage_panel(view)),
-        static_html(agent_graph_panel(view)),
-    )
-    return html.Div([head, compare]), stages, graph, page_meta(view, uuid.uuid4().hex)
+    head, stages = static_html(header(view)), static_html(stage_panel(view))
+    return html.Div([head, compare]), stages, page_meta(view, uuid.uuid4().hex)
 
 
 def _kept(data: dict | None) -> TraceView | None:
