@@ -62,7 +62,9 @@ EDGE_SCHEMA: Final = {
 IntArray = npt.NDArray[np.int64]
 
 
-def agent_graph(analysis: TraceAnalysis, critical_ns: IntArray | None = None) -> pl.DataFrame:
+def agent_graph(
+    analysis: TraceAnalysis, critical_ns: IntArray | None = None, calls: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The agent graph of the traces in ``analysis`` (module docstring) as its edges, summed over them.
 
     Args:
@@ -70,6 +72,7 @@ def agent_graph(analysis: TraceAnalysis, critical_ns: IntArray | None = None) ->
         critical_ns: per span of ``analysis.tree`` (aligned), its own ns on its trace's critical path (inside its
             interval), as :func:`own_critical_ns` gives it; an edge counts its targets' and everything below them.
             None: the critical path of each trace's request (``analysis.sections``).
+        calls: ``model_calls(analysis)`` where the caller has it already; computed when None.
 
     Returns:
         One row per edge (:data:`EDGE_SCHEMA`; ``traces``: in how many of the traces it occurs), most
@@ -110,7 +113,7 @@ def agent_graph(analysis: TraceAnalysis, critical_ns: IntArray | None = None) ->
         agent &= ~repeated
     source_kind = np.where(roots & marks, "service", "agent")
 
-    calls = model_calls(analysis).filter(pl.col("outermost"))
+    calls = (calls if calls is not None else model_calls(analysis)).filter(pl.col("outermost"))
     target_kind = np.full(size, "", dtype=object)
     target = np.array(facts["tool"].to_list(), dtype=object)
     model_index = calls["index"].to_numpy()

@@ -269,7 +269,7 @@ class TraceView:
     def agent_graph(self) -> pl.DataFrame:
         """Who called which model, tool, retriever or agent (:func:`analysis.agent_graph.agent_graph`), each edge
         with its time on this trace's critical path."""
-        return agent_graph(self.analysis, self.critical_own_ns)
+        return agent_graph(self.analysis, self.critical_own_ns, self.model_calls)
 
     @cached_property
     def analysis_children(self) -> tuple[IntArray, IntArray]:
