@@ -42,6 +42,7 @@ PATH_VALUES = {
     "service": "acme-gateway",
     "trace_id": ACME_TRACE,
     "incident_id": "0" * 32,
+    "conversation_id": "acme-conversation",
 }
 """Values for path parameters: acme's own, so the route reaches its query."""
 
