@@ -9,8 +9,8 @@ API reference ("Responses", "Streaming events"):
   ``{"call_id", "output"}``), ``instructions``, ``tools`` (``{"type": "function", "name", "parameters"}``, and
   ``{"type": "namespace", "name", "tools": [function tools]}``, as Codex groups each MCP server's tools in one
   namespace ``mcp__<server>``; other tool types are accepted and never called), ``tool_choice``,
-  ``max_output_tokens``, ``stream``. Other fields
-  (``reasoning``, ``store``, ``include``, ``prompt_cache_key``, ``text`` ...) are accepted and ignored.
+  ``max_output_tokens``, ``stream``. Other fields (``reasoning``, ``store``, ``include``, ``prompt_cache_key``,
+  ``text`` ...) are accepted and ignored.
 - usage: ``input_tokens`` (the whole prompt), ``input_tokens_details.cached_tokens`` (from the prefix cache),
   ``output_tokens``, ``output_tokens_details.reasoning_tokens`` (0: no reasoning), ``total_tokens``.
 

@@ -90,11 +90,11 @@ def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
 def minimal_arguments(schema: JsonSchema | None, trace_id: str | None = None) -> object:
     """The smallest JSON value valid for ``schema`` (a JSON Schema as OpenAI tool ``parameters`` use it).
 
-    Objects get exactly their ``required`` properties, a string one named ``trace_id`` or ``trace_id_<suffix>``
-    ``trace_id`` when given; arrays ``max(minItems, 1)`` items (at most
-    ``maxItems``); strings ``"example"`` cut or padded to ``maxLength``/``minLength``; numbers their lower
-    bound or 1; ``enum``/``const`` their first value; ``anyOf``/``oneOf``/``allOf`` their first branch;
-    local ``$ref`` (``#/$defs/...``, ``#/definitions/...``) is followed. A missing or empty schema gives ``{}``.
+    Objects get exactly their ``required`` properties (a free string one named ``trace_id`` or
+    ``trace_id_<suffix>`` is ``trace_id``, when given); arrays ``max(minItems, 1)`` items (at most ``maxItems``);
+    strings ``"example"`` cut or padded to ``maxLength``/``minLength``; numbers their lower bound or 1;
+    ``enum``/``const`` their first value; ``anyOf``/``oneOf``/``allOf`` their first branch; local ``$ref``
+    (``#/$defs/...``, ``#/definitions/...``) is followed. A missing or empty schema gives ``{}``.
     """
     return _value(schema or {"type": "object"}, schema or {}, trace_id)
 
@@ -139,9 +139,11 @@ def _value(schema: JsonSchema, root: JsonSchema, trace_id: str | None) -> object
 
 
 def _property(name: str, schema: JsonSchema, root: JsonSchema, trace_id: str | None) -> object:
-    """An object's property: ``trace_id`` for a string one its name marks as a trace ID, else the minimal value."""
+    """An object's property: ``trace_id`` for a free string one (no ``enum`` or ``const``) its name marks as a trace
+    ID, else the minimal value."""
     value = _value(schema, root, trace_id)
-    if trace_id is not None and isinstance(value, str) and _TRACE_ID_PROPERTY.fullmatch(name):
+    free = not {"enum", "const"} & set(_resolve(schema, root))
+    if trace_id is not None and isinstance(value, str) and free and _TRACE_ID_PROPERTY.fullmatch(name):
         return trace_id
     return value
 

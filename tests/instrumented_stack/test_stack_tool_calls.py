@@ -75,14 +75,24 @@ def test_each_offered_tool_is_called_once_per_user_turn_then_text() -> None:
 TRACE_ID = "4BF92F3577B34DA6A3CE929D0E0E4736"
 TRACE_TOOL = {
     "type": "object",
-    "properties": {"trace_id": {"type": "string"}, "trace_id_b": {"type": "string"}, "traced": {"type": "string"}},
-    "required": ["trace_id", "trace_id_b", "traced"],
+    "properties": {
+        "trace_id": {"type": "string"},
+        "trace_id_b": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "trace_id_format": {"enum": ["w3c"]},
+        "traced": {"type": "string"},
+    },
+    "required": ["trace_id", "trace_id_b", "trace_id_format", "traced"],
 }
 
 
 def test_a_trace_id_in_the_question_fills_the_trace_id_arguments() -> None:
     tools = [{"type": "function", "function": {"name": "explain", "parameters": TRACE_TOOL}}]
-    asked = {"trace_id": TRACE_ID.lower(), "trace_id_b": TRACE_ID.lower(), "traced": "example"}
+    asked = {
+        "trace_id": TRACE_ID.lower(),
+        "trace_id_b": TRACE_ID.lower(),
+        "trace_id_format": "w3c",
+        "traced": "example",
+    }
     parts = [{"type": "text", "text": f"why is trace {TRACE_ID} slow?"}]
     chat = plan_tool_call([{"role": "user", "content": "see 0123"}, {"role": "user", "content": parts}], tools, None)
     assert chat is not None and json.loads(chat.arguments) == asked
@@ -97,7 +107,9 @@ def test_a_trace_id_in_the_question_fills_the_trace_id_arguments() -> None:
     plain = plan_tool_call(
         [{"role": "user", "content": f"{TRACE_ID}"}, {"role": "user", "content": "why?"}], tools, None
     )
-    assert plain is not None and json.loads(plain.arguments) == dict.fromkeys(asked, "example")
+    assert plain is not None and json.loads(plain.arguments) == asked | dict.fromkeys(
+        ("trace_id", "trace_id_b"), "example"
+    )
 
 
 def test_a_namespaces_functions_are_called_by_namespace_and_name() -> None:
