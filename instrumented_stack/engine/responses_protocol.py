@@ -8,7 +8,8 @@ API reference ("Responses", "Streaming events"):
   ``"type": "message"``, ``function_call`` ``{"call_id", "name", "arguments"}``, ``function_call_output``
   ``{"call_id", "output"}``), ``instructions``, ``tools`` (``{"type": "function", "name", "parameters"}``, and
   ``{"type": "namespace", "name", "tools": [function tools]}``, as Codex groups each MCP server's tools in one
-  namespace ``mcp__<server>``; other tool types are accepted and never called), ``tool_choice``,
+  namespace ``mcp__<server>``; other tool types, and namespaces not named ``mcp__*``, are accepted and never
+  called), ``tool_choice``,
   ``max_output_tokens``, ``stream``. Other fields (``reasoning``, ``store``, ``include``, ``prompt_cache_key``,
   ``text`` ...) are accepted and ignored.
 - usage: ``input_tokens`` (the whole prompt), ``input_tokens_details.cached_tokens`` (from the prefix cache),
@@ -16,9 +17,11 @@ API reference ("Responses", "Streaming events"):
 
 The emulated model's choice of tool is :mod:`tool_calls`' rule over the same conversation in chat shape
 (:meth:`ResponsesRequest.chat_messages`, :meth:`ResponsesRequest.chat_tools`): a ``function_call_output`` is a
-tool answer, a user message a new question. A namespace's function is offered to that rule as
+tool answer, a user message a new question. An MCP server's function is offered to that rule as
 ``<namespace>.<name>`` (a function name cannot hold a dot), and a call of it answers a ``function_call`` with
-``namespace`` and ``name`` apart (:func:`function_call_name`), the shape Codex reads.
+``namespace`` and ``name`` apart (:func:`function_call_name`), the shape Codex reads. Only MCP namespaces: Codex
+also offers its sub-agent tools as a namespace (``multi_agent_v1``), which the captures of its turns
+(``tests/realworld/captures/codex``, 8 model requests a turn) were taken without calling.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Item = dict[str, Any]
 NAMESPACE_SEPARATOR = "."
+MCP_NAMESPACE_PREFIX = "mcp__"
 
 
 class ResponsesRequest(BaseModel):
@@ -83,11 +87,11 @@ class ResponsesRequest(BaseModel):
         return messages
 
     def chat_tools(self) -> list[dict[str, Any]]:
-        """Function tools in chat shape, a namespace's as ``<namespace>.<name>``; other tool types are never
+        """Function tools in chat shape, an MCP namespace's as ``<namespace>.<name>``; other tool types are never
         called."""
         functions = [(None, tool) for tool in self.tools or ()]
         for tool in self.tools or ():
-            if tool.get("type") == "namespace":
+            if tool.get("type") == "namespace" and str(tool.get("name", "")).startswith(MCP_NAMESPACE_PREFIX):
                 functions += [(tool.get("name"), member) for member in tool.get("tools") or ()]
         return [
             {

@@ -114,7 +114,9 @@ def test_a_trace_id_in_the_question_fills_the_trace_id_arguments() -> None:
 
 def test_a_namespaces_functions_are_called_by_namespace_and_name() -> None:
     """Codex offers each MCP server's tools as one Responses API namespace tool (``mcp__<server>``)."""
-    tools = [{"type": "namespace", "name": "mcp__hotspan", "tools": [{"type": "function", "name": "explain"}]}]
+    explain = [{"type": "function", "name": "explain"}]
+    # Codex's sub-agent tools come as a namespace too, which the emulated model leaves alone.
+    tools = [{"type": "namespace", "name": name, "tools": explain} for name in ("multi_agent_v1", "mcp__hotspan")]
     request = ResponsesRequest(model="m", input="hi", tools=tools)
     planned = plan_tool_call(request.chat_messages(), request.chat_tools(), None)
     assert planned is not None and function_call_name(planned.name) == {"namespace": "mcp__hotspan", "name": "explain"}

@@ -10,7 +10,7 @@ question (``instrumented_stack.engine.tool_calls``), then answers. Codex's own J
 --json``: an ``mcp_tool_call`` item per call, with its arguments, status and result) shows every Hotspan tool called
 and completed, and the call of ``explain_trace`` with that ID returning a result that names the trace's top stage
 (from ``/api/v1/traces/{id}/stages``) and the cause ``/api/v1/diagnosis`` ranks first, the trace being one of that
-finding's example requests. About half a minute: the stack run ~10 s, the Codex turn (13 model requests) ~15-20 s.
+finding's example requests. About half a minute: the stack run ~10 s, the Codex turn ~15-20 s.
 """
 
 from __future__ import annotations
