@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,6 +51,8 @@ LAYOUT = Layout(CLUSTER, replicated=False)
 POOL_SIZE = 48
 """Cluster databases the engine knows row filters for; a test process holds at most this many at once."""
 
+ANALYSIS_DEADLINE_S = 60.0
+"""Longest wait for a served pipeline to analyse the traces it was sent (:func:`wait_analysed`)."""
 _DISTRIBUTED = re.compile(r"ENGINE = Distributed\('\w+', '\w+', '(\w+)', (.+)\)")
 _engine: Any = None
 _free: list[str] = []
@@ -229,3 +232,16 @@ def served_holding(
         )
         assert answer.status_code == 200, answer.text
         yield running
+
+
+def wait_analysed(server: RunningServer, request: ExportTraceServiceRequest) -> None:
+    """Wait until the served pipeline has analysed every trace of ``request`` (each search result carries its model
+    calls), at most :data:`ANALYSIS_DEADLINE_S` seconds."""
+    traces = sum(not s.parent_span_id for r in request.resource_spans for c in r.scope_spans for s in c.spans)
+    deadline = time.monotonic() + ANALYSIS_DEADLINE_S
+    while time.monotonic() < deadline:
+        found = httpx.get(f"{server.base_url}/api/v1/traces", params={"limit": 100}, timeout=30).json()["traces"]
+        if len(found) == traces and all(t["llm_calls"] is not None for t in found):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the trace pipeline did not analyse {traces} traces in {ANALYSIS_DEADLINE_S} s")

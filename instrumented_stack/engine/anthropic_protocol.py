@@ -72,7 +72,8 @@ class MessagesRequest(BaseModel):
         return " ".join(part for part in parts if part)
 
     def openai_messages(self) -> list[dict[str, Any]]:
-        """The conversation as OpenAI chat messages (``role``, ``tool_calls``), for :mod:`tool_calls`."""
+        """The conversation as OpenAI chat messages (``role``, ``content`` text, ``tool_calls``), for
+        :mod:`tool_calls`."""
         converted: list[dict[str, Any]] = []
         for message in self.messages:
             blocks = message.blocks()
@@ -86,7 +87,7 @@ class MessagesRequest(BaseModel):
             elif blocks and all(block.get("type") == "tool_result" for block in blocks):
                 converted.append({"role": "tool"})
             else:
-                converted.append({"role": "user"})
+                converted.append({"role": "user", "content": " ".join(_block_text(block) for block in blocks)})
         return converted
 
     def openai_tools(self) -> list[dict[str, Any]]:

@@ -71,7 +71,12 @@ from instrumented_stack.engine.openai_protocol import (
     ToolCall,
     UsageInfo,
 )
-from instrumented_stack.engine.responses_protocol import ResponsesRequest, response_object, responses_usage
+from instrumented_stack.engine.responses_protocol import (
+    ResponsesRequest,
+    function_call_name,
+    response_object,
+    responses_usage,
+)
 from instrumented_stack.engine.responses_streaming import response_events
 from instrumented_stack.engine.scheduler import SchedulerConfig
 from instrumented_stack.engine.streaming import EVENT_STREAM, StreamHead, TokenStream, chat_events, completion_events
@@ -449,7 +454,7 @@ def create_engine_app(
         item: dict[str, object]
         if planned:
             item = {"type": "function_call", "id": f"fc_{request_id}", "call_id": f"call_{uuid.uuid4().hex}"}
-            item |= {"name": planned.name, "arguments": planned.arguments}
+            item |= function_call_name(planned.name) | {"arguments": planned.arguments}
         else:
             text = server.output_text(engine_request.output_tokens)
             part = {"type": "output_text", "text": text, "annotations": []}

@@ -6,15 +6,22 @@ API reference ("Responses", "Streaming events"):
 
 - request: ``model``, ``input`` (a string, or items: messages ``{"role", "content"}`` with or without
   ``"type": "message"``, ``function_call`` ``{"call_id", "name", "arguments"}``, ``function_call_output``
-  ``{"call_id", "output"}``), ``instructions``, ``tools`` (``{"type": "function", "name", "parameters"}``; other
-  tool types are accepted and never called), ``tool_choice``, ``max_output_tokens``, ``stream``. Other fields
-  (``reasoning``, ``store``, ``include``, ``prompt_cache_key``, ``text`` ...) are accepted and ignored.
+  ``{"call_id", "output"}``), ``instructions``, ``tools`` (``{"type": "function", "name", "parameters"}``, and
+  ``{"type": "namespace", "name", "tools": [function tools]}``, as Codex groups each MCP server's tools in one
+  namespace ``mcp__<server>``; other tool types, and namespaces not named ``mcp__*``, are accepted and never
+  called), ``tool_choice``,
+  ``max_output_tokens``, ``stream``. Other fields (``reasoning``, ``store``, ``include``, ``prompt_cache_key``,
+  ``text`` ...) are accepted and ignored.
 - usage: ``input_tokens`` (the whole prompt), ``input_tokens_details.cached_tokens`` (from the prefix cache),
   ``output_tokens``, ``output_tokens_details.reasoning_tokens`` (0: no reasoning), ``total_tokens``.
 
 The emulated model's choice of tool is :mod:`tool_calls`' rule over the same conversation in chat shape
 (:meth:`ResponsesRequest.chat_messages`, :meth:`ResponsesRequest.chat_tools`): a ``function_call_output`` is a
-tool answer, a user message a new question.
+tool answer, a user message a new question. An MCP server's function is offered to that rule as
+``<namespace>.<name>`` (a function name cannot hold a dot), and a call of it answers a ``function_call`` with
+``namespace`` and ``name`` apart (:func:`function_call_name`), the shape Codex reads. Only MCP namespaces: Codex
+also offers its sub-agent tools as a namespace (``multi_agent_v1``), which the captures of its turns
+(``tests/realworld/captures/codex``, 8 model requests a turn) were taken without calling.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 Item = dict[str, Any]
+NAMESPACE_SEPARATOR = "."
+MCP_NAMESPACE_PREFIX = "mcp__"
 
 
 class ResponsesRequest(BaseModel):
@@ -61,24 +70,35 @@ class ResponsesRequest(BaseModel):
         return " ".join(part for part in parts if part)
 
     def chat_messages(self) -> list[dict[str, Any]]:
-        """The conversation as chat messages (``role``, ``tool_calls``), for :mod:`tool_calls`."""
+        """The conversation as chat messages (``role``, ``content`` text, ``tool_calls``), for :mod:`tool_calls`."""
         messages: list[dict[str, Any]] = []
         for item in self.items():
             kind = item.get("type", "message")
             if kind == "function_call":
-                messages.append({"role": "assistant", "tool_calls": [{"function": {"name": item.get("name", "")}}]})
+                name = _qualified(item.get("namespace"), str(item.get("name", "")))
+                messages.append({"role": "assistant", "tool_calls": [{"function": {"name": name}}]})
             elif kind == "function_call_output":
                 messages.append({"role": "tool"})
             elif kind == "message":
                 role = item.get("role", "user")
-                messages.append({"role": "system" if role in ("system", "developer") else role})
+                messages.append(
+                    {"role": "system" if role in ("system", "developer") else role, "content": _item_text(item)}
+                )
         return messages
 
     def chat_tools(self) -> list[dict[str, Any]]:
-        """Function tools in chat shape; other tool types are never called."""
+        """Function tools in chat shape, an MCP namespace's as ``<namespace>.<name>``; other tool types are never
+        called."""
+        functions = [(None, tool) for tool in self.tools or ()]
+        for tool in self.tools or ():
+            if tool.get("type") == "namespace" and str(tool.get("name", "")).startswith(MCP_NAMESPACE_PREFIX):
+                functions += [(tool.get("name"), member) for member in tool.get("tools") or ()]
         return [
-            {"type": "function", "function": {"name": tool["name"], "parameters": tool.get("parameters")}}
-            for tool in self.tools or ()
+            {
+                "type": "function",
+                "function": {"name": _qualified(namespace, tool["name"]), "parameters": tool.get("parameters")},
+            }
+            for namespace, tool in functions
             if tool.get("type") == "function" and "name" in tool
         ]
 
@@ -89,6 +109,17 @@ class ResponsesRequest(BaseModel):
         if isinstance(self.tool_choice, dict) and self.tool_choice.get("name"):
             return {"type": "function", "function": {"name": self.tool_choice["name"]}}
         return None
+
+
+def function_call_name(planned: str) -> dict[str, str]:
+    """A ``function_call`` item's ``name`` (and ``namespace``, for a namespace's function) from the name
+    :meth:`ResponsesRequest.chat_tools` gave it."""
+    namespace, separator, name = planned.rpartition(NAMESPACE_SEPARATOR)
+    return {"namespace": namespace, "name": name} if separator else {"name": name}
+
+
+def _qualified(namespace: object, name: str) -> str:
+    return f"{namespace}{NAMESPACE_SEPARATOR}{name}" if namespace else name
 
 
 def responses_usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict[str, Any]:

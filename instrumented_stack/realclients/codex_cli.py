@@ -9,6 +9,8 @@ an image path ...; Codex runs or refuses them), then answers: 8 model requests a
 tokens, so the emulator serves a longer context than the drivers' (:data:`MAX_MODEL_LEN`). Codex's traces go
 to the sink through ``[otel] trace_exporter`` (OTLP/HTTP protobuf) in ``$CODEX_HOME/config.toml``; Codex sends
 a ``traceparent`` with each model request, so a traced emulator's ``llm_request`` spans join the turn's trace.
+:func:`codex_config` can add MCP servers (Streamable HTTP ``url``) and :func:`exec_events` yields a turn's JSON
+events, for a test that asks a served Hotspan's ``/mcp`` through Codex (``tests/realworld/test_codex_mcp_ask.py``).
 
 Truth per turn (:mod:`truth`'s JSON): ``e2e_ns`` from the ``turn.started`` to the ``turn.completed`` event
 as the driver reads them on Codex's stdout (JSON lines), ``process_ns`` the whole process's, ``llm_attempts``
@@ -29,7 +31,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from instrumented_stack.realclients.capture import capture_name
 from instrumented_stack.realclients.cli_capture import (
@@ -87,7 +91,7 @@ def capture_turns(codex: str, otlp_endpoint: str, sink: OtlpSink, requests: int,
         proxied_emulator(config, otlp_endpoint, recorder, RESPONSES_PATHS) as (proxy, url),
         cli_workspace() as (work, home),
     ):
-        (home / "config.toml").write_text(_config(url, otlp_endpoint), encoding="utf-8")
+        (home / "config.toml").write_text(codex_config(url, otlp_endpoint), encoding="utf-8")
         for index in range(requests):
             with recorder.request(f"turn-{index}") as truth:
                 thread, turn_ns = _turn(codex, work, home, QUESTIONS[index % len(QUESTIONS)], recorder)
@@ -114,9 +118,11 @@ def capture_turns(codex: str, otlp_endpoint: str, sink: OtlpSink, requests: int,
     return CaptureResult(sink.otlp_json(kept), truth_json)
 
 
-def _config(base_url: str, otlp_endpoint: str) -> str:
-    """``$CODEX_HOME/config.toml``: the emulator as the model provider, traces to the sink."""
-    return f"""model = "{MODEL}"
+def codex_config(base_url: str, otlp_endpoint: str | None = None, mcp_servers: Mapping[str, str] | None = None) -> str:
+    """``$CODEX_HOME/config.toml``: the emulator at ``base_url`` (a root URL) as the model provider, Codex's traces
+    to ``otlp_endpoint`` (an OTLP/HTTP root URL) when given, and each of ``mcp_servers`` (name -> Streamable HTTP
+    URL, e.g. Hotspan's ``/mcp``) as an MCP server whose tools the model is offered."""
+    config = f"""model = "{MODEL}"
 model_provider = "emulator"
 approval_policy = "never"
 sandbox_mode = "read-only"
@@ -126,18 +132,28 @@ name = "vLLM emulator"
 base_url = "{base_url}/v1"
 wire_api = "responses"
 env_key = "EMULATOR_API_KEY"
-
-[otel]
-trace_exporter = {{ otlp-http = {{ endpoint = "{otlp_traces_url(otlp_endpoint)}", protocol = "binary" }} }}
 """
+    if otlp_endpoint is not None:
+        exporter = f'{{ otlp-http = {{ endpoint = "{otlp_traces_url(otlp_endpoint)}", protocol = "binary" }} }}'
+        config += f"\n[otel]\ntrace_exporter = {exporter}\n"
+    for name, url in (mcp_servers or {}).items():
+        config += f'\n[mcp_servers.{name}]\nurl = "{url}"\n'
+    return config
 
 
-def _turn(codex: str, work: Path, home: Path, question: str, recorder: TruthRecorder) -> tuple[str, int]:
-    """Run one turn; its thread id and the ns from its ``turn.started`` to its ``turn.completed`` event."""
+def exec_events(codex: str, work: Path, home: Path, question: str) -> Iterator[dict[str, Any]]:
+    """Run one ``codex exec --json`` turn asking ``question`` in ``work`` with ``home`` as ``$CODEX_HOME``; yields
+    each JSON event of its stdout as it arrives (``thread.started``, ``turn.started``, ``item.*``,
+    ``turn.completed``).
+
+    Raises:
+        RuntimeError: the turn failed, or the CLI exited non-zero or without ``turn.completed`` (its stderr's tail
+            in the message).
+        subprocess.TimeoutExpired: the CLI did not exit within :data:`TIMEOUT_S` seconds of closing its stdout.
+    """
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "CODEX_HOME": str(home), "EMULATOR_API_KEY": "sk-emu"}
     command = [codex, "exec", "--json", "--skip-git-repo-check", question]
-    seen: dict[str, int] = {}
-    thread = ""
+    completed = False
     # stderr goes to a file: a pipe read only after stdout closes could fill and stall the CLI.
     with (
         tempfile.TemporaryFile("w+") as errors,
@@ -148,17 +164,25 @@ def _turn(codex: str, work: Path, home: Path, question: str, recorder: TruthReco
         assert process.stdout is not None
         for line in process.stdout:
             event = json.loads(line) if line.startswith("{") else {}
-            kind = str(event.get("type", ""))
-            seen.setdefault(kind, recorder.now_ns())
-            thread = str(event.get("thread_id", thread))
-            if kind == "turn.failed":
+            if event.get("type") == "turn.failed":
                 process.kill()
                 raise RuntimeError(f"codex turn failed: {line}")
+            completed = completed or event.get("type") == "turn.completed"
+            yield event
         process.wait(TIMEOUT_S)
         errors.seek(0)
         stderr = errors.read()
-    if process.returncode != 0 or "turn.completed" not in seen:
+    if process.returncode != 0 or not completed:
         raise RuntimeError(f"codex exited {process.returncode}: {stderr[-4000:]}")
+
+
+def _turn(codex: str, work: Path, home: Path, question: str, recorder: TruthRecorder) -> tuple[str, int]:
+    """Run one turn; its thread id and the ns from its ``turn.started`` to its ``turn.completed`` event."""
+    seen: dict[str, int] = {}
+    thread = ""
+    for event in exec_events(codex, work, home, question):
+        seen.setdefault(str(event.get("type", "")), recorder.now_ns())
+        thread = str(event.get("thread_id", thread))
     return thread, seen["turn.completed"] - seen["turn.started"]
 
 

@@ -2,45 +2,28 @@
 against a Hotspan served on loopback: the tools and their schemas, and what each answers over the instrumented
 stack's own traces.
 
-Input: the stack with its ``queue_saturation`` fault (vLLM's ``max_num_seqs`` 1): 24 Azure conversation rows replayed
-closed-loop by four users through the five services in this process (engine speed 20), the spans posted as one
-OTLP/protobuf body to the served Hotspan. Requests wait in the engine's scheduler queue, so diagnosis names
-``queue_saturation`` and the waiting shows as the ``llm.queue`` stage.
+Input: the stack run with its ``queue_saturation`` fault (``mcp_kit.fault_spans``), the spans posted as one
+OTLP/protobuf body to the served Hotspan.
 """
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from cluster_kit import served_holding
-from mcp_kit import call_tool, list_tools, text
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from cluster_kit import served_holding, wait_analysed
+from mcp_kit import ROWS, call_tool, fault_spans, list_tools, stages_ns, text
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from api.trace_text import ms
 from hotspan.server import RunningServer
-from instrumented_stack.capture import InMemorySpans
-from instrumented_stack.faults import apply_faults
-from instrumented_stack.loadgen import UserSettings, replay_closed_loop
-from instrumented_stack.prompts import PromptBuilder
-from instrumented_stack.runner import with_speed
-from instrumented_stack.stack import Stack, StackConfig
-from instrumented_stack.tokenizer import default_tokenizer
-from instrumented_stack.workload import load_workload
 from testkit import serve_in_process
 
-ROWS = 24
-USERS = 4
-FAULT = "queue_saturation"
-ANALYSIS_DEADLINE_S = 60.0
 TOOLS = {
     "search_traces",
     "get_trace",
@@ -61,15 +44,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def stack_spans() -> ExportTraceServiceRequest:
     """One stack run with the fault on, as an OTLP export request."""
-    config = with_speed(apply_faults(StackConfig(), [FAULT]), 20.0)
-    builder = PromptBuilder(default_tokenizer(), 7, {"catalogue": 2.0, "calculate": 1.0, "policy": 1.0})
-    prompts = [builder.build(row) for row in load_workload("azure-conv", limit=ROWS)]
-    spans = InMemorySpans()
-    with Stack(config, spans) as stack:
-        settings = UserSettings(tenants=config.credentials())
-        outcomes = asyncio.run(replay_closed_loop(stack.gateway_url, prompts, settings, users=USERS))
-    assert all(outcome.ok for outcome in outcomes), [o.error for o in outcomes if not o.ok]
-    return encode_spans(spans.spans())
+    return fault_spans()
 
 
 @pytest.fixture(scope="module")
@@ -79,23 +54,8 @@ def server(
     """A served Hotspan without an auth file (the open ``default`` tenant on loopback) holding the run's spans,
     analysed by its trace pipeline."""
     with served_holding(chdb_dsn, layout, tmp_path_factory.mktemp("mcp"), "mcp", stack_spans) as running:
-        _analysed(running, _roots(stack_spans))
+        wait_analysed(running, stack_spans)
         yield running
-
-
-def _roots(request: ExportTraceServiceRequest) -> int:
-    return sum(not s.parent_span_id for r in request.resource_spans for c in r.scope_spans for s in c.spans)
-
-
-def _analysed(server: RunningServer, traces: int) -> None:
-    """Wait until the pipeline has analysed ``traces`` traces (each search result carries its model calls)."""
-    deadline = time.monotonic() + ANALYSIS_DEADLINE_S
-    while time.monotonic() < deadline:
-        found = httpx.get(f"{server.base_url}/api/v1/traces", params={"limit": 100}, timeout=30).json()["traces"]
-        if len(found) == traces and all(t["llm_calls"] is not None for t in found):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the trace pipeline did not analyse {traces} traces in {ANALYSIS_DEADLINE_S} s")
 
 
 @pytest.fixture(scope="module")
@@ -104,13 +64,6 @@ def diagnosis(server: RunningServer) -> dict[str, Any]:
     assert not result.is_error, text(result)
     assert result.structured_content is not None
     return result.structured_content
-
-
-def _stages_ns(server: RunningServer, trace_id: str) -> dict[str, int]:
-    """The trace's stages as the REST API gives them."""
-    answer = httpx.get(f"{server.base_url}/api/v1/traces/{trace_id}/stages", timeout=30)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["stages_ns"]
 
 
 def test_the_tools_are_listed_with_their_schemas(server: RunningServer) -> None:
@@ -142,7 +95,7 @@ def test_diagnose_returns_ranked_findings_with_evidence_and_remedies(diagnosis: 
 
 def test_explain_trace_names_the_top_stage_and_the_cause(server: RunningServer, diagnosis: dict[str, Any]) -> None:
     trace_id = diagnosis["findings"][0]["evidence"]["example_trace_ids"][0]
-    stages = _stages_ns(server, trace_id)
+    stages = stages_ns(server, trace_id)
     top = max(stages, key=stages.__getitem__)
     result = call_tool(server.base_url, "explain_trace", {"trace_id": trace_id})
     assert not result.is_error, text(result)
@@ -196,7 +149,7 @@ def test_search_traces_ranks_by_stage_time(server: RunningServer) -> None:
     assert waits == sorted(waits, reverse=True) and waits[0] > 0
     for trace in traces:
         assert trace["root"].startswith("gateway: ") and trace["llm_calls"] >= 1 and trace["dominant_stage"]
-        assert round(_stages_ns(server, trace["trace_id"])["llm.queue"] / 1e6, 3) == trace["stage_ms"]
+        assert round(stages_ns(server, trace["trace_id"])["llm.queue"] / 1e6, 3) == trace["stage_ms"]
 
 
 def test_window_tools_answer_from_the_pipelines_tables(server: RunningServer, diagnosis: dict[str, Any]) -> None:

@@ -12,13 +12,12 @@ process (engine speed 20), posted as one OTLP/protobuf body to a served Hotspan.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from cluster_kit import served_holding
+from cluster_kit import served_holding, wait_analysed
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -33,7 +32,6 @@ from instrumented_stack.workload import load_workload
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 ROWS = 4
-ANALYSIS_DEADLINE_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -75,25 +73,10 @@ def chat_usage(request: ExportTraceServiceRequest) -> tuple[int, int, int]:
     return calls, input_tokens, output_tokens
 
 
-def roots(request: ExportTraceServiceRequest) -> int:
-    return sum(not s.parent_span_id for r in request.resource_spans for c in r.scope_spans for s in c.spans)
-
-
-def analysed(server: RunningServer, traces: int) -> None:
-    """Waits until the pipeline has analysed ``traces`` traces (each search result carries its model calls)."""
-    deadline = time.monotonic() + ANALYSIS_DEADLINE_S
-    while time.monotonic() < deadline:
-        found = httpx.get(f"{server.base_url}/api/v1/traces", params={"limit": 100}, timeout=30).json()["traces"]
-        if len(found) == traces and all(t["llm_calls"] is not None for t in found):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the trace pipeline did not analyse {traces} traces in {ANALYSIS_DEADLINE_S} s")
-
-
 def test_usage_per_model_files_the_engine_counted_tokens_under_the_model(
     server: RunningServer, stack_spans: ExportTraceServiceRequest
 ) -> None:
-    analysed(server, roots(stack_spans))
+    wait_analysed(server, stack_spans)
     calls, input_tokens, output_tokens = chat_usage(stack_spans)
     assert calls >= ROWS and input_tokens > 0 and output_tokens > 0
     answer = httpx.get(f"{server.base_url}/api/v1/usage", params={"start_ns": 0, "group_by": "model"}, timeout=30)
@@ -110,7 +93,7 @@ def test_the_stacks_user_sessions_are_conversations(
 ) -> None:
     # The load generator names each tenant's requests in sessions of three (UserSettings.conversation_turns), the
     # agent puts it on its invoke_agent span (gen_ai.conversation.id): four requests of one tenant, two sessions.
-    analysed(server, roots(stack_spans))
+    wait_analysed(server, stack_spans)
     answer = httpx.get(f"{server.base_url}/api/v1/conversations", params={"start_ns": 0}, timeout=30)
     assert answer.status_code == 200, answer.text
     rows = answer.json()["conversations"]
@@ -148,7 +131,7 @@ def test_each_stack_traces_agent_graph_shows_its_agent_models_and_tools(
 ) -> None:
     """``GET /api/v1/traces/{id}/agent-graph`` (issue 32): gateway → agent → model and tools, each call counted
     as the spans report it, with times; the critical path runs through the model calls."""
-    analysed(server, roots(stack_spans))
+    wait_analysed(server, stack_spans)
     expected = stack_calls(stack_spans)
     assert sum(bool(tools) for _, _, tools in expected.values()) >= 1  # some request used a tool
     for trace_id, (agent, calls, tools) in expected.items():
@@ -169,7 +152,7 @@ def test_the_windows_agent_graph_sums_every_stack_trace(
 ) -> None:
     """``GET /api/v1/agent-graph``: the same edges summed over the window's traces, each counting the traces it
     occurs in."""
-    analysed(server, roots(stack_spans))
+    wait_analysed(server, stack_spans)
     expected = stack_calls(stack_spans)
     answer = httpx.get(f"{server.base_url}/api/v1/agent-graph", params={"start_ns": 0, "limit": 100}, timeout=30)
     assert answer.status_code == 200, answer.text

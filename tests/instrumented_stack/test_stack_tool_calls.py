@@ -8,6 +8,8 @@ from typing import Any
 import jsonschema
 import pytest
 
+from instrumented_stack.engine.anthropic_protocol import MessagesRequest
+from instrumented_stack.engine.responses_protocol import ResponsesRequest, function_call_name
 from instrumented_stack.engine.tool_calls import minimal_arguments, plan_tool_call
 
 SCHEMAS: list[dict[str, Any]] = [
@@ -68,3 +70,67 @@ def test_each_offered_tool_is_called_once_per_user_turn_then_text() -> None:
     forced = plan_tool_call(turn[:1], tools, {"type": "function", "function": {"name": "b"}})
     assert forced is not None and forced.name == "b"
     assert plan_tool_call(turn[:1], [], None) is None
+
+
+TRACE_ID = "4BF92F3577B34DA6A3CE929D0E0E4736"
+TRACE_TOOL = {
+    "type": "object",
+    "properties": {
+        "trace_id": {"type": "string"},
+        "trace_id_b": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "trace_id_format": {"enum": ["w3c"]},
+        "traced": {"type": "string"},
+    },
+    "required": ["trace_id", "trace_id_b", "trace_id_format", "traced"],
+}
+
+
+def test_a_trace_id_in_the_question_fills_the_trace_id_arguments() -> None:
+    tools = [{"type": "function", "function": {"name": "explain", "parameters": TRACE_TOOL}}]
+    asked = {
+        "trace_id": TRACE_ID.lower(),
+        "trace_id_b": TRACE_ID.lower(),
+        "trace_id_format": "w3c",
+        "traced": "example",
+    }
+    parts = [{"type": "text", "text": f"why is trace {TRACE_ID} slow?"}]
+    chat = plan_tool_call([{"role": "user", "content": "see 0123"}, {"role": "user", "content": parts}], tools, None)
+    assert chat is not None and json.loads(chat.arguments) == asked
+    responses = ResponsesRequest(model="m", input=f"is {TRACE_ID} slow?").chat_messages()
+    messages = MessagesRequest.model_validate(
+        {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": parts}]}
+    ).openai_messages()
+    for conversation in (responses, messages):
+        planned = plan_tool_call(conversation, tools, None)
+        assert planned is not None and json.loads(planned.arguments) == asked
+    # Without an ID in the last user message the rule is the minimal one.
+    plain = plan_tool_call(
+        [{"role": "user", "content": f"{TRACE_ID}"}, {"role": "user", "content": "why?"}], tools, None
+    )
+    assert plain is not None and json.loads(plain.arguments) == asked | dict.fromkeys(
+        ("trace_id", "trace_id_b"), "example"
+    )
+
+
+def test_a_namespaces_functions_are_called_by_namespace_and_name() -> None:
+    """Codex offers each MCP server's tools as one Responses API namespace tool (``mcp__<server>``)."""
+    explain = [{"type": "function", "name": "explain"}]
+    # Codex's sub-agent tools come as a namespace too, which the emulated model leaves alone.
+    tools = [{"type": "namespace", "name": name, "tools": explain} for name in ("multi_agent_v1", "mcp__hotspan")]
+    request = ResponsesRequest(model="m", input="hi", tools=tools)
+    planned = plan_tool_call(request.chat_messages(), request.chat_tools(), None)
+    assert planned is not None and function_call_name(planned.name) == {"namespace": "mcp__hotspan", "name": "explain"}
+    called = {
+        "type": "function_call",
+        "call_id": "c",
+        "namespace": "mcp__hotspan",
+        "name": "explain",
+        "arguments": "{}",
+    }
+    answered = ResponsesRequest(
+        model="m",
+        input=[{"role": "user", "content": "hi"}, called, {"type": "function_call_output", "call_id": "c"}],
+        tools=tools,
+    )
+    assert plan_tool_call(answered.chat_messages(), answered.chat_tools(), None) is None
+    assert function_call_name("plain") == {"name": "plain"}
