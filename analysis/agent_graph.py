@@ -140,7 +140,7 @@ def agent_graph(
             "target_kind": target_kind,
             "target": target,
             "duration_ns": tree.end_ns - tree.start_ns,
-            "critical_ns": _subtree_sums(parent, depth, critical_ns),
+            "critical_ns": ancestry.reduce_subtrees(parent, depth, [(critical_ns, np.add)])[0],
             "errors": facts["error"].cast(pl.Int64),
         },
         schema_overrides={"source_kind": pl.String, "source": pl.String, "target_kind": pl.String, "target": pl.String},
@@ -166,13 +166,3 @@ def own_critical_ns(sections: Sections, start_ns: IntArray, end_ns: IntArray) ->
     own = np.zeros(start_ns.size, dtype=np.int64)
     np.add.at(own, sections.span, np.clip(inside, 0, None))
     return own
-
-
-def _subtree_sums(parent: IntArray, depth: IntArray, values: IntArray) -> IntArray:
-    """Per span, ``values`` summed over the span and every span below it: deepest level first, each level
-    added into its parents."""
-    total = values.astype(np.int64).copy()
-    for level in range(int(depth.max()), 0, -1):
-        at = np.flatnonzero(depth == level)
-        np.add.at(total, parent[at], total[at])
-    return total

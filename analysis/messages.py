@@ -155,7 +155,7 @@ def _content_parts(content: object) -> list[MessagePart]:
     if "text" in content and len(content) == 1:
         return [_part("text", content["text"])]
     if isinstance(use := content.get("toolUse"), dict):
-        return [_part("tool_call", use.get("input", ""), use.get("name", ""))]
+        return _tool_call(use)
     if isinstance(result := content.get("toolResult"), dict):
         return [_part("tool_result", result.get("content", ""), result.get("toolUseId", ""))]
     if "role" in content and ("content" in content or "parts" in content or "tool_calls" in content):
@@ -168,24 +168,33 @@ def _chat_parts(message: Mapping[str, object]) -> list[MessagePart]:
     parts = _content_parts(message.get("parts", message.get("content")))
     for call in message.get("tool_calls") or []:
         if isinstance(call, dict):
-            function = call.get("function") if isinstance(call.get("function"), dict) else call
-            parts.append(_part("tool_call", function.get("arguments", ""), function.get("name", "")))
+            parts += _tool_call(call.get("function") if isinstance(call.get("function"), dict) else call)
     return parts
 
 
+def _tool_call(call: Mapping[str, object]) -> list[MessagePart]:
+    """A tool call written without a part ``type`` (chat-completion ``function``, Bedrock ``toolUse``, the Vercel
+    AI SDK's ``toolCalls``), read as the typed ``tool_call`` part of :data:`PART_TYPES`."""
+    return _content_parts({**call, "type": "tool_call"})
+
+
 def _chat_list(value: str | None, direction: Direction, convention: str) -> list[Message]:
-    """A JSON list of chat messages (GenAI ``{"role", "parts"}`` or chat-completion ``{"role", "content"}``)."""
+    """A JSON list of chat messages (GenAI ``{"role", "parts"}`` or chat-completion ``{"role", "content"}``); a
+    value that is not one is shown as one message of text."""
     if not value:
         return []
     decoded = _json(value)
     if not isinstance(decoded, list):
         return [_message(direction, direction, [_part("text", value)], convention)]
+    return _chat_messages(decoded, direction, convention)
+
+
+def _chat_messages(items: object, direction: Direction, convention: str) -> list[Message]:
+    """Decoded chat messages (:func:`_chat_list`'s shapes); anything but a list of objects holds none."""
+    if not isinstance(items, list):
+        return []
     return [
-        _message(
-            "system" if item.get("role") in SYSTEM_ROLES else direction, item.get("role"), _chat_parts(item), convention
-        )
-        for item in decoded
-        if isinstance(item, dict)
+        _message(direction, item.get("role"), _chat_parts(item), convention) for item in items if isinstance(item, dict)
     ]
 
 
@@ -296,7 +305,7 @@ def _vercel(attributes: Mapping[str, str], events: Events) -> dict[Direction, li
         # The outer ``ai.generateText`` span keeps the call's arguments: ``system`` and ``prompt`` or ``messages``.
         system = _content_parts(prompt.get("system"))
         messages = [_message("system", "system", system, name)] if system else []
-        messages += _chat_list(json.dumps(prompt.get("messages") or []), "input", name)
+        messages += _chat_messages(prompt.get("messages"), "input", name)
         if prompt.get("prompt"):
             messages.append(_message("input", "user", _content_parts(prompt["prompt"]), name))
     found: dict[Direction, list[Message]] = {
@@ -307,7 +316,7 @@ def _vercel(attributes: Mapping[str, str], events: Events) -> dict[Direction, li
     calls = _json(attributes.get("ai.response.toolCalls") or "[]")
     for call in calls if isinstance(calls, list) else []:
         if isinstance(call, dict):
-            output.append(_part("tool_call", call.get("input", call.get("args", "")), call.get("toolName", "")))
+            output += _tool_call(call)
     found["output"] = [_message("output", "assistant", output, name)] if output else []
     return found
 
@@ -328,7 +337,7 @@ def _prompt_flow(attributes: Mapping[str, str], events: Events) -> dict[Directio
             continue
         payload = _json(event_attributes.get("payload", ""))
         if direction == "input" and isinstance(payload, dict):
-            found["input"] += _chat_list(json.dumps(payload.get("messages") or []), "input", name)
+            found["input"] += _chat_messages(payload.get("messages"), "input", name)
         elif isinstance(payload, dict) and "role" in payload:
             found["output"].append(_message("output", payload["role"], _chat_parts(payload), name))
     return found

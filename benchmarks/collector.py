@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 if sys.path and Path(sys.path[0]).resolve() == REPO / "benchmarks":
     sys.path[0] = str(REPO)
 
-from benchmarks.ingest import build_requests, run_client  # noqa: E402
+from benchmarks.ingest import build_requests, join_client, run_client  # noqa: E402
 
 GOAL_SPANS_PER_CORE = 137_000
 """The OpenTelemetry Collector's ClickHouse exporter, spans/s per core (its published benchmark)."""
@@ -90,9 +90,7 @@ def measure(
     if recorder is not None:
         recorder.send_signal(signal.SIGINT)  # py-spy writes its file on an interrupt
         recorder.wait()
-    client.join()
-    if client.exitcode != 0:
-        raise RuntimeError(f"{kind} client failed with exit code {client.exitcode}")
+    join_client(client, kind)
     return elapsed, used
 
 

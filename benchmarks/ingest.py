@@ -232,10 +232,15 @@ def _served(kind: str, target: str, bodies: list[bytes], senders: int, count: ob
     while count() < expected:  # type: ignore[operator]
         time.sleep(0.01)
     elapsed = time.perf_counter() - start
+    join_client(client, kind)
+    return elapsed
+
+
+def join_client(client: multiprocessing.process.BaseProcess, kind: str) -> None:
+    """Wait for a :func:`run_client` process to exit; raises RuntimeError if it failed."""
     client.join()
     if client.exitcode != 0:
         raise RuntimeError(f"{kind} client failed with exit code {client.exitcode}")
-    return elapsed
 
 
 def main() -> None:

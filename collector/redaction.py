@@ -227,8 +227,8 @@ class Redactor:
     def __init__(self, table: RedactionTable) -> None:
         self.table = table
         self.prefilter = prefilter_pattern(table.keys + table.events)
-        self._keys = _name_pattern(table.keys)
-        self._events = _name_pattern(table.events)
+        self._keys = re.compile(_whole(table.keys))
+        self._events = re.compile(_whole(table.events))
         self._python = [re.compile(rule.pattern) for rule in table.rules]
         # Decisions by key, one dict lookup per attribute walked (thread-safe: a race only computes one decision
         # twice); bounded, as keys are the sender's to invent.
@@ -236,27 +236,27 @@ class Redactor:
 
     @property
     def key_regex(self) -> str:
-        """The table's key patterns as one RE2 (and Python) expression matching a whole key: what
-        ``storage.payloads`` deletes."""
-        return _whole(self.table.keys)
+        """The table's key patterns as one RE2 (and Python) expression matching a whole key (nothing when none):
+        what :meth:`wanted` matches and ``storage.payloads`` deletes."""
+        return self._keys.pattern
 
     @property
     def event_regex(self) -> str:
         """The table's event-name patterns as one RE2 expression matching a whole name (nothing when none)."""
-        return _whole(self.table.events)
+        return self._events.pattern
 
     def wanted(self, key: str) -> bool:
         """Whether an attribute ``key`` is one the table names."""
         decided = self._decided.get(key)
         if decided is None:
-            decided = bool(self.table.keys) and self._keys.fullmatch(key) is not None
+            decided = self._keys.fullmatch(key) is not None
             if len(self._decided) < KEY_CACHE:
                 self._decided[key] = decided
         return decided
 
     def wanted_event(self, name: str) -> bool:
         """Whether every attribute of a span event called ``name`` is redacted."""
-        return bool(self.table.events) and self._events.fullmatch(name) is not None
+        return self._events.fullmatch(name) is not None
 
     def candidates(self, bodies: Sequence[bytes]) -> list[int]:
         """Indexes of the serialized requests that may hold a redacted key (:attr:`prefilter` matches their bytes):
@@ -354,18 +354,16 @@ class Redactor:
                 _string_leaves(kv.value, leaves)
 
 
-def _name_pattern(names: Sequence[str]) -> re.Pattern[str]:
-    """One expression matching any of ``names``, ``*`` standing for any run of characters."""
-    return re.compile("|".join(".*".join(map(re.escape, name.split("*"))) for name in names))
-
-
 NOTHING = r"[^\s\S]"
 """An expression no string matches (RE2 has no look-ahead to write it otherwise)."""
 
 
 def _whole(names: Sequence[str]) -> str:
-    """``names`` as one anchored expression (``^(?:...)$``), :data:`NOTHING` when there are none."""
-    return f"^(?:{_name_pattern(names).pattern})$" if names else NOTHING
+    """``names`` as one anchored expression (``^(?:...)$``, ``*`` standing for any run of characters), RE2 and
+    Python alike; :data:`NOTHING` when there are none."""
+    if not names:
+        return NOTHING
+    return "^(?:" + "|".join(".*".join(map(re.escape, name.split("*"))) for name in names) + ")$"
 
 
 def _string_leaves(value: AnyValue, leaves: list[AnyValue]) -> None:

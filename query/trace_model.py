@@ -41,7 +41,7 @@ import polars as pl
 
 from analysis import STAGES, TraceAnalysis, analyze, data_quality, request_summary, stage_breakdown
 from analysis.agent_graph import agent_graph, own_critical_ns
-from analysis.ancestry import BoolArray, IntArray, reduce_to_root
+from analysis.ancestry import BoolArray, IntArray, reduce_subtrees, reduce_to_root
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.model_calls import model_calls
 from analysis.stage_rules import StageRules
@@ -228,7 +228,7 @@ class TraceView:
     def sections(self) -> Sections:
         """The critical path of the whole trace (module docstring), every root's."""
         tree = self.analysis.tree
-        low, high = _subtree_reduce(tree.parent, tree.depth, [(tree.start_ns, np.minimum), (tree.end_ns, np.maximum)])
+        low, high = reduce_subtrees(tree.parent, tree.depth, [(tree.start_ns, np.minimum), (tree.end_ns, np.maximum)])
         if (low == tree.start_ns).all() and (high == tree.end_ns).all():
             return self.analysis.sections
         return critical_path_sections(replace(tree, start_ns=low, end_ns=high))
@@ -486,9 +486,7 @@ class TraceView:
         offsets, start, end = self.critical_sections
         low, high = int(offsets[span]), int(offsets[span + 1])
         total = int((end[low:high] - start[low:high]).sum())
-        own_start = np.maximum(start[low:high], self.span_start_ns[span])
-        own_end = np.minimum(end[low:high], self.span_end_ns[span])
-        inside = int(np.clip(own_end - own_start, 0, None).sum())
+        inside = int(self.critical_own_ns[span])
         return inside, total - inside
 
 
@@ -519,7 +517,7 @@ def _display_order(parent: IntArray, depth: IntArray, primary_root: int) -> tupl
     row is then a sum along its path of its siblings' sizes before it, by pointer jumping, so nothing
     recurses."""
     n = parent.size
-    (size,) = _subtree_reduce(parent, depth, [(np.ones(n, dtype=np.int64), np.add)])
+    (size,) = reduce_subtrees(parent, depth, [(np.ones(n, dtype=np.int64), np.add)])
     # Each span's offset within its parent's subtree: 1 (the parent's own row) plus its earlier siblings' sizes.
     child = np.flatnonzero(parent >= 0)
     child = child[np.argsort(parent[child], kind="stable")]
@@ -535,22 +533,6 @@ def _display_order(parent: IntArray, depth: IntArray, primary_root: int) -> tupl
     order = np.empty(n, dtype=np.int64)
     order[row] = np.arange(n)
     return order, row, row + size
-
-
-def _subtree_reduce(
-    parent: IntArray, depth: IntArray, columns: list[tuple[npt.NDArray, np.ufunc]]
-) -> list[npt.NDArray]:
-    """Per span and ``(values, ufunc)`` pair, ``ufunc`` folded over the span's own value and every descendant's
-    (``np.add``, ``np.minimum``, ``np.maximum``): level by level from the deepest, each level one ``ufunc.at``
-    into its parents, so a 15,000-deep chain costs 15,000 small steps and nothing recurses."""
-    folded = [values.copy() for values, _ in columns]
-    by_depth = np.argsort(depth, kind="stable")
-    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=0)) + 2))
-    for level in range(int(depth.max(initial=0)), 0, -1):
-        members = by_depth[bounds[level] : bounds[level + 1]]
-        for acc, (_, ufunc) in zip(folded, columns, strict=True):
-            ufunc.at(acc, parent[members], acc[members])
-    return folded
 
 
 def _merge_adjacent(stage: IntArray, start: IntArray, end: IntArray) -> tuple[IntArray, IntArray, IntArray]:
