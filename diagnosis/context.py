@@ -17,6 +17,7 @@ import numpy.typing as npt
 import polars as pl
 
 from analysis import SpanTree, TraceAnalysis, analyze, ancestry, span_attributions, stage_breakdown_wide
+from analysis.conversation import conversation_key
 from analysis.genai import TOKEN_COLUMNS
 from analysis.model_calls import model_calls
 from analysis.spans import attribute
@@ -143,9 +144,10 @@ class DiagnosisContext:
         Columns: those of :func:`analysis.llm_calls` (queue_ns, prefill_ns, decode_ns, ttft_ns, prompt_tokens,
         completion_tokens, tpot_ns, model ...), plus index and parent_index (Int64, into :attr:`spans`),
         instance (String), engine (String: service and instance, the engine the call ran on), attributes
-        (Map), parent_attributes (Map or null: the calling client span's attributes), queued_ns,
-        scheduled_ns, first_token_ns, last_token_ns (Int64 ns since the epoch, null without the latency
-        attributes; :func:`analysis.vllm.phase_boundaries`).
+        (Map), parent_attributes (Map or null: the calling client span's attributes), conversation_id (String
+        or null: the conversation the call's request is a turn of, named on any span of its trace,
+        :func:`analysis.conversation.conversation_key`), queued_ns, scheduled_ns, first_token_ns, last_token_ns
+        (Int64 ns since the epoch, null without the latency attributes; :func:`analysis.vllm.phase_boundaries`).
         """
         spans = self.spans
         calls = calls_of_prepared(self.analysis.tree.spans)
@@ -153,6 +155,10 @@ class DiagnosisContext:
         joined = calls.join(keyed, on=["trace_id", "span_id"], how="left", maintain_order="left")
         parents = spans.select(pl.col("index").alias("parent_index"), pl.col("attributes").alias("parent_attributes"))
         joined = joined.join(parents, on="parent_index", how="left", maintain_order="left")
+        # An agent names the conversation on its own span, seldom on the model call's: read it off the request.
+        frame = self.analysis.tree.spans
+        conversations = frame.group_by("trace_id").agg(conversation_key(frame).drop_nulls().first())
+        joined = joined.join(conversations, on="trace_id", how="left", maintain_order="left")
         boundaries = phase_boundaries(
             spans.select(
                 "index",

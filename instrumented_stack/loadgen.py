@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from instrumented_stack.prompts import UserPrompt
+from instrumented_stack.prompts import PromptBuilder, UserPrompt
 from instrumented_stack.workload import WorkloadRequest
 
 TENANT_HEADER = "x-tenant-id"
@@ -83,6 +83,22 @@ class UserSettings:
     progress: Progress | None = None
     conversation_turns: int = 3
 
+    def session(self, position: int) -> tuple[int, int] | None:
+        """The user session request ``position`` (its place in the replay, from 0) is a turn of, as
+        ``(tenant index, session number)``; None when ``conversation_turns`` < 1. Build the replay's prompts
+        with it (:meth:`instrumented_stack.prompts.PromptBuilder.build`) so a session's turns resend one history,
+        as a conversation's do."""
+        if self.conversation_turns < 1:
+            return None
+        tenants = len(self.tenants)
+        return position % tenants, position // (tenants * self.conversation_turns)
+
+
+def replay_prompts(builder: PromptBuilder, rows: Sequence[WorkloadRequest], settings: UserSettings) -> list[UserPrompt]:
+    """The prompts of ``rows`` replayed in this order under ``settings``: each built as a turn of its user session
+    (:meth:`UserSettings.session`), so the turns of one conversation resend one history."""
+    return [builder.build(row, settings.session(position)) for position, row in enumerate(rows)]
+
 
 class _Sender:
     def __init__(self, http: httpx.AsyncClient, settings: UserSettings, total: int) -> None:
@@ -98,12 +114,11 @@ class _Sender:
 
     def conversation(self, position: int) -> str | None:
         """The user session (:class:`UserSettings`) request ``position`` is a turn of; None when none is named."""
-        settings = self._settings
-        if settings.conversation_turns < 1:
+        session = self._settings.session(position)
+        if session is None:
             return None
-        tenants = len(settings.tenants)
-        session = position // (tenants * settings.conversation_turns)
-        return f"{self._replay}-{settings.tenants[position % tenants].tenant_id}-{session}"
+        tenant, number = session
+        return f"{self._replay}-{self._settings.tenants[tenant].tenant_id}-{number}"
 
     async def send(self, position: int, prompt: UserPrompt) -> RequestOutcome:
         settings = self._settings

@@ -8,7 +8,10 @@ sees the row's token count.
 
 The history of a Mooncake row is built block by block: block *j* (512 tokens) is the synthesized text for
 seed ``hash_ids[j]``, so rows sharing leading ``hash_ids`` share a token prefix and the engine's prefix cache
-can reuse it, as the trace intends. Other rows get history seeded by the run seed and the row index.
+can reuse it, as the trace intends. Other rows get history seeded by the run seed and the user session they are a
+turn of (:meth:`instrumented_stack.loadgen.UserSettings.session`), so a conversation's turns resend one history
+(the shorter turn's history is the start of the longer's) as a chat client resends its conversation, and the
+engine's prefix cache can serve it; a row of no session gets history of its own, seeded by its index.
 
 Everything depends only on ``(seed, row)``: the same seed replays the same prompts.
 """
@@ -100,19 +103,24 @@ class PromptBuilder:
         self._intents: list[Intent] = list(intent_mix)
         self._weights = weights / weights.sum()
 
-    def build(self, row: WorkloadRequest) -> UserPrompt:
-        """The prompt of ``row``; see the module docstring."""
+    def build(self, row: WorkloadRequest, session: tuple[int, int] | None = None) -> UserPrompt:
+        """The prompt of ``row``, a turn of user ``session`` (``UserSettings.session``; None: a row of its own);
+        see the module docstring."""
         rng = np.random.default_rng([self._seed, row.index])
         intent = self._intents[int(rng.choice(len(self._intents), p=self._weights))]
         last = question(intent, rng)
         history_tokens = row.prompt_tokens - self._tokenizer.count(last)
         if history_tokens < 1:
             return UserPrompt(row, intent, last)
-        return UserPrompt(row, intent, f"{self._history(row, history_tokens)}\n{last}")
+        return UserPrompt(row, intent, f"{self._history(row, history_tokens, session)}\n{last}")
 
-    def _history(self, row: WorkloadRequest, num_tokens: int) -> str:
+    def _history(self, row: WorkloadRequest, num_tokens: int, session: tuple[int, int] | None) -> str:
         if not row.hash_ids:
-            return self._tokenizer.synthesize(num_tokens, seed=self._seed * 1_000_003 + row.index)
+            if session is None:
+                return self._tokenizer.synthesize(num_tokens, seed=self._seed * 1_000_003 + row.index)
+            # One generator per session: equal seeds draw equal leading words, whatever the length.
+            seed = int(np.random.SeedSequence([self._seed, *session]).generate_state(1)[0])
+            return self._tokenizer.synthesize(num_tokens, seed=seed)
         blocks = []
         for position, block_hash in enumerate(row.hash_ids):
             size = min(MOONCAKE_BLOCK_TOKENS, num_tokens - position * MOONCAKE_BLOCK_TOKENS)

@@ -20,7 +20,7 @@ from typing import Literal, TextIO
 
 from instrumented_stack.engine.vllm_backend import resolve_engine
 from instrumented_stack.faults import apply_faults
-from instrumented_stack.loadgen import UserSettings, replay_closed_loop, replay_open_loop
+from instrumented_stack.loadgen import UserSettings, replay_closed_loop, replay_open_loop, replay_prompts
 from instrumented_stack.prompts import PromptBuilder
 from instrumented_stack.runner import scrape_ttft, with_speed
 from instrumented_stack.stack import Stack, StackConfig
@@ -145,12 +145,11 @@ def run_workload(
     if settings.closed_loop_users is None and rows:
         origin = rows[0].arrival_offset_s
         rows = [row for row in rows if (row.arrival_offset_s - origin) / settings.rate_scale <= settings.duration_s]
-    builder = PromptBuilder(default_tokenizer(), settings.seed)
-    prompts = [builder.build(row) for row in rows]
     user_settings = UserSettings(
         tenants=stack_config.credentials(settings.tenants),
         progress=_progress_printer(progress) if progress is not None else None,
     )
+    prompts = replay_prompts(PromptBuilder(default_tokenizer(), settings.seed), rows, user_settings)
     stack: Stack | ProcessStack
     if settings.mode == "processes":
         stack = ProcessStack(stack_config, str(endpoint), protocol=protocol)

@@ -20,7 +20,7 @@ from typing import TypedDict, Unpack
 import httpx
 
 from instrumented_stack.engine import StepTimeModel
-from instrumented_stack.loadgen import UserSettings, replay_closed_loop
+from instrumented_stack.loadgen import UserSettings, replay_closed_loop, replay_prompts
 from instrumented_stack.planning import Intent
 from instrumented_stack.prompts import DEFAULT_INTENT_MIX, PromptBuilder
 from instrumented_stack.stack import Stack, StackConfig, StackUrls
@@ -75,7 +75,7 @@ class RunningStack:
         if requests < 1 or concurrency < 1:
             raise ValueError(f"requests and concurrency must be >= 1, got {requests} and {concurrency}")
         rows = load_azure_trace(self._workload, limit=requests, offset=offset)
-        prompts = [self._builder.build(row) for row in rows]
+        prompts = replay_prompts(self._builder, rows, self._settings)
         started = time.monotonic()
         outcomes = asyncio.run(replay_closed_loop(self._stack.gateway_url, prompts, self._settings, users=concurrency))
         duration_s = time.monotonic() - started

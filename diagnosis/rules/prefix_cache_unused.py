@@ -1,14 +1,20 @@
 """``prefix_cache_unused``: prompts that share a prefix are prefilled in full every time.
 
 Trace signal: engine calls that share a prompt key (a conversation, a prompt-prefix hash, or the whole
-prompt's hash, from ``prefix_key_attributes`` on the engine span or its calling client span) arrive after an
-earlier call of the same key has prefilled, yet compute their prompt at the same cost per token as that first
+prompt's hash, from ``prefix_key_attributes`` on the engine span or its calling client span; else the
+conversation the call's request is a turn of, wherever its trace names it: an agent names it on its own span, and
+a chat client resends a conversation's history with every turn) arrive after an earlier call of the same key has
+prefilled, yet compute their prompt at the same cost per token as that first
 call (``time_in_model_prefill / prompt tokens``), or report next to no cached tokens. A working prefix cache
 leaves a repeat only its new suffix to compute.
 
 Metrics: ``vllm:prefix_cache_queries`` not growing while prompt tokens are processed means prefix caching is
 off (vLLM records no lookups then); hits over queries near zero while traces show shared prefixes means the
 cache does not keep them (evicted, or the shared part is not at the start of the prompt).
+
+A conversation is the weakest key (a session may group turns that resend no history): when repeats keyed by
+one miss while the cache serves other calls of the window (``min_repeats`` of them report more than
+``cached_share_unused`` cached), the cache works and the finding is ``info``.
 
 A window without shared keys says nothing either way (nothing to reuse), so the rule stays silent there unless
 the metrics show caching switched off.
@@ -26,10 +32,14 @@ from __future__ import annotations
 import polars as pl
 from pydantic import Field
 
+from analysis.conversation import CONVERSATION_KEYS
 from diagnosis.context import DiagnosisContext
 from diagnosis.findings import EXAMPLE_TRACES, Finding, Severity, confidence, margin, ratio
 from diagnosis.rules.base import Rule, RuleConfig
 from diagnosis.signals import top_traces
+
+REQUEST_CONVERSATION = "request conversation"
+"""``prefix_key_name`` of calls keyed by the conversation their request is a turn of."""
 
 
 class PrefixCacheUnusedConfig(RuleConfig):
@@ -37,7 +47,10 @@ class PrefixCacheUnusedConfig(RuleConfig):
         min_length=1,
         description="Attributes whose equal values mean equal prompt prefixes, in preference order, read on the "
         "engine span, then on its calling client span: a conversation ID (GenAI semconv "
-        "gen_ai.conversation.id), a hash of the prompt's prefix, or a hash of the whole prompt.",
+        "gen_ai.conversation.id), a hash of the prompt's prefix, or a hash of the whole prompt. A call naming "
+        "none of the first conversation key listed is keyed by its request's conversation "
+        "(analysis.conversation.CONVERSATION_KEYS on any span of its trace, named "
+        f"{REQUEST_CONVERSATION!r} in the evidence) before the later keys are read.",
     )
     cached_tokens_attributes: list[str] = Field(
         description="Attributes reporting prompt tokens served from the cache (vLLM gen_ai.usage.cached_tokens, "
@@ -138,9 +151,15 @@ class PrefixCacheUnused(Rule[PrefixCacheUnusedConfig]):
         # Without shared keys the confidence rests on the metrics alone, not on a sample of repeats.
         samples = repeats.height if shared else config.full_confidence_repeats
         found = confidence(base, samples=samples, full=config.full_confidence_repeats)
+        # Equal conversations are the weakest key: a session may group turns that resend no history. Where the
+        # cache serves other calls of the window, it works, and such turns' misses say nothing about it.
+        served = self._served_calls(ctx) if key_name in (*CONVERSATION_KEYS, REQUEST_CONVERSATION) else 0
         if not cache_signal:
             severity, found = "info", ctx.contention.discount(found)
             title += " (prefill timing alone: no cached-token count or cache metric confirms it)"
+        elif not disabled and served >= config.min_repeats:
+            severity = "info"
+            title += f" (the cache served {served} other calls: these turns may share no history)"
         return Finding(
             cause=self.cause,
             title=title,
@@ -153,6 +172,7 @@ class PrefixCacheUnused(Rule[PrefixCacheUnusedConfig]):
                 "prefix_key_name": key_name,
                 "repeat_prefill_ratio": ratio(prefill_ratio),
                 "repeat_cached_tokens_share": ratio(cached_share),
+                "cache_served_call_count": served,
                 "prefill_share": ratio(prefill_share),
                 "prefix_cache_hit_share": ratio(hit_share),
                 "prefix_cache_queries_tokens": metrics.prefix_cache_queries_tokens if metrics else None,
@@ -164,16 +184,24 @@ class PrefixCacheUnused(Rule[PrefixCacheUnusedConfig]):
             remedy=remedy,
         )
 
+    def _served_calls(self, ctx: DiagnosisContext) -> int:
+        """Engine calls of the window reporting more than ``cached_share_unused`` of their prompt cached."""
+        cached = ctx.llm_attribute(self.config.cached_tokens_attributes).cast(pl.Int64, strict=False)
+        share = cached / pl.col("prompt_tokens")
+        return int(ctx.llm_calls.select((share > self.config.cached_share_unused).sum()).item() or 0)
+
     def _repeats(self, ctx: DiagnosisContext) -> tuple[pl.DataFrame, str | None]:
         """Engine calls repeating an earlier call's prompt key after that call's prefill ended, with their
         prefill cost relative to it (``prefill_ratio``) and cached share; and the key attribute used most."""
         config = self.config
         keys = config.prefix_key_attributes
+        named = [(key, ctx.llm_attribute([key])) for key in keys]
+        # The request's conversation ranks as a conversation key does: right after the first one listed.
+        conversation = next((i + 1 for i, key in enumerate(keys) if key in CONVERSATION_KEYS), len(keys))
+        named.insert(conversation, (REQUEST_CONVERSATION, pl.col("conversation_id")))
         calls = ctx.llm_calls.with_columns(
-            ctx.llm_attribute(keys).alias("key"),
-            pl.coalesce(*(pl.when(ctx.llm_attribute([key]).is_not_null()).then(pl.lit(key)) for key in keys)).alias(
-                "key_name"
-            ),
+            pl.coalesce(*(value for _, value in named)).alias("key"),
+            pl.coalesce(*(pl.when(value.is_not_null()).then(pl.lit(name)) for name, value in named)).alias("key_name"),
             ctx.llm_attribute(config.cached_tokens_attributes).cast(pl.Int64, strict=False).alias("cached"),
             (pl.col("prefill_ns") / pl.col("prompt_tokens")).alias("per_token_ns"),
         ).filter(pl.col("key").is_not_null())

@@ -21,20 +21,26 @@ def queue_saturation(queue_ms: float) -> list[SpanSpec]:
     )
 
 
-def prefix_repeats(repeat_prefill_ms: float, cached_tokens: int | None = None) -> list[SpanSpec]:
+def prefix_repeats(
+    repeat_prefill_ms: float, cached_tokens: int | None = None, *, on_agent: bool = False
+) -> list[SpanSpec]:
     """12 sequential requests in three conversations (``gen_ai.conversation.id``) of 3,000-token prompts: the
-    first call of a conversation prefills in 60 ms, the nine later ones in ``repeat_prefill_ms``."""
+    first call of a conversation prefills in 60 ms, the nine later ones in ``repeat_prefill_ms``. The
+    conversation is named on the chat call, or with ``on_agent`` on the agent's ``invoke_agent`` span only
+    (the call then carries only its own prompt's hash)."""
     requests = []
     for i in range(12):
         first = i < 3
+        conversation = f"conversation-{i % 3}"
         chat = Chat(
             prompt=f"turn {i}",
-            conversation=f"conversation-{i % 3}",
+            conversation=None if on_agent else conversation,
             prompt_tokens=3_000,
             prefill_ms=60.0 if first else repeat_prefill_ms,
             cached_tokens=None if first or cached_tokens is None else cached_tokens,
         )
-        requests.append(Request(trace=i, start_ms=i * 250.0, chats=(chat,)))
+        agent_conversation = conversation if on_agent else None
+        requests.append(Request(trace=i, start_ms=i * 250.0, chats=(chat,), conversation=agent_conversation))
     return build_all(requests)
 
 

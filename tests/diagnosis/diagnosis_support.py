@@ -84,6 +84,8 @@ class Request:
     chats: tuple[Chat, ...] = (Chat(),)
     gateway_ms: float = 0.5
     agent_instance: str = "agent-1"
+    conversation: str | None = None
+    """``gen_ai.conversation.id`` on the ``invoke_agent`` span, where agents name it (pydantic-ai, the stack)."""
 
 
 def ms(value: float) -> int:
@@ -161,7 +163,8 @@ def build(request: Request) -> list[SpanSpec]:
         invoke_start,
         invoke_end,
         invoke,
-        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support-agent"},
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support-agent"}
+        | ({"gen_ai.conversation.id": request.conversation} if request.conversation else {}),
         **agent,
     )
     return c.spans

@@ -39,7 +39,7 @@ from collector.ingest import Ingestor
 from diagnosis import DiagnosisReport, PrometheusMetricsSource, diagnose_window
 from instrumented_stack.capture import InMemorySpans
 from instrumented_stack.faults import FAULTS, apply_faults
-from instrumented_stack.loadgen import UserSettings, replay_closed_loop
+from instrumented_stack.loadgen import UserSettings, replay_closed_loop, replay_prompts
 from instrumented_stack.prompts import PromptBuilder
 from instrumented_stack.runner import with_speed
 from instrumented_stack.stack import Stack, StackConfig
@@ -77,11 +77,6 @@ INFO_ALLOWED = {"decode_bound"}
 the decoding batch; with six users the batch cannot grow (and the emulator's step overhead at speed 20 hides
 the per-sequence cost), so the fault shows as decode leading latency: an info finding, ranked first because
 nothing else is wrong."""
-NEEDS_METRICS = {"prefix_cache_off"}
-"""Faults diagnosis cannot name from this stack's traces alone: its prompts share no prefix key (no repeats to
-time against their first call) and a cached-token count of 0 on every call is also what unique prompts give, so
-only the engine's cache counters (vLLM's ``prefix_cache_queries``, flat with caching off) tell. Held as a known
-gap (strict xfail) so the day traces tell it, the test says so."""
 WEAK_HERE = {
     "tier_flood": "six closed-loop users send 16 P0 requests, of which 5-7 meet the flood: whether that passes the "
     "starvation test at its Bonferroni level depends on the run (2 of 3 held on this host, and in one fresh-clone "
@@ -138,9 +133,9 @@ def stack_run() -> Iterator[StackRun]:
             config = with_speed(
                 apply_faults(StackConfig(tools=ToolsConfig(lookup_latency_s=TOOL_LATENCY_S)), faults), SPEED
             )
-            builder = PromptBuilder(default_tokenizer(), 7, INTENTS)
-            prompts = [builder.build(row) for row in load_workload("azure-conv", limit=ROWS)]
             settings = UserSettings(tenants=config.credentials())
+            builder = PromptBuilder(default_tokenizer(), 7, INTENTS)
+            prompts = replay_prompts(builder, load_workload("azure-conv", limit=ROWS), settings)
             spans = InMemorySpans()
             standin = PrometheusStandIn().__enter__()
             standins.append(standin)
@@ -219,8 +214,6 @@ def test_each_fault_alone_is_the_top_finding(
     fault_store: ClickHouse,
     request: pytest.FixtureRequest,
 ) -> None:
-    if metrics == "traces" and fault in NEEDS_METRICS:
-        request.applymarker(pytest.mark.xfail(reason="no trace signal of the fault (NEEDS_METRICS)", strict=True))
     if fault in WEAK_HERE:
         request.applymarker(pytest.mark.xfail(reason=WEAK_HERE[fault], strict=False))
     report = _diagnose(stack_run((fault,), host), fault_store, f"{fault.replace('_', '-')}-{host}", metrics)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import diagnosis_cases as cases
-from diagnosis_support import build_all, by_cause, clean_requests, diagnose
+from diagnosis_support import Chat, Request, build_all, by_cause, clean_requests, diagnose
 
 
 def test_conversation_turns_that_prefill_in_full() -> None:
@@ -23,6 +23,35 @@ def test_a_cache_signal_makes_full_prefills_the_cause() -> None:
     for metrics, cached in ((cases.prefix_metrics(36_000, 0), None), (None, 0)):
         finding = by_cause(diagnose(cases.prefix_repeats(60.0, cached_tokens=cached), metrics))["prefix_cache_unused"]
         assert finding.severity == "critical" and "timing alone" not in finding.title
+
+
+def test_a_conversation_named_on_the_agent_keys_its_calls() -> None:
+    # Agents name the conversation on their own span; the call carries only its whole prompt's hash, unique
+    # per turn. The request's conversation ranks with the call's own conversation key, before that hash.
+    missed = by_cause(diagnose(cases.prefix_repeats(60.0, cached_tokens=0, on_agent=True)))["prefix_cache_unused"]
+    assert missed.severity == "critical"
+    assert missed.evidence["prefix_key_name"] == "request conversation"
+    assert missed.evidence["repeat_call_count"] == 9
+    served = diagnose(cases.prefix_repeats(6.0, cached_tokens=2_900, on_agent=True))
+    assert "prefix_cache_unused" not in by_cause(served)
+
+
+def test_conversation_misses_beside_served_calls_are_worth_knowing_only() -> None:
+    # Two conversations' six later turns report nothing cached, a third's three are served (2,900 of 3,000
+    # tokens): the cache works, so the misses may be turns that resend no history (a session grouping
+    # independent questions), not a cache fault.
+    requests = [
+        Request(
+            trace=i,
+            start_ms=i * 250.0,
+            conversation=f"conversation-{i % 3}",
+            chats=(Chat(prompt=f"turn {i}", prompt_tokens=3_000, cached_tokens=2_900 if i % 3 == 0 else 0),),
+        )
+        for i in range(12)
+    ]
+    finding = by_cause(diagnose(build_all(requests)))["prefix_cache_unused"]
+    assert finding.severity == "info" and "may share no history" in finding.title
+    assert finding.evidence["cache_served_call_count"] == 4
 
 
 def test_repeats_served_by_the_cache_are_fine() -> None:
