@@ -283,6 +283,7 @@ TEST_NAMES = {
     "poisson_rate": "Poisson rate test",
     "fisher_exact": "Fisher's exact test",
     "binomial": "binomial test",
+    "sign_test": "sign test",
 }
 """How each test of :mod:`diagnosis.evidence` reads on a finding card."""
 

@@ -16,7 +16,8 @@ A comparison earns a finding above ``info`` only when it passes three gates, and
      (Przyborowski & Wilenski, 1940): given ``n = a + b`` arrivals, ``b ~ Binomial(n, t_b / (t_a + t_b))``
      when the rate did not change;
    - shares of requests (dropped, frozen): Fisher's exact test of the 2x2 table, or, against a known chance
-     rate, the exact binomial test.
+     rate, the exact binomial test;
+   - a median against a fixed cost (a step's self time against 1 ms): the sign test.
 3. **Effect size**: the difference matters in the request's latency: the ratio of the sides' medians (or
    shares) reaches the rule's ``min_effect_ratio``. Significance alone is not enough: with thousands of requests
    a 2% shift is significant and no one's problem.
@@ -231,6 +232,37 @@ def above_chance(
         min_effect_ratio=min_effect_ratio,
         tries=tries,
         enough=of >= min_count,
+    )
+
+
+def median_above(
+    claim: str,
+    values: Sequence[float] | np.ndarray,
+    threshold: float,
+    *,
+    min_count: int,
+    tries: int = 1,
+) -> EvidenceTest:
+    """Whether the median of ``values`` exceeds ``threshold`` (same unit): the sign test, the exact binomial test
+    of the values above the threshold against half of those off it (values equal to it drop out; Dixon & Mood,
+    JASA 41(236), 1946). A median just over the line with as many calls under it is no evidence that the step
+    costs that much. ``counts`` are (values at or under, values above); effect = the median over the threshold
+    (needed: > 1)."""
+    array = np.asarray(values, dtype=float)
+    above = int((array > threshold).sum())
+    off = int((array != threshold).sum())
+    p_value = float(_stats().binomtest(above, off, 0.5, alternative="greater").pvalue) if off else 1.0
+    effect = float(np.median(array)) / threshold if array.size and threshold > 0 else None
+    return _judged(
+        claim,
+        "sign_test",
+        (int(array.size) - above, above),
+        p_value,
+        effect,
+        min_count=min_count,
+        min_effect_ratio=1.0,
+        tries=tries,
+        enough=array.size >= min_count,
     )
 
 

@@ -57,7 +57,7 @@ EXAMPLE_TRACES = 3
 """Example trace IDs a finding lists."""
 
 
-TestName = Literal["mann_whitney_u", "poisson_rate", "fisher_exact", "binomial"]
+TestName = Literal["mann_whitney_u", "poisson_rate", "fisher_exact", "binomial", "sign_test"]
 """The tests :mod:`diagnosis.evidence` runs."""
 
 

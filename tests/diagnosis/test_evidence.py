@@ -17,6 +17,7 @@ from diagnosis.evidence import (
     joint_confidence,
     larger_share,
     larger_values,
+    median_above,
 )
 
 
@@ -153,3 +154,14 @@ def test_where_latency_goes_ranks_after_why() -> None:
     report = Diagnoser().diagnose(DiagnosisContext(frame(cases.decode_heavy(batched=False))))
     causes = [f.cause for f in report.findings if f.severity == "info"]
     assert "llm_bound" not in causes or causes.index("llm_bound") == len(causes) - 1
+
+
+def test_a_median_just_over_the_line_is_no_evidence_of_the_cost() -> None:
+    # The Codex CLI's instructions.load: 9 of 16 calls over 1 ms, p50 1.18 ms (sign test p = 0.40).
+    values = [0.3, 0.4, 0.6, 0.8, 0.85, 0.9, 0.95, 1.1, 1.2, 1.25, 1.3, 1.4, 1.6, 1.9, 2.2, 2.4]
+    test = median_above("costs over 1 ms", values, 1.0, min_count=5)
+    assert test.counts == (7, 9) and not test.significant and test.p_value > 0.3
+    # A step over the line on every call (the per-call schema rebuild: 3-9 ms).
+    steady = median_above("costs over 1 ms", [3.4 + 0.1 * i for i in range(20)], 1.0, min_count=5)
+    assert steady.significant and steady.p_value < 1e-5 and steady.effect_ratio and steady.effect_ratio > 3
+    assert not median_above("costs over 1 ms", [5.0] * 4, 1.0, min_count=5).significant

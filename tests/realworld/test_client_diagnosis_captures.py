@@ -3,11 +3,13 @@ instrumentation libraries and of the Codex CLI (``captures/``, clean runs, engin
 not) and the public GenAI / agent captures (``public/``). Each file goes through the real importer into chDB under
 its own tenant and ``diagnose_window`` reads it back, as the API would.
 
-Nothing is raised on the captures. On the public files the only client-side finding is ``llm_bound`` on the two
-whose requests are model calls and nothing else (Vercel AI SDK: ``ai.generateText`` around its one
-``doGenerate``; Langfuse: two requests that are a lone ``openai.chat`` span): true by construction, and checked
-against the share of each request its model calls cover, computed here from the raw file. any-agent's OpenAI
-trace is model calls for 99.7 % of its one request, too few requests for ``llm_bound`` (``min_requests`` 2).
+Nothing is raised on the captures, and no cause (client- or engine-side) is above ``info`` on any of them: the
+false-alarm count on captured clean traces (issue 29). On the public files the only client-side finding is
+``llm_bound`` on the two whose requests are model calls and nothing else (Vercel AI SDK: ``ai.generateText``
+around its one ``doGenerate``; Langfuse: two requests that are a lone ``openai.chat`` span): true by
+construction, and checked against the share of each request its model calls cover, computed here from the raw
+file. any-agent's OpenAI trace is model calls for 99.7 % of its one request, too few requests for ``llm_bound``
+(``min_requests`` 2).
 """
 
 from __future__ import annotations
@@ -95,6 +97,11 @@ def test_clean_captures_raise_no_client_finding(path: Path, captures_store: Clic
     report = diagnose_file(captures_store, path)
     assert report.trace_count == 2
     assert [f.cause for f in report.findings if f.cause in CLIENT_SIDE_CAUSES] == []
+    assert above_info(report) == []
+
+
+def above_info(report: DiagnosisReport) -> list[tuple[str, str, float]]:
+    return [(f.cause, f.severity, f.confidence) for f in report.findings if f.severity != "info"]
 
 
 def test_a_claude_code_capture_raises_only_that_its_turns_are_llm_bound(captures_store: ClickHouse) -> None:
@@ -109,6 +116,7 @@ def test_a_claude_code_capture_raises_only_that_its_turns_are_llm_bound(captures
 @pytest.mark.parametrize("path", PUBLIC, ids=[p.name for p in PUBLIC])
 def test_public_captures_raise_only_what_they_show(path: Path, captures_store: ClickHouse) -> None:
     report = diagnose_file(captures_store, path)
+    assert above_info(report) == []
     found = {f.cause: f for f in report.findings if f.cause in CLIENT_SIDE_CAUSES}
     names = MODEL_CALL_NAMES.get(path.name)
     if names is None:
