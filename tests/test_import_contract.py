@@ -1,7 +1,7 @@
 """The import contract (pyproject's ``[tool.importlinter]``) holds for the tree and catches what it forbids:
 an import back up the layers, the stack importing the server, the SDK importing Hotspan, the server importing a
-checkout's tools, a handler importing the store or one of the query room's reads over a store reader. Each probe is one line added to a copy of the packages; lint-imports must fail on it and name the
-contract it breaks."""
+checkout's tools, a handler importing the store or one of the query room's reads over a store reader. Each probe
+is one line added to a copy of the packages; lint-imports must fail on it and name the contract it breaks."""
 
 from __future__ import annotations
 

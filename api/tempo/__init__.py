@@ -11,5 +11,6 @@ Served under ``/tempo`` (Grafana's data-source URL is ``http://<hotspan>/tempo``
   search answer; :mod:`api.tempo.proto` the protobuf of a trace; :mod:`api.tempo.errors` Tempo's plain-text errors.
 
 Reads go through :class:`query.service.QueryService`'s methods (``trace_page``, ``span_sets``, ``tag_names``,
-``tag_values``) on the read pool, each with the caller's tenant (:mod:`api.tenancy`), as the Jaeger APIs' do; traces are the OTLP JSON of :mod:`api.jaeger.otlp`.
+``tag_values``) on the read pool, each with the caller's tenant (:mod:`api.tenancy`), as the Jaeger APIs' do;
+traces are the OTLP JSON of :mod:`api.jaeger.otlp`.
 """
