@@ -2,7 +2,8 @@
 robust baseline, the window, baseline against observed, the diagnosis of the window against the baseline window, the
 topology neighbours and example traces.
 
-Thin: parse, call the query room's incident store, shape the answer. Reads are limited to the caller's tenant
+Thin: parse, call the query room (:meth:`query.service.QueryService.incidents`, the Incidents page's read too),
+shape the answer. Reads are limited to the caller's tenant
 (:mod:`api.tenancy`).
 """
 
@@ -18,7 +19,8 @@ from api.models import ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import MAX_NS, check_order
-from query.store import Incident, IncidentQuery, IncidentStore
+from query.service import QueryService
+from query.store import Incident, IncidentQuery
 
 MAX_INCIDENTS = 1_000
 
@@ -93,8 +95,8 @@ def incident_out(incident: Incident) -> IncidentOut:
     return IncidentOut(**fields)
 
 
-def build_router(incidents: IncidentStore, reads: ReadPool | None = None) -> APIRouter:
-    """The incident routes over ``incidents`` (the query room's); each runs whole on ``reads`` (:mod:`api.read_pool`;
+def build_router(query: QueryService, reads: ReadPool | None = None) -> APIRouter:
+    """The incident routes over the query room ``query``; each runs whole on ``reads`` (:mod:`api.read_pool`;
     a pool of its own when omitted), never on the event loop."""
     router = APIRouter(prefix="/api/v1", tags=["incidents"], responses=READ_ERRORS)
     reads = reads or ReadPool()
@@ -125,10 +127,10 @@ def build_router(incidents: IncidentStore, reads: ReadPool | None = None) -> API
         """Incidents the anomaly detector opened, newest first: each a series (an operation's p95 latency, error
         rate or throughput, or a stage's p95) that left its robust baseline, with its diagnosis."""
         check_order(start_ns, end_ns)
-        query = IncidentQuery(
+        selection = IncidentQuery(
             start_ns=start_ns, end_ns=end_ns, service=service or None, metric=metric, status=status, limit=limit
         )
-        found = incidents.incidents(query, tenant=tenant)
+        found = query.incidents(selection, tenant=tenant)
         return IncidentsResponse(incidents=[incident_out(i) for i in found])
 
     @router.get(
@@ -143,7 +145,7 @@ def build_router(incidents: IncidentStore, reads: ReadPool | None = None) -> API
         incident_id: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="The incident's 32-hex ID.")],
     ) -> IncidentOut:
         """One incident at its newest version."""
-        found = incidents.incidents(IncidentQuery(incident_id=incident_id, limit=1), tenant=tenant)
+        found = query.incidents(IncidentQuery(incident_id=incident_id, limit=1), tenant=tenant)
         if not found:
             raise ApiError(404, "not_found", f"incident {incident_id} not found")
         return incident_out(found[0])

@@ -39,7 +39,7 @@ from query.service import QueryService
 from query.store import AnalysisFilter, IdError, StorageError, TraceQuery, normalize_trace_id, tenancy_of
 from query.trace_compare import compare_traces
 from query.trace_explain import DEFAULT_MARGIN_NS
-from query.trace_search import TraceSearch, search_traces
+from query.trace_search import TraceSearch
 from query.window_compare import compare_window
 from units import NS_PER_MIN, NS_PER_MS
 
@@ -121,7 +121,7 @@ def build_mcp_server(query: QueryService, reads: ReadPool) -> MCPServer:
         )
 
         def answer() -> dict[str, Any]:
-            traces = search_traces(query.store, query.analysis, search, tenant=tenant).traces
+            traces = query.search(search, tenant=tenant).traces
             return {
                 "start_ns": start,
                 "end_ns": end,

@@ -44,7 +44,7 @@ def build_router(payloads: PayloadStore, query: QueryService, reads: ReadPool | 
         """Delete the message payloads of one trace: the attributes the redaction table names (GenAI
         ``gen_ai.input.messages`` ..., OpenInference ``llm.input_messages.*`` ...) and the attributes of the message
         events it names; each changed span gets ``hotspan.payload_deleted=true``. Deleting again deletes nothing."""
-        if not await reads.run(query.store.trace_size, trace_id, tenant=tenant):
+        if not await reads.run(query.trace_size, trace_id, tenant=tenant):
             raise ApiError(404, "not_found", f"trace {trace_id} not found")
         spans = await reads.run(payloads.delete_payloads, [trace_id], tenant=tenant)
         return PayloadsDeleted(trace_ids=[trace_id], spans=spans)

@@ -1,6 +1,7 @@
 """``/api/v1/topology``: the service graph of a window, from the per-minute service-graph rollup.
 
-Thin: parse, call the query room (:mod:`query.topology`), shape the answer. Every read is limited to
+Thin: parse, call the query room (:meth:`query.service.QueryService.topology`, the Topology page's graph too),
+shape the answer. Every read is limited to
 the caller's tenant (:mod:`api.tenancy`).
 """
 
@@ -16,8 +17,7 @@ from api.models import ErrorResponse
 from api.read_pool import READ_ERRORS, ReadPool
 from api.tenancy import Tenant
 from api.window import EndNs, StartNs, window
-from query.store import RollupReader
-from query.topology import window_topology
+from query.service import QueryService
 from units import NS_PER_MIN, NS_PER_MS
 
 
@@ -76,11 +76,11 @@ class EdgeExamplesResponse(BaseModel):
     traces: list[EdgeExample] = Field(description="Failed calls first, then the slowest; one entry per trace.")
 
 
-def build_router(reader: RollupReader, limit: int | None = None, reads: ReadPool | None = None) -> APIRouter:
-    """``GET /api/v1/topology`` and ``GET /api/v1/topology/examples`` over ``reader`` (the query room's store;
-    the graph is assembled by :func:`query.topology.window_topology`, as the Topology page's is), at most ``limit``
-    edges (the rest folded into ``overflow``). Each route runs whole on ``reads`` (:mod:`api.read_pool`; a pool of
-    its own when omitted), never on the event loop."""
+def build_router(query: QueryService, reads: ReadPool | None = None) -> APIRouter:
+    """``GET /api/v1/topology`` and ``GET /api/v1/topology/examples`` over the query room ``query`` (the graph as
+    the Topology page reads it), at most ``query.cardinality_limit`` edges (the rest folded into ``overflow``). Each
+    route runs whole on ``reads`` (:mod:`api.read_pool`; a pool of its own when omitted), never on the event
+    loop."""
     router = APIRouter(prefix="/api/v1", tags=["topology"], responses=READ_ERRORS)
     reads = reads or ReadPool()
 
@@ -96,7 +96,7 @@ def build_router(reader: RollupReader, limit: int | None = None, reads: ReadPool
         with calls and errors, edges with calls, errors and p50/p95/p99 latency as seen by client and server.
         Times are ns; latencies ms."""
         start, end = window(start_ns, end_ns)
-        graph = window_topology(reader, start, end, tenant=tenant, limit=limit)
+        graph = query.topology(start, end, tenant=tenant)
         nodes, edges = graph.nodes, graph.edges
         return TopologyResponse(
             start_ns=start - start % NS_PER_MIN,
@@ -133,7 +133,7 @@ def build_router(reader: RollupReader, limit: int | None = None, reads: ReadPool
     ) -> EdgeExamplesResponse:
         """Traces with a call on one edge in the window (exact bounds): failed first, then the slowest."""
         start, end = window(start_ns, end_ns)
-        frame = reader.edge_examples(source, target, start, end, tenant=tenant, limit=limit)
+        frame = query.edge_examples(source, target, start, end, tenant=tenant, limit=limit)
         return EdgeExamplesResponse(
             source=source,
             target=target,

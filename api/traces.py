@@ -32,7 +32,7 @@ from api.trace_limits import TraceReadLimits
 from api.window import MAX_NS, check_order
 from query.service import QueryService
 from query.store import MAX_ATTRIBUTE_FILTERS, IdError, TraceCursor, TraceQuery, normalize_trace_id
-from query.trace_search import Sort, TraceSearch, search_traces
+from query.trace_search import Sort, TraceSearch
 from units import NS_PER_MS
 
 MAX_DURATION_MS = MAX_NS // NS_PER_MS
@@ -110,7 +110,7 @@ def build_router(
         """Traces with a span matching every filter (Jaeger's matching rule) and a whole duration within the trace
         bounds, in the asked order, with the model usage of those the trace pipeline has analysed: model calls,
         tokens, cost and dominant stage. The same search as the UI's Search page and the MCP ``search_traces``
-        tool (:func:`query.trace_search.search_traces`)."""
+        tool (:meth:`query.service.QueryService.search`)."""
         check_order(start_ns, end_ns)
         if len(attr or ()) > MAX_ATTRIBUTE_FILTERS:
             raise ApiError(
@@ -137,7 +137,7 @@ def build_router(
 
         def answer() -> TracesResponse:
             try:
-                rows = search_traces(query.store, query.analysis, search, tenant=tenant).traces
+                rows = query.search(search, tenant=tenant).traces
             except ValueError as exc:
                 raise ApiError(400, "invalid_parameter", str(exc)) from None
             return TracesResponse(traces=[TraceSummary(**row) for row in rows.iter_rows(named=True)])

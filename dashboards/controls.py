@@ -24,7 +24,8 @@ from dashboards.windows import (
     lookback_options,
     rollup_window,
 )
-from query.store import AnalysisFilter, RollupReader, TraceReader
+from query.service import QueryService
+from query.store import AnalysisFilter
 
 PERSIST = {"persistence": True, "persistence_type": "session"}
 """Keyword arguments that keep a control's value across page navigation for the browser session."""
@@ -165,16 +166,16 @@ def scoped(where: AnalysisFilter, **scope: str | None) -> AnalysisFilter:
     )
 
 
-def chosen_rollup_window(reader: RollupReader, lookback: str | None, tenant: str | None) -> tuple[int, int, int]:
+def chosen_rollup_window(query: QueryService, lookback: str | None, tenant: str | None) -> tuple[int, int, int]:
     """``(start_ns, end_ns, step_s)`` of a lookback choice (None: the default) ending now, "all" spanning the
     tenant's stored rollups (:func:`dashboards.windows.rollup_window`). Raises what storage raises."""
-    stored = reader.rollup_time_range(tenant=tenant)
+    stored = query.rollup_time_range(tenant=tenant)
     return rollup_window(lookback or DEFAULT_ROLLUP_LOOKBACK, time.time_ns(), stored)
 
 
-def window_filter(reader: TraceReader, lookback: str | None, tenant: str | None) -> tuple[AnalysisFilter, int]:
+def window_filter(query: QueryService, lookback: str | None, tenant: str | None) -> tuple[AnalysisFilter, int]:
     """The :class:`AnalysisFilter` window of a lookback choice and a bucket step in seconds (about
     :data:`dashboards.windows.TARGET_POINTS` buckets over the stored span range for "all")."""
-    stored = reader.rollup_time_range(tenant=tenant) if isinstance(reader, RollupReader) else None
+    stored = query.rollup_time_range(tenant=tenant)
     start, end, step_s = analysis_window(lookback or DEFAULT_ROLLUP_LOOKBACK, time.time_ns(), stored)
     return AnalysisFilter(start_ns=start, end_ns=end), step_s

@@ -261,7 +261,7 @@ def open_anomaly_loop(
     ``alerts`` sends its alerts; links point at the SLO file's ``external_url``, else at this server (bound to
     ``http_port``)."""
     detector = AnomalyDetector(
-        query.incidents,
+        query.incident_store,
         query.store,
         query.store,
         query.diagnosis,
@@ -277,7 +277,7 @@ def open_anomaly_loop(
     external_url = alerts.external_url if alerts else f"http://{settings.host}:{http_port}"
     return AnomalyLoop(
         detector,
-        query.incidents,
+        query.incident_store,
         build_notifiers(alertmanager, webhook, external_url),
         interval_s=settings.anomaly_interval_s,
         external_url=external_url,
@@ -412,10 +412,10 @@ def _mount_query(app: FastAPI, settings: Settings, storage: Storage) -> QuerySer
     app.include_router(jaeger_v1.build_router(query, trace_reads, reads))
     app.include_router(jaeger_v3.build_router(query, trace_reads, reads))
     app.include_router(tempo_api.build_router(query, trace_reads, reads))
-    app.include_router(topology_api.build_router(query.store, query.cardinality_limit, reads))
+    app.include_router(topology_api.build_router(query, reads))
     app.include_router(red_api.build_router(query, query.cardinality_limit, reads))
     app.include_router(diagnosis_api.build_router(query.diagnosis, reads))
-    app.include_router(incidents_api.build_router(query.incidents, reads))
+    app.include_router(incidents_api.build_router(query, reads))
     app.include_router(analysis_api.build_router(query.analysis, reads))
     app.include_router(conversations_api.build_router(query.conversations, reads))
     app.include_router(throughput_latency_api.build_router(query, reads))

@@ -32,7 +32,7 @@ from hotspan.app import (
 from hotspan.auth import Auth, check_bind, load_auth
 from hotspan.auth import logs as auth_logs
 from hotspan.health import StorageProbe
-from hotspan.roles import PARTS, RoleParts, runs_incidents
+from hotspan.roles import PARTS, RoleParts, runs_incidents, runs_slo_evaluator
 from hotspan.settings import ENVIRONMENT, Settings
 from incidents.loop import AnomalyLoop
 from processors.pipeline.trace_pipeline import TracePipeline
@@ -124,8 +124,9 @@ class HttpListener:
 @dataclass
 class RunningServer:
     """A started server; ``http_port``/``grpc_port`` are the bound ports (useful when 0 was asked). The parts its
-    role does not run (``hotspan.roles``) are None: ``pipeline`` (ingest), ``trace_pipeline``, ``slo_evaluator``;
-    ``grpc_server`` is None without ingest too."""
+    role does not run (``hotspan.roles``) are None: ``pipeline`` (ingest), ``trace_pipeline``; ``slo_evaluator`` and
+    ``anomaly_loop`` outside the one process that owns the background work; ``grpc_server`` is None without ingest
+    too."""
 
     settings: Settings
     storage: Storage
@@ -136,6 +137,8 @@ class RunningServer:
     health: StorageProbe
     trace_pipeline: TracePipeline | None = None
     slo_evaluator: SloEvaluator | None = None
+    """The SLO evaluator (``HOTSPAN_ALERTS``), in the one process that owns the background work
+    (:func:`hotspan.roles.runs_slo_evaluator`); None elsewhere."""
     query: QueryService | None = None
     anomaly_loop: AnomalyLoop | None = None
     """The anomaly loop (``HOTSPAN_ANOMALY``), in the one process that owns the incident lifecycle
@@ -175,9 +178,9 @@ class RunningServer:
 
 def start_server(settings: Settings, storage: Storage | None = None) -> RunningServer:
     """Start the parts of ``settings.role`` (``hotspan.roles``): HTTP (uvicorn, in a thread) always, OTLP/gRPC
-    with ingest, the trace pipeline on the role's share of traces with pipeline, the SLO evaluator with query, the
-    anomaly loop (``HOTSPAN_ANOMALY``) in the process owning the incident lifecycle (``all``, pipeline worker 0);
-    wait until HTTP accepts connections.
+    with ingest, the trace pipeline on the role's share of traces with pipeline, the SLO evaluator (``HOTSPAN_ALERTS``)
+    and the anomaly loop (``HOTSPAN_ANOMALY``) in the process owning the background work (``all``, pipeline worker
+    0); wait until HTTP accepts connections.
 
     Raises:
         ListenError: a port could not be bound (in use, or the host is not this machine's).
@@ -217,13 +220,19 @@ def _start_parts(
     """:func:`start_server` once its HTTP sockets are bound."""
     storage = storage or open_storage(settings)
     incidents = runs_incidents(settings)
-    # Read (and validated) before anything starts; the evaluator itself reads through the app's query room, the
-    # anomaly loop sends where the SLO file's alerts go.
+    evaluates = runs_slo_evaluator(settings)
+    # Read (and validated) before anything starts: the evaluator's SLOs, and where the anomaly loop sends (where the
+    # SLO file's alerts go).
     alerts_config = (
-        load_alerts_config(settings.alerts_path) if settings.alerts_path and (parts.query or incidents) else None
+        load_alerts_config(settings.alerts_path) if settings.alerts_path and (evaluates or incidents) else None
     )
     app = create_app(settings, storage, auth)
-    slo_evaluator = open_slo_evaluator(alerts_config, app.state.query) if alerts_config and parts.query else None
+    background_query, slo_evaluator = None, None
+    if evaluates or incidents:
+        # The background work reads through the app's query room; a pipeline worker serves no reads: one of its own.
+        background_query = app.state.query or open_query(settings, storage)
+        if evaluates and alerts_config is not None:
+            slo_evaluator = open_slo_evaluator(alerts_config, background_query)
     grpc_server, grpc_port = None, 0
     if settings.grpc_port >= 0 and parts.ingest:
         grpc_server, grpc_port = start_grpc_server(
@@ -250,10 +259,8 @@ def _start_parts(
     if slo_evaluator is not None:
         slo_evaluator.start()
     anomaly_loop = None
-    if incidents:
-        # A pipeline worker serves no reads, but the lifecycle is fed by the query room's scores: one of its own.
-        query = app.state.query or open_query(settings, storage)
-        anomaly_loop = open_anomaly_loop(settings, query, alerts_config, http.port)
+    if incidents and background_query is not None:
+        anomaly_loop = open_anomaly_loop(settings, background_query, alerts_config, http.port)
         anomaly_loop.start()
     return RunningServer(
         settings,

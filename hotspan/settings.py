@@ -126,17 +126,19 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from api.read_pool import DEFAULT_READ_QUEUE, DEFAULT_READ_WORKERS
-from collector.http_receiver import DEFAULT_DECODE_WAIT_S, DEFAULT_MAX_BODY_BYTES
+from collector.http_receiver import DEFAULT_BODY_READ_TIMEOUT_S, DEFAULT_DECODE_WAIT_S, DEFAULT_MAX_BODY_BYTES
 from collector.ingest_pipeline import IngestConfig
 from collector.limits import SpanLimits
 from collector.otlp_body import DEFAULT_MAX_REQUEST_SPANS
 from collector.redaction import DEFAULT as DEFAULT_REDACTION
+from diagnosis.capacity import CapacitySettings
 from diagnosis.metrics import DEFAULT_PROMETHEUS_TIMEOUT_S
 from processors.pipeline.config import TracePipelineConfig
+from query.anomaly import AnomalySettings
 from storage.clickhouse import ReadBudget
 from storage.faults import FaultPlan
 from storage.layout import Layout
-from storage.reader import MAX_TRACE_SPANS
+from storage.reader import MAX_SEARCH_SPANS, MAX_TRACE_SPANS
 from storage.rollup_sql import CARDINALITY_LIMIT
 
 Role = Literal["all", "collector", "query", "pipeline"]
@@ -235,7 +237,7 @@ class Settings(BaseModel):
     )
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
     max_request_spans: int = Field(DEFAULT_MAX_REQUEST_SPANS, ge=1)
-    body_read_timeout_s: float = Field(30.0, gt=0)
+    body_read_timeout_s: float = Field(DEFAULT_BODY_READ_TIMEOUT_S, gt=0)
     max_trace_spans: int = Field(MAX_TRACE_SPANS, ge=1)
     ui_max_body_bytes: int = Field(
         4 * 1024 * 1024,
@@ -254,7 +256,7 @@ class Settings(BaseModel):
     read_queue: int = Field(DEFAULT_READ_QUEUE, ge=0)
     read_timeout_s: float = Field(ReadBudget.time_s, gt=0)
     read_max_memory_bytes: int = Field(ReadBudget.memory_bytes, ge=64 * 1024**2)
-    max_search_spans: int = Field(100_000, ge=1)
+    max_search_spans: int = Field(MAX_SEARCH_SPANS, ge=1)
     ttl_days: int = Field(0, ge=0)
     queue_max_bytes: int = Field(IngestConfig.queue_max_bytes, ge=1024)
     queue_max_spans: int = Field(IngestConfig.queue_max_spans, ge=1)
@@ -282,17 +284,17 @@ class Settings(BaseModel):
     tail_sampling_path: Path | None = None
     prometheus_url: str | None = Field(None, pattern=r"^https?://")
     prometheus_timeout_s: float = Field(DEFAULT_PROMETHEUS_TIMEOUT_S, gt=0)
-    capacity_ttft_slo_s: float = Field(2.0, gt=0)
+    capacity_ttft_slo_s: float = Field(CapacitySettings.ttft_slo_s, gt=0)
     capacity_max_rate_per_s: float | None = Field(None, gt=0)
-    capacity_window_s: float = Field(300.0, gt=0)
+    capacity_window_s: float = Field(CapacitySettings.window_s, gt=0)
     diagnosis_rules_path: Path | None = None
     alerts_path: Path | None = None
     anomaly: bool = True
     anomaly_interval_s: float = Field(15.0, gt=0)
-    anomaly_baseline_minutes: int = Field(30, ge=5)
-    anomaly_min_calls: int = Field(20, ge=1)
-    anomaly_settle_s: float = Field(20.0, ge=0)
-    anomaly_findings: bool = True
+    anomaly_baseline_minutes: int = Field(AnomalySettings.baseline_minutes, ge=5)
+    anomaly_min_calls: int = Field(AnomalySettings.min_calls, ge=1)
+    anomaly_settle_s: float = Field(AnomalySettings.settle_s, ge=0)
+    anomaly_findings: bool = AnomalySettings.findings
     anomaly_alertmanager_url: str | None = Field(None, pattern=r"^https?://")
     anomaly_webhook_url: str | None = Field(None, pattern=r"^https?://")
 

@@ -35,6 +35,7 @@ from analysis import (
 )
 from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.flame import flame_graph, trace_nodes
+from query.bounded_trace import read_bounded_trace
 from storage.analysis_store import AnalysisFilter, AnalysisStore, GroupBy
 from storage.reader import TraceReader
 from units import NS_PER_S
@@ -120,8 +121,11 @@ class AnalysisService:
     # --- per trace -----------------------------------------------------------------------------------------
 
     def trace_analysis(self, trace_id: str, *, tenant: str | None) -> TraceAnalysis | None:
-        """The analysis of one trace (canonical 32-hex ID), or None when it has no spans the tenant can read."""
-        spans = self._reader.trace(trace_id, tenant=tenant)
+        """The analysis of one trace (canonical 32-hex ID), or None when it has no spans the tenant can read. A trace
+        of more spans than ``config.max_trace_spans`` (``HOTSPAN_MAX_TRACE_SPANS``) is analysed as its first that
+        many by start, as the trace page shows it: the one bounded by-ID read
+        (:func:`query.bounded_trace.read_bounded_trace`)."""
+        spans = read_bounded_trace(self._reader, trace_id, tenant=tenant, limit=self.config.max_trace_spans).spans
         return analyze(spans, self.config.stage_rules) if spans.height else None
 
     def trace_stages(self, trace_id: str, *, tenant: str | None) -> TraceStages | None:

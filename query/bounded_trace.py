@@ -1,6 +1,7 @@
 """One trace read by ID, bounded: a page of at most ``limit`` spans by start and, when that page is not the whole
 trace, how many spans the trace holds. The REST, Jaeger and Tempo routes answer a trace from it (each says "not
-found" and "truncated" in its own format), so they read it the same way.
+found" and "truncated" in its own format), and the trace page's views are built from its first page
+(:mod:`query.trace_view_cache`), so every by-ID read is this one.
 """
 
 from __future__ import annotations
@@ -32,11 +33,21 @@ class BoundedTrace:
 
 
 def read_bounded_trace(
-    reader: TraceReader, trace_id: str, *, tenant: str | None, limit: int, after: TraceCursor | None = None
+    reader: TraceReader,
+    trace_id: str,
+    *,
+    tenant: str | None,
+    limit: int,
+    after: TraceCursor | None = None,
+    span_count: int | None = None,
 ) -> BoundedTrace:
     """Trace ``trace_id`` (canonical 32 hex) of ``tenant``: its spans after ``after`` (None: from the first), at most
-    ``limit``. One read for a trace that fits, two (the page, its size) for one that does not. Blocking."""
+    ``limit``. One read for a trace that fits, two (the page, its size) for one that does not, unless the caller
+    counted the trace already (``span_count``, as ``TraceReader.trace_size`` counts). Blocking."""
     page = reader.trace_page(trace_id, tenant=tenant, after=after, limit=limit)
     partial = page.next is not None or after is not None
-    total = reader.trace_size(trace_id, tenant=tenant) if partial else page.spans.height
+    if not partial:
+        total = page.spans.height
+    else:
+        total = span_count if span_count is not None else reader.trace_size(trace_id, tenant=tenant)
     return BoundedTrace(page.spans, page.next, total, partial)

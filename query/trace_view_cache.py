@@ -7,9 +7,10 @@ trace costs one small query, not the read and the analysis.
 Kept per (tenant, trace ID), least recently used first out, bounded by the spans held
 (:data:`DEFAULT_MAX_SPANS_HELD`; a view costs some hundred bytes per span) and by a count of views.
 
-A read is bounded too: a trace of more spans than ``max_read_spans`` (``HOTSPAN_MAX_TRACE_SPANS``, the bound of the
-trace pipeline and of the trace APIs' pages) is read as its first that many spans by start
-(``TraceReader.trace_page``, which costs memory for those only), and its view says how many the store holds
+A read is bounded too, and is the trace APIs' one bounded read (:func:`query.bounded_trace.read_bounded_trace`): a
+trace of more spans than ``max_read_spans`` (``HOTSPAN_MAX_TRACE_SPANS``, the bound of the trace pipeline and of the
+trace APIs' pages) is read as its first that many spans by start (which costs memory for those only), and its view
+says how many the store holds
 (:attr:`query.trace_model.TraceView.stored_spans`) and its operations summed over the whole trace in the store
 (``TraceReader.trace_operations``, :attr:`query.trace_model.TraceView.operations`); the whole trace is never held.
 """
@@ -20,9 +21,8 @@ import re
 import threading
 from collections import OrderedDict
 
-import polars as pl
-
 from analysis.stage_rules import StageRules, load_stage_rules
+from query.bounded_trace import read_bounded_trace
 from query.trace_model import TraceView, build_trace_view
 from storage.ids import PADDING_64
 from storage.reader import MAX_TRACE_SPANS, TraceReader
@@ -101,19 +101,6 @@ class TraceViews:
             found = sorted({*found, *padded})[:limit]
         return found
 
-    def read(self, trace_id: str, *, tenant: str | None) -> tuple[pl.DataFrame, int]:
-        """What a view of ``trace_id`` is built from: its spans as ``TraceReader.trace`` returns them, at most
-        ``max_read_spans`` of them, the first by start (module docstring), and how many the store holds (0 and no
-        rows when unknown). Raises like :meth:`load`."""
-        stored = self._reader.trace_size(trace_id, tenant=tenant)
-        return self._read_spans(trace_id, tenant, stored), stored
-
-    def _read_spans(self, trace_id: str, tenant: str | None, stored: int) -> pl.DataFrame:
-        """:meth:`read`'s spans of a trace the store holds ``stored`` spans of."""
-        if stored > self._max_read:
-            return self._reader.trace_page(trace_id, tenant=tenant, limit=self._max_read).spans
-        return self._reader.trace(trace_id, tenant=tenant)
-
     def get(self, trace_id: str, *, tenant: str | None) -> TraceView | None:
         """The kept view of ``trace_id``, read and kept first when it is not (evicted, or another process
         served the page load). Raises like :meth:`load`."""
@@ -141,7 +128,10 @@ class TraceViews:
                     self._building.pop(key, None)
                     self._kept.move_to_end(key)
                     return kept
-            spans = self._read_spans(trace_id, tenant, state[0])
+            # The trace state counted the spans already: the bounded read need not count them again.
+            spans = read_bounded_trace(
+                self._reader, trace_id, tenant=tenant, limit=self._max_read, span_count=state[0]
+            ).spans
             # A trace read in part is still summed whole, by operation, in the store.
             operations = self._reader.trace_operations(trace_id, tenant=tenant) if state[0] > self._max_read else None
             view = (

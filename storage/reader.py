@@ -28,6 +28,10 @@ MAX_TRACE_SPANS = 100_000
 (``api.trace_limits``), a trace view reads its first that many spans (``query.trace_view_cache``) and the trace pipeline
 does not analyse a larger trace (``processors.pipeline.config``); the largest trace Jaeger's UI and Grafana still
 draw. Written here once, the floor every one of those readers stands on."""
+MAX_SEARCH_SPANS = MAX_TRACE_SPANS
+"""Most spans one trace search returns whole, all its traces together, by default (``HOTSPAN_MAX_SEARCH_SPANS``,
+:meth:`TraceReader.search_spans`): an answer Jaeger's UI draws whole, as it draws one trace of
+:data:`MAX_TRACE_SPANS`."""
 
 SearchOrder = Literal[
     "newest", "oldest", "longest", "shortest", "most_errors", "most_spans", "most_tokens", "longest_stage"

@@ -1,7 +1,7 @@
 """The import contract (pyproject's ``[tool.importlinter]``) holds for the tree and catches what it forbids:
 an import back up the layers, the stack importing the server, the SDK importing Hotspan, the server importing a
-checkout's tools. Each probe is one line added to a copy of the packages; lint-imports must fail on it and name the
-contract it breaks."""
+checkout's tools, a handler importing the store or one of the query room's reads over a store reader. Each probe
+is one line added to a copy of the packages; lint-imports must fail on it and name the contract it breaks."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ PROBES = {
     "hotspan_sdk/_probe.py": ("import storage.ids\n", "hotspan_sdk imports nothing"),
     "query/_probe.py": ("import processors.sdk.policy\n", "The SDK is imported as hotspan_sdk only"),
     "hotspan/_probe.py": ("import tools.device_check\n", "Nothing imports tools"),
+    "api/_probe.py": ("import storage.reader\n", "One door to the store"),
+    "dashboards/_probe.py": ("import query.bounded_trace\n", "Handlers read through QueryService's methods"),
 }
 
 

@@ -9,6 +9,7 @@ Hotspan unchanged.
   storage layer's :class:`~storage.reader.TraceQuery`; :mod:`api.jaeger.errors` answers failures in each API's
   own error envelope.
 
-Reads go through :class:`storage.reader.TraceReader` only, each with the caller's tenant (:mod:`api.tenancy`):
+Reads go through :class:`query.service.QueryService`'s methods only (services, operations, ``search_spans``,
+``trace_page``, dependencies), each with the caller's tenant (:mod:`api.tenancy`):
 a Jaeger client sees its own tenant's traces, services and dependencies, never another's.
 """

@@ -132,7 +132,7 @@ def build_router(
         )
 
         def answer() -> bytes:
-            traces = model.traces_json(query.store.search_spans(search, tenant=tenant))
+            traces = model.traces_json(query.search_spans(search, tenant=tenant))
             return spliced(JaegerEnvelope[list[JaegerTrace]](data=[], total=len(traces)), "data", traces)
 
         return await reads.json(answer)

@@ -160,7 +160,7 @@ def build_router(
     )
     async def find_traces(search: Annotated[TraceQuery, Depends(find_traces_query)], tenant: Tenant) -> Response:
         def answer() -> bytes:
-            frame = query.store.search_spans(search, tenant=tenant)
+            frame = query.search_spans(search, tenant=tenant)
             if frame.height == 0:
                 raise JaegerError(404, NOT_FOUND)
             entries = otlp.resource_spans_json(frame)

@@ -10,6 +10,7 @@ Served under ``/tempo`` (Grafana's data-source URL is ``http://<hotspan>/tempo``
   :mod:`storage.traceql_sql`); :mod:`api.tempo.search` reads the other search parameters and writes Tempo's
   search answer; :mod:`api.tempo.proto` the protobuf of a trace; :mod:`api.tempo.errors` Tempo's plain-text errors.
 
-Reads go through :class:`storage.reader.TraceReader` on the read pool, each with the caller's tenant
-(:mod:`api.tenancy`), as the Jaeger APIs' do; traces are the OTLP JSON of :mod:`api.jaeger.otlp`.
+Reads go through :class:`query.service.QueryService`'s methods (``trace_page``, ``span_sets``, ``tag_names``,
+``tag_values``) on the read pool, each with the caller's tenant (:mod:`api.tenancy`), as the Jaeger APIs' do;
+traces are the OTLP JSON of :mod:`api.jaeger.otlp`.
 """

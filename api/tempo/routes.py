@@ -1,10 +1,10 @@
 """Grafana Tempo's HTTP API (grafana/tempo ``pkg/api/http.go`` paths and parameters), mounted under ``/tempo``.
 
 Every read runs on the read pool with the caller's tenant, through the query room: a trace by ID is
-:meth:`query.service.QueryService.trace_page` (at most ``limits.max_spans`` spans, as the Jaeger routes); a search
-its store's :meth:`~storage.reader.TraceReader.ranked_search` plus :meth:`~storage.reader.TraceReader.matched_spans`
-for its span sets. Errors are plain text
-(:mod:`api.tempo.errors`).
+:meth:`query.service.QueryService.trace_page` (at most ``limits.max_spans`` spans, as the Jaeger routes), a search
+:meth:`~query.service.QueryService.span_sets`, tag names and values
+:meth:`~query.service.QueryService.tag_names` and :meth:`~query.service.QueryService.tag_values`. Errors are plain
+text (:mod:`api.tempo.errors`).
 """
 
 from __future__ import annotations
@@ -89,7 +89,6 @@ def build_router(
     query: QueryService, limits: TraceReadLimits | None = None, reads: ReadPool | None = None
 ) -> APIRouter:
     """Tempo API routes over the query room ``query``, on ``reads`` (a pool of its own when omitted)."""
-    reader = query.store
     router = APIRouter(prefix=PREFIX, tags=["tempo"], route_class=TempoRoute)
     limits = limits or TraceReadLimits()
     reads = reads or ReadPool()
@@ -186,20 +185,15 @@ def build_router(
         found = search_params.search(q, tags, start, end, min_duration, max_duration, limit, spss)
 
         def answer() -> dict[str, Any]:
-            summaries = reader.ranked_search(
+            sets = query.span_sets(
                 found.query,
-                "newest",
                 tenant=tenant,
                 min_trace_duration_ns=found.min_trace_ns,
                 max_trace_duration_ns=found.max_trace_ns,
+                per_trace=found.spans_per_set,
+                keys=found.attribute_keys,
             )
-            ids = summaries["trace_id"].to_list()
-            if not ids:
-                return search_params.response(summaries, None)
-            matched = reader.matched_spans(
-                ids, found.query, tenant=tenant, per_trace=found.spans_per_set, keys=found.attribute_keys
-            )
-            return search_params.response(summaries, matched, found.fields)
+            return search_params.response(sets.traces, sets.matched, found.fields)
 
         return JSONResponse(await reads.run(answer))
 
@@ -218,7 +212,7 @@ def build_router(
         start_ns, end_ns = _window(start, end)
         names = {"service.name"}
         for scope in ("span", "resource"):
-            names.update(await reads.run(reader.tag_names, scope, start_ns, end_ns, tenant=tenant, limit=MAX_TAGS))
+            names.update(await reads.run(query.tag_names, scope, start_ns, end_ns, tenant=tenant, limit=MAX_TAGS))
         return JSONResponse({"tagNames": sorted(names)})
 
     @router.get(
@@ -240,7 +234,7 @@ def build_router(
         start_ns, end_ns = _window(start, end)
         values: set[str] = set()
         for scope in ("span", "resource"):
-            found = await reads.run(reader.tag_values, scope, tag, start_ns, end_ns, tenant=tenant, limit=MAX_TAGS)
+            found = await reads.run(query.tag_values, scope, tag, start_ns, end_ns, tenant=tenant, limit=MAX_TAGS)
             values.update(found)
         return JSONResponse({"tagValues": sorted(values)})
 
@@ -269,7 +263,7 @@ def build_router(
                 names = (
                     INTRINSIC_TAGS
                     if name == "intrinsic"
-                    else await reads.run(reader.tag_names, name, start_ns, end_ns, tenant=tenant, limit=most)
+                    else await reads.run(query.tag_names, name, start_ns, end_ns, tenant=tenant, limit=most)
                 )
                 if name == "resource" and "service.name" not in names:  # the service column, always there
                     names = sorted([*names[: most - 1], "service.name"])
@@ -294,7 +288,7 @@ def build_router(
         scope, name = _scoped(_unescaped(tag))
         start_ns, end_ns = _window(start, end)
         most = _tag_limit(limit)
-        values = await reads.run(reader.tag_values, scope, name, start_ns, end_ns, tenant=tenant, limit=most)
+        values = await reads.run(query.tag_values, scope, name, start_ns, end_ns, tenant=tenant, limit=most)
         kind = "keyword" if scope == "intrinsic" and name in ("status", "kind") else "string"
         return JSONResponse({"tagValues": [{"type": kind, "value": value} for value in values]})
 

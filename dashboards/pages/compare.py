@@ -111,7 +111,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         quantile = _quantile(quantile_text)
         tenant = read_tenant()
         try:
-            where, _step = window_filter(query.store, lookback, tenant)
+            where, _step = window_filter(query, lookback, tenant)
             result = compare_window(analysis, scoped(where, service=service), tenant=tenant, quantile=quantile)
         except (StorageError, ValueError) as exc:
             return html.Div(), str(exc), no_update

@@ -128,7 +128,7 @@ def _listing(
     room, tenant = query_room(), read_tenant()
     order: ConversationSort = next((key for key in SORTS if key == sort), "last_seen")
     try:
-        window, _step_s = window_filter(room.store, lookback, tenant)
+        window, _step_s = window_filter(room, lookback, tenant)
         where = ConversationFilter(
             start_ns=window.start_ns,
             end_ns=window.end_ns,

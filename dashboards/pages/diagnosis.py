@@ -48,7 +48,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         url = page_url(lookback, **scope)
         tenant = read_tenant()
         try:
-            where, _step_s = window_filter(query.store, lookback, tenant)
+            where, _step_s = window_filter(query, lookback, tenant)
             report = query.diagnosis.diagnose(tenant=tenant, start_ns=where.start_ns, end_ns=where.end_ns, **scope)
         except (StorageError, ValueError) as exc:
             return html.Div(), "", str(exc), url

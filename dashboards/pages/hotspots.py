@@ -69,7 +69,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         service = query.analysis
         tenant = read_tenant()
         try:
-            where, _step_s = window_filter(query.store, lookback, tenant)
+            where, _step_s = window_filter(query, lookback, tenant)
             where = scoped(where, **scope)
             report = service.hotspots(where, RANKED, tenant=tenant)
             flame = service.flamegraph(where, tenant=tenant)

@@ -61,12 +61,12 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         url = page_url(lookback, service=service, incident=chosen)
         tenant = read_tenant()
         try:
-            start, end, _step_s = chosen_rollup_window(query.store, lookback, tenant)
-            found = query.incidents.incidents(
+            start, end, _step_s = chosen_rollup_window(query, lookback, tenant)
+            found = query.incidents(
                 IncidentQuery(start_ns=start, end_ns=end, service=service, limit=LISTED), tenant=tenant
             )
             picked = [i for i in found if i.incident_id == chosen] or (
-                query.incidents.incidents(IncidentQuery(incident_id=chosen, limit=1), tenant=tenant) if chosen else []
+                query.incidents(IncidentQuery(incident_id=chosen, limit=1), tenant=tenant) if chosen else []
             )
         except (StorageError, ValueError) as exc:
             return html.Div(), html.Div(), str(exc), url

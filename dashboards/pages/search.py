@@ -33,7 +33,7 @@ from dashboards.search_rows import search_rows
 from dashboards.tenancy import read_tenant
 from query.service import QueryService
 from query.store import StorageError
-from query.trace_search import SORT_LABELS, SORTS, search_traces
+from query.trace_search import SORT_LABELS, SORTS
 
 TRACE_COLUMN = "trace"
 
@@ -353,7 +353,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         tenant = read_tenant()
         try:
             search = build_search(form, time.time_ns())
-            result = search_traces(query.store, query.analysis, search, tenant=tenant)
+            result = query.search(search, tenant=tenant)
         except (FormError, StorageError, ValueError) as exc:
             # Results are cleared, not kept: under the error they would read as this search's, and on a page
             # opened from a URL with a bad field the scatter would say "Searching…" for good.

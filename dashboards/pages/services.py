@@ -27,7 +27,7 @@ from dashboards.pages import Page
 from dashboards.services_figures import engine_metrics_figure, red_latency_figure, red_table, tier_table
 from dashboards.tenancy import read_tenant
 from query.service import QueryService
-from query.store import EngineMetricsReader, PrometheusError, RedQuery, StorageError, TraceQuery
+from query.store import PrometheusError, RedQuery, StorageError, TraceQuery
 
 KIND_OPTIONS = [{"label": "Server spans", "value": "Server"}, {"label": "Consumer spans", "value": "Consumer"}]
 KIND_OPTIONS += [{"label": "Client spans", "value": "Client"}, {"label": "All spans", "value": "all"}]
@@ -96,7 +96,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
     )
     def load_capacity(lookback: str | None, _clicks: int | None) -> Component:
         try:
-            _, end, _ = chosen_rollup_window(query.store, lookback, read_tenant())
+            _, end, _ = chosen_rollup_window(query, lookback, read_tenant())
         except (StorageError, ValueError) as exc:
             return html.P(str(exc), className="hs-message")
         return capacity_panel(query.capacity.report(end))
@@ -121,7 +121,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         url = page_url(lookback, service=span_service, operation=operation)
         tenant = read_tenant()
         try:
-            start, end, step = chosen_rollup_window(query.store, lookback, tenant)
+            start, end, step = chosen_rollup_window(query, lookback, tenant)
             selection = RedQuery(
                 "operation" if group_by == "operation" else "service",
                 start,
@@ -137,7 +137,6 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             tiers = query.diagnosis.tiers(window, tenant=tenant)
         except (StorageError, ValueError) as exc:
             return html.Div(), empty_figure("No data"), html.Div(), html.Div(), str(exc), url
-        engine = query.engine_metrics
         prefix = app.get_relative_path("/").rstrip("/")
 
         def drill(row: dict[str, object]) -> Component:
@@ -150,24 +149,24 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             red_table(result.totals, result.series, (end - start) / 1e9, drill),
             red_latency_figure(result.totals, result.series, (start, end), step),
             tier_table(tiers),
-            _engine_panel(engine, start, end, step),
+            _engine_panel(query, start, end, step),
             "",
             url,
         )
 
 
-def _engine_panel(engine: EngineMetricsReader | None, start_ns: int, end_ns: int, step_s: int) -> Component:
-    if engine is None:
+def _engine_panel(query: QueryService, start_ns: int, end_ns: int, step_s: int) -> Component:
+    try:
+        frame = query.engine_series(start_ns, end_ns, step_s)
+    except PrometheusError as exc:
+        return html.P(str(exc), className="hs-message")
+    if frame is None:
         return html.P(
             "Set HOTSPAN_PROMETHEUS_URL to a Prometheus that scrapes vLLM to see its queue, KV-cache, prefix-cache"
             " and TTFT metrics here (make demo starts one scraping its stack's engine when the prometheus binary is"
             " installed: make system-deps).",
             className="hs-hint",
         )
-    try:
-        frame = engine.engine_series(start_ns, end_ns, step_s)
-    except PrometheusError as exc:
-        return html.P(str(exc), className="hs-message")
     return dcc.Graph(
         id="services-engine-graph", figure=engine_metrics_figure(frame, (start_ns, end_ns)), config=_GRAPH_CONFIG
     )

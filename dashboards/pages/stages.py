@@ -82,7 +82,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         service = query.analysis
         tenant = read_tenant()
         try:
-            where, step_s = window_filter(query.store, lookback, tenant)
+            where, step_s = window_filter(query, lookback, tenant)
             where = scoped(where, **scope)
             shares = service.stage_shares_over_time(where, step_s, tenant=tenant)
             report = service.stages(where, tenant=tenant)

@@ -86,7 +86,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         url = page_url(lookback, bucket=bucket, rate=rate, latency=latency, model=model)
         tenant = read_tenant()
         try:
-            start, end, _step = chosen_rollup_window(query.store, lookback, tenant)
+            start, end, _step = chosen_rollup_window(query, lookback, tenant)
             width = end - start + 1 if bucket == "window" else int(bucket) * NS_PER_S
             view = query.throughput_latency(
                 EngineWindow(start, end, width, model=model),

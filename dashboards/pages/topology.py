@@ -135,7 +135,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
         scope = {"service": service, "operation": operation, "tenant": request_tenant}
         url = page_url(lookback, **scope)
         try:
-            start, end, _step = chosen_rollup_window(query.store, lookback, tenant)
+            start, end, _step = chosen_rollup_window(query, lookback, tenant)
             graph = query.topology(start, end, tenant=tenant, scope=_edge_scope(scope))
             nodes, edges = graph.nodes, graph.edges
         except (StorageError, ValueError) as exc:
@@ -199,7 +199,7 @@ def register_callbacks(app: Dash, query: QueryService) -> None:
             return no_update
         scope = window["scope"]
         try:
-            examples = query.store.edge_examples(
+            examples = query.edge_examples(
                 edge["source"],
                 edge["target"],
                 window["start"],

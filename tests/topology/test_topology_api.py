@@ -40,7 +40,7 @@ def client(demo_store: ClickHouse) -> Iterator[TestClient]:
     app = FastAPI()
     install_error_handlers(app)
     room = query_room(demo_store)
-    app.include_router(topology_api.build_router(room.store))
+    app.include_router(topology_api.build_router(room))
     app.include_router(red_api.build_router(room))
     with TestClient(app) as test_client:
         yield test_client
