@@ -10,6 +10,7 @@ Precedence everywhere: an explicit argument, then the variable, then the default
 - ``HOTSPAN_STACK_ENGINE``: the LLM engine ``hotspan stack run`` starts: ``auto``, ``emulator`` or ``vllm``
   (default ``auto``: real vLLM when it is installed and a CUDA GPU is visible, else the emulator;
   ``engine.vllm_backend.resolve_engine``). ``--engine`` wins over it.
+- ``PYTHONPATH``: set, never read, for the stack's own child processes (:func:`module_process_env`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ DEFAULT_STACK_ENGINE = "auto"
 
 DEFAULT_DATA_DIR = Path(".hotspan")
 
+ROOMS_FOLDER = Path(__file__).resolve().parents[1]
+"""The folder that holds ``instrumented_stack`` and the other rooms: the checkout's root, or an installed wheel's
+``hotspan/_rooms``, which is on no ``sys.path`` by itself (``hotspan/__init__.py`` says why)."""
+
 
 def stack_cache_dir(cache_dir: Path | None = None) -> Path:
     """The cache directory (created if missing): ``cache_dir``, ``$HOTSPAN_STACK_CACHE``, or the default."""
@@ -39,3 +44,12 @@ def stack_cache_dir(cache_dir: Path | None = None) -> Path:
 def stack_engine_choice(choice: str | None = None) -> str:
     """The engine asked for: ``choice``, else ``$HOTSPAN_STACK_ENGINE``, else ``auto`` (validated later)."""
     return choice or os.environ.get(ENV_STACK_ENGINE) or DEFAULT_STACK_ENGINE
+
+
+def module_process_env() -> dict[str, str]:
+    """The variables a child ``python -m instrumented_stack...`` needs added to this process's environment to find
+    the stack's modules: ``PYTHONPATH`` with :data:`ROOMS_FOLDER` first, then this process's ``PYTHONPATH``. A
+    child does not inherit the ``sys.path`` that ``import hotspan`` set, and another interpreter (a side
+    virtualenv's) does not have the stack installed at all."""
+    inherited = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join([str(ROOMS_FOLDER), *([inherited] if inherited else [])])}

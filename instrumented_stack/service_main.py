@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 
 from instrumented_stack.engine.process import EngineLaunch, free_loopback_port
+from instrumented_stack.env import module_process_env
 from instrumented_stack.serving import ThreadedServer, bind_loopback
 from instrumented_stack.stack import SERVICES, StackConfig, build_app
 from instrumented_stack.telemetry import OtlpProtocol, otlp_span_processors
@@ -40,7 +41,8 @@ def service_command(
     ssl_certfile: Path | None = None,
     ssl_keyfile: Path | None = None,
 ) -> list[str]:
-    """The argv that runs ``service`` of the wired ``config`` as its own process (this module's ``main``)."""
+    """The argv that runs ``service`` of the wired ``config`` as its own process (this module's ``main``), in an
+    environment with :func:`~instrumented_stack.env.module_process_env` added."""
     command = [
         sys.executable,
         "-m",
@@ -74,7 +76,9 @@ def emulator_launch(
     """
     chosen = port if port is not None else free_loopback_port()
     command = service_command("engine", config, otlp_endpoint, protocol=protocol, port=chosen)
-    return EngineLaunch(name="emulator", command=tuple(command), url=f"http://127.0.0.1:{chosen}")
+    return EngineLaunch(
+        name="emulator", command=tuple(command), url=f"http://127.0.0.1:{chosen}", env=module_process_env()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

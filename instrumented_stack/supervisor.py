@@ -17,6 +17,7 @@ what is still running after ``stop_timeout_s``. A process's stderr is passed thr
 
 from __future__ import annotations
 
+import os
 import select
 import subprocess
 import tempfile
@@ -28,7 +29,7 @@ from typing import Self
 from instrumented_stack.batch_load import BatchLoad
 from instrumented_stack.engine.process import EngineProcess
 from instrumented_stack.engine.vllm_backend import vllm_engine_process
-from instrumented_stack.env import stack_cache_dir
+from instrumented_stack.env import module_process_env, stack_cache_dir
 from instrumented_stack.service_main import READY_PREFIX, service_command
 from instrumented_stack.stack import SERVICES, StackConfig, StackUrls, start_batch_load, wire
 from instrumented_stack.telemetry import OtlpProtocol
@@ -129,7 +130,7 @@ class ProcessStack:
             ssl_certfile=tls.certfile if tls else None,
             ssl_keyfile=tls.keyfile if tls else None,
         )
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ | module_process_env())
         self._processes.append(process)
         deadline = time.monotonic() + self._start_timeout_s
         stdout = process.stdout

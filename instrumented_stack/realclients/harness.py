@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from instrumented_stack.engine.throttle import ThrottleConfig
+from instrumented_stack.env import module_process_env
 from instrumented_stack.realclients.common import AppSettings
 from instrumented_stack.realclients.emulator import MODEL, emulator_config, serve_emulator
 from instrumented_stack.realclients.faults import apply_client_faults
@@ -62,7 +63,8 @@ def run_driver(
     :data:`~instrumented_stack.realclients.faults.CLIENT_FAULTS`) change it and the emulator further;
     ``tool_ms`` is each tool call's work in **ms** (default the driver's). ``python``: the interpreter that runs
     the driver (default this one), e.g. a side virtualenv's for a library that cannot be installed beside the
-    project's (``realclients.SIDE_VENV_DRIVERS``); it finds ``instrumented_stack`` through ``PYTHONPATH``.
+    project's (``realclients.SIDE_VENV_DRIVERS``); it finds ``instrumented_stack`` through ``PYTHONPATH``
+    (``env.module_process_env``).
 
     Raises:
         DriverFailed: the driver exited non-zero or did not finish within ``timeout_s`` seconds.
@@ -100,7 +102,12 @@ def run_driver(
         started = time.monotonic()
         try:
             done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout_s, check=False, env=_driver_env(python)
+                command,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+                env=os.environ | module_process_env(),
             )
         except subprocess.TimeoutExpired as error:
             raise DriverFailed(f"{driver} did not finish within {timeout_s} s") from error
@@ -110,13 +117,3 @@ def run_driver(
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     truth = json.loads(truth_out.read_text(encoding="utf-8"))
     return DriverResult(driver, summary["trace_ids"], truth, truth_out, wall_s)
-
-
-def _driver_env(python: str | None) -> dict[str, str] | None:
-    """The driver process's environment: this one's, plus the source tree on ``PYTHONPATH`` for another
-    interpreter (where ``instrumented_stack`` is not installed)."""
-    if python is None:
-        return None
-    source_root = str(Path(__file__).resolve().parents[2])
-    paths = [source_root, *filter(None, [os.environ.get("PYTHONPATH")])]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
