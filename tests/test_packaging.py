@@ -111,6 +111,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         text=True,
         timeout=300,
+        env=OUTSIDE,
     )
     assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
     site = Path(
