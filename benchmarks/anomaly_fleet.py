@@ -24,13 +24,12 @@ host's load average (``os.getloadavg``) beside them, the incidents opened and th
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if sys.path and Path(sys.path[0]).resolve() == ROOT / "benchmarks":
     sys.path[0] = str(ROOT)
 sys.path[1:1] = [str(ROOT / "tests" / "diagnosis"), str(ROOT / "tests")]
-from anomaly_history import BASE, PER_MINUTE, saturated, steady  # noqa: E402
+from anomaly_history import BASE, PER_MINUTE, as_root, saturated, steady  # noqa: E402
 from diagnosis_support import SpanSpec, otlp_request  # noqa: E402
 
 from collector.ingest import Ingestor  # noqa: E402
@@ -78,12 +77,15 @@ SELECT * REPLACE (
     Timestamp - toIntervalMinute(back) AS Timestamp,
     concat(TraceId, '-', toString(back)) AS TraceId
 )
-FROM hotspan_trace_summary FINAL ARRAY JOIN range(1, {minutes:UInt32} + 1) AS back
-WHERE Timestamp >= fromUnixTimestamp64Nano({minute_ns:Int64})
-  AND Timestamp < fromUnixTimestamp64Nano({minute_ns:Int64}) + toIntervalMinute(1)
+FROM (
+    SELECT * FROM hotspan_trace_summary FINAL
+    WHERE Timestamp >= fromUnixTimestamp64Nano({minute_ns:Int64})
+      AND Timestamp < fromUnixTimestamp64Nano({minute_ns:Int64}) + toIntervalMinute(1)
+) ARRAY JOIN range(1, {minutes:UInt32} + 1) AS back
 """
 """The request summaries of one steady minute again in each of the ``minutes`` minutes before it (other trace
-IDs, so they are other requests)."""
+IDs, so they are other requests). The minute is chosen in a subquery: beside ``REPLACE``'s alias a ``WHERE`` on
+``Timestamp`` would read the moved time."""
 
 
 class CountingDiagnosis(DiagnosisService):
@@ -116,11 +118,7 @@ def moved_roots(tenants: int, services: int, moved: int) -> set[tuple[int, int]]
 def root_minute(tenant: int, root: int, minute: int, saturate: bool, rng: np.random.Generator) -> list[SpanSpec]:
     """One root service's requests of ``minute``: its services named ``<service>-NNN``, its trace IDs its own."""
     spans = saturated(minute) if saturate else steady(minute, rng)
-    offset = (tenant * 1_000 + root) * TRACES_PER_ROOT
-    return [
-        replace(span, trace_id=f"{int(span.trace_id, 16) + offset:032x}", service=f"{span.service}-{root:03d}")
-        for span in spans
-    ]
+    return as_root(spans, root, (tenant * 1_000 + root) * TRACES_PER_ROOT)
 
 
 def minutes_written(args: argparse.Namespace, window_minute: int) -> Iterator[tuple[str, list[SpanSpec]]]:
@@ -145,35 +143,16 @@ def load() -> str:
     return f"load {one:.1f} (5 min {five:.1f})"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tenants", type=int, default=10)
-    parser.add_argument("--services", type=int, default=100, help="root services per tenant")
-    parser.add_argument("--moved", type=int, default=3, help="root services whose latency shifts")
-    parser.add_argument("--baseline-minutes", type=int, default=AnomalySettings.baseline_minutes)
-    args = parser.parse_args()
-
-    settings = AnomalySettings(baseline_minutes=args.baseline_minutes)
-    # The judged minute is the last before the clock (less the settle time); the history's minute 0 lies on a
-    # whole minute (anomaly_history.BASE).
-    window_minute = args.baseline_minutes
-    window_start = BASE + window_minute * MINUTE_NS
-    now_ns = window_start + MINUTE_NS + int(settings.settle_s * NS_PER_S)
-
-    data_dir = Path(tempfile.mkdtemp(prefix="hotspan-anomaly-fleet-"))
-    ch = ClickHouse(f"chdb://{data_dir / 'clickhouse'}", f"fleet_{uuid.uuid4().hex[:8]}")
-    apply_migrations(ch)
-    roots = args.tenants * args.services
-    print(f"{args.tenants} tenants x {args.services} root services, {PER_MINUTE} requests a minute each; {load()}")
-
+def build(ch: ClickHouse, args: argparse.Namespace, window_start: int) -> None:
+    """The two minutes of traces through the ingest path and the trace pipeline, then the baseline's earlier
+    minutes as rollup rows."""
     started = time.perf_counter()
     ingestor = Ingestor(ClickHouseTraceWriter(ch))
     spans = 0
-    for tenant, minute_spans in minutes_written(args, window_minute):
+    for tenant, minute_spans in minutes_written(args, window_start // MINUTE_NS - BASE // MINUTE_NS):
         ingestor.export(otlp_request(minute_spans), tenant=tenant)
         spans += len(minute_spans)
-    ingest_s = time.perf_counter() - started
-    print(f"ingest: {spans:,} spans of 2 minutes in {ingest_s:.1f} s; {load()}")
+    print(f"ingest: {spans:,} spans of 2 minutes in {time.perf_counter() - started:.1f} s; {load()}")
 
     started = time.perf_counter()
     storage = Storage(ch, ClickHouseTraceReader(ch), ClickHouseTraceWriter(ch))
@@ -181,13 +160,48 @@ def main() -> None:
     print(f"trace pipeline: {analysed.analysed:,} traces in {time.perf_counter() - started:.1f} s; {load()}")
 
     started = time.perf_counter()
-    steady_ns = window_start - MINUTE_NS
-    copies = {"minutes": args.baseline_minutes - 1, "minute_ns": steady_ns}
+    copies = {"minutes": args.baseline_minutes - 1, "minute_ns": window_start - MINUTE_NS}
     ch.command(COPY_RED, copies)
     ch.command(COPY_SUMMARIES, copies)
     print(f"baseline rollups: {args.baseline_minutes - 1} more minutes in {time.perf_counter() - started:.1f} s")
 
-    room = open_query(load_settings(data_dir=data_dir, clickhouse_dsn=f"chdb://{data_dir / 'clickhouse'}"), storage)
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tenants", type=int, default=10)
+    parser.add_argument("--services", type=int, default=100, help="root services per tenant")
+    parser.add_argument("--moved", type=int, default=3, help="root services whose latency shifts")
+    parser.add_argument("--baseline-minutes", type=int, default=AnomalySettings.baseline_minutes)
+    parser.add_argument("--keep", type=Path, help="build the store here once and evaluate it again on later runs")
+    args = parser.parse_args()
+
+    settings = AnomalySettings(baseline_minutes=args.baseline_minutes)
+    # The judged minute is the last before the clock (less the settle time); the history's minute 0 lies on a
+    # whole minute (anomaly_history.BASE).
+    window_start = BASE + args.baseline_minutes * MINUTE_NS
+    now_ns = window_start + MINUTE_NS + int(settings.settle_s * NS_PER_S)
+
+    data_dir = args.keep or Path(tempfile.mkdtemp(prefix="hotspan-anomaly-fleet-"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    built = data_dir / "built.json"
+    shape = {key: getattr(args, key) for key in ("tenants", "services", "moved", "baseline_minutes")}
+    dsn = f"chdb://{data_dir / 'clickhouse'}"
+    print(f"{args.tenants} tenants x {args.services} root services, {PER_MINUTE} requests a minute each; {load()}")
+    if built.exists():
+        if json.loads(built.read_text()) != shape:
+            raise SystemExit(f"{data_dir} holds another fleet: {built.read_text()}")
+        ch = ClickHouse(dsn, "fleet")
+        # Another run's incidents would make this one's windows look judged already.
+        ch.command("TRUNCATE TABLE hotspan_incidents")
+        print(f"store: kept in {data_dir}")
+    else:
+        ch = ClickHouse(dsn, "fleet")
+        apply_migrations(ch)
+        build(ch, args, window_start)
+        built.write_text(json.dumps(shape))
+
+    storage = Storage(ch, ClickHouseTraceReader(ch), ClickHouseTraceWriter(ch))
+    room = open_query(load_settings(data_dir=data_dir, clickhouse_dsn=dsn), storage)
     diagnosis = CountingDiagnosis(room.diagnosis)
     detector = AnomalyDetector(ClickHouseIncidentStore(ch), room.store, room.store, diagnosis, settings)
     before = load()
@@ -197,6 +211,7 @@ def main() -> None:
     opened = sorted((c.incident.tenant, c.incident.service) for c in changes if c.change == "opened")
     print(f"incidents opened: {len(opened)} {opened}")
     print(f"moved root services: {sorted(moved_roots(args.tenants, args.services, args.moved))}")
+    roots = args.tenants * args.services
     print(
         f"diagnoses: {diagnosis.calls} for {roots} root services ({diagnosis.seconds:.1f} s,"
         f" {diagnosis.seconds / max(diagnosis.calls, 1):.2f} s each)"
