@@ -141,7 +141,7 @@ class AnomalyDetector:
         """The tenant's incident changes, and the window's diagnoses of the root services that moved."""
         observed = self.scorer.observed(tenant, window)
         scored = self.scorer.scored(tenant, observed, window)
-        moved = self.scorer.moved(tenant, scored, window, open_incidents)
+        moved = self.scorer.moved(tenant, observed, scored, window, open_incidents)
         reports = self.scorer.root_diagnoses(tenant, observed, window, moved)
         changes: dict[str, IncidentChange] = {}
         current: dict[str, Incident] = {}

@@ -31,7 +31,8 @@ baseline had too is how that service runs); the rules' own thresholds and least 
 **Which services are diagnosed.** A diagnosis reads a root service's traces and runs every rule over them (0.25 to
 0.55 s on two cores): one per root service and minute would take a fleet of a thousand root services minutes per
 minute. So only a root service that moved is diagnosed (:meth:`AnomalyScorer.moved`): one with a deviating series
-(its stage series, or an operation its window's requests hold), one whose requests changed shape since the window
+(its stage series, or an operation its window's requests hold), one with a stage series no baseline judges (a fresh
+store's first minutes, a new stage: nothing to tell a change from), one whose requests changed shape since the window
 before (:func:`shape_moved`: spans per request of a (service, name) rising, a larger body: what the structural rules
 name causes from without any latency moving), and every service of an open incident (its findings followed until it
 resolves). A root service that moved costs one diagnosis of its window, one or two of its baseline only when a
@@ -220,15 +221,25 @@ class AnomalyScorer:
         return pl.concat(scored, how="diagonal_relaxed")
 
     def moved(
-        self, tenant: str, scored: pl.DataFrame, window: AnomalyWindow, open_incidents: Iterable[Incident]
+        self,
+        tenant: str,
+        observed: pl.DataFrame,
+        scored: pl.DataFrame,
+        window: AnomalyWindow,
+        open_incidents: Iterable[Incident],
     ) -> set[str]:
         """The services whose window is worth a diagnosis (module docstring, **Which services are diagnosed**):
-        those with a deviating series in ``scored`` (:meth:`scored`), the root services whose window's requests
-        hold a deviating operation, those whose requests changed shape since the window before
-        (:func:`shape_moved`), and every service of ``open_incidents``. Not every one is a root service with
-        ``min_calls`` requests; :meth:`root_diagnoses` diagnoses those that are. Empty with ``findings`` off."""
+        those with a deviating series in ``scored`` (:meth:`scored` of ``observed``), the root services whose
+        window's requests hold a deviating operation, those with a stage series ``observed`` has a value of but no
+        baseline judged (too few minutes of history, or a stage new to it: nothing to tell a change from), those
+        whose requests changed shape since the window before (:func:`shape_moved`), and every service of
+        ``open_incidents``. Not every one is a root service with ``min_calls`` requests; :meth:`root_diagnoses`
+        diagnoses those that are. Empty with ``findings`` off."""
         if not self.settings.findings:
             return set()
+        unjudged = observed.filter((pl.col("kind") == "stage") & pl.col("value").is_not_null()).join(
+            scored, on=KEYS, how="anti"
+        )
         deviating = scored.filter(pl.col("deviates")).select("kind", "service", "name").unique()
         shape = self._store.root_shape(
             2 * window.start_ns - window.end_ns,
@@ -242,7 +253,7 @@ class AnomalyScorer:
             left_on=["span_service", "name"],
             right_on=["service", "name"],
         )
-        moved = set(deviating["service"]) | set(holding["service"])
+        moved = set(deviating["service"]) | set(holding["service"]) | set(unjudged["service"])
         moved |= shape_moved(shape, min_requests=self.settings.min_calls)
         return moved | {service for incident in open_incidents for service in incident.services}
 
