@@ -1,6 +1,7 @@
 """Issue 34: one evaluation of the anomaly detector at a fleet's size, as the served anomaly loop runs it.
 
     .venv/bin/python benchmarks/anomaly_fleet.py [--tenants 10] [--services 100] [--moved 3] [--baseline-minutes 30]
+        [--seasonal] [--keep DIR]
 
 Builds ``--tenants`` tenants of ``--services`` root services each in an embedded ClickHouse. Every root service is
 an agent stack of its own (``gateway-NNN`` -> ``agent-NNN`` -> ``retriever-NNN``, ``tools-NNN``, ``vllm-NNN``; the
@@ -12,6 +13,9 @@ saturates (``anomaly_history.saturated``: a latency shift of every LLM call). Th
 detector's baseline (``--baseline-minutes``) are the rollup rows production derives from traces (RED minutes and
 request summaries), copied from the steady minute's and moved in time; their raw spans are not written (30
 minutes of a thousand services' spans would take the embedded engine longer to store than the whole benchmark).
+With ``--seasonal`` the same rows also fill the baseline's minutes one day before the judged one, so the detector
+reads (and judges against) a seasonal baseline as it does with a day of history. ``--keep DIR`` builds the store in
+DIR once and evaluates it again on later runs (its incidents cleared first), so two checkouts compare on one store.
 
 Then times one ``AnomalyDetector.evaluate`` over every tenant, built as ``hotspan serve`` builds it (the query
 room's reader, service graph and diagnosis; default ``AnomalySettings``: 30 baseline minutes, judged 20 s after
@@ -50,7 +54,7 @@ from hotspan.app import Storage, open_query, open_trace_pipeline, trace_processo
 from hotspan.settings import load_settings  # noqa: E402
 from incidents.lifecycle import AnomalyDetector  # noqa: E402
 from processors.pipeline.config import TracePipelineConfig  # noqa: E402
-from query.anomaly import MINUTE_NS, AnomalySettings  # noqa: E402
+from query.anomaly import DAY_NS, MINUTE_NS, AnomalySettings  # noqa: E402
 from query.diagnosis import DiagnosisService  # noqa: E402
 from storage.clickhouse import ClickHouse  # noqa: E402
 from storage.incident_store import ClickHouseIncidentStore  # noqa: E402
@@ -66,10 +70,10 @@ COPY_RED = """
 INSERT INTO hotspan_red_minutes
 SELECT Tenant, Timestamp - toIntervalMinute(back), ServiceName, SpanName, SpanKind, Calls, Errors, DurationSum,
        DurationMax, DurationQuantiles, DurationBuckets
-FROM hotspan_red_minutes ARRAY JOIN range(1, {minutes:UInt32} + 1) AS back
+FROM hotspan_red_minutes ARRAY JOIN {back:Array(Int64)} AS back
 WHERE Timestamp = fromUnixTimestamp64Nano({minute_ns:Int64})
 """
-"""The RED rows of one steady minute again in each of the ``minutes`` minutes before it."""
+"""The RED rows of one steady minute again in each minute ``back`` minutes before it."""
 
 COPY_SUMMARIES = """
 INSERT INTO hotspan_trace_summary
@@ -81,10 +85,10 @@ FROM (
     SELECT * FROM hotspan_trace_summary FINAL
     WHERE Timestamp >= fromUnixTimestamp64Nano({minute_ns:Int64})
       AND Timestamp < fromUnixTimestamp64Nano({minute_ns:Int64}) + toIntervalMinute(1)
-) ARRAY JOIN range(1, {minutes:UInt32} + 1) AS back
+) ARRAY JOIN {back:Array(Int64)} AS back
 """
-"""The request summaries of one steady minute again in each of the ``minutes`` minutes before it (other trace
-IDs, so they are other requests). The minute is chosen in a subquery: beside ``REPLACE``'s alias a ``WHERE`` on
+"""The request summaries of one steady minute again in each minute ``back`` minutes before it (other trace IDs,
+so they are other requests). The minute is chosen in a subquery: beside ``REPLACE``'s alias a ``WHERE`` on
 ``Timestamp`` would read the moved time."""
 
 
@@ -160,10 +164,16 @@ def build(ch: ClickHouse, args: argparse.Namespace, window_start: int) -> None:
     print(f"trace pipeline: {analysed.analysed:,} traces in {time.perf_counter() - started:.1f} s; {load()}")
 
     started = time.perf_counter()
-    copies = {"minutes": args.baseline_minutes - 1, "minute_ns": window_start - MINUTE_NS}
+    back = list(range(1, args.baseline_minutes))
+    if args.seasonal:
+        # The steady minute is the window's minus one; the seasonal baseline spans the window a day earlier with
+        # half the baseline's minutes either side.
+        half = args.baseline_minutes // 2
+        back += [DAY_NS // MINUTE_NS - 1 - j for j in range(-half, half + 1)]
+    copies = {"back": back, "minute_ns": window_start - MINUTE_NS}
     ch.command(COPY_RED, copies)
     ch.command(COPY_SUMMARIES, copies)
-    print(f"baseline rollups: {args.baseline_minutes - 1} more minutes in {time.perf_counter() - started:.1f} s")
+    print(f"baseline rollups: {len(back)} more minutes in {time.perf_counter() - started:.1f} s")
 
 
 def main() -> None:
@@ -172,6 +182,7 @@ def main() -> None:
     parser.add_argument("--services", type=int, default=100, help="root services per tenant")
     parser.add_argument("--moved", type=int, default=3, help="root services whose latency shifts")
     parser.add_argument("--baseline-minutes", type=int, default=AnomalySettings.baseline_minutes)
+    parser.add_argument("--seasonal", action="store_true", help="rollups a day before too: a seasonal baseline")
     parser.add_argument("--keep", type=Path, help="build the store here once and evaluate it again on later runs")
     args = parser.parse_args()
 
@@ -184,7 +195,7 @@ def main() -> None:
     data_dir = args.keep or Path(tempfile.mkdtemp(prefix="hotspan-anomaly-fleet-"))
     data_dir.mkdir(parents=True, exist_ok=True)
     built = data_dir / "built.json"
-    shape = {key: getattr(args, key) for key in ("tenants", "services", "moved", "baseline_minutes")}
+    shape = {key: getattr(args, key) for key in ("tenants", "services", "moved", "baseline_minutes", "seasonal")}
     dsn = f"chdb://{data_dir / 'clickhouse'}"
     print(f"{args.tenants} tenants x {args.services} root services, {PER_MINUTE} requests a minute each; {load()}")
     if built.exists():
@@ -209,7 +220,8 @@ def main() -> None:
     changes = detector.evaluate(now_ns)
     elapsed = time.perf_counter() - started
     opened = sorted((c.incident.tenant, c.incident.service) for c in changes if c.change == "opened")
-    print(f"incidents opened: {len(opened)} {opened}")
+    seasonal = sum(c.incident.seasonal for c in changes)
+    print(f"incidents opened: {len(opened)} {opened}, {seasonal} against a seasonal baseline")
     print(f"moved root services: {sorted(moved_roots(args.tenants, args.services, args.moved))}")
     roots = args.tenants * args.services
     print(
