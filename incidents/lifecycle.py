@@ -11,6 +11,10 @@ baselines it was opened against (a trailing baseline would slowly learn the faul
 later window it deviates in finds new against that baseline to its findings, and resolves in the first window where
 none of its series scores above ``close_z`` (hysteresis: half the opening limit by default) and at least one could
 be judged.
+
+**Cost.** An evaluation scores every series of a tenant in a few queries and diagnoses only the root services that
+moved (:meth:`query.anomaly.AnomalyScorer.moved`); :meth:`AnomalyDetector.judge` says which and how many
+diagnoses it made (:class:`Evaluation`): those bound its time.
 """
 
 from __future__ import annotations
@@ -42,6 +46,23 @@ class IncidentChange:
 
     incident: Incident
     change: Change
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one :meth:`AnomalyDetector.judge` did.
+
+    Attributes:
+        changes: the incident versions written.
+        diagnosed: per tenant judged, the root services whose window was diagnosed (those that moved,
+            :meth:`query.anomaly.AnomalyScorer.moved`), sorted.
+        diagnoses: diagnoses made in all (windows, their baselines, open incidents' findings): what bounds an
+            evaluation's time.
+    """
+
+    changes: list[IncidentChange]
+    diagnosed: dict[str, list[str]]
+    diagnoses: int
 
 
 class AnomalyDetector:
@@ -85,9 +106,13 @@ class AnomalyDetector:
         self.scorer.settings = settings
 
     def evaluate(self, now_ns: int | None = None) -> list[IncidentChange]:
+        """The incident changes of :meth:`judge`."""
+        return self.judge(now_ns).changes
+
+    def judge(self, now_ns: int | None = None) -> Evaluation:
         """Judge the window ending ``settle_s`` before ``now_ns`` (default the clock) for every tenant with spans
-        in it or an open incident, write the changed incidents, return them. A tenant whose window was judged
-        already is skipped. Raises what storage raises (nothing is written then)."""
+        in it or an open incident, write the changed incidents, return them with what was diagnosed. A tenant whose
+        window was judged already is skipped. Raises what storage raises (nothing is written then)."""
         with self._lock:
             window = self.scorer.window(self._clock() if now_ns is None else now_ns)
             open_incidents = self._store.incidents(IncidentQuery(status="open", limit=10_000), tenant=None)
@@ -95,20 +120,29 @@ class AnomalyDetector:
             tenants = set(self._store.active_tenants(window.start_ns, window.end_ns))
             tenants |= {incident.tenant for incident in open_incidents}
             changes: list[IncidentChange] = []
+            diagnosed: dict[str, list[str]] = {}
+            diagnoses = self.scorer.diagnoses
             judged = [tenant for tenant in sorted(tenants) if self._judged.get(tenant) != window.end_ns]
             for tenant in judged:
                 mine = [incident for incident in open_incidents if incident.tenant == tenant]
-                changes += self._evaluate_tenant(tenant, window, mine, version=max(self._clock(), window.end_ns))
+                tenant_changes, reports = self._evaluate_tenant(
+                    tenant, window, mine, version=max(self._clock(), window.end_ns)
+                )
+                changes += tenant_changes
+                diagnosed[tenant] = sorted(reports)
             self._store.write([change.incident for change in changes])
             # Only once written: a failed round judges the same window again next time.
             self._judged |= dict.fromkeys(judged, window.end_ns)
-            return changes
+            return Evaluation(changes, diagnosed, self.scorer.diagnoses - diagnoses)
 
     def _evaluate_tenant(
         self, tenant: str, window: AnomalyWindow, open_incidents: list[Incident], *, version: int
-    ) -> list[IncidentChange]:
+    ) -> tuple[list[IncidentChange], dict[str, DiagnosisReport]]:
+        """The tenant's incident changes, and the window's diagnoses of the root services that moved."""
         observed = self.scorer.observed(tenant, window)
-        reports = self.scorer.root_diagnoses(tenant, observed, window)
+        scored = self.scorer.scored(tenant, observed, window)
+        moved = self.scorer.moved(tenant, observed, scored, window, open_incidents)
+        reports = self.scorer.root_diagnoses(tenant, observed, window, moved)
         changes: dict[str, IncidentChange] = {}
         current: dict[str, Incident] = {}
         for incident in open_incidents:
@@ -121,14 +155,12 @@ class AnomalyDetector:
             [{key: s[key] for key in KEYS} for i in current.values() for s in i.series],
             schema=dict.fromkeys(KEYS, pl.String),
         )
-        fresh = (
-            self.scorer.scored(tenant, observed, window).filter(pl.col("deviates")).join(followed, on=KEYS, how="anti")
-        )
+        fresh = scored.filter(pl.col("deviates")).join(followed, on=KEYS, how="anti")
         fresh = self.scorer.confirmed(tenant, fresh, window)
         findings = self.scorer.new_findings(tenant, reports, window).join(followed, on=KEYS, how="anti")
         fresh = pl.concat([fresh, findings], how="diagonal_relaxed")
         if fresh.height == 0:
-            return self._renamed(changes, window, reports)
+            return self._renamed(changes, window, reports), reports
         topology = self.scorer.topology(tenant, window)
         component = connected_parts(topology.edges)
         groups: dict[str, list[dict[str, Any]]] = {}
@@ -147,7 +179,7 @@ class AnomalyDetector:
                 joined = self._join(target, rows, window, version)
                 changes[joined.incident_id] = IncidentChange(joined, "updated")
                 current[joined.incident_id] = joined
-        return self._renamed(changes, window, reports)
+        return self._renamed(changes, window, reports), reports
 
     def _renamed(
         self, changes: dict[str, IncidentChange], window: AnomalyWindow, reports: dict[str, DiagnosisReport]

@@ -95,7 +95,14 @@ class AnomalyLoop:
             # Alerts carry the clock's time (Alertmanager compares endsAt with its own); ``now_ns`` may judge
             # another moment's window (tests replaying stored history).
             now = self._clock()
-            changes = self.detector.evaluate(now if now_ns is None else now_ns)
+            evaluation = self.detector.judge(now if now_ns is None else now_ns)
+            changes = evaluation.changes
+            log.debug(
+                "anomaly round: %d tenant(s), %d diagnosis(es), %d root service(s) that moved diagnosed",
+                len(evaluation.diagnosed),
+                evaluation.diagnoses,
+                sum(len(roots) for roots in evaluation.diagnosed.values()),
+            )
             changed = self._unsent + [
                 self.alert(c.incident, now) for c in changes if c.change in ("opened", "resolved")
             ]

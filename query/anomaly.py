@@ -26,10 +26,19 @@ minute enters a latency or error-rate baseline with ``min_minute_calls`` calls, 
 deviates when the window's diagnosis of a root service with ``min_calls`` requests has its cause at ``warning`` or
 worse and the baseline window's diagnosis of that service (seasonal when it holds ``min_calls`` requests, else
 trailing; neither: not judged) had it lower or not at all (``info`` is worth knowing, not a deviation; a warning the
-baseline had too is how that service runs); the rules' own thresholds and least samples judge the finding. Each
-window costs one diagnosis per root service, one or two of its baseline only when a warning shows, and one or two
-per open incident that still deviates (its findings completed against its baseline, whose diagnosis is made once
-while the incident is open).
+baseline had too is how that service runs); the rules' own thresholds and least samples judge the finding.
+
+**Which services are diagnosed.** A diagnosis reads a root service's traces and runs every rule over them (0.25 to
+0.55 s on two cores): one per root service and minute would take a fleet of a thousand root services minutes per
+minute. So only a root service that moved is diagnosed (:meth:`AnomalyScorer.moved`): one with a deviating series
+(its stage series, or an operation its window's requests hold), one with a stage series no baseline judges (a fresh
+store's first minutes, a new stage: nothing to tell a change from), one whose requests changed shape since the window
+before (:func:`shape_moved`: spans per request of a (service, name) rising, a larger body: what the structural rules
+name causes from without any latency moving), and every service of an open incident (its findings followed until it
+resolves). A root service that moved costs one diagnosis of its window, one or two of its baseline only when a
+warning shows, and one or two per open incident that still deviates (its findings completed against its baseline,
+whose diagnosis is made once while the incident is open). The series themselves are scored a tenant at a time
+(:meth:`AnomalyScorer.observed`, :meth:`AnomalyScorer.scored`: a few queries each, whatever the number of series).
 """
 
 from __future__ import annotations
@@ -120,6 +129,10 @@ class AnomalyScorer:
         diagnosis: the query room's diagnosis (the same rules the API, the UI and the SLO alerts use).
         settings: the knobs.
 
+    Attributes:
+        diagnoses: diagnoses made since it was built (each a read of up to ``diagnosis_traces`` traces and the rules
+            over them: what an evaluation spends most of its time on).
+
     Thread safety: none; its one caller (the lifecycle) serialises its evaluations. Keeps the baseline windows'
     diagnoses of open incidents (:meth:`keep_baselines`).
     """
@@ -138,6 +151,7 @@ class AnomalyScorer:
         self._diagnosis = diagnosis
         self.settings = settings or AnomalySettings()
         self._baselines: dict[tuple[str, str, int, int], DiagnosisReport] = {}
+        self.diagnoses = 0
 
     def keep_baselines(self, open_incidents: Iterable[Incident]) -> None:
         """Forget the baseline diagnoses no incident of ``open_incidents`` uses (incidents no longer open, windows
@@ -206,14 +220,53 @@ class AnomalyScorer:
                 )
         return pl.concat(scored, how="diagonal_relaxed")
 
-    def root_diagnoses(self, tenant: str, observed: pl.DataFrame, window: AnomalyWindow) -> dict[str, DiagnosisReport]:
-        """The window's diagnosis of each root service with ``min_calls`` requests in it (read off its stage
-        series), by service; none with ``findings`` off. A service whose diagnosis fails is left out (logged): its
-        findings are not judged."""
+    def moved(
+        self,
+        tenant: str,
+        observed: pl.DataFrame,
+        scored: pl.DataFrame,
+        window: AnomalyWindow,
+        open_incidents: Iterable[Incident],
+    ) -> set[str]:
+        """The services whose window is worth a diagnosis (module docstring, **Which services are diagnosed**):
+        those with a deviating series in ``scored`` (:meth:`scored` of ``observed``), the root services whose
+        window's requests hold a deviating operation, those with a stage series ``observed`` has a value of but no
+        baseline judged (too few minutes of history, or a stage new to it: nothing to tell a change from), those
+        whose requests changed shape since the window before (:func:`shape_moved`), and every service of
+        ``open_incidents``. Not every one is a root service with ``min_calls`` requests; :meth:`root_diagnoses`
+        diagnoses those that are. Empty with ``findings`` off."""
+        if not self.settings.findings:
+            return set()
+        unjudged = observed.filter((pl.col("kind") == "stage") & pl.col("value").is_not_null()).join(
+            scored, on=KEYS, how="anti"
+        )
+        deviating = scored.filter(pl.col("deviates")).select("kind", "service", "name").unique()
+        shape = self._store.root_shape(
+            2 * window.start_ns - window.end_ns,
+            window.start_ns,
+            window.end_ns,
+            size_keys=self._diagnosis.size_keys,
+            tenant=tenant,
+        )
+        holding = shape.filter(pl.col("current")).join(
+            deviating.filter(pl.col("kind") == "operation"),
+            left_on=["span_service", "name"],
+            right_on=["service", "name"],
+        )
+        moved = set(deviating["service"]) | set(holding["service"]) | set(unjudged["service"])
+        moved |= shape_moved(shape, min_requests=self.settings.min_calls)
+        return moved | {service for incident in open_incidents for service in incident.services}
+
+    def root_diagnoses(
+        self, tenant: str, observed: pl.DataFrame, window: AnomalyWindow, moved: Collection[str]
+    ) -> dict[str, DiagnosisReport]:
+        """The window's diagnosis of each root service of ``moved`` (:meth:`moved`) with ``min_calls`` requests in
+        it (read off its stage series), by service; none with ``findings`` off. A service whose diagnosis fails is
+        left out (logged): its findings are not judged."""
         if not self.settings.findings:
             return {}
         roots = (
-            observed.filter(pl.col("kind") == "stage")
+            observed.filter((pl.col("kind") == "stage") & pl.col("service").is_in(list(moved)))
             .group_by("service")
             .agg(pl.col("calls").max())
             .filter(pl.col("calls") >= self.settings.min_calls)
@@ -283,7 +336,8 @@ class AnomalyScorer:
         self, tenant: str, service: str, start_ns: int, end_ns: int, *, limit: int | None = None
     ) -> DiagnosisReport | None:
         """The diagnosis of ``service``'s traces in ``[start_ns, end_ns)`` (the ``limit`` most recently active,
-        default ``diagnosis_traces``); None when it fails (logged)."""
+        default ``diagnosis_traces``); None when it fails (logged). Counted in :attr:`diagnoses`."""
+        self.diagnoses += 1
         try:
             return self._diagnosis.diagnose(
                 tenant=tenant,
@@ -470,6 +524,47 @@ def _metric_values(rows: pl.DataFrame, kind: SeriesKind, *, min_calls: int, per_
         for metric, value in chosen.items()
     ]
     return pl.concat(frames)
+
+
+SHAPE_RISE_PER_REQUEST = 0.25
+"""Spans of one (service, name) per request more than in the window before that make a root service's requests
+change shape (with :data:`SHAPE_RISE_RATIO`): a connect span under a quarter of the requests, a second LLM call in a
+quarter of them. Structural causes (``connection_setup_per_request``, ``tokenizer_cold_start``,
+``redundant_llm_calls``, ``repeated_tool_calls``, ``provider_throttling``'s retries) show as spans that were not
+there; a cause only a small share of requests shows is seen once it grows or its latency moves."""
+SHAPE_RISE_RATIO = 1.5
+"""... and at least this many times as many per request as in the window before (a span every request has varies by
+a few per cent between minutes of a steady service)."""
+BYTES_RISE_RATIO = 2.0
+"""A largest body (``oversized_payload``'s size attributes) at least this many times the window before's largest:
+megabyte responses where there were kilobytes, or where there was no size at all."""
+
+
+def shape_moved(shape: pl.DataFrame, *, min_requests: int) -> set[str]:
+    """The root services whose requests changed shape from the window before to the window (``shape``:
+    :data:`storage.incident_store.SHAPE_SCHEMA` rows): a (service, name) with :data:`SHAPE_RISE_PER_REQUEST` more
+    spans per request and :data:`SHAPE_RISE_RATIO` times as many, a largest body :data:`BYTES_RISE_RATIO` times the
+    window before's, or fewer than ``min_requests`` requests in the window before (nothing to tell a change from).
+    Only rises: a cause the diagnosis names from structure is there when something is, and a finding that goes away
+    belongs to an open incident, which is diagnosed anyway. Pure."""
+    keys = ["service", "span_service", "name"]
+    per_request = shape.with_columns((pl.col("spans") / pl.col("requests")).alias("rate"))
+    before = per_request.filter(~pl.col("current"))
+    compared = (
+        per_request.filter(pl.col("current"))
+        .join(before.select(*keys, "rate", "max_bytes"), on=keys, how="left", suffix="_before")
+        .join(
+            before.group_by("service").agg(pl.col("requests").max().alias("requests_before")), on="service", how="left"
+        )
+        .with_columns(pl.col("rate_before", "max_bytes_before", "requests_before").fill_null(0))
+    )
+    rise = pl.col("rate") - pl.col("rate_before")
+    changed = compared.filter(
+        (pl.col("requests_before") < min_requests)
+        | ((rise >= SHAPE_RISE_PER_REQUEST) & (pl.col("rate") >= SHAPE_RISE_RATIO * pl.col("rate_before")))
+        | ((pl.col("max_bytes") > 0) & (pl.col("max_bytes") >= BYTES_RISE_RATIO * pl.col("max_bytes_before")))
+    )
+    return set(changed["service"].to_list())
 
 
 def compare_findings(

@@ -14,6 +14,8 @@ from diagnosis.rules.admission_tier_starvation import (
     AdmissionTierStarvationConfig,
     tier_settings,
 )
+from diagnosis.rules.base import RuleConfig
+from diagnosis.rules.oversized_payload import OversizedPayload, OversizedPayloadConfig
 from diagnosis.table import default_rule_table
 from diagnosis.tiers import TierSettings, tier_stats, tiered_requests
 from storage.reader import TraceQuery, TraceReader
@@ -26,6 +28,10 @@ class DiagnosisService:
         reader: where the window's traces are read.
         settings: the rule table and the engine-metrics source (``hotspan.settings``).
         stage_rules: the stage table the spans are analysed with (the pipeline's).
+
+    Attributes:
+        size_keys: the span attributes the ``oversized_payload`` rule reads a body's size from (bytes), by which
+            the anomaly scorer tells a minute of larger bodies (:meth:`query.anomaly.AnomalyScorer.moved`).
     """
 
     def __init__(self, reader: TraceReader, settings: DiagnosisSettings, stage_rules: StageRules) -> None:
@@ -34,6 +40,7 @@ class DiagnosisService:
         self.stage_rules = stage_rules
         self._diagnoser = Diagnoser(settings.rules)
         self._tiers = _tier_settings(settings)
+        self.size_keys = _size_keys(settings)
 
     @property
     def metrics_configured(self) -> bool:
@@ -80,8 +87,19 @@ class DiagnosisService:
 
 def _tier_settings(settings: DiagnosisSettings) -> TierSettings:
     """The configured rule's tier settings; the packaged ones when the table holds no such rule."""
-    cause = AdmissionTierStarvation.cause
-    tables = (settings.rules, default_rule_table())
-    config = next(table.config(cause) for table in tables if cause in {s.cause for s in table.settings})
+    config = _rule_config(settings, AdmissionTierStarvation.cause)
     assert isinstance(config, AdmissionTierStarvationConfig)
     return tier_settings(config)
+
+
+def _size_keys(settings: DiagnosisSettings) -> tuple[str, ...]:
+    """The configured ``oversized_payload`` rule's body-size attributes, requests' then responses'."""
+    config = _rule_config(settings, OversizedPayload.cause)
+    assert isinstance(config, OversizedPayloadConfig)
+    return (*config.request_size_keys, *config.response_size_keys)
+
+
+def _rule_config(settings: DiagnosisSettings, cause: str) -> RuleConfig:
+    """The configured table's config of ``cause``; the packaged table's when the configured one holds no such rule."""
+    tables = (settings.rules, default_rule_table())
+    return next(table.config(cause) for table in tables if cause in {s.cause for s in table.settings})

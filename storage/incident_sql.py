@@ -104,6 +104,49 @@ STAGE_EXCEEDANCE_PARTS = {
 """A (root service, stage)'s requests, as :data:`STAGE_SERIES` counts them: the stage's critical-path time per
 request, a request failed when it holds an error span."""
 
+ROOT_SHAPE = """
+SELECT
+    request.service AS service,
+    span.ServiceName AS span_service,
+    span.SpanName AS name,
+    request.current AS current,
+    count() AS spans,
+    max(span.bytes) AS max_bytes
+FROM (
+    SELECT TraceId, ServiceName, SpanName,
+           arrayMax(arrayPushBack(arrayMap(key -> toFloat64OrZero(SpanAttributes[key]), {{size_keys:Array(String)}}),
+                                  0.)) AS bytes
+    FROM otel_traces
+    WHERE Timestamp >= fromUnixTimestamp64Nano({{previous_ns:Int64}}) AND Version = 0 AND {span_conditions}
+) AS span
+GLOBAL INNER JOIN (
+    SELECT TraceId, RootService AS service, Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AS current
+    FROM hotspan_trace_summary FINAL
+    WHERE Timestamp >= fromUnixTimestamp64Nano({{previous_ns:Int64}})
+      AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}})
+      AND {conditions}
+) AS request ON span.TraceId = request.TraceId
+GROUP BY service, span_service, name, current
+ORDER BY service, span_service, name, current
+"""
+"""The shape of each root service's requests in the window ``[start_ns, end_ns)`` (``current``) and in the window
+before it ``[previous_ns, start_ns)``, requests placed by their start (the summary's ``Timestamp``): per (root
+service, span's service, span name), the spans (each span's first stored copy) and the largest value any of the
+``size_keys`` attributes holds (bytes; 0 without one). ``{span_conditions}`` takes the span tenant condition
+(:data:`storage.trace_sql.TENANT_FILTER`), ``{conditions}`` the summaries'. ``GLOBAL``: on a cluster the two
+minutes' requests are read once and sent to every shard's part of the spans."""
+
+ROOT_REQUESTS = """
+SELECT RootService AS service, Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AS current, count() AS requests
+FROM hotspan_trace_summary FINAL
+WHERE Timestamp >= fromUnixTimestamp64Nano({{previous_ns:Int64}})
+  AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}})
+  AND {conditions}
+GROUP BY service, current
+"""
+"""Requests per root service in the two windows of :data:`ROOT_SHAPE` (a ``str.format`` template: ``{conditions}``
+takes the tenant condition)."""
+
 ACTIVE_TENANTS = """
 SELECT DISTINCT Tenant FROM hotspan_red_minutes
 WHERE Timestamp >= fromUnixTimestamp64Nano({start_ns:Int64})

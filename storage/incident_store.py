@@ -40,6 +40,19 @@ SERIES_SCHEMA = {
 """Columns of :meth:`IncidentStore.series`: the series keys, the bucket start (ns), spans or requests, the failed
 ones, p95 duration (ns; null without values)."""
 
+SHAPE_SCHEMA = {
+    "service": pl.String,
+    "span_service": pl.String,
+    "name": pl.String,
+    "current": pl.Boolean,
+    "spans": pl.Int64,
+    "requests": pl.Int64,
+    "max_bytes": pl.Float64,
+}
+"""Columns of :meth:`IncidentStore.root_shape`: the root service, a span's service and name, whether the row is the
+window's (else the window's before it), its spans, the root service's requests in that window, the largest size
+attribute among them (bytes, 0 without one)."""
+
 _SERIES_SQL = {"operation": incident_sql.OPERATION_SERIES, "stage": incident_sql.STAGE_SERIES}
 _EXCEEDANCES_SQL = {
     "operation": incident_sql.EXCEEDANCES.format(**incident_sql.OPERATION_EXCEEDANCE_PARTS).format(
@@ -49,6 +62,8 @@ _EXCEEDANCES_SQL = {
         conditions=tenant_condition()
     ),
 }
+_ROOT_SHAPE_SQL = incident_sql.ROOT_SHAPE.format(span_conditions=trace_sql.TENANT_FILTER, conditions=tenant_condition())
+_ROOT_REQUESTS_SQL = incident_sql.ROOT_REQUESTS.format(conditions=tenant_condition())
 _MINUTE = {"operation": incident_sql.MINUTE_BUCKET, "stage": incident_sql.SUMMARY_MINUTE_BUCKET}
 
 
@@ -184,6 +199,14 @@ class IncidentStore(Protocol):
         and in its baseline window (zeros where none)."""
         ...
 
+    def root_shape(
+        self, previous_ns: int, start_ns: int, end_ns: int, *, size_keys: Sequence[str], tenant: str | None
+    ) -> pl.DataFrame:
+        """What the requests of each root service are made of (:data:`SHAPE_SCHEMA`) in ``[start_ns, end_ns)`` and
+        in ``[previous_ns, start_ns)``: spans per (span's service, name) and the largest value of the ``size_keys``
+        attributes, requests placed by their start."""
+        ...
+
     def active_tenants(self, start_ns: int, end_ns: int) -> list[str]:
         """Tenants that stored spans in ``[start_ns, end_ns)``, sorted."""
         ...
@@ -223,6 +246,20 @@ class ClickHouseIncidentStore:
             del parameters["span_kind"]
         (row,) = self._ch.query_rows(_EXCEEDANCES_SQL[series.kind], parameters)
         return Exceedances(*(int(value) for value in row))
+
+    def root_shape(
+        self, previous_ns: int, start_ns: int, end_ns: int, *, size_keys: Sequence[str], tenant: str | None
+    ) -> pl.DataFrame:
+        parameters = {"previous_ns": previous_ns, "start_ns": start_ns, "end_ns": end_ns} | tenant_parameters(tenant)
+        shape = pl.from_arrow(self._ch.query_arrow(_ROOT_SHAPE_SQL, parameters | {"size_keys": list(size_keys)}))
+        requests = pl.from_arrow(self._ch.query_arrow(_ROOT_REQUESTS_SQL, parameters))
+        assert isinstance(shape, pl.DataFrame) and isinstance(requests, pl.DataFrame)
+        if shape.height == 0:
+            return pl.DataFrame(schema=SHAPE_SCHEMA)
+        joined = shape.cast({"current": pl.Boolean}).join(
+            requests.cast({"current": pl.Boolean}), on=["service", "current"], how="inner"
+        )
+        return joined.select(list(SHAPE_SCHEMA)).cast(SHAPE_SCHEMA)  # type: ignore[arg-type]
 
     def active_tenants(self, start_ns: int, end_ns: int) -> list[str]:
         rows = self._ch.query_rows(incident_sql.ACTIVE_TENANTS, {"start_ns": start_ns, "end_ns": end_ns})

@@ -75,6 +75,15 @@ def uncompressed(spans: list[SpanSpec]) -> list[SpanSpec]:
     return [replace(span, attributes={**span.attributes, **body}) if is_tool_client(span) else span for span in spans]
 
 
+def as_root(spans: list[SpanSpec], root: int, traces: int) -> list[SpanSpec]:
+    """``spans`` as the requests of a stack of its own: every service named ``<service>-NNN`` (``root``), trace
+    numbers moved by ``traces``. Many of them are a fleet of root services."""
+    return [
+        replace(span, trace_id=f"{int(span.trace_id, 16) + traces:032x}", service=f"{span.service}-{root:03d}")
+        for span in spans
+    ]
+
+
 def history(
     seed: int = 11, *, stall: bool = False, payload: bool = False, second_fault: bool = False
 ) -> list[list[SpanSpec]]:
