@@ -117,7 +117,9 @@ def layout(trace_id: str | None = None, **_query: str) -> Component:
                     ),
                     # Filled after the first paint (trace-painted), as the request facts: at 100k spans the graph
                     # costs 0.4 s, which the timeline need not wait for.
-                    html.Div(id="trace-agent-graph", children=html.P("Loading…", className="hs-hint")),
+                    html.Div(
+                        id="trace-agent-graph", children=html.P("Loading…" if meta else NO_TRACE, className="hs-hint")
+                    ),
                 ],
             ),
             html.Section(

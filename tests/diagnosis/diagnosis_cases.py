@@ -13,10 +13,12 @@ from diagnosis import EngineMetrics
 
 
 def queue_saturation(queue_ms: float) -> list[SpanSpec]:
-    """12 requests arriving 20 ms apart onto one engine; each waits ``queue_ms`` more than the one before
-    (queueing grows with the requests already in flight)."""
+    """12 requests arriving 20 ms apart onto one engine, calling no tool; each waits ``queue_ms`` more than the
+    one before (queueing grows with the requests already in flight)."""
     return build_all(
-        Request(trace=i, start_ms=i * 20.0, chats=(Chat(prompt=f"queued {i}", queue_ms=queue_ms * (i + 1)),))
+        Request(
+            trace=i, start_ms=i * 20.0, tool_ms=None, chats=(Chat(prompt=f"queued {i}", queue_ms=queue_ms * (i + 1)),)
+        )
         for i in range(12)
     )
 
