@@ -69,6 +69,12 @@ PROVIDER_NAME = "vllm"
 ConnectionMode = Literal["pooled", "per_request"]
 
 
+ENGINE_KEEPALIVE_EXPIRY_S = 4.0
+"""Seconds the pool keeps an idle connection to the engine: under vLLM's API server's own idle timeout
+(``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``, 5 s), so the client drops an idle connection before the server closes it under a
+request (a bare ``ReadError``)."""
+
+
 class LlmClientConfig(BaseModel):
     """Settings of the LLM client."""
 
@@ -163,7 +169,12 @@ class LlmClient:
             self._pooled = None
 
     def _new_http_client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self._config.base_url, timeout=self._config.timeout_s, verify=self._verify)
+        return httpx.AsyncClient(
+            base_url=self._config.base_url,
+            timeout=self._config.timeout_s,
+            verify=self._verify,
+            limits=httpx.Limits(keepalive_expiry=ENGINE_KEEPALIVE_EXPIRY_S),
+        )
 
     async def chat(
         self,

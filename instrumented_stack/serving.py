@@ -39,6 +39,12 @@ def socket_url(sock: socket.socket, scheme: str = "http") -> str:
     return f"{scheme}://{host}:{port}"
 
 
+SERVER_KEEP_ALIVE_S = 30
+"""Seconds a stack service keeps an idle connection open: longer than its clients' pools keep one (httpx's
+``keepalive_expiry``, 5 s), so the client always drops an idle connection first (the rule for any keep-alive
+pair: the server's idle timeout above the client's)."""
+
+
 class ThreadedServer:
     """One uvicorn server in a daemon thread with its own event loop.
 
@@ -66,6 +72,10 @@ class ThreadedServer:
                 access_log=False,
                 lifespan="on",
                 timeout_graceful_shutdown=30,
+                # Idle connections are kept longer than any client of the stack keeps them (httpx: 5 s): with
+                # uvicorn's own 5 s the two timers raced, and a request sent on a connection the server was closing
+                # failed with a bare ReadError (an agent's model call, once, under the tier flood).
+                timeout_keep_alive=SERVER_KEEP_ALIVE_S,
                 # Each request's task starts from an empty context. Without it, a request that arrives on a
                 # connection while another is in flight is started from inside the finishing request's task, whose
                 # context (that request's SERVER span) the new task copies, and asyncio can leak context vars
