@@ -33,7 +33,7 @@ from alerts.notify import Notifier, build_notifiers, rfc3339, send_to_all
 from alerts.rules import alert_labels, objective_text, subject_text, traces_link
 from analysis.periodic import PeriodicWorker
 from query.diagnosis import DiagnosisService
-from query.store import RedSelection, RollupReader, TraceQuery, TraceReader
+from query.store import RedCounts, RedSelection, TraceQuery
 from units import NS_PER_S
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,17 @@ log = logging.getLogger(__name__)
 EXAMPLE_TRACES = 5
 
 
-class EvaluatorReader(TraceReader, RollupReader, Protocol):
-    """What the evaluator reads: the rollups for the ratios, the traces for examples (and diagnosis)."""
+class SloReads(Protocol):
+    """What the evaluator reads, through the query room (:class:`query.service.QueryService` has these methods):
+    the rollups for the ratios, the traces for examples."""
+
+    def red_counts(self, selection: RedSelection, start_ns: int, end_ns: int, *, tenant: str | None) -> RedCounts: ...
+
+    def stage_counts(
+        self, service: str, stage: str, threshold_ns: int, start_ns: int, end_ns: int, *, tenant: str | None
+    ) -> tuple[int, int]: ...
+
+    def trace_ids(self, query: TraceQuery, *, tenant: str | None) -> list[str]: ...
 
 
 Diagnose = Callable[[str, str, int, int], dict[str, str]]
@@ -97,7 +106,7 @@ class SloEvaluator:
 
     Args:
         config: the SLO file.
-        reader: the store (rollups and traces), read for ``config.tenant``: the query room's.
+        reader: the query room (:class:`SloReads`), read for ``config.tenant``.
         notifiers: receivers; default: Alertmanager and/or the webhook named in ``config``.
         clock: ns since the epoch (tests pass a fake).
         diagnose: names the top diagnosed cause for an alert's annotations (Hotspan passes
@@ -110,7 +119,7 @@ class SloEvaluator:
     def __init__(
         self,
         config: AlertsConfig,
-        reader: EvaluatorReader,
+        reader: SloReads,
         notifiers: Sequence[Notifier] | None = None,
         *,
         clock: Callable[[], int] = time.time_ns,
@@ -282,11 +291,10 @@ class SloEvaluator:
             limit=EXAMPLE_TRACES,
         )
         try:
-            found = self._reader.search(query, tenant=self.config.tenant)
+            return self._reader.trace_ids(query, tenant=self.config.tenant)
         except Exception:
             log.exception("example traces for SLO %s could not be read", slo.name)
             return []
-        return [str(trace_id) for trace_id in found["trace_id"].to_list()]
 
 
 def default_notifiers(config: AlertsConfig) -> list[Notifier]:

@@ -249,7 +249,7 @@ def capacity_collector(settings: Settings, clock: Callable[[], float] = time.tim
 def open_slo_evaluator(config: AlertsConfig, query: QueryService) -> SloEvaluator:
     """The built-in SLO evaluator for ``config`` (not started), reading through ``query``: its alerts name the
     cause the query room's diagnosis names."""
-    return SloEvaluator(config, query.store, diagnose=partial(diagnosis_annotations, query.diagnosis))
+    return SloEvaluator(config, query, diagnose=partial(diagnosis_annotations, query.diagnosis))
 
 
 def open_anomaly_loop(

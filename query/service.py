@@ -30,7 +30,7 @@ from storage.engine_metrics import EngineMetricsReader
 from storage.engine_reader import EngineReader, EngineWindow
 from storage.incident_store import Incident, IncidentQuery, IncidentStore
 from storage.reader import TraceCursor, TraceQuery, TraceReader
-from storage.rollup_reader import EdgeScope, RedQuery, RedResult, RollupReader
+from storage.rollup_reader import EdgeScope, RedCounts, RedQuery, RedResult, RedSelection, RollupReader
 from storage.rollup_sql import CARDINALITY_LIMIT
 
 
@@ -238,6 +238,24 @@ class QueryService:
         """``(start of the first minute, end of the last minute)`` of the tenant's rollups holding spans, ns; None
         when there are none (what a lookback of "all" spans). Blocking."""
         return self.store.rollup_time_range(tenant=tenant)
+
+    def red_counts(self, selection: RedSelection, start_ns: int, end_ns: int, *, tenant: str | None) -> RedCounts:
+        """Calls, errors and latency buckets of ``selection`` over ``[start_ns, end_ns)`` from the RED rollup (the
+        SLO evaluator's span ratios; :meth:`storage.rollup_reader.RollupReader.red_counts`). Blocking."""
+        return self.store.red_counts(selection, start_ns, end_ns, tenant=tenant)
+
+    def stage_counts(
+        self, service: str, stage: str, threshold_ns: int, start_ns: int, end_ns: int, *, tenant: str | None
+    ) -> tuple[int, int]:
+        """``(requests, requests whose stage time exceeds threshold_ns)`` of ``service``'s requests over ``[start_ns,
+        end_ns)`` (the SLO evaluator's stage ratios; :meth:`storage.rollup_reader.RollupReader.stage_counts`).
+        Blocking."""
+        return self.store.stage_counts(service, stage, threshold_ns, start_ns, end_ns, tenant=tenant)
+
+    def trace_ids(self, query: TraceQuery, *, tenant: str | None) -> list[str]:
+        """The IDs (32 hex) of the newest traces ``query`` finds, at most ``query.limit`` (an alert's example
+        traces). Blocking."""
+        return [str(trace_id) for trace_id in self.store.search(query, tenant=tenant)["trace_id"].to_list()]
 
     def incidents(self, query: IncidentQuery, *, tenant: str | None) -> list[Incident]:
         """The tenant's incidents ``query`` selects, as the incident lifecycle wrote them. Blocking."""

@@ -19,7 +19,7 @@ from storage.incident_store import Incident, IncidentQuery, IncidentStore
 from storage.payloads import PayloadStore
 from storage.prometheus import PrometheusError
 from storage.reader import MAX_ATTRIBUTE_FILTERS, MAX_TRACE_SPANS, TraceCursor, TraceQuery, TraceReader
-from storage.rollup_reader import EdgeScope, RedQuery, RedSelection, RollupReader
+from storage.rollup_reader import EdgeScope, RedCounts, RedQuery, RedSelection, RollupReader
 from storage.rollup_sql import SPAN_BUCKETS_MS
 from storage.schema import SPAN_KINDS, STATUS_CODES
 from storage.tenancy import DEFAULT_TENANT, TENANT_NAME, tenancy_of
@@ -62,6 +62,7 @@ __all__ = [
     "PrometheusError",
     "QueryTooLarge",
     "ReadLimitError",
+    "RedCounts",
     "RedQuery",
     "RedSelection",
     "RollupReader",

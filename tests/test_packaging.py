@@ -132,6 +132,13 @@ def _run(command: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[st
     return subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=300, env=OUTSIDE)
 
 
+def _python(installed: Path, code: str, cwd: Path) -> str:
+    """What ``code`` prints, run by the test venv's Python; it must succeed."""
+    probe = _run([installed / "python", "-c", code], cwd)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    return probe.stdout
+
+
 def test_the_wheel_installs_nothing_generic_at_the_top_level(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names}
@@ -165,9 +172,7 @@ def test_the_hotspan_command_runs_its_own_rooms_beside_the_users(installed: Path
         "for module in (api, storage.reader, collector._otlp_rows, instrumented_stack.env):\n"
         "    print(module.__file__)\n"
     )
-    probe = _run([installed / "python", "-c", where], tmp_path)
-    assert probe.returncode == 0, probe.stderr[-3000:]
-    rooms, *files = map(Path, probe.stdout.split())
+    rooms, *files = map(Path, _python(installed, where, tmp_path).split())
     assert rooms.parts[-2:] == ("hotspan", "_rooms") and rooms.is_relative_to(installed.parent)
     assert all(path.is_relative_to(rooms) for path in files), files
 
@@ -211,7 +216,5 @@ def test_the_stacks_child_processes_find_the_rooms(installed: Path, tmp_path: Pa
         "run = subprocess.run(command, capture_output=True, env=os.environ | module_process_env())\n"
         "print(bare.returncode, run.returncode)\n"
     )
-    probe = _run([installed / "python", "-c", child], tmp_path)
-    assert probe.returncode == 0, probe.stderr[-3000:]
-    bare, with_env = map(int, probe.stdout.split())
+    bare, with_env = map(int, _python(installed, child, tmp_path).split())
     assert bare != 0 and with_env == 0

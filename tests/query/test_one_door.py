@@ -1,7 +1,8 @@
-"""The REST, Jaeger and Tempo routes and the UI's pages read through :class:`query.service.QueryService`'s methods
-only: none of them touches a store reader the room holds (its ``store``, ``incident_store``, ``engines``,
-``engine_metrics``), so two handlers cannot read the same data two ways. The import contract keeps ``storage``
-itself out of ``api/`` and ``dashboards/``; this keeps the readers the room hands out out of them too."""
+"""The REST, Jaeger and Tempo routes, the UI's pages and the SLO alerts read through
+:class:`query.service.QueryService`'s methods only: none of them touches a store reader the room holds (its
+``store``, ``incident_store``, ``engines``, ``engine_metrics``), so two handlers cannot read the same data two ways.
+The import contract keeps ``storage`` itself out of ``api/``, ``dashboards/`` and ``alerts/``; this keeps the
+readers the room hands out out of them too."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from query.service import QueryService
 
 REPO = Path(__file__).resolve().parents[2]
-HANDLERS = ("api", "dashboards")
+HANDLERS = ("api", "dashboards", "alerts")
 READERS = ("store", "incident_store", "engines", "engine_metrics")
 """The room's fields that are store readers, for its own services and the background work beside it."""
 
