@@ -144,10 +144,9 @@ class DiagnosisContext:
         Columns: those of :func:`analysis.llm_calls` (queue_ns, prefill_ns, decode_ns, ttft_ns, prompt_tokens,
         completion_tokens, tpot_ns, model ...), plus index and parent_index (Int64, into :attr:`spans`),
         instance (String), engine (String: service and instance, the engine the call ran on), attributes
-        (Map), parent_attributes (Map or null: the calling client span's attributes), conversation_id (String
-        or null: the conversation the call's request is a turn of, named on any span of its trace,
-        :func:`analysis.conversation.conversation_key`), queued_ns, scheduled_ns, first_token_ns, last_token_ns
-        (Int64 ns since the epoch, null without the latency attributes; :func:`analysis.vllm.phase_boundaries`).
+        (Map), parent_attributes (Map or null: the calling client span's attributes), queued_ns,
+        scheduled_ns, first_token_ns, last_token_ns (Int64 ns since the epoch, null without the latency
+        attributes; :func:`analysis.vllm.phase_boundaries`).
         """
         spans = self.spans
         calls = calls_of_prepared(self.analysis.tree.spans)
@@ -155,10 +154,6 @@ class DiagnosisContext:
         joined = calls.join(keyed, on=["trace_id", "span_id"], how="left", maintain_order="left")
         parents = spans.select(pl.col("index").alias("parent_index"), pl.col("attributes").alias("parent_attributes"))
         joined = joined.join(parents, on="parent_index", how="left", maintain_order="left")
-        # An agent names the conversation on its own span, seldom on the model call's: read it off the request.
-        frame = self.analysis.tree.spans
-        conversations = frame.group_by("trace_id").agg(conversation_key(frame).drop_nulls().first())
-        joined = joined.join(conversations, on="trace_id", how="left", maintain_order="left")
         boundaries = phase_boundaries(
             spans.select(
                 "index",
@@ -170,6 +165,14 @@ class DiagnosisContext:
         return joined.join(boundaries, on="index", how="left", maintain_order="left").with_columns(
             pl.concat_str("service_name", pl.lit("/"), "instance").alias("engine")
         )
+
+    @cached_property
+    def request_conversations(self) -> pl.DataFrame:
+        """Per request (trace) naming one, the conversation it is a turn of: trace_id, conversation_id (String;
+        :func:`analysis.conversation.conversation_key` of its first span naming one). An agent names it on its own
+        span, seldom on a model call's, so a call's conversation is read off its request."""
+        frame = self.analysis.tree.spans
+        return frame.group_by("trace_id").agg(conversation_key(frame).drop_nulls().first()).drop_nulls()
 
     def llm_attribute(self, keys: Sequence[str]) -> pl.Expr:
         """Over :attr:`llm_calls`: the first of ``keys`` on the engine span, else on its calling client span."""

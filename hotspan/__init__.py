@@ -19,7 +19,7 @@ importable by the names the code uses, ``from storage.reader import ...``, and H
 A process that already imported another package under a room's name cannot also run Hotspan's: importing
 ``hotspan`` then raises ``ImportError`` naming it, rather than running Hotspan on someone else's module.
 Processes Hotspan starts itself (the stack's services) get the folder through ``PYTHONPATH``
-(``instrumented_stack.service_main.rooms_path_env``).
+(``instrumented_stack.env.module_process_env``).
 """
 
 from __future__ import annotations

@@ -252,10 +252,11 @@ class ClickHouseIncidentStore:
     ) -> pl.DataFrame:
         parameters = {"previous_ns": previous_ns, "start_ns": start_ns, "end_ns": end_ns} | tenant_parameters(tenant)
         shape = pl.from_arrow(self._ch.query_arrow(_ROOT_SHAPE_SQL, parameters | {"size_keys": list(size_keys)}))
-        requests = pl.from_arrow(self._ch.query_arrow(_ROOT_REQUESTS_SQL, parameters))
-        assert isinstance(shape, pl.DataFrame) and isinstance(requests, pl.DataFrame)
+        assert isinstance(shape, pl.DataFrame)
         if shape.height == 0:
             return pl.DataFrame(schema=SHAPE_SCHEMA)
+        requests = pl.from_arrow(self._ch.query_arrow(_ROOT_REQUESTS_SQL, parameters))
+        assert isinstance(requests, pl.DataFrame)
         joined = shape.cast({"current": pl.Boolean}).join(
             requests.cast({"current": pl.Boolean}), on=["service", "current"], how="inner"
         )

@@ -48,7 +48,7 @@ class PrefixCacheUnusedConfig(RuleConfig):
         description="Attributes whose equal values mean equal prompt prefixes, in preference order, read on the "
         "engine span, then on its calling client span: a conversation ID (GenAI semconv "
         "gen_ai.conversation.id), a hash of the prompt's prefix, or a hash of the whole prompt. A call naming "
-        "none of the first conversation key listed is keyed by its request's conversation "
+        "none of the keys up to the first conversation key listed is keyed by its request's conversation "
         "(analysis.conversation.CONVERSATION_KEYS on any span of its trace, named "
         f"{REQUEST_CONVERSATION!r} in the evidence) before the later keys are read.",
     )
@@ -105,7 +105,7 @@ class PrefixCacheUnused(Rule[PrefixCacheUnusedConfig]):
         metrics = ctx.metrics
         disabled = metrics is not None and metrics.prefix_caching_disabled
         hit_share = metrics.prefix_cache_hit_share if metrics else None
-        repeats, key_name = self._repeats(ctx)
+        repeats, key_name, served = self._repeats(ctx)
         calls = ctx.llm_calls.height
         repeat_share = repeats.height / calls if calls else 0.0
         shared = repeats.height >= config.min_repeats and repeat_share >= config.min_repeat_share
@@ -153,7 +153,8 @@ class PrefixCacheUnused(Rule[PrefixCacheUnusedConfig]):
         found = confidence(base, samples=samples, full=config.full_confidence_repeats)
         # Equal conversations are the weakest key: a session may group turns that resend no history. Where the
         # cache serves other calls of the window, it works, and such turns' misses say nothing about it.
-        served = self._served_calls(ctx) if key_name in (*CONVERSATION_KEYS, REQUEST_CONVERSATION) else 0
+        if key_name not in (*CONVERSATION_KEYS, REQUEST_CONVERSATION):
+            served = 0
         if not cache_signal:
             severity, found = "info", ctx.contention.discount(found)
             title += " (prefill timing alone: no cached-token count or cache metric confirms it)"
@@ -184,32 +185,30 @@ class PrefixCacheUnused(Rule[PrefixCacheUnusedConfig]):
             remedy=remedy,
         )
 
-    def _served_calls(self, ctx: DiagnosisContext) -> int:
-        """Engine calls of the window reporting more than ``cached_share_unused`` of their prompt cached."""
-        cached = ctx.llm_attribute(self.config.cached_tokens_attributes).cast(pl.Int64, strict=False)
-        share = cached / pl.col("prompt_tokens")
-        return int(ctx.llm_calls.select((share > self.config.cached_share_unused).sum()).item() or 0)
-
-    def _repeats(self, ctx: DiagnosisContext) -> tuple[pl.DataFrame, str | None]:
+    def _repeats(self, ctx: DiagnosisContext) -> tuple[pl.DataFrame, str | None, int]:
         """Engine calls repeating an earlier call's prompt key after that call's prefill ended, with their
-        prefill cost relative to it (``prefill_ratio``) and cached share; and the key attribute used most."""
+        prefill cost relative to it (``prefill_ratio``) and cached share; the key attribute used most; and the
+        engine calls of the window, keyed or not, reporting more than ``cached_share_unused`` of their prompt
+        cached (the cache serving them)."""
         config = self.config
         keys = config.prefix_key_attributes
         named = [(key, ctx.llm_attribute([key])) for key in keys]
         # The request's conversation ranks as a conversation key does: right after the first one listed.
         conversation = next((i + 1 for i, key in enumerate(keys) if key in CONVERSATION_KEYS), len(keys))
         named.insert(conversation, (REQUEST_CONVERSATION, pl.col("conversation_id")))
-        calls = ctx.llm_calls.with_columns(
+        cached = ctx.llm_attribute(config.cached_tokens_attributes).cast(pl.Int64, strict=False)
+        window = ctx.llm_calls.join(
+            ctx.request_conversations, on="trace_id", how="left", maintain_order="left"
+        ).with_columns(
             pl.coalesce(*(value for _, value in named)).alias("key"),
             pl.coalesce(*(pl.when(value.is_not_null()).then(pl.lit(name)) for name, value in named)).alias("key_name"),
-            ctx.llm_attribute(config.cached_tokens_attributes).cast(pl.Int64, strict=False).alias("cached"),
+            (cached / pl.col("prompt_tokens")).alias("cached_share"),
             (pl.col("prefill_ns") / pl.col("prompt_tokens")).alias("per_token_ns"),
-        ).filter(pl.col("key").is_not_null())
+        )
+        served = int((window["cached_share"] > config.cached_share_unused).sum())
+        calls = window.filter(pl.col("key").is_not_null())
         if calls.height == 0:
-            return calls.with_columns(
-                pl.lit(None, dtype=pl.Float64).alias("prefill_ratio"),
-                pl.lit(None, dtype=pl.Float64).alias("cached_share"),
-            ), None
+            return calls.with_columns(pl.lit(None, dtype=pl.Float64).alias("prefill_ratio")), None, served
         ordered = calls.sort("start_time_unix_nano")
         first = pl.col("first_token_ns").fill_null(pl.col("start_time_unix_nano") + pl.col("duration_ns"))
         repeats = (
@@ -223,8 +222,7 @@ class PrefixCacheUnused(Rule[PrefixCacheUnusedConfig]):
                 pl.when(pl.col("first_per_token_ns") > 0)
                 .then(pl.col("per_token_ns") / pl.col("first_per_token_ns"))
                 .alias("prefill_ratio"),
-                (pl.col("cached") / pl.col("prompt_tokens")).alias("cached_share"),
             )
         )
         key_name = calls["key_name"].mode().sort().first() if calls.height else None
-        return repeats, key_name
+        return repeats, key_name, served
