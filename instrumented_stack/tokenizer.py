@@ -83,7 +83,8 @@ class BpeTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``."""
-        return self._model.encode(text, add_special_tokens=False).ids
+        # encode_batch releases the GIL while it encodes (encode holds it), so other threads run meanwhile.
+        return self._model.encode_batch([text], add_special_tokens=False)[0].ids
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -144,6 +145,53 @@ def test_requests_beyond_max_num_seqs_wait_in_the_queue(in_memory_spans: InMemor
     for (_, previous_end), (scheduled, _) in itertools.pairwise(running):
         assert scheduled >= previous_end - 1e-4
     assert max(span.attributes["gen_ai.latency.time_in_queue"] for span in spans) >= 19 * 0.002
+
+
+class _HeldTokenizer:
+    """The stack's tokenizer, whose text encoding sets ``entered``, waits until ``release`` is set (at most 10 s),
+    then sets ``encoded``."""
+
+    def __init__(self) -> None:
+        self._inner = default_tokenizer()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.encoded = threading.Event()
+
+    def encode(self, text: str) -> list[int]:
+        self.entered.set()
+        self.release.wait(10)
+        self.encoded.set()
+        return self._inner.encode(text)
+
+    def count(self, text: str) -> int:
+        return len(self._inner.encode(text))
+
+    def synthesize(self, num_tokens: int, *, seed: int = 0) -> str:
+        return self._inner.synthesize(num_tokens, seed=seed)
+
+
+def test_a_prompt_being_tokenized_does_not_hold_back_other_requests(
+    in_memory_spans: InMemorySpans, serve: Serve
+) -> None:
+    # vLLM tokenizes in its API server, apart from the engine core's steps: a long prompt's encoding must not
+    # stall the requests already queued (on the step loop it showed as scheduler queue time).
+    tokenizer = _HeldTokenizer()
+    config = EngineConfig(served_model_name=MODEL, max_model_len=256, time_model=FAST)
+    url = serve(create_engine_app(config, in_memory_spans("vllm"), tokenizer=tokenizer))
+
+    async def send() -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            text = client.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "hold me", "max_tokens": 2})
+            held = asyncio.ensure_future(text)
+            assert await asyncio.to_thread(tokenizer.entered.wait, 10), "the text prompt was never encoded"
+            ids = {"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 3}
+            answered = await client.post(f"{url}/v1/completions", json=ids)
+            assert answered.status_code == 200, answered.text
+            assert not tokenizer.encoded.is_set(), "the token-id request waited for the text prompt's encoding"
+            tokenizer.release.set()
+            assert (await held).status_code == 200
+
+    asyncio.run(send())
 
 
 def test_continuous_batching_makes_decode_steps_slower_as_the_batch_grows(
