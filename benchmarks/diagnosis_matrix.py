@@ -14,7 +14,8 @@ the run's spans are stored, then asks for the diagnosis of the run's window (``b
 A fault cell holds when its expected cause (``tests/diagnosis/test_diagnosis_faults.py``'s ``EXPECTED_CAUSE``)
 ranks first among the findings other than ``cpu_contention``, at ``warning`` or worse unless the fault is in its
 ``INFO_ALLOWED``; a clean cell holds when no finding is above ``info``. Workloads: ``demo`` (``hotspan demo``'s:
-40 Azure conversation rows, one closed-loop user) or a name of the stack's catalogue (open-loop replay).
+40 Azure conversation rows by six closed-loop users, ``served_stack.DEMO``) or a name of the stack's catalogue
+(open-loop replay).
 
 Prints a line per cell as it finishes (held, findings ``cause:severity:confidence`` in the API's ranking, seconds,
 load average), then the table; the last line is ``diagnosis_matrix_cells_held_share: <held / cells>``.

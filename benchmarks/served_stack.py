@@ -55,6 +55,7 @@ from cpu_neighbour import CpuNeighbour  # noqa: E402
 from prometheus_support import serving  # noqa: E402
 from test_diagnosis_faults import EXPECTED_CAUSE, HOST_CAUSE, INFO_ALLOWED  # noqa: E402
 
+from hotspan import demo  # noqa: E402
 from instrumented_stack.workload import WORKLOADS  # noqa: E402
 
 __all__ = [
@@ -91,10 +92,23 @@ class Workload:
     args: tuple[str, ...]
 
 
-DEMO = Workload("demo", ("--workload", "azure-conv", "--closed-loop", "1", "--limit", "40"))
-"""``hotspan demo``'s workload (``hotspan/cli.py`` ``_demo`` -> ``instrumented_stack.runner.run_stack``): the first 40
-Azure conversation rows, one closed-loop user. (The demo runs the services as threads of its own process and sends
-as tenants ``tenant-a``/``tenant-b``; ``hotspan stack run`` runs them as processes, every configured tenant.)"""
+DEMO = Workload(
+    "demo",
+    (
+        "--workload",
+        "azure-conv",
+        "--closed-loop",
+        str(demo.USERS),
+        "--limit",
+        "40",
+        "--lookup-latency",
+        f"{demo.TOOL_LATENCY_S:g}",
+    ),
+)
+"""``hotspan demo``'s workload (``hotspan/cli.py`` ``_demo`` -> ``hotspan.demo.drive_demo``): the first 40 Azure
+conversation rows (its ``--requests`` default) sent by ``hotspan.demo.USERS`` closed-loop users, the tools' lookups at
+``hotspan.demo.TOOL_LATENCY_S``. (The demo runs the services as threads of its own process and sends as tenants
+``tenant-a``/``tenant-b``; ``hotspan stack run`` runs them as processes, every configured tenant.)"""
 
 
 def resolve_workload(name: str) -> Workload:

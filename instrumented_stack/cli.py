@@ -14,7 +14,9 @@ from instrumented_stack.engine.vllm_backend import ENGINE_CHOICES
 from instrumented_stack.env import ENV_STACK_ENGINE, stack_engine_choice
 from instrumented_stack.faults import FAULTS, parse_faults
 from instrumented_stack.replay import RunSettings, run_workload, write_manifest
+from instrumented_stack.stack import StackConfig
 from instrumented_stack.sweep import SWEEP_KEYS, SweepRun, parse_sweep, run_sweep, write_sweep_manifest
+from instrumented_stack.tools import ToolsConfig
 from instrumented_stack.workload import WORKLOADS
 
 
@@ -40,6 +42,12 @@ def add_stack_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     run.add_argument("--offset", type=int, default=0, help="first workload row (default 0)")
     run.add_argument("--limit", type=int, help="at most this many rows")
     run.add_argument("--threads", action="store_true", help="run the services as threads of one process")
+    run.add_argument(
+        "--lookup-latency",
+        type=float,
+        metavar="SECONDS",
+        help="the tools service's catalogue lookup latency in seconds (default 0.002; hotspan demo's is 0.1)",
+    )
     run.add_argument(
         "--engine",
         choices=ENGINE_CHOICES,
@@ -74,12 +82,16 @@ def run_stack_command(args: argparse.Namespace) -> int:
         )
         progress = None if args.no_progress else sys.stderr
         axes = parse_sweep(args.sweep)
+        config = _config(args)
         if axes:
-            runs = run_sweep(settings, axes, endpoint=args.endpoint, protocol=args.protocol, progress=progress)
+            runs = run_sweep(
+                settings, axes, endpoint=args.endpoint, protocol=args.protocol, config=config, progress=progress
+            )
         else:
-            runs = [
-                SweepRun({}, run_workload(settings, endpoint=args.endpoint, protocol=args.protocol, progress=progress))
-            ]
+            run = run_workload(
+                settings, endpoint=args.endpoint, protocol=args.protocol, config=config, progress=progress
+            )
+            runs = [SweepRun({}, run)]
     except ValueError as error:
         print(f"hotspan stack run: {error}", file=sys.stderr)
         return 2
@@ -96,3 +108,16 @@ def run_stack_command(args: argparse.Namespace) -> int:
             write_manifest(args.manifest, runs[0].run, endpoint=args.endpoint)
         print(f"Manifest: {args.manifest}")
     return 0
+
+
+def _config(args: argparse.Namespace) -> StackConfig:
+    """The stack's default configuration with the options that change it (``--lookup-latency``).
+
+    Raises:
+        ValueError: a negative lookup latency (pydantic's ``ValidationError``).
+    """
+    config = StackConfig()
+    if args.lookup_latency is None:
+        return config
+    tools = ToolsConfig.model_validate({**config.tools.model_dump(), "lookup_latency_s": args.lookup_latency})
+    return config.model_copy(update={"tools": tools})

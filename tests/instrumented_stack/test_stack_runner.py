@@ -116,6 +116,7 @@ def test_stack_run_cli_replays_a_workload_with_faults_in_separate_processes(
     argv = ["stack", "run", "--workload", "azure-code", "--limit", "4", "--closed-loop", "2", "--speed", "100"]
     argv += ["--faults", "connection_per_request,prefix_cache_off", "--endpoint", endpoint]
     argv += ["--manifest", str(manifest_path), "--no-progress", "--seed", "7", "--engine", "emulator"]
+    argv += ["--lookup-latency", "0.05"]
     assert hotspan_main(argv) == 0
     assert "4 requests, 0 errors" in capsys.readouterr().out
     assert {service for service, _ in received.spans} == SERVICES
@@ -127,6 +128,7 @@ def test_stack_run_cli_replays_a_workload_with_faults_in_separate_processes(
     assert manifest["loop"] == {"mode": "closed", "users": 2}
     assert manifest["process_mode"] == "processes"
     assert manifest["engine"] == "emulator"
+    assert manifest["stack_config"]["tools"]["lookup_latency_s"] == 0.05
     assert manifest["services"]["engine"].startswith("https://")
     window = manifest["window"]
     assert 0 < window["start_unix_ns"] < window["end_unix_ns"]
@@ -138,6 +140,12 @@ def test_stack_run_cli_refuses_unknown_faults(capsys: pytest.CaptureFixture[str]
     argv = ["stack", "run", "--workload", "mooncake", "--faults", "gremlins", "--endpoint", "http://127.0.0.1:9"]
     assert hotspan_main(argv) == 2
     assert "unknown fault" in capsys.readouterr().err
+
+
+def test_stack_run_cli_refuses_a_negative_lookup_latency(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["stack", "run", "--workload", "azure-conv", "--lookup-latency", "-1", "--endpoint", "http://127.0.0.1:9"]
+    assert hotspan_main(argv) == 2
+    assert "lookup_latency_s" in capsys.readouterr().err
 
 
 def test_stack_run_cli_fails_fast_when_the_endpoint_is_down(capsys: pytest.CaptureFixture[str]) -> None:
