@@ -26,7 +26,8 @@ the minute ends), and counts the diagnoses it made (the query room's diagnosis w
 same count comes from a checkout before the change). Prints the setup's and the evaluation's seconds with the
 host's load average (``os.getloadavg``) beside them and the evaluation's CPU seconds (every thread of the process, the
 embedded engine's included: less stretched by a loaded host than the wall clock), the incidents opened and the
-diagnoses made; the last line is ``anomaly_fleet_evaluation_s: <seconds>``. Goal (issue 34): under the loop's 15 s interval on 2 cores.
+diagnoses made; the last line is ``anomaly_fleet_evaluation_s: <seconds>``. Goal (issue 34): under the loop's 15 s
+interval on 2 cores.
 """
 
 from __future__ import annotations
