@@ -12,7 +12,8 @@ later window it deviates in finds new against that baseline to its findings, and
 none of its series scores above ``close_z`` (hysteresis: half the opening limit by default) and at least one could
 be judged.
 
-**Cost.** An evaluation scores every series of a tenant in a few queries and diagnoses only the root services that
+**Cost.** An evaluation reads every tenant's series in a few queries (the baseline minutes read before and settled
+since are kept, :mod:`query.anomaly_minutes`), scores them a tenant at a time and diagnoses only the root services that
 moved (:meth:`query.anomaly.AnomalyScorer.moved`); :meth:`AnomalyDetector.judge` says which and how many
 diagnoses it made (:class:`Evaluation`): those bound its time.
 """
@@ -29,7 +30,7 @@ from typing import Any, Literal
 import polars as pl
 
 from diagnosis import DiagnosisReport
-from query.anomaly import KEYS, AnomalyScorer, AnomalySettings, AnomalyWindow
+from query.anomaly import KEYS, AnomalyScorer, AnomalySettings, AnomalyWindow, TenantSeries
 from query.diagnosis import DiagnosisService
 from query.topology import connected_parts, neighbours
 from storage.incident_store import Incident, IncidentQuery, IncidentStore
@@ -123,10 +124,11 @@ class AnomalyDetector:
             diagnosed: dict[str, list[str]] = {}
             diagnoses = self.scorer.diagnoses
             judged = [tenant for tenant in sorted(tenants) if self._judged.get(tenant) != window.end_ns]
+            series = self.scorer.series(window, judged) if judged else {}
             for tenant in judged:
                 mine = [incident for incident in open_incidents if incident.tenant == tenant]
                 tenant_changes, reports = self._evaluate_tenant(
-                    tenant, window, mine, version=max(self._clock(), window.end_ns)
+                    tenant, window, series[tenant], mine, version=max(self._clock(), window.end_ns)
                 )
                 changes += tenant_changes
                 diagnosed[tenant] = sorted(reports)
@@ -136,12 +138,19 @@ class AnomalyDetector:
             return Evaluation(changes, diagnosed, self.scorer.diagnoses - diagnoses)
 
     def _evaluate_tenant(
-        self, tenant: str, window: AnomalyWindow, open_incidents: list[Incident], *, version: int
+        self,
+        tenant: str,
+        window: AnomalyWindow,
+        series: TenantSeries,
+        open_incidents: list[Incident],
+        *,
+        version: int,
     ) -> tuple[list[IncidentChange], dict[str, DiagnosisReport]]:
-        """The tenant's incident changes, and the window's diagnoses of the root services that moved."""
-        observed = self.scorer.observed(tenant, window)
-        scored = self.scorer.scored(tenant, observed, window)
-        moved = self.scorer.moved(tenant, observed, scored, window, open_incidents)
+        """The tenant's incident changes (its ``series`` of the window scored), and the window's diagnoses of the root
+        services that moved."""
+        observed = series.observed
+        scored = self.scorer.scored(series, window)
+        moved = self.scorer.moved(series, scored, open_incidents)
         reports = self.scorer.root_diagnoses(tenant, observed, window, moved)
         changes: dict[str, IncidentChange] = {}
         current: dict[str, Incident] = {}

@@ -37,8 +37,10 @@ before (:func:`shape_moved`: spans per request of a (service, name) rising, a la
 name causes from without any latency moving), and every service of an open incident (its findings followed until it
 resolves). A root service that moved costs one diagnosis of its window, one or two of its baseline only when a
 warning shows, and one or two per open incident that still deviates (its findings completed against its baseline,
-whose diagnosis is made once while the incident is open). The series themselves are scored a tenant at a time
-(:meth:`AnomalyScorer.observed`, :meth:`AnomalyScorer.scored`: a few queries each, whatever the number of series).
+whose diagnosis is made once while the incident is open). The series themselves are read for every tenant at once
+(:meth:`AnomalyScorer.series`: a few queries, whatever the number of tenants and series; baseline minutes read
+before and settled since are kept, :mod:`query.anomaly_minutes`) and scored a tenant at a time
+(:meth:`AnomalyScorer.scored`).
 """
 
 from __future__ import annotations
@@ -53,9 +55,17 @@ import polars as pl
 
 from analysis.baseline import Z_LIMIT, MetricRule, exceeds_baseline_rate, robust_baselines, robust_scores
 from diagnosis import CAUSE_STAGES, LATENCY_SHARE_EVIDENCE, SEVERITIES, DiagnosisReport, Finding
+from query.anomaly_minutes import SETTLED_NS, SeriesMinutes
 from query.diagnosis import DiagnosisService
 from query.topology import Topology, window_topology
-from storage.incident_store import CountedSeries, Incident, IncidentKind, IncidentStore, SeriesKind
+from storage.incident_store import (
+    TENANT_SHAPE_SCHEMA,
+    CountedSeries,
+    Incident,
+    IncidentKind,
+    IncidentStore,
+    SeriesKind,
+)
 from storage.reader import TraceQuery, TraceReader
 from storage.rollup_reader import RollupReader
 from units import NS_PER_MS, NS_PER_S
@@ -117,6 +127,21 @@ class AnomalyWindow:
     seasonal_end_ns: int
 
 
+@dataclass(frozen=True)
+class TenantSeries:
+    """One tenant's series of a window (:meth:`AnomalyScorer.series`): ``observed``, the window's value of each
+    (:data:`KEYS`, ``bucket_ns``, ``value``, ``calls``); ``trailing`` and ``seasonal``, the robust baselines
+    (:func:`analysis.baseline.robust_baselines`: :data:`KEYS`, ``median``, ``sigma``, ``samples``) of the trailing
+    and of the seasonal baseline's minutes, every series with a value in them; ``shape``, what its root services'
+    requests are made of in the window and the window before (:data:`storage.incident_store.SHAPE_SCHEMA`; empty with
+    ``findings`` off)."""
+
+    observed: pl.DataFrame
+    trailing: pl.DataFrame
+    seasonal: pl.DataFrame
+    shape: pl.DataFrame
+
+
 class AnomalyScorer:
     """Scores one tenant's series and diagnoses in a window; reads only (what to do with the scores is
     :class:`incidents.lifecycle.AnomalyDetector`'s).
@@ -151,6 +176,7 @@ class AnomalyScorer:
         self._diagnosis = diagnosis
         self.settings = settings or AnomalySettings()
         self._baselines: dict[tuple[str, str, int, int], DiagnosisReport] = {}
+        self._minutes = SeriesMinutes(series)
         self.diagnoses = 0
 
     def keep_baselines(self, open_incidents: Iterable[Incident]) -> None:
@@ -174,28 +200,49 @@ class AnomalyScorer:
             seasonal_end_ns=end - DAY_NS + half,
         )
 
-    def observed(self, tenant: str, window: AnomalyWindow) -> pl.DataFrame:
-        """The window's value of every series: the :data:`KEYS`, ``value``, ``calls``."""
-        frames = [
-            _metric_values(
-                self._store.series(kind, window.start_ns, window.end_ns, tenant=tenant, whole=True),
-                kind,
-                min_calls=self.settings.min_calls,
-                per_minute=self.settings.window_minutes,
-            )
-            for kind in _KINDS
-        ]
-        return pl.concat(frames)
+    def series(self, window: AnomalyWindow, tenants: Iterable[str]) -> dict[str, TenantSeries]:
+        """The series of ``window`` of each of ``tenants``, and the shape of its root services' requests (empty
+        frames for one without rows), from a few reads for every tenant at once (:mod:`query.anomaly_minutes`: the
+        baseline minutes an earlier evaluation read and that have settled since are not read again)."""
+        s = self.settings
+        observed, trailing, seasonal = [], [], []
+        spans = [(window.baseline_start_ns, window.start_ns), (window.seasonal_start_ns, window.seasonal_end_ns)]
+        for kind in _KINDS:
+            whole = self._store.series(kind, window.start_ns, window.end_ns, tenant=None, whole=True)
+            observed.append(_metric_values(whole, kind, min_calls=s.min_calls, per_minute=s.window_minutes))
+            minutes = self._minutes.read(kind, spans, settled_ns=window.start_ns - SETTLED_NS)
+            values = [_metric_values(rows, kind, min_calls=s.min_minute_calls, per_minute=1) for rows in minutes]
+            trailing.append(robust_baselines(values[0], ("tenant", *KEYS)))
+            seasonal.append(robust_baselines(values[1], ("tenant", *KEYS)))
+        # The store's rows come in no order; one series a row, sorted, keeps what is scored first the same each time.
+        frames = [pl.concat(found).sort("tenant", *KEYS) for found in (observed, trailing, seasonal)]
+        frames.append(self._shape(window))
+        parts = [frame.partition_by("tenant", as_dict=True, include_key=False) for frame in frames]
+        empty = [frame.clear().drop("tenant") for frame in frames]
+        return {
+            tenant: TenantSeries(*(part.get((tenant,), blank) for part, blank in zip(parts, empty, strict=True)))
+            for tenant in tenants
+        }
 
-    def scored(self, tenant: str, observed: pl.DataFrame, window: AnomalyWindow) -> pl.DataFrame:
-        """Every judged series: :data:`KEYS`, ``value``, ``calls``, ``median``, ``sigma``, ``samples``, ``scale``,
-        ``score``, ``deviates``, ``seasonal``, ``baseline_start_ns``, ``baseline_end_ns``."""
+    def _shape(self, window: AnomalyWindow) -> pl.DataFrame:
+        """What every tenant's root services' requests are made of in ``window`` and the window before it
+        (:meth:`storage.incident_store.IncidentStore.root_shape`): what :meth:`moved` screens; no rows with
+        ``findings`` off."""
+        if not self.settings.findings:
+            return pl.DataFrame(schema=TENANT_SHAPE_SCHEMA)
+        previous = 2 * window.start_ns - window.end_ns
+        size_keys = self._diagnosis.size_keys
+        return self._store.root_shape(previous, window.start_ns, window.end_ns, size_keys=size_keys, tenant=None)
+
+    def scored(self, series: TenantSeries, window: AnomalyWindow) -> pl.DataFrame:
+        """Every judged series of one tenant (``series``, :meth:`series`): :data:`KEYS`, ``value``, ``calls``,
+        ``median``, ``sigma``, ``samples``, ``scale``, ``score``, ``deviates``, ``seasonal``, ``baseline_start_ns``,
+        ``baseline_end_ns``."""
         s = self.settings
         scored = []
         for kind in _KINDS:
-            trailing = self._baseline(tenant, kind, window.baseline_start_ns, window.start_ns)
-            seasonal = self._baseline(tenant, kind, window.seasonal_start_ns, window.seasonal_end_ns)
-            seasonal = seasonal.filter(pl.col("samples") >= s.min_baseline_minutes)
+            trailing = series.trailing.filter(pl.col("kind") == kind)
+            seasonal = series.seasonal.filter((pl.col("kind") == kind) & (pl.col("samples") >= s.min_baseline_minutes))
             chosen = pl.concat(
                 [
                     seasonal.with_columns(
@@ -214,40 +261,27 @@ class AnomalyScorer:
                 baselines = chosen.filter(pl.col("metric") == metric)
                 if metric == "throughput_per_min":
                     baselines = baselines.filter(pl.col("median") >= s.min_calls)
-                mine = observed.filter((pl.col("kind") == kind) & (pl.col("metric") == metric))
+                mine = series.observed.filter((pl.col("kind") == kind) & (pl.col("metric") == metric))
                 scored.append(
                     robust_scores(mine, baselines, KEYS, rule, z_limit=s.z_limit, min_samples=s.min_baseline_minutes)
                 )
         return pl.concat(scored, how="diagonal_relaxed")
 
-    def moved(
-        self,
-        tenant: str,
-        observed: pl.DataFrame,
-        scored: pl.DataFrame,
-        window: AnomalyWindow,
-        open_incidents: Iterable[Incident],
-    ) -> set[str]:
-        """The services whose window is worth a diagnosis (module docstring, **Which services are diagnosed**):
-        those with a deviating series in ``scored`` (:meth:`scored` of ``observed``), the root services whose
-        window's requests hold a deviating operation, those with a stage series ``observed`` has a value of but no
-        baseline judged (too few minutes of history, or a stage new to it: nothing to tell a change from), those
-        whose requests changed shape since the window before (:func:`shape_moved`), and every service of
-        ``open_incidents``. Not every one is a root service with ``min_calls`` requests; :meth:`root_diagnoses`
-        diagnoses those that are. Empty with ``findings`` off."""
+    def moved(self, series: TenantSeries, scored: pl.DataFrame, open_incidents: Iterable[Incident]) -> set[str]:
+        """The services of one tenant whose window is worth a diagnosis (module docstring, **Which services are
+        diagnosed**): those with a deviating series in ``scored`` (:meth:`scored` of ``series``), the root services
+        whose window's requests hold a deviating operation, those with a stage series ``series.observed`` has a value
+        of but no baseline judged (too few minutes of history, or a stage new to it: nothing to tell a change from),
+        those whose requests changed shape since the window before (:func:`shape_moved` of ``series.shape``), and
+        every service of ``open_incidents``. Not every one is a root service with ``min_calls`` requests;
+        :meth:`root_diagnoses` diagnoses those that are. Empty with ``findings`` off."""
         if not self.settings.findings:
             return set()
+        observed, shape = series.observed, series.shape
         unjudged = observed.filter((pl.col("kind") == "stage") & pl.col("value").is_not_null()).join(
             scored, on=KEYS, how="anti"
         )
         deviating = scored.filter(pl.col("deviates")).select("kind", "service", "name").unique()
-        shape = self._store.root_shape(
-            2 * window.start_ns - window.end_ns,
-            window.start_ns,
-            window.end_ns,
-            size_keys=self._diagnosis.size_keys,
-            tenant=tenant,
-        )
         holding = shape.filter(pl.col("current")).join(
             deviating.filter(pl.col("kind") == "operation"),
             left_on=["span_service", "name"],
@@ -401,15 +435,10 @@ class AnomalyScorer:
             )
         return deviating.filter(pl.Series(kept, dtype=pl.Boolean))
 
-    def _baseline(self, tenant: str, kind: SeriesKind, start_ns: int, end_ns: int) -> pl.DataFrame:
-        minutes = self._store.series(kind, start_ns, end_ns, tenant=tenant)
-        values = _metric_values(minutes, kind, min_calls=self.settings.min_minute_calls, per_minute=1)
-        return robust_baselines(values, KEYS)
-
     def deviations(self, incident: Incident, observed: pl.DataFrame, reports: dict[str, DiagnosisReport]) -> list[bool]:
         """Whether each of open ``incident``'s series that could be judged in this window still deviates: a measured
         series above ``close_z`` against the baseline the incident opened with (its value in ``observed``,
-        :meth:`observed`), a finding at ``warning`` or worse in its service's diagnosis (``reports``,
+        :attr:`TenantSeries.observed`), a finding at ``warning`` or worse in its service's diagnosis (``reports``,
         :meth:`root_diagnoses`). Empty when none could be judged."""
         measured = [series for series in incident.series if series["kind"] != FINDING_KIND]
         deviates: list[bool] = []
@@ -500,8 +529,9 @@ class AnomalyScorer:
 
 def _metric_values(rows: pl.DataFrame, kind: SeriesKind, *, min_calls: int, per_minute: int) -> pl.DataFrame:
     """Series rows (:data:`storage.incident_store.SERIES_SCHEMA`) as one row per series, bucket and metric: the
-    :data:`KEYS`, ``bucket_ns``, ``value`` and ``calls``. Latency and error rate need ``min_calls`` calls in the
-    bucket; throughput is calls per minute (the bucket spans ``per_minute`` minutes); stages give latency only."""
+    ``tenant``, the :data:`KEYS`, ``bucket_ns``, ``value`` and ``calls``. Latency and error rate need ``min_calls``
+    calls in the bucket; throughput is calls per minute (the bucket spans ``per_minute`` minutes); stages give latency
+    only."""
     enough = pl.col("calls") >= min_calls
     metrics = {
         "p95_ms": pl.when(enough).then(pl.col("p95_ns") / NS_PER_MS),
@@ -512,6 +542,7 @@ def _metric_values(rows: pl.DataFrame, kind: SeriesKind, *, min_calls: int, per_
     base = rows.with_columns(pl.lit(kind).alias("kind"))
     frames = [
         base.select(
+            "tenant",
             "kind",
             "service",
             "name",

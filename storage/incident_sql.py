@@ -2,11 +2,12 @@
 and its incidents (``hotspan_incidents``, migration 0060). Every value is a bound ``{name:Type}`` parameter; the
 templates are ``str.format`` strings (bound parameters written ``{{name:Type}}``) whose fields take fixed fragments
 chosen by :mod:`storage.incident_store`: ``{bucket}`` (one of :data:`MINUTE_BUCKET`, :data:`SUMMARY_MINUTE_BUCKET`,
-:data:`WHOLE_WINDOW`) and ``{conditions}`` (the tenant condition, :func:`storage.tenancy.tenant_condition`, and
-fixed filters).
+:data:`WHOLE_WINDOW`), ``{also}`` (:data:`ALSO_SPAN` or nothing) and ``{conditions}`` (the tenant condition,
+:func:`storage.tenancy.tenant_condition`, and fixed filters).
 
-A series row is one (service, name, span kind) in one bucket: ``calls``, ``errors`` and ``p95_ns`` (Float64 ns, NaN
-without values). Windows are half-open ``[start_ns, end_ns)`` on whole minutes.
+A series row is one tenant's (service, name, span kind) in one bucket: ``calls``, ``errors`` and ``p95_ns`` (Float64
+ns, NaN without values); rows come in no particular order (sorting every tenant's 30 minutes of a fleet's series took
+ClickHouse longer than reading them). Windows are half-open ``[start_ns, end_ns)`` on whole minutes.
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ SUMMARY_MINUTE_BUCKET = "toInt64(toUnixTimestamp(toStartOfMinute(Timestamp))) * 
 WHOLE_WINDOW = "{start_ns:Int64}"
 """One bucket for the whole window, named by its start."""
 
+ALSO_SPAN = """
+    OR Timestamp >= fromUnixTimestamp64Nano({also_start_ns:Int64})
+       AND Timestamp < fromUnixTimestamp64Nano({also_end_ns:Int64})"""
+"""``{also}`` of a per-minute read of two spans of minutes at once (``''`` for one): a trailing and a seasonal
+baseline, a day apart, read in one query (the request summaries' ``FINAL`` merges every stored summary whatever the
+span: once, not twice)."""
+
 OPERATION_SERIES = """
 SELECT
+    Tenant AS tenant,
     ServiceName AS service,
     SpanName AS name,
     SpanKind AS span_kind,
@@ -30,17 +39,17 @@ SELECT
     sum(Errors) AS errors,
     quantilesMerge(0.5, 0.95, 0.99)(DurationQuantiles)[2] AS p95_ns
 FROM hotspan_red_minutes
-WHERE Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
-  AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}})
+WHERE (Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+       AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}}){also})
   AND {conditions}
-GROUP BY service, name, span_kind, bucket_ns
-ORDER BY service, name, span_kind, bucket_ns
+GROUP BY tenant, service, name, span_kind, bucket_ns
 """
-"""Per (service, operation, span kind) and bucket, from ``hotspan_red_minutes``: spans, failed spans, p95 duration
-(ClickHouse's ``quantiles`` states merged; exact below 8192 values)."""
+"""Per tenant, (service, operation, span kind) and bucket, from ``hotspan_red_minutes``: spans, failed spans, p95
+duration (ClickHouse's ``quantiles`` states merged; exact below 8192 values)."""
 
 STAGE_SERIES = """
 SELECT
+    Tenant AS tenant,
     RootService AS service,
     stage AS name,
     '' AS span_kind,
@@ -50,14 +59,13 @@ SELECT
     quantile(0.95)(stage_ns) AS p95_ns
 FROM hotspan_trace_summary FINAL
 ARRAY JOIN mapKeys(StageNs) AS stage, mapValues(StageNs) AS stage_ns
-WHERE Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
-  AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}})
+WHERE (Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+       AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}}){also})
   AND {conditions}
-GROUP BY service, name, span_kind, bucket_ns
-ORDER BY service, name, span_kind, bucket_ns
+GROUP BY tenant, service, name, span_kind, bucket_ns
 """
-"""Per (root service, stage) and bucket, from the trace pipeline's request summaries: requests that spent time in
-the stage, those of them with an error span, and the p95 of the stage's critical-path time per request (ns)."""
+"""Per tenant, (root service, stage) and bucket, from the trace pipeline's request summaries: requests that spent time
+in the stage, those of them with an error span, and the p95 of the stage's critical-path time per request (ns)."""
 
 # Filled by two str.format passes (parts, then the tenant condition): bound parameters carry four braces here.
 _IN_WINDOW = """Timestamp >= fromUnixTimestamp64Nano({{{{start_ns:Int64}}}})
@@ -106,6 +114,7 @@ request, a request failed when it holds an error span."""
 
 ROOT_SHAPE = """
 SELECT
+    request.tenant AS tenant,
     request.service AS service,
     span.ServiceName AS span_service,
     span.SpanName AS name,
@@ -113,39 +122,43 @@ SELECT
     count() AS spans,
     max(span.bytes) AS max_bytes
 FROM (
-    SELECT TraceId, ServiceName, SpanName,
+    SELECT {tenant} AS tenant, TraceId, ServiceName, SpanName,
            arrayMax(arrayPushBack(arrayMap(key -> toFloat64OrZero(SpanAttributes[key]), {{size_keys:Array(String)}}),
                                   0.)) AS bytes
     FROM otel_traces
     WHERE Timestamp >= fromUnixTimestamp64Nano({{previous_ns:Int64}}) AND Version = 0 AND {span_conditions}
 ) AS span
 GLOBAL INNER JOIN (
-    SELECT TraceId, RootService AS service, Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AS current
+    SELECT Tenant AS tenant, TraceId, RootService AS service,
+           Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AS current
     FROM hotspan_trace_summary FINAL
     WHERE Timestamp >= fromUnixTimestamp64Nano({{previous_ns:Int64}})
       AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}})
       AND {conditions}
-) AS request ON span.TraceId = request.TraceId
-GROUP BY service, span_service, name, current
-ORDER BY service, span_service, name, current
+) AS request ON span.tenant = request.tenant AND span.TraceId = request.TraceId
+GROUP BY tenant, service, span_service, name, current
+ORDER BY tenant, service, span_service, name, current
 """
 """The shape of each root service's requests in the window ``[start_ns, end_ns)`` (``current``) and in the window
-before it ``[previous_ns, start_ns)``, requests placed by their start (the summary's ``Timestamp``): per (root
+before it ``[previous_ns, start_ns)``, requests placed by their start (the summary's ``Timestamp``): per tenant, (root
 service, span's service, span name), the spans (each span's first stored copy) and the largest value any of the
-``size_keys`` attributes holds (bytes; 0 without one). ``{span_conditions}`` takes the span tenant condition
-(:data:`storage.trace_sql.TENANT_FILTER`), ``{conditions}`` the summaries'. ``GLOBAL``: on a cluster the two
-minutes' requests are read once and sent to every shard's part of the spans."""
+``size_keys`` attributes holds (bytes; 0 without one). Spans join their requests by tenant and trace ID, so a read of
+every tenant (one scan of the spans, which are not ordered by tenant) holds what each tenant's read does.
+``{tenant}`` takes the span's tenant (:data:`storage.trace_sql.TENANT`), ``{span_conditions}`` the span tenant
+condition (:data:`storage.trace_sql.TENANT_FILTER`), ``{conditions}`` the summaries'. ``GLOBAL``: on a cluster the
+two minutes' requests are read once and sent to every shard's part of the spans."""
 
 ROOT_REQUESTS = """
-SELECT RootService AS service, Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AS current, count() AS requests
+SELECT Tenant AS tenant, RootService AS service, Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AS current,
+       count() AS requests
 FROM hotspan_trace_summary FINAL
 WHERE Timestamp >= fromUnixTimestamp64Nano({{previous_ns:Int64}})
   AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}})
   AND {conditions}
-GROUP BY service, current
+GROUP BY tenant, service, current
 """
-"""Requests per root service in the two windows of :data:`ROOT_SHAPE` (a ``str.format`` template: ``{conditions}``
-takes the tenant condition)."""
+"""Requests per tenant and root service in the two windows of :data:`ROOT_SHAPE` (a ``str.format`` template:
+``{conditions}`` takes the tenant condition)."""
 
 ACTIVE_TENANTS = """
 SELECT DISTINCT Tenant FROM hotspan_red_minutes

@@ -29,6 +29,7 @@ window's findings for a root service (``service``), judged by its severity (``me
 IncidentStatus = Literal["open", "resolved"]
 
 SERIES_SCHEMA = {
+    "tenant": pl.String,
     "service": pl.String,
     "name": pl.String,
     "span_kind": pl.String,
@@ -37,8 +38,8 @@ SERIES_SCHEMA = {
     "errors": pl.Int64,
     "p95_ns": pl.Float64,
 }
-"""Columns of :meth:`IncidentStore.series`: the series keys, the bucket start (ns), spans or requests, the failed
-ones, p95 duration (ns; null without values)."""
+"""Columns of :meth:`IncidentStore.series`: the tenant (a read of every tenant holds them all), the series keys, the
+bucket start (ns), spans or requests, the failed ones, p95 duration (ns; null without values)."""
 
 SHAPE_SCHEMA = {
     "service": pl.String,
@@ -49,9 +50,12 @@ SHAPE_SCHEMA = {
     "requests": pl.Int64,
     "max_bytes": pl.Float64,
 }
-"""Columns of :meth:`IncidentStore.root_shape`: the root service, a span's service and name, whether the row is the
-window's (else the window's before it), its spans, the root service's requests in that window, the largest size
-attribute among them (bytes, 0 without one)."""
+"""Columns of one tenant's shape rows: the root service, a span's service and name, whether the row is the window's
+(else the window's before it), its spans, the root service's requests in that window, the largest size attribute
+among them (bytes, 0 without one)."""
+TENANT_SHAPE_SCHEMA = {"tenant": pl.String, **SHAPE_SCHEMA}
+"""Columns of :meth:`IncidentStore.root_shape`: the tenant (a read of every tenant holds them all), then
+:data:`SHAPE_SCHEMA`'s."""
 
 _SERIES_SQL = {"operation": incident_sql.OPERATION_SERIES, "stage": incident_sql.STAGE_SERIES}
 _EXCEEDANCES_SQL = {
@@ -62,7 +66,9 @@ _EXCEEDANCES_SQL = {
         conditions=tenant_condition()
     ),
 }
-_ROOT_SHAPE_SQL = incident_sql.ROOT_SHAPE.format(span_conditions=trace_sql.TENANT_FILTER, conditions=tenant_condition())
+_ROOT_SHAPE_SQL = incident_sql.ROOT_SHAPE.format(
+    tenant=trace_sql.TENANT, span_conditions=trace_sql.TENANT_FILTER, conditions=tenant_condition()
+)
 _ROOT_REQUESTS_SQL = incident_sql.ROOT_REQUESTS.format(conditions=tenant_condition())
 _MINUTE = {"operation": incident_sql.MINUTE_BUCKET, "stage": incident_sql.SUMMARY_MINUTE_BUCKET}
 
@@ -188,10 +194,18 @@ class IncidentStore(Protocol):
     """
 
     def series(
-        self, kind: SeriesKind, start_ns: int, end_ns: int, *, tenant: str | None, whole: bool = False
+        self,
+        kind: SeriesKind,
+        start_ns: int,
+        end_ns: int,
+        *,
+        tenant: str | None,
+        whole: bool = False,
+        also: tuple[int, int] | None = None,
     ) -> pl.DataFrame:
-        """Series rows (:data:`SERIES_SCHEMA`) of ``kind`` over ``[start_ns, end_ns)``: one per minute, or one for
-        the whole window with ``whole``."""
+        """Series rows (:data:`SERIES_SCHEMA`) of ``kind`` over ``[start_ns, end_ns)``, and over ``also`` (a second
+        ``(start_ns, end_ns)``, disjoint) when given: one per minute, or one for the whole window with ``whole``
+        (then without ``also``); in no particular order."""
         ...
 
     def exceedances(self, series: CountedSeries, *, tenant: str | None) -> Exceedances:
@@ -202,9 +216,9 @@ class IncidentStore(Protocol):
     def root_shape(
         self, previous_ns: int, start_ns: int, end_ns: int, *, size_keys: Sequence[str], tenant: str | None
     ) -> pl.DataFrame:
-        """What the requests of each root service are made of (:data:`SHAPE_SCHEMA`) in ``[start_ns, end_ns)`` and
-        in ``[previous_ns, start_ns)``: spans per (span's service, name) and the largest value of the ``size_keys``
-        attributes, requests placed by their start."""
+        """What the requests of each root service are made of (:data:`TENANT_SHAPE_SCHEMA`) in ``[start_ns,
+        end_ns)`` and in ``[previous_ns, start_ns)``: spans per (span's service, name) and the largest value of the
+        ``size_keys`` attributes, requests placed by their start."""
         ...
 
     def active_tenants(self, start_ns: int, end_ns: int) -> list[str]:
@@ -227,12 +241,25 @@ class ClickHouseIncidentStore:
         self._ch = ch
 
     def series(
-        self, kind: SeriesKind, start_ns: int, end_ns: int, *, tenant: str | None, whole: bool = False
+        self,
+        kind: SeriesKind,
+        start_ns: int,
+        end_ns: int,
+        *,
+        tenant: str | None,
+        whole: bool = False,
+        also: tuple[int, int] | None = None,
     ) -> pl.DataFrame:
+        if whole and also is not None:
+            raise ValueError("a whole-window read covers one window")
         sql = _SERIES_SQL[kind].format(
-            bucket=incident_sql.WHOLE_WINDOW if whole else _MINUTE[kind], conditions=tenant_condition()
+            bucket=incident_sql.WHOLE_WINDOW if whole else _MINUTE[kind],
+            also=incident_sql.ALSO_SPAN if also else "",
+            conditions=tenant_condition(),
         )
         parameters = {"start_ns": start_ns, "end_ns": end_ns} | tenant_parameters(tenant)
+        if also:
+            parameters |= {"also_start_ns": also[0], "also_end_ns": also[1]}
         frame = pl.from_arrow(self._ch.query_arrow(sql, parameters))
         assert isinstance(frame, pl.DataFrame)
         if frame.height == 0:
@@ -254,13 +281,13 @@ class ClickHouseIncidentStore:
         shape = pl.from_arrow(self._ch.query_arrow(_ROOT_SHAPE_SQL, parameters | {"size_keys": list(size_keys)}))
         assert isinstance(shape, pl.DataFrame)
         if shape.height == 0:
-            return pl.DataFrame(schema=SHAPE_SCHEMA)
+            return pl.DataFrame(schema=TENANT_SHAPE_SCHEMA)
         requests = pl.from_arrow(self._ch.query_arrow(_ROOT_REQUESTS_SQL, parameters))
         assert isinstance(requests, pl.DataFrame)
         joined = shape.cast({"current": pl.Boolean}).join(
-            requests.cast({"current": pl.Boolean}), on=["service", "current"], how="inner"
+            requests.cast({"current": pl.Boolean}), on=["tenant", "service", "current"], how="inner"
         )
-        return joined.select(list(SHAPE_SCHEMA)).cast(SHAPE_SCHEMA)  # type: ignore[arg-type]
+        return joined.select(list(TENANT_SHAPE_SCHEMA)).cast(TENANT_SHAPE_SCHEMA)  # type: ignore[arg-type]
 
     def active_tenants(self, start_ns: int, end_ns: int) -> list[str]:
         rows = self._ch.query_rows(incident_sql.ACTIVE_TENANTS, {"start_ns": start_ns, "end_ns": end_ns})

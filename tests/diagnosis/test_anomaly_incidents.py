@@ -11,7 +11,8 @@ the same window again (another detector, as after a restart) duplicates nothing;
 series are back. A minute of uncompressed megabyte tool responses moves no latency series, and opens one incident
 on the diagnosis finding new against the baseline window alone, resolved once the finding is gone. A second
 fault in the minute after the first one's adds its cause to the open incident's findings, as new, and the open
-incident's baseline window is diagnosed once however many minutes it stays open.
+incident's baseline window is diagnosed once however many minutes it stays open. The detector's one read of every
+tenant's minutes holds what a read of each tenant's does.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from query.diagnosis import DiagnosisService
 from query.incident_text import incident_summary, series_text
 from query.service import QueryService
 from storage.clickhouse import ClickHouse
-from storage.incident_store import ClickHouseIncidentStore, IncidentQuery
+from storage.incident_store import ClickHouseIncidentStore, IncidentQuery, SeriesKind
 from storage.reader import ClickHouseTraceReader
 from storage.writer import ClickHouseTraceWriter
 from testkit import migrated_database, query_room
@@ -246,3 +247,28 @@ def test_an_open_incident_diagnoses_its_baseline_window_once(
     # The opening minute judged its finding and named its causes against that window, the next minute completed
     # the findings against it: one diagnosis serves all three.
     assert counted.windows[baseline] == 1, counted.windows
+
+
+@pytest.mark.parametrize("kind", ["operation", "stage"])
+def test_one_read_of_every_tenant_holds_what_each_tenants_reads_hold(history: History, kind: SeriesKind) -> None:
+    """The detector reads every tenant's minutes in one query, a trailing and a seasonal span at once
+    (:mod:`query.anomaly_minutes`): the same rows as a read of each tenant and span."""
+    store = ClickHouseIncidentStore(history.ch)
+    trailing = (at_end_of(-1), at_end_of(FAULT_MINUTE))
+    seasonal = (at_end_of(NEXT_DAY_FAULT - 1), at_end_of(NEXT_DAY_FAULT))
+    every = store.series(kind, *trailing, tenant=None, also=seasonal)
+    tenants = {TENANT, SEASONAL, STALLED, PAYLOAD, SECOND}
+    assert set(every["tenant"]) == tenants
+    order = ["tenant", "service", "name", "span_kind", "bucket_ns"]
+    for tenant in tenants:
+        each = pl.concat([store.series(kind, *span, tenant=tenant) for span in (trailing, seasonal)])
+        assert each.height > 0
+        assert every.filter(pl.col("tenant") == tenant).sort(order).equals(each.sort(order)), tenant
+    assert every.filter(pl.col("bucket_ns") >= seasonal[0])["tenant"].unique().to_list() == [SEASONAL]
+    # A tenant without rows in a window gets empty frames of the same columns from the scorer.
+    scorer = _detector(history).scorer
+    window = scorer.window(at_end_of(FAULT_MINUTE))
+    absent = scorer.series(window, ["absent"])["absent"]
+    present = scorer.series(window, [TENANT])[TENANT]
+    assert absent.observed.height == absent.trailing.height == absent.seasonal.height == 0
+    assert (absent.observed.schema, absent.trailing.schema) == (present.observed.schema, present.trailing.schema)
