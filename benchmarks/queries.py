@@ -13,7 +13,8 @@ Timed, the median of ``--repeats`` runs after one warm-up, each through Hotspan'
 - point read: one row of ``otel_traces`` by its whole sorting key, with the columns a trace read returns (the floor
   a trace read is judged against: a trace's spans sit in as many granules as it has (service, span name) pairs);
 - trace by ID; search by service + attribute + minimum duration over 1 h and over 24 h; RED by service over 1 h
-  (the rollup); stages p50/p95/p99 over 1 h (the summaries); service dependencies over 1 h.
+  (the rollup); stages p50/p95/p99 over 1 h (the summaries); service dependencies over 1 h, and beside them the
+  dependencies query Hotspan ran before issue 34 (:func:`dependencies_before`), on the same store in the same run.
 
 Not timed: diagnosis over 15 min (it reads the per-span analysis, which only the real pipeline writes).
 Then the store's compressed bytes per span and its compression ratio, beside the 8.6x that Jaeger's ClickHouse
@@ -23,15 +24,17 @@ The cluster layout is ``tests/cluster_kit.py``'s: both shards are this process, 
 table under a row filter, so a query there scans everything twice on the same cores; a real cluster splits the
 scan over its machines. Its times bound a real cluster's from above, no more.
 
-Prints the load average beside the figures; the last line is ``trace_by_id_over_point_read: X.XX`` (issue 14's goal:
-at most 5). Run: ``python benchmarks/queries.py [--spans 1000000] [--repeats 5] [--no-cluster]`` (about 2 minutes for
-1M spans on two shared cores).
+Prints the 1-minute load average beside each figure; the last lines are ``dependencies_1h_ms: N`` and
+``trace_by_id_over_point_read: X.XX`` (issue 14's goal: at most 5). Run: ``python benchmarks/queries.py [--spans
+1000000] [--repeats 5] [--no-cluster] [--keep DIR]`` (about 2 minutes for 1M spans on two shared cores; ``--keep``
+builds the stores in ``DIR`` once and reuses them while ``--spans`` asks for as many).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -112,6 +115,43 @@ LIMIT 1
 after ``SELECT`` and the span columns a trace read returns (``storage.trace_sql.SPAN_COLUMNS``)."""
 
 
+def dependencies_before() -> str:
+    """The dependencies as Hotspan read them before issue 34, timed beside the reader's in the same run: children
+    and their parents from ``otel_traces`` (through the ``Distributed`` tables on a cluster, joined on the
+    initiator), grouped and joined by their string columns, not by hashes of them. A copy kept as the baseline."""
+    from storage.trace_sql import IDENTITY, TENANT_FILTER
+
+    return f"""
+WITH children AS (
+    SELECT TraceId, SpanId, argMax(ParentSpanId, Version) AS ParentSpanId, argMax(ServiceName, Version) AS ServiceName
+    FROM otel_traces
+    WHERE Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+      AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
+      AND {TENANT_FILTER}
+    GROUP BY {IDENTITY}
+    HAVING ParentSpanId != ''
+),
+overlapping AS (
+    SELECT min(Start) AS first, max(End) AS last
+    FROM otel_traces_trace_id_ts
+    WHERE End >= toDateTime(fromUnixTimestamp64Nano({{start_ns:Int64}}))
+      AND Start <= toDateTime(fromUnixTimestamp64Nano({{end_ns:Int64}}))
+)
+SELECT p.ServiceName AS parent, c.ServiceName AS child, count() AS call_count
+FROM children AS c
+INNER JOIN (
+    SELECT DISTINCT TraceId, SpanId, ServiceName
+    FROM otel_traces
+    WHERE {TENANT_FILTER}
+      AND toDateTime(Timestamp) >= (SELECT first FROM overlapping)
+      AND toDateTime(Timestamp) <= (SELECT last FROM overlapping)
+) AS p ON c.TraceId = p.TraceId AND c.ParentSpanId = p.SpanId
+WHERE p.ServiceName != c.ServiceName
+GROUP BY parent, child
+ORDER BY parent, child
+"""
+
+
 def load(ch: ClickHouse, spans: int, local: Callable[[str], str]) -> float:
     """Fill ``ch``'s store with the generated spans and summaries (``local`` names the table a row is written
     to: the shard's own on the cluster layout); returns the seconds it took."""
@@ -128,14 +168,17 @@ def load(ch: ClickHouse, spans: int, local: Callable[[str], str]) -> float:
     return time.perf_counter() - started
 
 
-def measure(ch: ClickHouse, repeats: int) -> dict[str, float]:
-    """Median ms of each read of the module docstring on ``ch``'s store."""
+def measure(ch: ClickHouse, repeats: int) -> dict[str, tuple[float, float, float]]:
+    """Each read of the module docstring on ``ch``'s store: its median ms, the CPU ms this process spent per run
+    (the warm-up included; the embedded engine runs in this process, so it is the read's own work, which other
+    programs on the host do not change as they change the wall time) and the 1-minute load average right after."""
     from analysis import STAGES
     from benchmarks.dedup import median_ms
+    from storage import trace_sql
     from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
     from storage.reader import ClickHouseTraceReader, TraceQuery
     from storage.rollup_reader import ClickHouseRollupReader, RedQuery
-    from storage.trace_sql import SPAN_COLUMNS
+    from storage.tenancy import tenant_parameters
 
     reader = ClickHouseTraceReader(ch)
     middle = BASE_NS + DAY_NS // 2
@@ -155,7 +198,7 @@ def measure(ch: ClickHouse, repeats: int) -> dict[str, float]:
     rollups = ClickHouseRollupReader(ch)
     cases: dict[str, Callable[[], object]] = {
         "point read (sorting key)": lambda: ch.query_arrow(
-            f"SELECT{SPAN_COLUMNS}{POINT_READ}", {"service": service, "name": name, "ts": ts}
+            f"SELECT{trace_sql.SPAN_COLUMNS}{POINT_READ}", {"service": service, "name": name, "ts": ts}
         ),
         "trace by ID": lambda: reader.trace(trace_id, tenant="default"),
         "search 1 h": lambda: reader.search(TraceQuery(**search, **hour), tenant="default"),
@@ -165,8 +208,16 @@ def measure(ch: ClickHouse, repeats: int) -> dict[str, float]:
         "RED by service 1 h": lambda: rollups.red(RedQuery("service", **hour), tenant="default"),
         "stages p95 1 h": lambda: analysis.stage_percentiles(AnalysisFilter(**hour), "", tenant="default"),
         "dependencies 1 h": lambda: reader.dependencies(hour["start_ns"], hour["end_ns"], tenant="default"),
+        "dependencies before": lambda: ch.query_rows(dependencies_before(), {**hour, **tenant_parameters("default")}),
     }
-    return {label: median_ms(run, repeats) for label, run in cases.items()}
+    figures = {}
+    for label, run in cases.items():
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        ms = median_ms(run, repeats)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        figures[label] = (ms, cpu_s * 1000 / (repeats + 1), os.getloadavg()[0])
+    return figures
 
 
 def main() -> None:
@@ -174,6 +225,11 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=1_000_000, help="spans in the store (default 1000000)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per figure (default 5)")
     parser.add_argument("--no-cluster", action="store_true", help="one node only")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the stores in this directory and reuse them when a later run asks for as many spans",
+    )
     args = parser.parse_args()
 
     from cluster_kit import LAYOUT, open_engine, pool_database
@@ -182,38 +238,59 @@ def main() -> None:
     from storage.migrations import apply_migrations
 
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    dsn = open_engine(Path(tempfile.mkdtemp(prefix="hotspan-queries-")))
-    one_node = ClickHouse(dsn, f"queries_{uuid.uuid4().hex[:8]}")
+    directory = args.keep or Path(tempfile.mkdtemp(prefix="hotspan-queries-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    dsn = open_engine(directory, "kept" if args.keep else None)
+    one_node = ClickHouse(dsn, "queries_kept" if args.keep else f"queries_{uuid.uuid4().hex[:8]}")
+    built = directory / "built"
+    # A kept store holds what its marker says only once its load finished: the marker is written last.
+    holds = built.read_text() if built.exists() else ""
+    wanted = f"{args.spans} spans" + ("" if args.no_cluster else ", two shards")
+    reuse = args.keep is not None and holds in (wanted, f"{args.spans} spans, two shards")
+    built.unlink(missing_ok=True)
+    if not reuse:
+        one_node.command(f"DROP DATABASE IF EXISTS {one_node.database}")
+        one_node.command(f"CREATE DATABASE {one_node.database}")
     apply_migrations(one_node)
-    seconds = load(one_node, args.spans, lambda table: table)
-    print(f"store: {args.spans:,} spans, {args.spans // SPANS_PER_TRACE:,} traces, built in {seconds:.0f} s")
+    if not reuse:
+        seconds = load(one_node, args.spans, lambda table: table)
+        print(f"store: {args.spans:,} spans, {args.spans // SPANS_PER_TRACE:,} traces, built in {seconds:.0f} s")
     compressed, raw = one_node.query_rows(
         "SELECT sum(data_compressed_bytes), sum(data_uncompressed_bytes) FROM system.parts"
         " WHERE database = currentDatabase() AND table = 'otel_traces' AND active"
     )[0]
     local = measure(one_node, args.repeats)
 
-    cluster: dict[str, float] = {}
+    cluster: dict[str, tuple[float, float, float]] = {}
     if not args.no_cluster:
         with pool_database() as database:
             sharded = ClickHouse(dsn, database, LAYOUT)
+            if not reuse:
+                sharded.command(f"DROP DATABASE IF EXISTS {database}")
+                sharded.command(f"CREATE DATABASE {database}")
             apply_migrations(sharded)
-            load(sharded, args.spans, LAYOUT.table)
+            if not reuse:
+                load(sharded, args.spans, LAYOUT.table)
             cluster = measure(sharded, args.repeats)
-            sharded.command(f"DROP DATABASE {database}")
+            if not args.keep:
+                sharded.command(f"DROP DATABASE {database}")
+    if args.keep:
+        built.write_text(holds if reuse else wanted)
 
-    print(f"{'median ms':<26} {'one node':>9} {'2 shards':>9} {'ratio':>6}")
-    for label, ms in local.items():
+    print(f"{'median ms, CPU ms (load)':<26} {'one node':>22} {'2 shards':>22} {'ratio':>6}")
+    for label, (ms, cpu_ms, busy) in local.items():
+        line = f"{label:<26} {ms:>8.1f} {cpu_ms:>6.0f} ({busy:>4.1f})"
         if cluster:
-            print(f"{label:<26} {ms:>9.1f} {cluster[label]:>9.1f} {cluster[label] / ms:>6.2f}")
-        else:
-            print(f"{label:<26} {ms:>9.1f}")
+            sharded_ms, sharded_cpu_ms, sharded_busy = cluster[label]
+            line += f" {sharded_ms:>8.1f} {sharded_cpu_ms:>6.0f} ({sharded_busy:>4.1f}) {sharded_ms / ms:>6.2f}"
+        print(line)
     print(
         f"otel_traces: {int(compressed) / args.spans:.1f} bytes per span compressed, compression "
         f"{int(raw) / int(compressed):.1f}x (Jaeger's ClickHouse backend publishes {JAEGER_COMPRESSION}x)"
     )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"trace_by_id_over_point_read: {local['trace by ID'] / local['point read (sorting key)']:.2f}")
+    print(f"dependencies_1h_ms: {local['dependencies 1 h'][0]:.0f}")
+    print(f"trace_by_id_over_point_read: {local['trace by ID'][0] / local['point read (sorting key)'][0]:.2f}")
 
 
 if __name__ == "__main__":

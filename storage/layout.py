@@ -26,6 +26,7 @@ Grafana's ClickHouse plugin and every query Hotspan or its users wrote read ``ot
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from storage.identifiers import validate_identifier
@@ -91,6 +92,28 @@ class Layout:
     def table(self, name: str) -> str:
         """The table that holds ``name``'s rows on a node: ``name`` on one node, ``name_local`` on a cluster."""
         return f"{name}{LOCAL_SUFFIX}" if self.clustered else name
+
+    def on_every_shard(self, sql: str, database: str, tables: Iterable[str]) -> str:
+        """A table expression of the rows ``sql`` (a ``SELECT`` reading ``tables`` by their names on one node)
+        answers on each shard, run whole there: ``(sql)`` on one node; on a cluster ``cluster(...)`` over
+        ``view(sql)`` with each ``FROM <table>`` of ``tables`` reading ``database``'s ``<table>_local`` (one replica
+        per shard). For a query whose every row comes from one trace's rows (a join within a trace): each shard
+        joins and aggregates its own traces, and the caller merges the shards' partial results (a ``sum`` of
+        counts), where through the ``Distributed`` tables every side of the join would travel to the initiator
+        and be joined there.
+
+        Raises:
+            ValueError: ``database`` is not a plain identifier.
+        """
+        if not self.clustered:
+            return f"({sql})"
+        database = validate_identifier(database)
+        local = re.sub(
+            rf"\bFROM ({'|'.join(map(re.escape, tables))})\b",
+            lambda found: f"FROM {database}.{self.table(found[1])}",
+            sql,
+        )
+        return f"cluster('{self.cluster}', view({local}))"
 
 
 SINGLE_NODE = Layout()

@@ -408,15 +408,18 @@ LIMIT 1 BY {IDENTITY}
 )
 """Every span of the traces a search finds (the Jaeger APIs answer a search with whole traces), each once."""
 
-DEPENDENCIES = f"""
+DEPENDENCY_CALLS = f"""
 WITH children AS (
-    SELECT TraceId, SpanId, argMax(ParentSpanId, Version) AS ParentSpanId, argMax(ServiceName, Version) AS ServiceName
+    SELECT
+        cityHash64(any(TraceId), argMax(ParentSpanId, Version)) AS parent_key,
+        argMax(ParentSpanId, Version) AS parent_span_id,
+        argMax(ServiceName, Version) AS service
     FROM otel_traces
     WHERE Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
       AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
       AND {TENANT_FILTER}
-    GROUP BY {IDENTITY}
-    HAVING ParentSpanId != ''
+    GROUP BY cityHash64({IDENTITY})
+    HAVING parent_span_id != ''
 ),
 overlapping AS (
     SELECT min(Start) AS first, max(End) AS last
@@ -424,24 +427,41 @@ overlapping AS (
     WHERE End >= toDateTime(fromUnixTimestamp64Nano({{start_ns:Int64}}))
       AND Start <= toDateTime(fromUnixTimestamp64Nano({{end_ns:Int64}}))
 )
-SELECT p.ServiceName AS parent, c.ServiceName AS child, count() AS call_count
+SELECT p.ServiceName AS parent, c.service AS child, count() AS call_count
 FROM children AS c
 INNER JOIN (
-    SELECT DISTINCT TraceId, SpanId, ServiceName
+    SELECT DISTINCT cityHash64(TraceId, SpanId) AS span_key, ServiceName
     FROM otel_traces
     WHERE {TENANT_FILTER}
       AND toDateTime(Timestamp) >= (SELECT first FROM overlapping)
       AND toDateTime(Timestamp) <= (SELECT last FROM overlapping)
-) AS p ON c.TraceId = p.TraceId AND c.ParentSpanId = p.SpanId
-WHERE p.ServiceName != c.ServiceName
+) AS p ON c.parent_key = p.span_key
+WHERE p.ServiceName != c.service
+GROUP BY parent, child
+"""
+"""Service-to-service calls: parent→child span pairs whose services differ, counted per (parent, child) service
+(unordered), for child spans starting inside the window (Jaeger's dependency rule), each child span counted once
+(its latest copy); the parent may start before it. Parents are read from the time range of the traces overlapping
+the window (``otel_traces_trace_id_ts``: every span of a trace lies between its ``Start`` and ``End``), not by trace
+ID over the whole table: a sorting-key range instead of a full scan. Spans are grouped and joined by 64-bit hashes
+of their identity and of (trace ID, span ID): ClickHouse groups one UInt64 several times faster than six columns of
+which three are LowCardinality, and two spans of a window share a hash with odds under 1e-6 at 4M spans a window
+(as :data:`TRACE_SIZE` counts spans). Over 1 h of a 10M-span day, benchmarks/README.md."""
+
+DEPENDENCY_TABLES = ("otel_traces", "otel_traces_trace_id_ts")
+"""The tables :data:`DEPENDENCY_CALLS` reads."""
+
+DEPENDENCIES = """
+SELECT parent, child, sum(call_count) AS call_count
+FROM {calls}
 GROUP BY parent, child
 ORDER BY parent, child
 """
-"""Service-to-service calls: parent→child span pairs whose services differ, counted per (parent, child) service,
-for child spans starting inside the window (Jaeger's dependency rule), each child span counted once (its latest
-copy); the parent may start before the window. Parents are read from the time range of the traces overlapping the
-window (``otel_traces_trace_id_ts``: every span of a trace lies between its ``Start`` and ``End``), not by trace ID
-over the whole table: a sorting-key range instead of a full scan (3.5 s → 1.1 s over 1 h of a 10M-span day)."""
+"""The calls of :data:`DEPENDENCY_CALLS` from ``{calls}``, :meth:`storage.layout.Layout.on_every_shard`: a child
+and its parent are spans of one trace, so on a cluster each shard joins its own traces and only its (parent,
+child, count) rows reach the initiator, summed here; through the ``Distributed`` tables every child and parent of
+the window would travel to the initiator and be joined there (``EXPLAIN``: ``MergingAggregated`` and ``Distinct``
+over both shards, then the join). A template: ``{calls}`` filled by ``str.replace`` (the calls hold braces)."""
 
 MATCHED_SPANS = f"""
 SELECT trace_id, span_id, name, start_time_unix_nano, duration_ns, matched, service, status, kind, span_attributes,

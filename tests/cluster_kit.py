@@ -102,9 +102,11 @@ def _config_xml(users: Path) -> str:
 </clickhouse>"""
 
 
-def open_engine(directory: Path) -> str:
+def open_engine(directory: Path, pool: str | None = None) -> str:
     """Open this process's embedded engine in ``directory`` with the harness's cluster and row filters, keep it
     open for the process's life, and return its ``chdb://`` DSN (every client of the process then shares it).
+    ``pool`` names the cluster databases (``hc_<pool>_<i>``, :func:`pool_database` handing out the highest ``i``
+    first), so a store kept in ``directory`` is found again by a later process; None: fresh random names.
 
     Raises:
         RuntimeError: the engine is open already (chDB runs one engine per process).
@@ -115,7 +117,7 @@ def open_engine(directory: Path) -> str:
     with _lock:
         if _engine is not None:
             raise RuntimeError("the embedded engine is open already")
-        names = [f"hc_{uuid.uuid4().hex[:8]}_{i}" for i in range(POOL_SIZE)]
+        names = [f"hc_{pool or uuid.uuid4().hex[:8]}_{i}" for i in range(POOL_SIZE)]
         users = directory / "users.xml"
         users.write_text(_users_xml(names), encoding="utf-8")
         config = directory / "cluster.xml"

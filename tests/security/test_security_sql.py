@@ -12,6 +12,7 @@ import pytest
 
 from storage import trace_sql
 from storage.engine_reader import ClickHouseEngineReader, EngineWindow
+from storage.layout import SINGLE_NODE, Layout
 from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.tenancy import ALL_TENANTS, tenant_condition
 from storage.traceql import Comparison, Field, Spanset, SpansetOp
@@ -20,8 +21,10 @@ from storage.traceql import Comparison, Field, Spanset, SpansetOp
 class RecordingStore:
     """Stands in for :class:`storage.clickhouse.ClickHouse`: records each statement and answers nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: Layout = SINGLE_NODE) -> None:
         self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.layout = layout
+        self.database = "db"
 
     def query_rows(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple]:
         self.sent.append((sql, dict(parameters or {})))
@@ -64,6 +67,17 @@ def test_every_read_of_otel_traces_is_tenant_filtered(read: str, tenant: str | N
     assert span_reads == sql.count(trace_sql.TENANT_FILTER)
     assert parameters["tenant"] == (tenant or "") and parameters["all_tenants"] is (tenant is None)
     assert "acme" not in sql
+
+
+@pytest.mark.parametrize("tenant", ["acme", ALL_TENANTS])
+def test_the_dependencies_run_on_each_shard_tenant_filtered(tenant: str | None) -> None:
+    store = RecordingStore(Layout("c", replicated=False))
+    ClickHouseTraceReader(store).dependencies(0, 1, tenant=tenant)  # type: ignore[arg-type]
+    ((sql, parameters),) = store.sent
+    # Each shard joins its own traces from its own tables; the initiator only sums what they found.
+    assert "FROM cluster('c', view(" in sql and not re.search(r"FROM otel_traces\b", sql)
+    assert len(re.findall(r"FROM db\.otel_traces_local\b", sql)) == sql.count(trace_sql.TENANT_FILTER) == 2
+    assert parameters["tenant"] == (tenant or "") and "acme" not in sql
 
 
 @pytest.mark.parametrize("tenant", ["acme", ALL_TENANTS])

@@ -7,9 +7,12 @@ from typing import Any
 
 import pytest
 
+from analysis import STAGES
 from collector.ingest import Ingestor
 from collector.otlp_json import request_from_json
 from storage import trace_sql
+from storage.analysis_store import ClickHouseAnalysisStore
+from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader, TraceQuery, build_search
 from storage.tenancy import ALL_TENANTS
 
@@ -78,6 +81,27 @@ def test_dependencies_count_cross_service_calls_once(reader: ClickHouseTraceRead
         ("gateway", "tools", 1),
     ]
     assert reader.dependencies(end, end + 1, tenant=ALL_TENANTS) == []
+
+
+@pytest.mark.both_layouts
+def test_dependencies_follow_each_spans_latest_copy_and_forget_dropped_traces(
+    store: ClickHouse, reader: ClickHouseTraceReader, ingestor: Ingestor
+) -> None:
+    _store(ingestor)
+    # The llm span exported again, more complete, by another service: a later copy of the same span, which counts.
+    llm = _span(TRACE, "a000000000000004", "a000000000000003", "chat", 2, 3, status={"code": 2, "message": "late"})
+    _export(ingestor, "llm-v2", llm)
+    end = T0 + 10**9
+    assert reader.dependencies(T0, end, tenant=ALL_TENANTS) == [
+        ("agent", "llm-v2", 1),
+        ("gateway", "agent", 1),
+        ("gateway", "tools", 1),
+    ]
+    assert reader.dependencies(T0, end, tenant="default") == reader.dependencies(T0, end, tenant=ALL_TENANTS)
+    assert reader.dependencies(T0, end, tenant="acme") == []
+    # What tail sampling does to a dropped trace: its calls are no longer counted.
+    ClickHouseAnalysisStore(store, STAGES).drop_traces("default", [TRACE], T0, end)
+    assert reader.dependencies(T0, end, tenant=ALL_TENANTS) == []
 
 
 @pytest.mark.both_layouts
