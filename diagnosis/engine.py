@@ -84,7 +84,9 @@ class Diagnoser:
                 findings.append(_with_latency_share(rule, finding))
         trace_count = ctx.requests.height
         locating = {rule.cause for rule in self.rules if rule.locates_only}
-        return DiagnosisReport(rank_findings(findings, locating), trace_count, metrics_status, errors)
+        corroborating = {rule.cause for rule in self.rules if rule.tests_corroborate}
+        ranked = rank_findings(findings, locating, corroborating)
+        return DiagnosisReport(ranked, trace_count, metrics_status, errors)
 
 
 def _with_latency_share(rule: Rule[Any], finding: Finding) -> Finding:

@@ -144,10 +144,14 @@ class Finding(BaseModel):
     )
 
 
-def rank_findings(findings: Iterable[Finding], locating: Collection[str] = ()) -> list[Finding]:
+def rank_findings(
+    findings: Iterable[Finding], locating: Collection[str] = (), corroborating: Collection[str] = ()
+) -> list[Finding]:
     """``findings`` ordered by severity (critical first); within a severity, causes before findings of the
     ``locating`` rules (where latency goes, not why: ``Rule.locates_only``), and findings whose comparisons all
-    passed (:attr:`EvidenceTest.significant`, or that rest on none) before those with a comparison that did not;
+    passed (:attr:`EvidenceTest.significant`, or that rest on none) before those with a comparison that did not,
+    except the ``corroborating`` rules' (``Rule.tests_corroborate``: the finding rests on a share it measures, a
+    failed test only kept it from a higher severity);
     then by the latency they explain (``latency_share``, none counting as 0); then confidence (highest first), then
     cause name. A warning exists only with its evidence (:func:`diagnosis.evidence.capped`), so the one that
     explains most latency leads; an ``info`` finding whose comparison failed (kept for its numbers) comes after
@@ -155,7 +159,7 @@ def rank_findings(findings: Iterable[Finding], locating: Collection[str] = ()) -
     sure, after decode that is half of it."""
 
     def key(finding: Finding) -> tuple[int, bool, bool, float, float, str]:
-        unsupported = not all(test.significant for test in finding.tests)
+        unsupported = finding.cause not in corroborating and not all(test.significant for test in finding.tests)
         impact = finding.latency_share or 0.0
         return (
             -SEVERITIES.index(finding.severity),

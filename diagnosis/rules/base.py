@@ -39,6 +39,10 @@ class Rule(ABC, Generic[ConfigT]):
     locates_only: ClassVar[bool] = False
     """True for a rule that says where latency goes rather than why (``llm_bound``): its finding ranks after the
     causes of the same severity, which say what to change."""
+    tests_corroborate: ClassVar[bool] = False
+    """True for a rule whose finding rests on a share of latency it measures, its tests only raising the severity
+    (``decode_bound``: decode leading is measured; TPOT growing with the batch makes it a warning): a test of it that
+    failed does not rank it after the findings of its severity whose tests passed."""
     stage: ClassVar[str | None] = None
     """The stage (``analysis.STAGES``) whose time :attr:`latency_share` is the share of, where it is one stage's:
     an incident on that stage's latency takes any rise of the share as the cause's doing."""

@@ -93,6 +93,7 @@ class DecodeBound(Rule[DecodeBoundConfig]):
     config_model = DecodeBoundConfig
     latency_share = "decode_share"
     stage = "llm.decode"
+    tests_corroborate = True
 
     def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
         config = self.config

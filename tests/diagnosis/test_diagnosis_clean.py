@@ -59,6 +59,7 @@ def test_a_failing_rule_is_reported_and_the_others_still_run() -> None:
     class Broken:
         cause = "broken"
         locates_only = False
+        tests_corroborate = False
 
         def evaluate(self, ctx: DiagnosisContext) -> Finding | None:
             raise RuntimeError("boom")

@@ -19,6 +19,7 @@ from diagnosis.evidence import (
     larger_values,
     median_above,
 )
+from diagnosis.rules.decode_bound import DecodeBound
 
 
 def test_the_issue_29_comparison_is_no_evidence() -> None:
@@ -145,6 +146,22 @@ def test_an_info_finding_whose_comparison_failed_comes_after_the_other_info_find
     starving = starving.model_copy(update={"tests": [near]})
     decode = _finding("decode_bound", "info", 0.8, 0.7)
     assert [f.cause for f in rank_findings([starving, decode])] == ["decode_bound", "admission_tier_starvation"]
+
+
+def test_a_failed_corroboration_does_not_rank_a_measured_share_after_a_stall_of_nothing() -> None:
+    # The served azure-conv decode_bound run beside the neighbour, Prometheus on: decode was 96 % of latency, its
+    # TPOT-growth test failed on the effect (1.21 < 1.3, p = 1e-6), and a blocking call stalling 0 % of latency,
+    # whose binomial test passed (here: resting on none, which ranks the same), led.
+    grows = larger_values("TPOT", list(range(100, 119)), list(range(121, 140)), min_count=8, min_effect_ratio=1.3)
+    assert not grows.significant
+    decode = _finding("decode_bound", "info", 0.8, 0.956).model_copy(update={"tests": [grows]})
+    stall = _finding("event_loop_blocking", "info", 0.65, 0.0)
+    assert DecodeBound.tests_corroborate
+    assert [f.cause for f in rank_findings([stall, decode], (), {"decode_bound"})] == [
+        "decode_bound",
+        "event_loop_blocking",
+    ]
+    assert [f.cause for f in rank_findings([stall, decode])] == ["event_loop_blocking", "decode_bound"]
 
 
 def test_where_latency_goes_ranks_after_why() -> None:
