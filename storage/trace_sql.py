@@ -408,6 +408,19 @@ LIMIT 1 BY {IDENTITY}
 )
 """Every span of the traces a search finds (the Jaeger APIs answer a search with whole traces), each once."""
 
+OVERLAPPING_TRACES = """overlapping AS (
+    SELECT min(Start) AS first, max(End) AS last
+    FROM otel_traces_trace_id_ts
+    WHERE End >= toDateTime(fromUnixTimestamp64Nano({start_ns:Int64}))
+      AND Start <= toDateTime(fromUnixTimestamp64Nano({end_ns:Int64}))
+)"""
+"""The ``overlapping`` CTE of the dependencies: the time range (``first``, ``last``) of the traces overlapping the
+window, from ``otel_traces_trace_id_ts``; every span of a trace lies between its ``Start`` and ``End``."""
+
+IN_OVERLAPPING_TRACES = """toDateTime(Timestamp) >= (SELECT first FROM overlapping)
+      AND toDateTime(Timestamp) <= (SELECT last FROM overlapping)"""
+"""A span condition of the dependencies' parent side: the span lies in :data:`OVERLAPPING_TRACES`' range."""
+
 DEPENDENCY_CALLS = f"""
 WITH children AS (
     SELECT
@@ -421,20 +434,14 @@ WITH children AS (
     GROUP BY cityHash64({IDENTITY})
     HAVING parent_span_id != ''
 ),
-overlapping AS (
-    SELECT min(Start) AS first, max(End) AS last
-    FROM otel_traces_trace_id_ts
-    WHERE End >= toDateTime(fromUnixTimestamp64Nano({{start_ns:Int64}}))
-      AND Start <= toDateTime(fromUnixTimestamp64Nano({{end_ns:Int64}}))
-)
+{OVERLAPPING_TRACES}
 SELECT p.ServiceName AS parent, c.service AS child, count() AS call_count
 FROM children AS c
 INNER JOIN (
     SELECT DISTINCT cityHash64(TraceId, SpanId) AS span_key, ServiceName
     FROM otel_traces
     WHERE {TENANT_FILTER}
-      AND toDateTime(Timestamp) >= (SELECT first FROM overlapping)
-      AND toDateTime(Timestamp) <= (SELECT last FROM overlapping)
+      AND {IN_OVERLAPPING_TRACES}
 ) AS p ON c.parent_key = p.span_key
 WHERE p.ServiceName != c.service
 GROUP BY parent, child
