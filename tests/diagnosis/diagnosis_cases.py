@@ -4,8 +4,10 @@ packaged thresholds (``diagnosis/rules.yaml``); the tests state the margins."""
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 
 from diagnosis_support import Chat, Request, SpanSpec, build, build_all, clean_requests
 
@@ -299,4 +301,23 @@ def tier_burst(p0_queue_alongside_ms: float, p0_burst: int = 0) -> list[SpanSpec
         start = i * 120.0
         queue = p0_queue_alongside_ms if 620.0 <= start < 1_000.0 else 1.0
         spans += tiered_request(12 + i, start, "P0", queue, {})
+    return spans
+
+
+CAPTURED = Path(__file__).parent / "captured"
+"""Request timings captured from served runs of the instrumented stack (each file's test says which)."""
+REQUEST_BASE_MS = 55.0
+"""About what :func:`tiered_request` takes besides its queue wait, ms."""
+
+
+def captured_tier_requests(name: str) -> list[SpanSpec]:
+    """The requests of ``CAPTURED / name`` (CSV: tier, start_ms, latency_ms, dropped) as :func:`tiered_request`
+    traces taking about their captured latency (the rest of it waiting in the engine queue), the dropped ones
+    refused with 429."""
+    spans: list[SpanSpec] = []
+    with (CAPTURED / name).open() as rows:
+        for number, row in enumerate(csv.DictReader(rows)):
+            queue_ms = max(0.2, float(row["latency_ms"]) - REQUEST_BASE_MS)
+            extra = {"http.response.status_code": "429"} if row["dropped"] == "true" else {}
+            spans += tiered_request(number, float(row["start_ms"]), row["tier"], queue_ms, extra)
     return spans

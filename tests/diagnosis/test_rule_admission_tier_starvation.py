@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from diagnosis_cases import tier_burst, tier_window
+from diagnosis_cases import captured_tier_requests, tier_burst, tier_window
 from diagnosis_support import by_cause, diagnose, frame
 
 from analysis.tree import build_tree
@@ -56,6 +56,18 @@ def test_every_tier_bursting_together_is_load_not_starvation() -> None:
     # interleaved tiers gave a critical false alarm this way).
     findings = by_cause(diagnose(tier_burst(p0_queue_alongside_ms=300.0, p0_burst=12)))
     assert "admission_tier_starvation" not in findings
+
+
+def test_the_higher_tiers_users_opening_beside_a_flood_do_not_hide_it() -> None:
+    # The demo's workload under the tier flood, as served (diagnosis_matrix.py, Prometheus off): six closed-loop
+    # users open at once and 240 P2 requests arrive over the next 6 s, filling the whole 12 s window. Within the
+    # flood's holding time (5.3 s) the users' opening burst is there too: 11 of their arrivals against their usual
+    # 7, beside 56 of the flood's against its usual 22. The flood added far more; it is still the P2 tier's.
+    finding = by_cause(diagnose(captured_tier_requests("demo_tier_flood.csv")))["admission_tier_starvation"]
+    evidence = finding.evidence
+    assert (evidence["comparison_name"], evidence["lower_tier_name"]) == ("lower_surge", "P2")
+    assert finding.severity == "critical" and all(test.significant for test in finding.tests)
+    assert evidence["higher_second_half_ms_p50"] > 2 * evidence["higher_first_half_ms_p50"]
 
 
 def test_drops_of_the_high_tier_count_as_starving() -> None:
