@@ -11,7 +11,10 @@ For each tier, the time its requests started over is split in two halves at the 
 arrivals in the same halves, counts + 1 so a tier that appears counts, or its arrivals within one holding time
 before each of the higher tier's requests; at least ``min_lower_requests`` of its requests overlapping the second
 half's) while the higher tier's median or p95 latency grows by
-``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. The median counts as well as the p95
+``latency_growth_ratio`` or its drop share rises by ``drop_share_rise``. The halves are read both ways
+(:data:`HALVES`): a lower tier whose load fell from the first half to the second while the higher tier recovered is
+the same starving, seen from its end (``halves_receding``; its evidence's ``first`` side is then the calm second
+half, ``second`` the loaded first, as in the comparison by load). The median counts as well as the p95
 because a half often holds a handful of requests, whose p95 is their slowest one: one request of the first half
 already caught by the rising load (the stack's tier flood: 0.5-1.6 s before, one at 3.2 s, 3-3.6 s after) is
 enough to hide the growth from the p95 alone.
@@ -190,11 +193,14 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         for rank in ranks:
             higher = requests.filter(pl.col("rank") == rank)
             lo, hi = int(higher["start_ns"].min()), int(higher["start_ns"].max())  # type: ignore[arg-type]
-            by_time = {
-                row["rank"]: row
-                for row in _halves(_with_half(requests.filter(pl.col("start_ns").is_between(lo, hi)), lo + hi))
+            in_range = requests.filter(pl.col("start_ns").is_between(lo, hi))
+            by_halves = {
+                comparison: (
+                    {row["rank"]: row for row in _halves(_with_half(in_range, lo + hi, loaded))},
+                    _with_half(higher, lo + hi, loaded),
+                )
+                for comparison, (loaded, _) in HALVES.items()
             }
-            halves = _with_half(higher, lo + hi)
             for lower_rank in (other for other in ranks if other > rank):
                 lower = requests.filter(pl.col("rank") == lower_rank)
                 others = requests.filter(pl.col("rank") != lower_rank)
@@ -204,12 +210,14 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                     low = _lower_row(lower, by_load) | _others_growth(others, lower, by_load)
                     low["lower_added"] = low["recent_second"] - low["recent_first"]
                     candidates.append(("lower_surge", loaded, low, by_load, lower))
-                # _overlap needs a second half: a tier whose requests all started at once has none.
-                if lower_rank in by_time and halves["half"].n_unique() == 2:
+                for comparison, (by_time, halves) in by_halves.items():
+                    # _overlap needs a second side: a tier whose requests all started at once has none.
+                    if lower_rank not in by_time or halves["half"].n_unique() < 2:
+                        continue
                     rest = [row for other, row in by_time.items() if other != lower_rank]
                     low = by_time[lower_rank] | _overlap(lower, halves) | _others_growth_by_count(rest)
                     low["lower_added"] = low["request_count_second"] - low["request_count_first"]
-                    candidates.append(("halves", by_time[rank], low, halves, lower))
+                    candidates.append((comparison, by_time[rank], low, halves, lower))
         scored = [(self._starving(candidate[1], candidate[2]), *candidate) for candidate in candidates]
         crossed = [(score, *candidate) for score, *candidate in scored if score is not None]
         best: tuple[bool, float, _Starving] | None = None
@@ -261,7 +269,8 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         if comparison == "lower_surge":
             sides, rest = f"after a surge of tier {low['tier']}'s arrivals alone", "apart from one"
         else:
-            sides, rest = f"in the second half of tier {low['tier']}'s rising load", "in the first"
+            loaded, calm = HALVES[comparison]
+            sides, rest = f"in the {loaded} half, tier {low['tier']}'s load the higher", f"in the {calm}"
         latency = larger_values(
             f"tier {high['tier']}'s latency {sides} > {rest}",
             first["duration_ns"].to_numpy(),
@@ -287,7 +296,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         recent = _recent_arrivals(lower, split, _holding_ns(lower))
         rose = min(
             higher_rate(
-                f"tier {low['tier']}'s arrivals in the second half of tier {high['tier']}'s time > in the first",
+                f"tier {low['tier']}'s arrivals in the {loaded} half of tier {high['tier']}'s time > in the {calm}",
                 low["request_count_first"],
                 low["request_count_second"],
                 min_count=config.min_lower_requests,
@@ -295,7 +304,7 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 tries=2 * tries,
             ),
             larger_values(
-                f"tier {low['tier']}'s arrivals just before tier {high['tier']}'s requests, second half > first",
+                f"tier {low['tier']}'s arrivals just before tier {high['tier']}'s requests, {loaded} half > {calm}",
                 recent[split["half"].to_numpy() == "first"],
                 recent[split["half"].to_numpy() == "second"],
                 min_count=config.min_requests_per_half,
@@ -319,9 +328,14 @@ COMPARED_SIDES = ("first", "second")
 GROWTH_CAP = 1_000.0
 """Where a lower tier's load growth stops counting when pairs are ranked (growth from nothing is infinite)."""
 
-COMPARISONS = ("halves", "lower_surge")
-"""How a higher tier's requests are split in two: ``halves``, first and second half of their time range;
-``lower_surge``, apart from a surge of the lower tier's arrivals (``first``) and just after one (``second``)."""
+HALVES = {"halves": ("second", "first"), "halves_receding": ("first", "second")}
+"""The comparisons by halves of the higher tier's time range, by name: which half is the loaded side (``second`` in
+the rows, where the lower tier's load must be the higher) and which the calm one (``first``). Where in a window a
+flood sits is the window's accident: one that ends in the first half is the same starving as one that starts in
+the second (the demo's flood beside the CPU neighbour filled the first 4 s of a 15 s window)."""
+COMPARISONS = (*HALVES, "lower_surge")
+"""How a higher tier's requests are split in two: by :data:`HALVES`; ``lower_surge``, apart from a surge of the
+lower tier's arrivals (``first``) and just after one (``second``)."""
 
 
 @dataclass(frozen=True)
@@ -404,18 +418,30 @@ def _others_growth_by_count(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def _title(comparison: str, high: dict[str, Any], low: dict[str, Any], volume_growth: float) -> str:
-    """The finding's line: the higher tier's latency and drops on each side of the comparison."""
-    change = (
-        f"{high['latency_ms_p50_first']:.0f} -> {high['latency_ms_p50_second']:.0f} ms (p50), "
-        f"{high['latency_ms_p95_first']:.0f} -> {high['latency_ms_p95_second']:.0f} ms (p95) and its drops "
-        f"{high['dropped_share_first']:.0%} -> {high['dropped_share_second']:.0%}"
-    )
+    """The finding's line: the higher tier's latency and drops on each side of the comparison, in time order."""
     if comparison == "halves":
-        return f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s latency went {change}"
+        return (
+            f"Tier {low['tier']} traffic grew {volume_growth:.1f}x while tier {high['tier']}'s latency went "
+            f"{_change(high, 'first', 'second')}"
+        )
+    if comparison == "halves_receding":
+        return (
+            f"Tier {low['tier']} traffic was {volume_growth:.1f}x higher in the first half; as it fell, tier "
+            f"{high['tier']}'s latency went {_change(high, 'second', 'first')}"
+        )
     return (
         f"Tier {high['tier']}'s requests started after a surge of tier {low['tier']}'s "
         f"({low['recent_second']:.1f} arrivals within its holding time on average, against "
-        f"{low['recent_first']:.1f}) went {change}"
+        f"{low['recent_first']:.1f}) went {_change(high, 'first', 'second')}"
+    )
+
+
+def _change(high: dict[str, Any], before: str, after: str) -> str:
+    """The higher tier's median, p95 and dropped share from side ``before`` to side ``after`` of a comparison."""
+    return (
+        f"{high[f'latency_ms_p50_{before}']:.0f} -> {high[f'latency_ms_p50_{after}']:.0f} ms (p50), "
+        f"{high[f'latency_ms_p95_{before}']:.0f} -> {high[f'latency_ms_p95_{after}']:.0f} ms (p95) and its drops "
+        f"{high[f'dropped_share_{before}']:.0%} -> {high[f'dropped_share_{after}']:.0%}"
     )
 
 
@@ -481,11 +507,13 @@ def _volume_growth(low: dict[str, Any]) -> float:
     return max(arrivals, recent)
 
 
-def _with_half(requests: pl.DataFrame, twice_middle: int) -> pl.DataFrame:
-    """``requests`` with ``half``: ``first`` for a start at or before the middle (``twice_middle / 2`` ns),
-    else ``second``."""
-    first = pl.col("start_ns") * 2 <= twice_middle
-    return requests.with_columns(pl.when(first).then(pl.lit("first")).otherwise(pl.lit("second")).alias("half"))
+def _with_half(requests: pl.DataFrame, twice_middle: int, loaded: str = "second") -> pl.DataFrame:
+    """``requests`` with ``half``: which side of a comparison by halves (:data:`HALVES`) each is on, ``second`` for
+    the ``loaded`` half of time (``first``: a start at or before the middle, ``twice_middle / 2`` ns), else
+    ``first``."""
+    early = pl.col("start_ns") * 2 <= twice_middle
+    sides = ("second", "first") if loaded == "first" else ("first", "second")
+    return requests.with_columns(pl.when(early).then(pl.lit(sides[0])).otherwise(pl.lit(sides[1])).alias("half"))
 
 
 def _latency_growth(halves: dict[str, Any]) -> float:

@@ -70,6 +70,18 @@ def test_the_higher_tiers_users_opening_beside_a_flood_do_not_hide_it() -> None:
     assert evidence["higher_second_half_ms_p50"] > 2 * evidence["higher_first_half_ms_p50"]
 
 
+def test_a_flood_in_the_first_half_is_the_same_starving() -> None:
+    # The same served run beside the CPU neighbour: the flood and its backlog fill the first 11 s of 15 (P0 and P1
+    # at 8.3-9.1 s), the rest is calm (0.2-1.1 s). The P2 tier's holding time (its p90, 9 s) reaches past the
+    # backlog, so the comparison by load blurs; the halves, read from the loaded one, do not.
+    finding = by_cause(diagnose(captured_tier_requests("demo_tier_flood_neighbour.csv")))["admission_tier_starvation"]
+    evidence = finding.evidence
+    assert (evidence["comparison_name"], evidence["lower_tier_name"]) == ("halves_receding", "P2")
+    assert evidence["lower_second_half_count"] > 5 * evidence["lower_first_half_count"]
+    assert finding.severity == "critical" and all(test.significant for test in finding.tests)
+    assert "higher in the first half; as it fell" in finding.title
+
+
 def test_drops_of_the_high_tier_count_as_starving() -> None:
     window = tier_window(p2_first=0, p2_second=30, p0_queue_second_ms=1.0, p0_drops_second=9, p0_per_half=24)
     finding = by_cause(diagnose(window))["admission_tier_starvation"]
