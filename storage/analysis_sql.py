@@ -13,7 +13,7 @@ Every read is limited to one owner tenant (``storage.tenancy``) or, for an admin
 from __future__ import annotations
 
 from storage.tenancy import tenant_condition
-from storage.trace_sql import IDENTITY, LATEST_COPY, SPAN_COLUMNS, TENANT, TENANT_FILTER
+from storage.trace_sql import IDENTITY, LATEST_COPY, SPAN_COLUMNS, TENANT, TENANT_FILTER, in_time_range_of
 
 OWNER_FILTER = tenant_condition()
 """The owner-tenant condition of every read of a derived table; parameters from
@@ -97,10 +97,7 @@ the trace again (they followed a drop decision)."""
 
 _TRACES_WHERE = f"""TraceId IN {{trace_ids:Array(String)}}
   AND {TENANT_FILTER}
-  AND toDateTime(Timestamp) >= (
-      SELECT min(Start) FROM otel_traces_trace_id_ts WHERE TraceId IN {{trace_ids:Array(String)}})
-  AND toDateTime(Timestamp) <= (
-      SELECT max(End) FROM otel_traces_trace_id_ts WHERE TraceId IN {{trace_ids:Array(String)}})"""
+  AND {in_time_range_of("{trace_ids:Array(String)}")}"""
 
 TRACES_SPANS = f"""
 SELECT{SPAN_COLUMNS},
@@ -113,9 +110,8 @@ LIMIT 1 BY {IDENTITY}
 """
 """Every span of many traces, each once (its latest copy: ``storage.trace_sql.LATEST_COPY``), with ``tenant`` (the
 owner tenant, folded) after the columns of ``TraceReader.trace``. The trace-ID lookup table bounds the scan to
-the partitions and key ranges holding those traces; its bounds are ``toDateTime(Timestamp)`` (seconds), so the
-condition compares that very expression of the sorting key (comparing ``Timestamp`` itself with a ``DateTime``
-subquery result misses rows in ClickHouse's key analysis)."""
+the partitions and key ranges holding those traces (``storage.trace_sql.in_time_range_of``, as every read of one
+trace by its ID)."""
 
 DURATION_QUANTILES = f"""
 SELECT

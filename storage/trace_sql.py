@@ -10,8 +10,13 @@ tenant stored under the same trace ID never join in (``tests/security`` checks e
 Every read counts a span once, before and after background merges: a span may have several stored copies
 (rows with the same :data:`IDENTITY`: written by a sender that exported it again, more complete, or by an OTel
 Collector that retried), and readers keep the one with the highest ``Version`` (migration 0031,
-:class:`storage.writer.OnceWriter`). Full-span reads select the latest copies with :data:`LATEST_COPY`;
+:class:`storage.writer.OnceWriter`). Full-span reads select the latest copies with :data:`LATEST_COPY`, or, when
+they sort the spans anyway, by sorting copies of a span latest first and keeping the first (:data:`TRACE_SPANS`);
 aggregates group by :data:`IDENTITY` with ``argMax(..., Version)``.
+
+Every read of one trace by its ID is bounded to the trace's time range (:func:`in_time_range_of`), from the
+``otel_traces_trace_id_ts`` lookup table: ``otel_traces`` is partitioned by day and sorted by service, span name and
+time, so a trace ID alone is found by the trace-ID bloom filter of every granule of every day.
 """
 
 from __future__ import annotations
@@ -171,17 +176,63 @@ SPAN_COLUMNS = f"""
 """The span columns every full-span read returns (see ``TraceReader.trace``); holds no braces, so the
 queries that embed it can still be ``str.format``-ed."""
 
-TRACE_WHERE = f"TraceId = {{trace_id:String}} AND {TENANT_FILTER}"
-"""The rows of one trace (``trace_id``) of the reader's tenant."""
+LAST_SECOND = "toDateTime(4294967295)"
+"""The latest ``DateTime`` (2106-02-07 06:28:15 UTC): a later ``DateTime64`` start is stored as it in the lookup
+table's ``Start``/``End`` (an insert saturates), while ``toDateTime`` wraps it around (2200 reads as 2063)."""
+
+
+def in_time_range_of(trace_ids: str) -> str:
+    """A condition on ``otel_traces`` rows: the row lies within the time range of the traces ``trace_ids`` (an SQL
+    array of trace IDs, a bound parameter such as ``{trace_ids:Array(String)}``), in whole seconds, from
+    ``otel_traces_trace_id_ts``; no bound at all when none of them has a lookup row or one has a span after
+    :data:`LAST_SECOND`. A read of traces by ID adds it to its ``TraceId`` condition.
+
+    Why: ``otel_traces`` is partitioned by day and sorted by (service, span name, second), so a trace ID alone is
+    found by the trace-ID bloom filter of every granule of every day kept (8192 rows a granule, about 15 KB of filter
+    each). Within the range ClickHouse reads only the parts of the trace's days (the time column's min-max index),
+    and in them skips the granules of other seconds wherever one (service, span name) run spans several granules;
+    the bloom filter then picks among the rest. At 10M spans over 24 hours, across two dates (200 such runs of about 4
+    granules a date): 357 granules are left to the filter, of the 1224 it checks by the ID alone, the other date's
+    part skipped whole (benchmarks/README.md); each further day kept adds none.
+
+    Why it keeps every span: the materialized view ``otel_traces_trace_id_ts_mv`` adds a row (TraceId, min and max
+    start of the trace's spans in that insert, truncated to the second) on every insert into ``otel_traces``, the
+    insert that stores the span, so a trace's rows together cover all its stored spans (every tenant's and every
+    copy's: the lookup has no tenant, so the range of a trace ID several tenants use covers them all, and a late span
+    widens it with a row of its own). The bounds compare ``toDateTime(Timestamp)`` (seconds, the sorting key's own
+    expression: the same truncation the view applied; ``Timestamp`` against a ``DateTime`` misses rows in ClickHouse's
+    key analysis). A trace without a lookup row (an ID not stored, or rows an OpenTelemetry Collector wrote into a
+    table without the view) or with a span after :data:`LAST_SECOND` is read unbounded, as before; so are several
+    traces none of which has one (a trace among several without one is bounded by the others' range). What it does
+    not cover: a span whose insert has stored it but not yet its lookup row (the view's part is committed just after
+    the span's) is missed by a read in that instant, as it would be by a read just before; and near the TTL the lookup
+    partition (by week of ``Start``) can be dropped before the last day of a trace that crosses a week.
+
+    Costs one read of the lookup table's primary key (one granule) per query: the bounds are one scalar subquery,
+    which ClickHouse runs once however often the query repeats it.
+    """
+    bounds = (
+        f"(SELECT if(count() = 0 OR max(End) >= {LAST_SECOND}, (toDateTime(0), {LAST_SECOND}), (min(Start), max(End)))"
+        f" FROM otel_traces_trace_id_ts WHERE TraceId IN {trace_ids})"
+    )
+    return f"toDateTime(Timestamp) >= {bounds}.1\n  AND toDateTime(Timestamp) <= {bounds}.2"
+
+
+TRACE_WHERE = f"TraceId = {{trace_id:String}} AND {TENANT_FILTER} AND {in_time_range_of('[{trace_id:String}]')}"
+"""The rows of one trace (``trace_id``) of the reader's tenant, within the trace's time range
+(:func:`in_time_range_of`): every read of one trace by its ID uses it."""
 
 TRACE_SPANS = f"""
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
-WHERE {TRACE_WHERE} AND {LATEST_COPY.format(where=TRACE_WHERE)}
-ORDER BY start_time_unix_nano, span_id, kind, name
+WHERE {TRACE_WHERE}
+ORDER BY start_time_unix_nano, span_id, kind, name, Version DESC
 LIMIT 1 BY {IDENTITY}
 """
-"""Every span of one trace, each once (its latest copy), ordered by start, then span ID."""
+"""Every span of one trace, each once (its latest copy), ordered by start, then span ID. One scan of the trace: the
+copies of a span share its start, span ID, kind and name, so the sort puts its latest copy first among them and
+``LIMIT 1 BY`` keeps that one (a :data:`LATEST_COPY` subquery would find the trace a second time, for the same
+rows; copies with equal identity and Version, an OTel Collector's retries, keep either, as there)."""
 
 TRACE_OPERATIONS = f"""
 SELECT ServiceName AS service_name, SpanName AS name, count() AS span_count,
