@@ -36,14 +36,10 @@ with the per-tier latency and drops (:func:`diagnosis.tiers.tier_stats`, what th
 Either comparison blames the lower tier only for load it brought alone: the other tiers' arrivals (the higher
 tier's own among them) must not have risen beside it by ``volume_growth_ratio`` (counts + 1 for the halves; for the
 comparison by load, a request after a lower-tier surge counts only when the other tiers' arrivals in the same
-holding time did not surge by the same definition), unless the lower tier added ``volume_growth_ratio`` times as
-many arrivals (over the first half's, or over its median for the comparison by load) as they brought in all. When every
-tier bursts together, as the mooncake replay's interleaved tiers do, the higher tier is slow because everything
-arrived at once: load (``queue_saturation``'s question), not one tier taking another's capacity. Without this
-control the clean mooncake replay gave a critical finding, P1 requests after a burst of P2 arrivals 2.2 -> 3.9 s,
-p < 0.001 (benchmarks/README.md). Without its exception the demo's six closed-loop users, opening at once, hid the
-tier flood that arrived among them: 11 of their arrivals within the flood's holding time against their usual 7,
-beside 56 of the flood's against its usual 22 (34 added against their 11).
+holding time did not surge by the same definition). When every tier bursts together, as the mooncake replay's
+interleaved tiers do, the higher tier is slow because everything arrived at once: load (``queue_saturation``'s
+question), not one tier taking another's capacity. Without this control the clean mooncake replay gave a critical
+finding, P1 requests after a burst of P2 arrivals 2.2 -> 3.9 s, p < 0.001 (benchmarks/README.md).
 
 Crossing those thresholds is not yet evidence: the comparison must pass :mod:`diagnosis.evidence` (the higher
 tier's latency by the Mann-Whitney U test or its drops by Fisher's exact test; for the halves, the lower tier's
@@ -208,7 +204,6 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                 (loaded,) = _halves(by_load)
                 if min(loaded["request_count_first"], loaded["request_count_second"]) > 0:
                     low = _lower_row(lower, by_load) | _others_growth(others, lower, by_load)
-                    low["lower_added"] = low["recent_second"] - low["recent_first"]
                     candidates.append(("lower_surge", loaded, low, by_load, lower))
                 for comparison, (by_time, halves) in by_halves.items():
                     # _overlap needs a second side: a tier whose requests all started at once has none.
@@ -216,7 +211,6 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
                         continue
                     rest = [row for other, row in by_time.items() if other != lower_rank]
                     low = by_time[lower_rank] | _overlap(lower, halves) | _others_growth_by_count(rest)
-                    low["lower_added"] = low["request_count_second"] - low["request_count_first"]
                     candidates.append((comparison, by_time[rank], low, halves, lower))
         scored = [(self._starving(candidate[1], candidate[2]), *candidate) for candidate in candidates]
         crossed = [(score, *candidate) for score, *candidate in scored if score is not None]
@@ -241,11 +235,9 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         drop_rise = high["dropped_share_second"] - high["dropped_share_first"]
         if growth < config.latency_growth_ratio and drop_rise < config.drop_share_rise:
             return None
-        growth_ratio = config.volume_growth_ratio
-        if low["overlapping_second"] < config.min_lower_requests or _volume_growth(low) < growth_ratio:
+        if low["overlapping_second"] < config.min_lower_requests or _volume_growth(low) < config.volume_growth_ratio:
             return None
-        others_rose = low["others_growth"] >= growth_ratio
-        if not _outgrew(low["lower_added"], others_rose, low["others_load"], growth_ratio):
+        if low["others_growth"] >= config.volume_growth_ratio:
             return None
         return max(growth, 1.0 + drop_rise)
 
@@ -332,7 +324,7 @@ HALVES = {"halves": ("second", "first"), "halves_receding": ("first", "second")}
 """The comparisons by halves of the higher tier's time range, by name: which half is the loaded side (``second`` in
 the rows, where the lower tier's load must be the higher) and which the calm one (``first``). Where in a window a
 flood sits is the window's accident: one that ends in the first half is the same starving as one that starts in
-the second (the demo's flood beside the CPU neighbour filled the first 4 s of a 15 s window)."""
+the second (the demo's flood and its backlog beside the CPU neighbour filled the first 11 s of a 15 s window)."""
 COMPARISONS = (*HALVES, "lower_surge")
 """How a higher tier's requests are split in two: by :data:`HALVES`; ``lower_surge``, apart from a surge of the
 lower tier's arrivals (``first``) and just after one (``second``)."""
@@ -360,32 +352,13 @@ def _by_load(
     times their median over ``higher``'s requests (a surge, not the tier's usual traffic)."""
     window_ns = _holding_ns(lower)
 
-    def surge(arrivals: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, float]:
+    def surging(arrivals: pl.DataFrame) -> np.ndarray:
         recent = _recent_arrivals(arrivals, higher, window_ns)
         usual = float(np.median(recent)) if recent.size else 0.0
-        return recent >= max(config.surge_arrivals_min, config.volume_growth_ratio * usual), recent, usual
+        return recent >= max(config.surge_arrivals_min, config.volume_growth_ratio * usual)
 
-    lower_surging, lower_recent, lower_usual = surge(lower)
-    others_surging, others_recent, _ = surge(others)
-    outgrew = _outgrew(lower_recent - lower_usual, others_surging, others_recent, config.volume_growth_ratio)
-    alone = pl.Series(lower_surging & outgrew)
+    alone = pl.Series(surging(lower) & ~surging(others))
     return higher.with_columns(pl.when(alone).then(pl.lit("second")).otherwise(pl.lit("first")).alias("half"))
-
-
-def _outgrew(lower_added: Load, others_rose: Load, others_load: Load, growth_ratio: float) -> Any:
-    """Whether the load the lower tier added (``lower_added``: its arrivals over its usual or first side's, per
-    request or for a whole side) is its own: the other tiers' arrivals did not rise beside it (``others_rose``
-    false), or the lower tier added ``growth_ratio`` times as many arrivals as the other tiers brought in all
-    (``others_load``, on the loaded side): the load is then mostly the lower tier's surge. The higher tiers' users
-    all starting at once (a closed loop opening) bring a handful of arrivals beside a flood's dozens: the flood is no
-    less the lower tier's (the demo's six users beside the stack's tier flood: 34 arrivals added against their 11);
-    every tier bursting alike is not (the mooncake replay's interleaved tiers: 1-3 added against 3-6, a warning
-    when only the added arrivals were compared)."""
-    return np.logical_or(np.logical_not(others_rose), np.greater_equal(lower_added, growth_ratio * others_load))
-
-
-Load = np.ndarray | float | bool
-"""Added arrivals, or whether a tier's arrivals rose, per request (an array) or for a whole side (one value)."""
 
 
 def _lower_row(lower: pl.DataFrame, split: pl.DataFrame) -> dict[str, Any]:
@@ -405,20 +378,20 @@ def _lower_row(lower: pl.DataFrame, split: pl.DataFrame) -> dict[str, Any]:
 def _others_growth(others: pl.DataFrame, lower: pl.DataFrame, split: pl.DataFrame) -> dict[str, float]:
     """``others_growth``: how much the other tiers' arrivals within the lower tier's holding time before the
     higher tier's requests (``split``, with ``half``) grew, second side's mean over first's (+ 1 each, so a side
-    without any counts); ``others_load``, the second side's mean."""
+    without any counts)."""
     recent = _recent_arrivals(others, split, _holding_ns(lower))
     side = split["half"].to_numpy()
     first, second = (
         float(recent[side == half].mean()) if (side == half).any() else 0.0 for half in ("first", "second")
     )
-    return {"others_growth": (second + 1.0) / (first + 1.0), "others_load": second}
+    return {"others_growth": (second + 1.0) / (first + 1.0)}
 
 
 def _others_growth_by_count(rows: list[dict[str, Any]]) -> dict[str, float]:
     """``others_growth``: how much the other tiers' arrivals (their :func:`_halves` rows) grew from the first half
-    to the second (counts + 1); ``others_load``, the second half's count."""
+    to the second (counts + 1)."""
     first, second = (sum(row[f"request_count_{half}"] for row in rows) for half in ("first", "second"))
-    return {"others_growth": (second + 1) / (first + 1), "others_load": float(second)}
+    return {"others_growth": (second + 1) / (first + 1)}
 
 
 def _title(comparison: str, high: dict[str, Any], low: dict[str, Any], volume_growth: float) -> str:
