@@ -304,6 +304,23 @@ def tier_burst(p0_queue_alongside_ms: float, p0_burst: int = 0) -> list[SpanSpec
     return spans
 
 
+def small_tier_surges(cycles: int = 4) -> list[SpanSpec]:
+    """Every 3.5 s, three P2 requests (1 s each) within 10 ms, then a P0 request and a P1 request that waits 900 ms
+    behind them, then two lone P1 requests 1.1 s apart (1 ms of queue): within the P2 tier's holding time each slow
+    P1 request met 3 P2 arrivals and one other (the P0 request) besides itself, each lone one none and itself."""
+    spans: list[SpanSpec] = []
+    number = 0
+    for cycle in range(cycles):
+        start = cycle * 3_500.0
+        requests = [(start + k * 5.0, "P2", 950.0) for k in range(3)]
+        requests += [(start + 15.0, "P0", 50.0), (start + 20.0, "P1", 900.0)]
+        requests += [(start + 1_300.0 + k * 1_100.0, "P1", 1.0) for k in range(2)]
+        for at, tier, queue_ms in requests:
+            spans += tiered_request(number, at, tier, queue_ms, {})
+            number += 1
+    return spans
+
+
 CAPTURED = Path(__file__).parent / "captured"
 """Request timings captured from served runs of the instrumented stack (each file's test says which)."""
 REQUEST_BASE_MS = 55.0
