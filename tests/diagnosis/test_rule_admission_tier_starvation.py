@@ -84,6 +84,17 @@ def test_a_surge_kept_only_beside_the_others_rising_must_itself_be_more_than_cha
     assert finding.severity == "info"
 
 
+def test_the_tiers_above_a_flood_are_judged_together_when_each_has_a_handful() -> None:
+    # The demo's workload under the tier flood, quiet, as served (diagnosis_matrix.py, Prometheus off, 2026-12-05):
+    # the flood fills the first half of a 12 s window, beside 13 P0 and 14 P1 requests. Each tier 7-8x slower in the
+    # loaded half reached p = 0.004 alone against a level of 0.0025 (six pairs and ways tried); together, p = 0.0001.
+    finding = by_cause(diagnose(captured_tier_requests("demo_tier_flood_few_users.csv")))["admission_tier_starvation"]
+    evidence = finding.evidence
+    assert (evidence["higher_tier_name"], evidence["lower_tier_name"]) == ("P0+P1", "P2")
+    assert evidence["higher_request_count"] == 27
+    assert finding.severity == "critical" and all(test.significant for test in finding.tests)
+
+
 def test_a_flood_in_the_first_half_is_the_same_starving() -> None:
     # The same served run beside the CPU neighbour: the flood and its backlog fill the first 11 s of 15 (P0 and P1
     # at 8.3-9.1 s), the rest is calm (0.2-1.1 s). The P2 tier's holding time (its p90, 9 s) reaches past the
