@@ -93,14 +93,17 @@ class Layout:
         """The table that holds ``name``'s rows on a node: ``name`` on one node, ``name_local`` on a cluster."""
         return f"{name}{LOCAL_SUFFIX}" if self.clustered else name
 
-    def on_every_shard(self, sql: str, database: str, tables: Iterable[str]) -> str:
-        """A table expression of the rows ``sql`` (a ``SELECT`` reading ``tables`` by their names on one node)
-        answers on each shard, run whole there: ``(sql)`` on one node; on a cluster ``cluster(...)`` over
+    def on_every_shard(self, sql: str, database: str, tables: Iterable[str], whole: Iterable[str] = ()) -> str:
+        """A table expression of the rows ``sql`` (a ``SELECT`` reading ``tables`` and ``whole`` by their names on
+        one node) answers on each shard, run whole there: ``(sql)`` on one node; on a cluster ``cluster(...)`` over
         ``view(sql)`` with each ``FROM <table>`` of ``tables`` reading ``database``'s ``<table>_local`` (one replica
-        per shard). For a query whose every row comes from one trace's rows (a join within a trace): each shard
-        joins and aggregates its own traces, and the caller merges the shards' partial results (a ``sum`` of
-        counts), where through the ``Distributed`` tables every side of the join would travel to the initiator
-        and be joined there.
+        per shard), and each ``FROM <table>`` of ``whole`` reading ``database``'s ``<table>`` (the ``Distributed``
+        table: every shard's rows). For a query whose every row comes from one trace's rows (a join within a
+        trace): each shard joins and aggregates its own traces, and the caller merges the shards' partial results
+        (a ``sum`` of counts), where through the ``Distributed`` tables every side of the join would travel to the
+        initiator and be joined there. A scalar subquery is answered once and its value sent to every shard, so
+        one that bounds what each shard reads must read ``whole`` tables: over a ``_local`` table it would hold
+        one shard's rows only.
 
         Raises:
             ValueError: ``database`` is not a plain identifier.
@@ -108,12 +111,13 @@ class Layout:
         if not self.clustered:
             return f"({sql})"
         database = validate_identifier(database)
-        local = re.sub(
-            rf"\bFROM ({'|'.join(map(re.escape, tables))})\b",
-            lambda found: f"FROM {database}.{self.table(found[1])}",
+        names = {name: self.table(name) for name in tables} | {name: name for name in whole}
+        qualified = re.sub(
+            rf"\bFROM ({'|'.join(map(re.escape, names))})\b",
+            lambda found: f"FROM {database}.{names[found[1]]}",
             sql,
         )
-        return f"cluster('{self.cluster}', view({local}))"
+        return f"cluster('{self.cluster}', view({qualified}))"
 
 
 SINGLE_NODE = Layout()

@@ -436,7 +436,7 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
     def dependencies(self, start_ns: int, end_ns: int, *, tenant: str | None) -> list[tuple[str, str, int]]:
         parameters = {"start_ns": start_ns, "end_ns": end_ns, **tenant_parameters(tenant)}
         calls = self._ch.layout.on_every_shard(
-            trace_sql.DEPENDENCY_CALLS, self._ch.database, trace_sql.DEPENDENCY_TABLES
+            trace_sql.DEPENDENCY_CALLS, self._ch.database, trace_sql.DEPENDENCY_TABLES, trace_sql.DEPENDENCY_LOOKUPS
         )
         rows = self._ch.query_rows(trace_sql.DEPENDENCIES.replace("{calls}", calls), parameters)
         return [(row[0], row[1], int(row[2])) for row in rows]

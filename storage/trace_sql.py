@@ -506,8 +506,13 @@ of their identity and of (trace ID, span ID): ClickHouse groups one UInt64 sever
 which three are LowCardinality, and two spans of a window share a hash with odds under 1e-6 at 4M spans a window
 (as :data:`TRACE_SIZE` counts spans). Over 1 h of a 10M-span day, benchmarks/README.md."""
 
-DEPENDENCY_TABLES = ("otel_traces", "otel_traces_trace_id_ts")
-"""The tables :data:`DEPENDENCY_CALLS` reads."""
+DEPENDENCY_TABLES = ("otel_traces",)
+"""The table :data:`DEPENDENCY_CALLS` reads on each shard (its spans)."""
+
+DEPENDENCY_LOOKUPS = ("otel_traces_trace_id_ts",)
+"""The table :data:`DEPENDENCY_CALLS` reads whole (every shard's rows): the ``overlapping`` range is one scalar,
+answered once and sent to every shard, so it must span the overlapping traces of every shard; from one shard's
+rows it left out the parents of the other shards' traces outside that shard's range."""
 
 DEPENDENCIES = """
 SELECT parent, child, sum(call_count) AS call_count

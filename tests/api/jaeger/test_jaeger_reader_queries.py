@@ -84,6 +84,19 @@ def test_dependencies_count_cross_service_calls_once(reader: ClickHouseTraceRead
 
 
 @pytest.mark.both_layouts
+def test_dependencies_count_the_calls_of_every_shard(reader: ClickHouseTraceReader, ingestor: Ingestor) -> None:
+    """Eight traces a second apart, on both shards of the cluster layout (traces 1 and 8, the window's first and last,
+    on the second shard): each shard's parents must be read from its own traces' time range, not one shard's."""
+    for number in range(1, 9):
+        trace = f"{number:032x}"
+        _export(ingestor, "front", _span(trace, "c000000000000001", "", "GET /", 2, number * 1000))
+        _export(ingestor, f"back{number}", _span(trace, "c000000000000002", "c000000000000001", "op", 2, number * 1000))
+    assert reader.dependencies(T0, T0 + 10**10, tenant=ALL_TENANTS) == [
+        ("front", f"back{number}", 1) for number in range(1, 9)
+    ]
+
+
+@pytest.mark.both_layouts
 def test_dependencies_follow_each_spans_latest_copy_and_forget_dropped_traces(
     store: ClickHouse, reader: ClickHouseTraceReader, ingestor: Ingestor
 ) -> None:
