@@ -242,9 +242,11 @@ class AdmissionTierStarvation(Rule[AdmissionTierStarvationConfig]):
         tries: int,
     ) -> tuple[EvidenceTest, ...]:
         """The evidence of a pair (:mod:`diagnosis.evidence`): the higher tier's suffering (its latency by the
-        Mann-Whitney U test, or its drops by Fisher's exact test, whichever is stronger) and, for ``halves``, the
-        lower tier's load rising (its arrivals by the Poisson rate test, or its recent arrivals per higher-tier
-        request by the rank test). In the comparison by load the split itself is the load."""
+        Mann-Whitney U test, or its drops by Fisher's exact test, whichever is stronger) and the lower tier's load
+        rising: for the halves (:data:`HALVES`), its arrivals by the Poisson rate test, or its recent arrivals per
+        higher-tier request by the rank test; for ``lower_surge``, its median arrivals within one holding time
+        before the requests after its surge against before those apart from one, by the Poisson rate test (both
+        are counts over one holding time)."""
         config = self.config
         first, second = (split.filter(pl.col("half") == half) for half in ("first", "second"))
         dropped = bool(split["dropped"].any())
