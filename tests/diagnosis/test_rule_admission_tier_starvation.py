@@ -68,7 +68,7 @@ def test_the_higher_tiers_users_opening_beside_a_flood_do_not_hide_it() -> None:
     assert (evidence["comparison_name"], evidence["lower_tier_name"]) == ("lower_surge", "P2")
     assert finding.severity == "critical" and all(test.significant for test in finding.tests)
     assert evidence["higher_second_half_ms_p50"] > 2 * evidence["higher_first_half_ms_p50"]
-    # Kept by the exception, so the surge itself is tested against the tier's usual arrivals.
+    # The surge itself is tested against the tier's usual arrivals, as every comparison by load's is.
     surge = finding.tests[-1]
     assert surge.name == "poisson_rate" and surge.counts[1] > 5 * surge.counts[0]
 
@@ -87,7 +87,8 @@ def test_a_surge_kept_only_beside_the_others_rising_must_itself_be_more_than_cha
 def test_the_tiers_above_a_flood_are_judged_together_when_each_has_a_handful() -> None:
     # The demo's workload under the tier flood, quiet, as served (diagnosis_matrix.py, Prometheus off, 2026-12-05):
     # the flood fills the first half of a 12 s window, beside 13 P0 and 14 P1 requests. Each tier 7-8x slower in the
-    # loaded half reached p = 0.004 alone against a level of 0.0025 (six pairs and ways tried); together, p = 0.0001.
+    # loaded half reached p = 0.004 alone against a level of 0.0025 (0.01 over the four pairs and ways that crossed
+    # the thresholds); together, p = 0.0001.
     finding = by_cause(diagnose(captured_tier_requests("demo_tier_flood_few_users.csv")))["admission_tier_starvation"]
     evidence = finding.evidence
     assert (evidence["higher_tier_name"], evidence["lower_tier_name"]) == ("P0+P1", "P2")
