@@ -237,7 +237,7 @@ rows; copies with equal identity and Version, an OTel Collector's retries, keep 
 TRACE_OPERATIONS = f"""
 SELECT ServiceName AS service_name, SpanName AS name, count() AS span_count,
     sum(Duration) AS duration_ns_sum, max(Duration) AS duration_ns_max,
-    countIf(StatusCode = 'STATUS_CODE_ERROR') AS error_count,
+    countIf({STATUS} = 'Error') AS error_count,
     toUnixTimestamp64Nano(min(Timestamp)) AS first_start_ns
 FROM (
     SELECT ServiceName, SpanName, Duration, StatusCode, Timestamp
