@@ -13,9 +13,11 @@ Timed, the median of ``--repeats`` runs after one warm-up, each through Hotspan'
 - point read: one row of ``otel_traces`` by its whole sorting key, with the columns a trace read returns (the floor
   a trace read is judged against: a trace's spans sit in as many granules as it has (service, span name) pairs);
 - trace by ID, and beside it the trace-by-ID query Hotspan ran before issue 34 bounded it by the trace's time range
-  (:func:`trace_before`); search by service + attribute + minimum duration over 1 h and over 24 h; RED by service
-  over 1 h (the rollup); stages p50/p95/p99 over 1 h (the summaries); service dependencies over 1 h, and beside them
-  the dependencies query Hotspan ran before issue 34 (:func:`dependencies_before`), on the same store in the same run.
+  (:func:`trace_before`); search by service + attribute + minimum duration over 1 h and over 24 h; the trace
+  pipeline's read of a batch of consecutive traces (its default ``batch_traces``, 500), and beside it that read as
+  it was before issue 34 read it once (:func:`traces_before`); RED by service over 1 h (the rollup); stages
+  p50/p95/p99 over 1 h (the summaries); service dependencies over 1 h, and beside them the dependencies query Hotspan
+  ran before issue 34 (:func:`dependencies_before`), on the same store in the same run.
 
 Not timed: diagnosis over 15 min (it reads the per-span analysis, which only the real pipeline writes).
 Then the store's compressed bytes per span and its compression ratio, beside the 8.6x that Jaeger's ClickHouse
@@ -148,18 +150,51 @@ ORDER BY parent, child
 """
 
 
+def latest_copy_before(where: str) -> str:
+    """The condition by which Hotspan's full-span reads kept each span's latest copy before issue 34
+    (``storage.trace_sql.LATEST_COPY`` then): the rows whose identity and ``Version`` are among each identity's
+    highest of the rows meeting ``where``, a subquery that finds those rows a second time. A copy kept as the
+    baseline of :func:`trace_before` and :func:`traces_before`."""
+    from storage.trace_sql import IDENTITY
+
+    return f"""({IDENTITY}, Version) IN (
+        SELECT {IDENTITY}, max(Version)
+        FROM otel_traces
+        WHERE {where}
+        GROUP BY {IDENTITY}
+    )"""
+
+
 def trace_before() -> str:
     """Trace by ID as Hotspan read it before issue 34, timed beside the reader's in the same run: the trace found by
     its ID alone (the trace-ID bloom filter of every granule of every day), twice: in the read and again in its
-    latest-copy subquery (``storage.trace_sql.LATEST_COPY``). A copy kept as the baseline."""
-    from storage.trace_sql import IDENTITY, LATEST_COPY, SPAN_COLUMNS, TENANT_FILTER
+    latest-copy subquery (:func:`latest_copy_before`). A copy kept as the baseline."""
+    from storage.trace_sql import IDENTITY, SPAN_COLUMNS, TENANT_FILTER
 
     where = f"TraceId = {{trace_id:String}} AND {TENANT_FILTER}"
     return f"""
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
-WHERE {where} AND {LATEST_COPY.format(where=where)}
+WHERE {where} AND {latest_copy_before(where)}
 ORDER BY start_time_unix_nano, span_id, kind, name
+LIMIT 1 BY {IDENTITY}
+"""
+
+
+def traces_before() -> str:
+    """The trace pipeline's read of a batch of traces (``storage.analysis_sql.TRACES_SPANS``) as it was before it
+    read them once, timed beside it in the same run: the batch found again by its latest-copy subquery
+    (:func:`latest_copy_before`). A copy kept as the baseline."""
+    from storage.trace_sql import IDENTITY, SPAN_COLUMNS, TENANT, TENANT_FILTER, in_time_range_of
+
+    ids = "{trace_ids:Array(String)}"
+    where = f"TraceId IN {ids} AND {TENANT_FILTER} AND {in_time_range_of(ids)}"
+    return f"""
+SELECT{SPAN_COLUMNS},
+    {TENANT} AS tenant
+FROM otel_traces
+WHERE {where} AND {latest_copy_before(where)}
+ORDER BY trace_id, start_time_unix_nano, span_id, kind, name
 LIMIT 1 BY {IDENTITY}
 """
 
@@ -188,6 +223,7 @@ def measure(ch: ClickHouse, repeats: int) -> dict[str, tuple[float, float, float
 
     from analysis import STAGES
     from benchmarks.dedup import median_ms
+    from processors.pipeline.config import TracePipelineConfig
     from storage import trace_sql
     from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
     from storage.reader import ClickHouseTraceReader, TraceQuery
@@ -202,6 +238,15 @@ def measure(ch: ClickHouse, repeats: int) -> dict[str, tuple[float, float, float
         " WHERE Timestamp >= fromUnixTimestamp64Nano({t:Int64}) ORDER BY Timestamp LIMIT 1",
         {"t": middle},
     )[0]
+    # The pipeline analyses traces that went quiet together: consecutive ones, as its batches are.
+    batch = [
+        row[0]
+        for row in ch.query_rows(
+            "SELECT TraceId FROM otel_traces_trace_id_ts WHERE Start >= toDateTime(fromUnixTimestamp64Nano({t:Int64}))"
+            " ORDER BY Start, TraceId LIMIT {n:UInt32}",
+            {"t": middle, "n": TracePipelineConfig.batch_traces},
+        )
+    ]
     search = {
         "service": "svc-3",
         "attributes": (("gen_ai.request.model", "qwen-2.5-7b"),),
@@ -221,6 +266,10 @@ def measure(ch: ClickHouse, repeats: int) -> dict[str, tuple[float, float, float
         "search 1 h": lambda: reader.search(TraceQuery(**search, **hour), tenant="default"),
         "search 24 h": lambda: reader.search(
             TraceQuery(**search, start_ns=BASE_NS, end_ns=BASE_NS + DAY_NS), tenant="default"
+        ),
+        "pipeline batch": lambda: reader.traces(batch, tenant="default"),
+        "pipeline batch before": lambda: pl.from_arrow(
+            ch.query_arrow(traces_before(), {"trace_ids": batch, **tenant_parameters("default")})
         ),
         "RED by service 1 h": lambda: rollups.red(RedQuery("service", **hour), tenant="default"),
         "stages p95 1 h": lambda: analysis.stage_percentiles(AnalysisFilter(**hour), "", tenant="default"),

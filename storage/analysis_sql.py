@@ -13,7 +13,7 @@ Every read is limited to one owner tenant (``storage.tenancy``) or, for an admin
 from __future__ import annotations
 
 from storage.tenancy import tenant_condition
-from storage.trace_sql import IDENTITY, LATEST_COPY, SPAN_COLUMNS, TENANT, TENANT_FILTER, in_time_range_of
+from storage.trace_sql import IDENTITY, SPAN_COLUMNS, TENANT, TENANT_FILTER, in_time_range_of
 
 OWNER_FILTER = tenant_condition()
 """The owner-tenant condition of every read of a derived table; parameters from
@@ -95,23 +95,21 @@ WHERE Tenant = {owner:String} AND TraceId IN {trace_ids:Array(String)}
 count at the same position of ``arrived``) and ``Version``: records that late spans were handled without analysing
 the trace again (they followed a drop decision)."""
 
-_TRACES_WHERE = f"""TraceId IN {{trace_ids:Array(String)}}
-  AND {TENANT_FILTER}
-  AND {in_time_range_of("{trace_ids:Array(String)}")}"""
-
 TRACES_SPANS = f"""
 SELECT{SPAN_COLUMNS},
     {TENANT} AS tenant
 FROM otel_traces
-WHERE {_TRACES_WHERE}
-  AND {LATEST_COPY.format(where=_TRACES_WHERE)}
-ORDER BY trace_id, start_time_unix_nano, span_id, kind, name
+WHERE TraceId IN {{trace_ids:Array(String)}}
+  AND {TENANT_FILTER}
+  AND {in_time_range_of("{trace_ids:Array(String)}")}
+ORDER BY trace_id, start_time_unix_nano, span_id, kind, name, Version DESC
 LIMIT 1 BY {IDENTITY}
 """
-"""Every span of many traces, each once (its latest copy: ``storage.trace_sql.LATEST_COPY``), with ``tenant`` (the
-owner tenant, folded) after the columns of ``TraceReader.trace``. The trace-ID lookup table bounds the scan to
-the partitions and key ranges holding those traces (``storage.trace_sql.in_time_range_of``, as every read of one
-trace by its ID)."""
+"""Every span of many traces, each once, with ``tenant`` (the owner tenant, folded) after the columns of
+``TraceReader.trace``: the trace pipeline's read of each batch of traces it analyses. One scan, as
+``storage.trace_sql.TRACE_SPANS``: the copies of a span sort together, its latest ``Version`` first, and
+``LIMIT 1 BY`` keeps that one. The trace-ID lookup table bounds the scan to the partitions and key ranges holding
+those traces (``storage.trace_sql.in_time_range_of``, as every read of one trace by its ID)."""
 
 DURATION_QUANTILES = f"""
 SELECT

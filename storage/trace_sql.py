@@ -10,9 +10,11 @@ tenant stored under the same trace ID never join in (``tests/security`` checks e
 Every read counts a span once, before and after background merges: a span may have several stored copies
 (rows with the same :data:`IDENTITY`: written by a sender that exported it again, more complete, or by an OTel
 Collector that retried), and readers keep the one with the highest ``Version`` (migration 0031,
-:class:`storage.writer.OnceWriter`). Full-span reads select the latest copies with :data:`LATEST_COPY`, or, when
-they sort the spans anyway, by sorting copies of a span latest first and keeping the first (:data:`TRACE_SPANS`);
-aggregates group by :data:`IDENTITY` with ``argMax(..., Version)``.
+:class:`storage.writer.OnceWriter`). Full-span reads sort the copies of a span latest ``Version`` first and keep
+the first (``ORDER BY ..., Version DESC LIMIT 1 BY`` :data:`IDENTITY`, :data:`TRACE_SPANS`): one scan of the rows,
+which a subquery of each identity's highest ``Version`` would find a second time; copies with equal identity and
+Version (an OTel Collector's retries, all Version 0) keep either. Aggregates group by :data:`IDENTITY` with
+``argMax(..., Version)``, or aggregate such a sorted and limited read (:data:`TRACE_OPERATIONS`).
 
 Every read of one trace by its ID is bounded to the trace's time range (:func:`in_time_range_of`), from the
 ``otel_traces_trace_id_ts`` lookup table: ``otel_traces`` is partitioned by day and sorted by service, span name and
@@ -53,17 +55,6 @@ CONTENT = (
 )
 """A hash of everything a copy of a span holds beyond its :data:`IDENTITY`: two copies with equal identity and
 content are the same export repeated (a retry), stored once."""
-
-LATEST_COPY = f"""({IDENTITY}, Version) IN (
-        SELECT {IDENTITY}, max(Version)
-        FROM otel_traces
-        WHERE {{where}}
-        GROUP BY {IDENTITY}
-    )"""
-"""Condition keeping a span's latest copy (its highest ``Version``) among the rows meeting ``{where}``; a template,
-filled by ``str.format`` with the same condition the outer query has, so both read the same rows. Copies with equal
-identity and Version (an OTel Collector's retries, all Version 0) all pass: full-span reads add
-``LIMIT 1 BY {IDENTITY}`` after it."""
 
 INCOMING = "hotspan_incoming"
 """Temporary table (per ClickHouse session) a batch is loaded into before its checked insert."""
@@ -231,18 +222,19 @@ LIMIT 1 BY {IDENTITY}
 """
 """Every span of one trace, each once (its latest copy), ordered by start, then span ID. One scan of the trace: the
 copies of a span share its start, span ID, kind and name, so the sort puts its latest copy first among them and
-``LIMIT 1 BY`` keeps that one (a :data:`LATEST_COPY` subquery would find the trace a second time, for the same
-rows; copies with equal identity and Version, an OTel Collector's retries, keep either, as there)."""
+``LIMIT 1 BY`` keeps that one (a subquery of each identity's highest ``Version`` would find the trace a second
+time, for the same rows; copies with equal identity and Version, an OTel Collector's retries, keep either)."""
 
 TRACE_OPERATIONS = f"""
 SELECT ServiceName AS service_name, SpanName AS name, count() AS span_count,
     sum(Duration) AS duration_ns_sum, max(Duration) AS duration_ns_max,
-    countIf(StatusCode = 'STATUS_CODE_ERROR') AS error_count,
+    countIf({STATUS} = 'Error') AS error_count,
     toUnixTimestamp64Nano(min(Timestamp)) AS first_start_ns
 FROM (
     SELECT ServiceName, SpanName, Duration, StatusCode, Timestamp
     FROM otel_traces
-    WHERE {TRACE_WHERE} AND {LATEST_COPY.format(where=TRACE_WHERE)}
+    WHERE {TRACE_WHERE}
+    ORDER BY Version DESC
     LIMIT 1 BY {IDENTITY}
 )
 GROUP BY service_name, name
@@ -250,7 +242,10 @@ ORDER BY duration_ns_sum DESC, service_name, name
 LIMIT {{limit:UInt64}}
 """
 """One trace's spans (each once, its latest copy) grouped by (service, span name), the most time first: the whole
-trace summed in ClickHouse, where the trace is too large to read (``TraceReader.trace_operations``)."""
+trace summed in ClickHouse, where the trace is too large to read (``TraceReader.trace_operations``). One scan: the
+inner read sorts the trace's rows latest ``Version`` first and ``LIMIT 1 BY`` keeps each span's first, which on a
+trace of 1M spans (and 100k later copies) took half the CPU of ``argMax`` per identity and under a quarter of a
+subquery of each identity's highest ``Version`` (benchmarks/README.md)."""
 
 _SPAN_ORDER = f"Timestamp, SpanId, SpanKind, SpanName, {TENANT}"
 """The order of a trace's spans that pages follow (an identity in another order: one row per span, not per copy)."""
@@ -452,12 +447,12 @@ SEARCH_SPANS = (
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
 WHERE TraceId GLOBAL IN (SELECT TraceId FROM matched) AND {{tenant}}
-  AND {LATEST_COPY.format(where="TraceId GLOBAL IN (SELECT TraceId FROM matched) AND {tenant}")}
-ORDER BY trace_id, start_time_unix_nano, span_id, kind, name
+ORDER BY trace_id, start_time_unix_nano, span_id, kind, name, Version DESC
 LIMIT 1 BY {IDENTITY}
 """
 )
-"""Every span of the traces a search finds (the Jaeger APIs answer a search with whole traces), each once."""
+"""Every span of the traces a search finds (the Jaeger APIs answer a search with whole traces), each once: its
+latest copy, first of its copies in the sort, as in :data:`TRACE_SPANS`."""
 
 OVERLAPPING_TRACES = """overlapping AS (
     SELECT min(Start) AS first, max(End) AS last

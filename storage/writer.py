@@ -10,7 +10,7 @@ check inside ClickHouse (``storage.trace_sql.CHECK_INCOMING``), so that
 - the first copy of a span is stored with ``Version`` 0, and the rollups fed at insert (RED, migration 0032)
   count it;
 - a later copy that differs (more attributes, an end, a status) is stored with a ``Version`` above every earlier
-  one: readers take it (``storage.trace_sql.LATEST_COPY``), the rollups do not count it again.
+  one: readers take it (``storage.trace_sql``'s module docstring says how), the rollups do not count it again.
 
 The check looks only at stored rows of the batch's trace IDs and its spans' exact starts, so its cost follows the
 batch, not the store (``benchmarks/dedup.py`` measures it). Two writers must not store copies of one span at
