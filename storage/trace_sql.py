@@ -16,9 +16,10 @@ which a subquery of each identity's highest ``Version`` would find a second time
 Version (an OTel Collector's retries, all Version 0) keep either. Aggregates group by :data:`IDENTITY` with
 ``argMax(..., Version)``, or aggregate such a sorted and limited read (:data:`TRACE_OPERATIONS`).
 
-Every read of one trace by its ID is bounded to the trace's time range (:func:`in_time_range_of`), from the
-``otel_traces_trace_id_ts`` lookup table: ``otel_traces`` is partitioned by day and sorted by service, span name and
-time, so a trace ID alone is found by the trace-ID bloom filter of every granule of every day.
+Every read of traces by their IDs (one trace, a batch, the traces a search finds: :data:`IN_MATCHED`) is bounded to
+the traces' time range (:func:`in_time_range_of`), from the ``otel_traces_trace_id_ts`` lookup table:
+``otel_traces`` is partitioned by day and sorted by service, span name and time, so a trace ID alone is found by the
+trace-ID bloom filter of every granule of every day.
 """
 
 from __future__ import annotations
@@ -172,11 +173,13 @@ LAST_SECOND = "toDateTime(4294967295)"
 table's ``Start``/``End`` (an insert saturates), while ``toDateTime`` wraps it around (2200 reads as 2063)."""
 
 
-def in_time_range_of(trace_ids: str) -> str:
+def in_time_range_of(trace_ids: str, *, global_in: bool = False) -> str:
     """A condition on ``otel_traces`` rows: the row lies within the time range of the traces ``trace_ids`` (an SQL
-    array of trace IDs, a bound parameter such as ``{trace_ids:Array(String)}``), in whole seconds, from
-    ``otel_traces_trace_id_ts``; no bound at all when none of them has a lookup row or one has a span after
-    :data:`LAST_SECOND`. A read of traces by ID adds it to its ``TraceId`` condition.
+    array of trace IDs, a bound parameter such as ``{trace_ids:Array(String)}``, or a subquery of them), in whole
+    seconds, from ``otel_traces_trace_id_ts``; no bound at all when none of them has a lookup row or one has a span
+    after :data:`LAST_SECOND`. A read of traces by ID adds it to its ``TraceId`` condition. ``global_in`` looks the
+    IDs up with ``GLOBAL IN``: a subquery then runs once, on the node that received the query, and its rows go to
+    the shards with the lookup's read (on a cluster the lookup table is ``Distributed``; :data:`IN_MATCHED`).
 
     Why: ``otel_traces`` is partitioned by day and sorted by (service, span name, second), so a trace ID alone is
     found by the trace-ID bloom filter of every granule of every day kept (8192 rows a granule, about 15 KB of filter
@@ -199,12 +202,13 @@ def in_time_range_of(trace_ids: str) -> str:
     the span's) is missed by a read in that instant, as it would be by a read just before; and near the TTL the lookup
     partition (by week of ``Start``) can be dropped before the last day of a trace that crosses a week.
 
-    Costs one read of the lookup table's primary key (one granule) per query: the bounds are one scalar subquery,
-    which ClickHouse runs once however often the query repeats it.
+    Costs one read of the lookup table by its primary key (a granule per trace at most: 18 for the 1 h search's 20
+    traces) per query: the bounds are one scalar subquery, which ClickHouse runs once however often the query
+    repeats it.
     """
     bounds = (
         f"(SELECT if(count() = 0 OR max(End) >= {LAST_SECOND}, (toDateTime(0), {LAST_SECOND}), (min(Start), max(End)))"
-        f" FROM otel_traces_trace_id_ts WHERE TraceId IN {trace_ids})"
+        f" FROM otel_traces_trace_id_ts WHERE TraceId {'GLOBAL IN' if global_in else 'IN'} {trace_ids})"
     )
     return f"toDateTime(Timestamp) >= {bounds}.1\n  AND toDateTime(Timestamp) <= {bounds}.2"
 
@@ -345,6 +349,24 @@ WITH matched AS (
 most ``{limit:UInt32}`` of them. A template: the builder fills ``{conditions}`` and ``{tenant}`` (with
 :data:`TENANT_FILTER`) by ``str.format``."""
 
+MATCHED_IDS = """,
+(SELECT groupArray(TraceId) FROM matched) AS matched_ids"""
+"""The IDs of the ``matched`` traces (:data:`MATCHED_TRACES`, :data:`RANKED_TRACES`) as one array, a scalar added to
+their ``WITH``: ClickHouse runs ``matched`` once for it however often the query uses it (:data:`IN_MATCHED` twice),
+where each ``SELECT ... FROM matched`` would run the search's span scan again."""
+
+_MATCHED_SET = "(SELECT arrayJoin(matched_ids))"
+
+IN_MATCHED = f"""PREWHERE TraceId GLOBAL IN {_MATCHED_SET}
+      AND {in_time_range_of(_MATCHED_SET, global_in=True)}"""
+"""The ``PREWHERE`` of a read of the ``matched`` traces' rows (with :data:`MATCHED_IDS`): their trace IDs, as a set
+(``GLOBAL IN``: built once and sent to the shards on a cluster), within their time range (:func:`in_time_range_of`,
+as every read of traces by ID). The range leaves the bloom filter only the granules of the traces' seconds (at
+10M spans a day, the 1 h search's 20 traces: 307 of 1,224) and skips every part of other days. ``PREWHERE``, because
+ClickHouse moves neither condition there itself (it moved only the tenant's): the wide columns, ``SpanAttributes``
+above all, are read only for the rows of those traces, not for the whole granules they sit in (benchmarks/README.md,
+"The search bounded by its traces' time range")."""
+
 RANKED_TRACES = f"""
 WITH matched AS (
     SELECT traces.TraceId AS TraceId
@@ -401,7 +423,7 @@ SEARCH_ORDERS = {
 """The ``{order}`` of :data:`RANKED_TRACES` by sort name (``most_tokens`` needs :data:`SEARCH_USAGE`,
 ``longest_stage`` :data:`SEARCH_STAGE`)."""
 
-_SEARCH_BODY = f"""
+_SEARCH_BODY = f"""{MATCHED_IDS}
 SELECT
     TraceId AS trace_id,
     if(countIf(ParentSpanId = '') > 0,
@@ -427,7 +449,8 @@ FROM (
         argMax(StatusCode, Version) AS StatusCode,
         argMax({HOTSPOT}, Version) AS Hotspot
     FROM otel_traces
-    WHERE TraceId GLOBAL IN (SELECT TraceId FROM matched) AND {{tenant}}
+    {IN_MATCHED}
+    WHERE {{tenant}}
     GROUP BY {IDENTITY}
 )
 GROUP BY TraceId
@@ -443,10 +466,11 @@ RANKED_SEARCH = RANKED_TRACES + _SEARCH_BODY
 
 SEARCH_SPANS = (
     MATCHED_TRACES
-    + f"""
+    + f"""{MATCHED_IDS}
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
-WHERE TraceId GLOBAL IN (SELECT TraceId FROM matched) AND {{tenant}}
+{IN_MATCHED}
+WHERE {{tenant}}
 ORDER BY trace_id, start_time_unix_nano, span_id, kind, name, Version DESC
 LIMIT 1 BY {IDENTITY}
 """
@@ -533,6 +557,7 @@ FROM (
             mapFilter((k, v) -> has({{{{keys:Array(String)}}}}, k), ResourceAttributes) AS resource_attributes
         FROM otel_traces
         WHERE TraceId IN {{{{trace_ids:Array(String)}}}} AND {{tenant}} AND {{conditions}}
+          AND {in_time_range_of("{{trace_ids:Array(String)}}")}
         ORDER BY trace_id, start_time_unix_nano, span_id
         LIMIT 1 BY {IDENTITY}
     )
@@ -542,8 +567,8 @@ LIMIT {{{{per_trace:UInt32}}}} BY trace_id
 """
 """Of the traces ``trace_ids``, the spans meeting ``{conditions}`` (each once), the first ``per_trace`` by start per
 trace, each row with ``matched``, how many its trace has (Tempo's ``spanSet``), its service, lowercase status and kind,
-and the span and resource attributes whose keys are in ``keys`` (what the query names, shown beside a matched span).
-A template like :data:`MATCHED_TRACES`."""
+and the span and resource attributes whose keys are in ``keys`` (what the query names, shown beside a matched span),
+read within the traces' time range (:func:`in_time_range_of`). A template like :data:`MATCHED_TRACES`."""
 
 TAG_NAMES = {
     "span": "SpanAttributes",

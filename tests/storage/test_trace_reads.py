@@ -1,5 +1,6 @@
 """The reads of one trace by its ID (``storage.reader.ClickHouseTraceReader``: ``trace``, ``trace_page``,
-``trace_size``, ``trace_state``, ``trace_operations``), bounded by the trace's time range from
+``trace_size``, ``trace_state``, ``trace_operations``) and of the traces a search finds (``search``,
+``ranked_search``, ``search_spans``, ``matched_spans``), bounded by the traces' time range from
 ``otel_traces_trace_id_ts`` (``storage.trace_sql.in_time_range_of``): every span is still read, whichever insert,
 day or tenant it came in, on one node and on the two-shard harness; without a lookup row, or with a span the lookup
 cannot hold, the read is unbounded; and the bound prunes the days the trace does not touch."""
@@ -15,7 +16,7 @@ from collector.batch import to_batch
 from collector.otlp_json import request_from_json
 from storage import trace_sql
 from storage.clickhouse import ClickHouse
-from storage.reader import ClickHouseTraceReader
+from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.schema import with_tenant
 from storage.tenancy import tenant_parameters
 from storage.writer import OnceWriter
@@ -32,6 +33,12 @@ ONE_TRACE_READS = {
     "TRACE_OPERATIONS": trace_sql.TRACE_OPERATIONS,
 }
 """The SQL of every read of one trace by its ID."""
+MATCHED_READS = {
+    "SEARCH": trace_sql.SEARCH,
+    "RANKED_SEARCH": trace_sql.RANKED_SEARCH,
+    "SEARCH_SPANS": trace_sql.SEARCH_SPANS,
+}
+"""The SQL of every read of the rows of the traces a search finds (``matched``)."""
 
 
 def _store(store: ClickHouse, trace_id: str, spans: list[Span], t0_ns: int, tenant: str = "default") -> None:
@@ -77,6 +84,41 @@ def test_a_trace_stored_over_days_inserts_and_tenants_is_read_whole(store: Click
     assert first.spans["span_id"].to_list() == [f"{1:016x}", f"{2:016x}"] and first.next is not None
     last = reader.trace_page(TRACE, tenant="default", after=first.next, limit=2)
     assert last.spans["span_id"].to_list() == [f"{3:016x}"] and last.next is None
+
+
+@pytest.mark.parametrize("name", list(MATCHED_READS))
+def test_every_read_of_the_found_traces_is_bounded_by_their_time_range(name: str) -> None:
+    sql = MATCHED_READS[name]
+    # One read of otel_traces finds the traces (the matched CTE, and RANKED_TRACES' subquery); the other reads them.
+    finds = 2 if name == "RANKED_SEARCH" else 1
+    assert len(re.findall(r"FROM otel_traces\b", sql)) - finds == sql.count(trace_sql.IN_MATCHED) == 1
+    assert sql.count(trace_sql.MATCHED_IDS) == 1
+
+
+@pytest.mark.both_layouts
+def test_a_trace_found_by_a_late_span_is_searched_whole(store: ClickHouse) -> None:
+    _late_trace(store)
+    reader = ClickHouseTraceReader(store)
+    # Only span 3 matches, two days after spans 1 and 2: a bound by the matched span's day would lose them.
+    query = TraceQuery(service="llm")
+    expected = {
+        "trace_id": TRACE,
+        "root_service": "api",
+        "root_name": "op 1",
+        "start_time_unix_nano": T0,
+        "duration_ns": 2 * DAY_NS + 5_000_000,
+        "span_count": 3,
+        "service_count": 3,
+    }
+    for found in (reader.search(query, tenant="default"), reader.ranked_search(query, "oldest", tenant="default")):
+        assert found.height == 1
+        assert {key: found.row(0, named=True)[key] for key in expected} == expected
+    assert reader.search_spans(query, tenant="default")["span_id"].to_list() == [f"{i:016x}" for i in (1, 2, 3)]
+    every = reader.matched_spans([TRACE], TraceQuery(), tenant="default", per_trace=10)
+    assert every["span_id"].to_list() == [f"{i:016x}" for i in (1, 2, 3)]
+    store.command(f"TRUNCATE TABLE {store.layout.table('otel_traces_trace_id_ts')}")  # read unbounded
+    assert reader.search(query, tenant="default")["span_count"].to_list() == [3]
+    assert reader.search_spans(query, tenant="default")["span_id"].to_list() == [f"{i:016x}" for i in (1, 2, 3)]
 
 
 @pytest.mark.both_layouts
