@@ -12,6 +12,7 @@ from instrumented_stack.capture import InMemorySpans
 from instrumented_stack.engine import StepTimeModel
 from instrumented_stack.engine.vllm_span import LLM_REQUEST_ATTRIBUTES
 from instrumented_stack.runner import RunSummary
+from instrumented_stack.semconv import GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
 
 LATENCY_ATTRIBUTES = (
     "gen_ai.latency.time_in_queue",
@@ -41,6 +42,18 @@ def _engine_spans_by_trace(stack_run: RunSummary, stack_spans: InMemorySpans) ->
     assert len(spans) == stack_run.requests
     assert all(span.name == "llm_request" and span.kind == SpanKind.SERVER for span in spans)
     return {format_trace_id(span.context.trace_id): span for span in spans}
+
+
+def _cached_prompt_tokens(stack_spans: InMemorySpans) -> dict[str, int]:
+    """Prompt tokens the engine's prefix cache served, per trace id, as the calling service recorded them
+    (``gen_ai.usage.cache_read.input_tokens``: vLLM's ``llm_request`` span does not carry them)."""
+    cached: dict[str, int] = {}
+    for span in stack_spans.spans():
+        tokens = (span.attributes or {}).get(GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
+        if isinstance(tokens, int):
+            trace_id = format_trace_id(span.context.trace_id)
+            cached[trace_id] = max(cached.get(trace_id, 0), tokens)
+    return cached
 
 
 def test_attribute_set_is_vllm_v1s(stack_run: RunSummary, stack_spans: InMemorySpans) -> None:
@@ -75,6 +88,7 @@ def test_latency_parts_add_up(stack_run: RunSummary, stack_spans: InMemorySpans)
 
 def test_latencies_are_seconds(stack_run: RunSummary, stack_spans: InMemorySpans, stack_speed: float) -> None:
     spans = _engine_spans_by_trace(stack_run, stack_spans)
+    cached = _cached_prompt_tokens(stack_spans)
     speed = stack_speed
     for outcome in stack_run.outcomes:
         span = spans[outcome.trace_id]
@@ -83,11 +97,12 @@ def test_latencies_are_seconds(stack_run: RunSummary, stack_spans: InMemorySpans
         assert (span.end_time - span.start_time) / 1e9 == pytest.approx(e2e_s, abs=ROUNDING_S)
         # Seconds, not ms: the engine's share fits inside what the user waited.
         assert 0 < e2e_s <= outcome.latency_ms / 1e3
-        # The time model's floor (StepTimeModel defaults, divided by the speed): at least the prompt's
-        # prefill cost, and one step overhead per decoded token.
+        # The time model's floor (StepTimeModel defaults, divided by the speed): at least the prefill cost of
+        # the prompt tokens the prefix cache did not serve (a request arriving after another with the same
+        # system prompt was prefilled computes only the rest), and one step overhead per decoded token.
         time_model = StepTimeModel()
-        prompt_tokens = span.attributes["gen_ai.usage.prompt_tokens"]
-        modeled_prefill_s = (time_model.step_overhead_s + prompt_tokens * time_model.prefill_s_per_token) / speed
+        computed_tokens = span.attributes["gen_ai.usage.prompt_tokens"] - cached.get(outcome.trace_id, 0)
+        modeled_prefill_s = (time_model.step_overhead_s + computed_tokens * time_model.prefill_s_per_token) / speed
         modeled_decode_s = (outcome.workload.output_tokens - 1) * time_model.step_overhead_s / speed
         assert span.attributes["gen_ai.latency.time_in_model_prefill"] >= modeled_prefill_s - 1e-4
         assert span.attributes["gen_ai.latency.time_in_model_decode"] >= modeled_decode_s - 1e-4
