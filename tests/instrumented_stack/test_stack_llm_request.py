@@ -47,13 +47,10 @@ def _engine_spans_by_trace(stack_run: RunSummary, stack_spans: InMemorySpans) ->
 def _cached_prompt_tokens(stack_spans: InMemorySpans) -> dict[str, int]:
     """Prompt tokens the engine's prefix cache served, per trace id, as the calling service recorded them
     (``gen_ai.usage.cache_read.input_tokens``: vLLM's ``llm_request`` span does not carry them)."""
-    cached: dict[str, int] = {}
-    for span in stack_spans.spans():
-        tokens = (span.attributes or {}).get(GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
-        if isinstance(tokens, int):
-            trace_id = format_trace_id(span.context.trace_id)
-            cached[trace_id] = max(cached.get(trace_id, 0), tokens)
-    return cached
+    return {
+        trace_id: max((span.attributes or {}).get(GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, 0) for span in spans)
+        for trace_id, spans in stack_spans.traces().items()
+    }
 
 
 def test_attribute_set_is_vllm_v1s(stack_run: RunSummary, stack_spans: InMemorySpans) -> None:
