@@ -11,7 +11,8 @@ rendered for it from the same file (:func:`render_statement`), so the two layout
   ``cityHash64(TraceId)``, so every span of a trace, its arrivals, its analysis, its summary and its service-graph
   calls live on one shard; the per-minute rollups hold no trace and are sharded at random (readers merge them);
 - a materialized view reads and fills local tables, so it runs on the shard that received the insert;
-- ``ALTER TABLE T ADD COLUMN`` alters ``T_local`` and ``T``; ``MODIFY SETTING`` the local table; ``MODIFY QUERY`` the
+- ``ALTER TABLE T ADD COLUMN`` alters ``T_local`` and ``T``; ``MODIFY SETTING``, ``ADD PROJECTION`` and
+  ``MATERIALIZE PROJECTION`` the local table (a projection is part of each shard's parts); ``MODIFY QUERY`` the
   view, reading its local source;
 - inserts (the backfills) run as written, through the ``Distributed`` tables.
 
@@ -133,7 +134,9 @@ _CREATE_VIEW = re.compile(
     r"^CREATE MATERIALIZED VIEW IF NOT EXISTS (?P<name>\w+)\s+TO (?P<target>\w+)\s+(?P<select>AS SELECT.*)$", re.S
 )
 _ALTER = re.compile(
-    r"^ALTER TABLE (?P<name>\w+)\s+(?P<action>ADD COLUMN|MODIFY SETTING|MODIFY QUERY)(?P<rest>.*)$", re.S
+    r"^ALTER TABLE (?P<name>\w+)\s+"
+    r"(?P<action>ADD COLUMN|MODIFY SETTING|ADD PROJECTION|MATERIALIZE PROJECTION|MODIFY QUERY)(?P<rest>.*)$",
+    re.S,
 )
 _INSERT = re.compile(r"^INSERT INTO \w+\s", re.S)
 _DELETE = re.compile(r"^\s*DELETE FROM (?P<name>\w+)(?P<rest>\s.*)$", re.S)
@@ -153,8 +156,9 @@ def render_statement(sql: str, layout: Layout, database: str) -> list[str]:
 
     Raises:
         UnrenderableMigration: ``sql`` is not a ``CREATE TABLE``, ``CREATE MATERIALIZED VIEW ... TO``, ``ALTER TABLE
-            ... ADD COLUMN | MODIFY SETTING | MODIFY QUERY`` or ``INSERT INTO`` statement of the shapes the
-            migrations use: a new migration of another shape needs a rule here first.
+            ... ADD COLUMN | MODIFY SETTING | ADD PROJECTION | MATERIALIZE PROJECTION | MODIFY QUERY`` or ``INSERT
+            INTO`` statement of the shapes the migrations use: a new migration of another shape needs a rule here
+            first.
     """
     if not layout.clustered:
         return [sql]
@@ -237,7 +241,7 @@ def _alter(altered: re.Match[str], layout: Layout) -> list[str]:
     on_cluster = _on_cluster(layout)
     if action == "ADD COLUMN":
         return [f"ALTER TABLE {table}{on_cluster} {action}{rest}" for table in (layout.table(name), name)]
-    if action == "MODIFY SETTING":
+    if action in ("MODIFY SETTING", "ADD PROJECTION", "MATERIALIZE PROJECTION"):
         return [f"ALTER TABLE {layout.table(name)}{on_cluster} {action}{rest}"]
     return [f"ALTER TABLE {name}{on_cluster} {action}{_local_sources(rest, layout)}"]
 

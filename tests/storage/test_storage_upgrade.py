@@ -179,7 +179,7 @@ def test_conversations_are_read_from_summaries_stored_after_the_upgrade_and_per_
         whole = {"Enveloped": False, "ParentlessSpans": 1, "ReattachedSpans": 0, "OutlivingSpans": 0}
         whole |= {"ExtendedSpans": 0, "ExtendedNs": 0, "ImplausibleRoot": False}
         old.insert_arrow("hotspan_trace_summary", _summary("0" * 31 + "1", _BEFORE_CONVERSATIONS, **whole))
-        assert apply_migrations(old) == [90]
+        assert apply_migrations(old, up_to=99) == [90]
         analysis = ClickHouseAnalysisStore(old, STAGES)
         assert analysis.conversations(ConversationFilter(), "last_seen", 10, tenant="default").height == 0
         for index, tenant in ((2, "default"), (3, "default"), (4, "acme")):
