@@ -5,7 +5,8 @@ Every function here works on all trees at once with numpy and needs ``ceil(log2(
 touching only the spans whose path is not yet exhausted: a 15,000-deep chain takes 15 rounds, and no
 Python call runs per span. There is no recursion.
 
-The parent array must be acyclic; :mod:`analysis.tree` breaks cycles before calling these.
+The parent array must be acyclic: :mod:`analysis.tree` breaks the cycles of what was sent, and
+:func:`reduce_many` raises on one an adjuster made rather than run forever.
 """
 
 from __future__ import annotations
@@ -24,17 +25,27 @@ def reduce_many(
 ) -> list[npt.NDArray]:
     """For every span and each ``(values, combine)`` pair, ``combine`` folded over the span's own value and
     every ancestor's (``combine`` must be associative: ``np.maximum``, ``np.minimum``, ``np.add``,
-    ``np.logical_or``...). One pointer-jumping pass serves all pairs. Returns new arrays."""
+    ``np.logical_or``...). One pointer-jumping pass serves all pairs. Returns new arrays.
+
+    Raises:
+        ValueError: ``parent`` has a cycle (a path still open after ``ceil(log2(n)) + 1`` rounds, which reach
+            past any root of an acyclic forest): an adjuster that moved spans under one another. Without the
+            bound the rounds would never end, and a trace pipeline that analyses such a trace would hang on it.
+    """
     accumulated = [values.copy() for values, _ in columns]
     jump = parent.copy()
     active = np.flatnonzero(jump >= 0)
-    while active.size:
+    for _ in range(max(1, int(np.ceil(np.log2(parent.size + 1)))) + 1):
+        if not active.size:
+            return accumulated
         # Right-hand sides read the previous round's arrays before anything is written (Wyllie's list ranking).
         above = jump[active]
         for acc, (_, combine) in zip(accumulated, columns, strict=True):
             acc[active] = combine(acc[active], acc[above])
         jump[active] = jump[above]
         active = active[jump[active] >= 0]
+    if active.size:
+        raise ValueError(f"the parent array has a cycle through span indices {active[:8].tolist()}")
     return accumulated
 
 

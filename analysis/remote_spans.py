@@ -89,7 +89,8 @@ def _covered(start: IntArray, end: IntArray, span: IntArray, by: IntArray) -> In
 def _containing_wrapper(tree: SpanTree, span: IntArray, client: IntArray, wrapper: BoolArray) -> IntArray:
     """Per span, the childless wrapper among its client's other children covering :data:`FIT_SHARE` of it (as
     :mod:`analysis.wrappers` chooses: the one covering most, then the longer, then the earlier), -1 where none
-    does."""
+    does. A wrapper that is itself one of the ``span`` (a server span its client does not hold either) adopts
+    none: two such siblings over the same interval would each take the other, a cycle."""
     has_children = np.zeros(tree.size, dtype=bool)
     has_children[tree.parent[tree.parent >= 0]] = True
     wrappers = np.flatnonzero(wrapper & ~has_children & (tree.parent >= 0))
@@ -100,7 +101,7 @@ def _containing_wrapper(tree: SpanTree, span: IntArray, client: IntArray, wrappe
     candidate = wrappers[np.repeat(first, count) + np.arange(which.size) - np.repeat(np.cumsum(count) - count, count)]
     covered = _covered(tree.start_ns, tree.end_ns, span[which], candidate)
     length = tree.end_ns[candidate] - tree.start_ns[candidate]
-    fits = (covered >= FIT_SHARE * (tree.end_ns[span[which]] - tree.start_ns[span[which]])) & (candidate != span[which])
+    fits = (covered >= FIT_SHARE * (tree.end_ns[span[which]] - tree.start_ns[span[which]])) & ~np.isin(candidate, span)
     which, candidate, covered, length = which[fits], candidate[fits], covered[fits], length[fits]
     best = np.lexsort((candidate, tree.start_ns[candidate], -length, -covered, which))
     found = np.full(span.size, -1, dtype=np.int64)

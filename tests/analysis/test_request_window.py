@@ -105,6 +105,25 @@ def test_work_started_after_its_parent_returned_is_kept_where_the_request_waits_
     assert stages_ms(after) == stages_ms(agent_run())
 
 
+def test_servers_answering_one_caller_after_it_returned_over_the_same_interval_are_each_lifted() -> None:
+    # Two SERVER spans of another service (a retried or duplicated call) over [20, 30] ms, their caller done at
+    # 10 ms: each is a childless wrapper covering the other, so each could adopt the other. Lifted under the request
+    # instead; before, each took the other, a cycle, and the analysis never returned (found by the property below).
+    spans = [
+        S("root", "", 0, 100 * MS, "POST /ask", kind="Server"),
+        S("step", "root", 0, 10 * MS, "step"),
+        *(S(f"server{i}", "step", 20 * MS, 30 * MS, "serve", "remote", "Server") for i in (1, 2)),
+    ]
+    tree = analyze(frame(spans)).tree.frame()
+    assert dict(zip(tree["span_id"], tree["analysis_parent_span_id"], strict=True)) == {
+        "root": "",
+        "step": "root",
+        "server1": "root",
+        "server2": "root",
+    }
+    assert adjusted(spans) == {"server1": "lifted", "server2": "lifted"}
+
+
 def test_a_model_call_that_outlives_its_parent_keeps_its_whole_time() -> None:
     # Fire-and-forget streaming: the agent returns the stream at 400 ms, its first call streams on to 900 ms. Jaeger
     # UI cuts the call at 400 ms and gives its last 500 ms to the agent's parent.

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from analysis_support import FOLLOWS, T0, S, by_span, frame
 
+from analysis import ancestry
 from analysis.tree import build_tree, span_tree
 
 
@@ -42,6 +43,16 @@ def test_cycle_is_cut_at_its_earliest_member() -> None:
     assert by_span(tree, "root_reason") == {"y": "cycle", "x": "", "z": "", "w": ""}
     assert by_span(tree, "parent_span_id") == {"y": "", "x": "y", "z": "x", "w": "z"}
     assert by_span(tree, "depth") == {"y": 0, "x": 1, "z": 2, "w": 3}
+
+
+def test_a_reduction_over_a_parent_array_with_a_cycle_raises_instead_of_running_forever() -> None:
+    # build_tree cuts the cycles of what was sent; an adjuster's new parents are not cut again, so the reduction
+    # itself must not loop: the trace pipeline skips a trace whose analysis raises, but one that never returns
+    # stops it. A forest of the same size still resolves.
+    with pytest.raises(ValueError, match="cycle through span indices"):
+        ancestry.depths_and_roots(np.array([-1, 0, 3, 2], dtype=np.int64))
+    depth, root = ancestry.depths_and_roots(np.array([-1, 0, 1, 2], dtype=np.int64))
+    assert depth.tolist() == [0, 1, 2, 3] and root.tolist() == [0, 0, 0, 0]
 
 
 def test_cycle_tie_on_start_goes_to_the_longer_span_then_the_smaller_id() -> None:
