@@ -20,6 +20,12 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+def _rounds(count: int) -> int:
+    """Pointer-jumping rounds that take every path of ``count`` spans past its end: ``ceil(log2(count + 1)) + 1``
+    (each round doubles how far a span has jumped)."""
+    return max(1, int(np.ceil(np.log2(count + 1)))) + 1
+
+
 def reduce_many(
     parent: IntArray, columns: Sequence[tuple[npt.NDArray, Callable[[npt.NDArray, npt.NDArray], npt.NDArray]]]
 ) -> list[npt.NDArray]:
@@ -35,7 +41,7 @@ def reduce_many(
     accumulated = [values.copy() for values, _ in columns]
     jump = parent.copy()
     active = np.flatnonzero(jump >= 0)
-    for _ in range(max(1, int(np.ceil(np.log2(parent.size + 1)))) + 1):
+    for _ in range(_rounds(parent.size)):
         if not active.size:
             return accumulated
         # Right-hand sides read the previous round's arrays before anything is written (Wyllie's list ranking).
@@ -97,7 +103,7 @@ def unrooted(parent: IntArray) -> BoolArray:
     n = parent.size
     jump = parent.copy()
     active = np.flatnonzero(jump >= 0)
-    for _ in range(max(1, int(np.ceil(np.log2(n + 1)))) + 1):
+    for _ in range(_rounds(n)):
         if not active.size:
             break
         jump[active] = jump[jump[active]]
@@ -114,7 +120,7 @@ def cycle_members(parent: IntArray, candidates: IntArray) -> IntArray:
     then are exactly the cycle members (a cycle maps onto itself, so each of its members is reached).
     """
     far = parent.copy()
-    for _ in range(max(1, int(np.ceil(np.log2(candidates.size + 1)))) + 1):
+    for _ in range(_rounds(candidates.size)):
         far[candidates] = far[far[candidates]]
     return np.unique(far[candidates])
 
@@ -123,7 +129,7 @@ def min_on_cycle(parent: IntArray, members: IntArray, keys: IntArray) -> IntArra
     """For each cycle member (``members``), the smallest ``keys`` value over its whole cycle."""
     acc = keys.copy()
     jump = parent.copy()
-    for _ in range(max(1, int(np.ceil(np.log2(members.size + 1)))) + 1):
+    for _ in range(_rounds(members.size)):
         above = jump[members]
         acc[members] = np.minimum(acc[members], acc[above])
         jump[members] = jump[above]

@@ -26,27 +26,27 @@ HOUR = {"start_ns": (DAY_START_S + 10 * 3600) * 10**9, "end_ns": (DAY_START_S + 
 """10:00 to the last nanosecond before 11:00: the minutes 10:00 ... 10:59."""
 
 
-def _duration_ns(operation: str, minute: str) -> str:
-    """The SQL duration (ns) of an operation's call in a minute: 1 ms per operation number, plus the minute in µs."""
-    return f"toUInt64(({operation} + 1) * 1000000 + {minute} * 1000)"
+DURATION_NS = f"toUInt64((number % {OPERATIONS} + 1) * 1000000 + intDiv(number, {OPERATIONS}) * 1000)"
+"""Row ``number``'s duration (ns): operation ``number % OPERATIONS`` in minute ``number / OPERATIONS`` lasts 1 ms per
+operation number, plus the minute in µs."""
+MINUTE = f"toDateTime({DAY_START_S} + intDiv(number, {OPERATIONS}) * 60)"
+"""Row ``number``'s minute."""
 
 
 def _fill_red(store: ClickHouse) -> None:
-    duration = _duration_ns("number % 200", "intDiv(number, 200)")
     store.command(f"""
 INSERT INTO hotspan_red_minutes
-SELECT 'default', toDateTime({DAY_START_S} + intDiv(number, {OPERATIONS}) * 60), 'svc-' || toString(number % 20),
-    'op-' || leftPad(toString(number % {OPERATIONS}), 3, '0'), 'Server', 1, 0, {duration}, {duration},
-    arrayReduce('quantilesState(0.5, 0.95, 0.99)', [{duration}]), map(toUInt32(2), toUInt64(1))
+SELECT 'default', {MINUTE}, 'svc-' || toString(number % 20),
+    'op-' || leftPad(toString(number % {OPERATIONS}), 3, '0'), 'Server', 1, 0, {DURATION_NS}, {DURATION_NS},
+    arrayReduce('quantilesState(0.5, 0.95, 0.99)', [{DURATION_NS}]), map(toUInt32(2), toUInt64(1))
 FROM numbers({OPERATIONS * MINUTES})""")
 
 
 def _fill_service_graph(store: ClickHouse) -> None:
-    duration = _duration_ns("number % 200", "intDiv(number, 200)")
-    state = f"arrayReduce('quantilesState(0.5, 0.95, 0.99)', [{duration}])"
+    state = f"arrayReduce('quantilesState(0.5, 0.95, 0.99)', [{DURATION_NS}])"
     store.command(f"""
 INSERT INTO hotspan_service_graph_minutes
-SELECT 'default', toDateTime({DAY_START_S} + intDiv(number, {OPERATIONS}) * 60), 'client-' || toString(number % 20),
+SELECT 'default', {MINUTE}, 'client-' || toString(number % 20),
     'server-' || leftPad(toString(number % {OPERATIONS}), 3, '0'), 'plain', 1, 0, {state}, {state}
 FROM numbers({OPERATIONS * MINUTES})""")
 
