@@ -18,9 +18,13 @@ connections, until every request is acknowledged and inserted (``IngestPipeline.
 
 Goal (issue 34): >= 137k spans/s per core, the OpenTelemetry Collector's ClickHouse exporter's published figure.
 ``--profile DIR`` also records a py-spy profile of the server (``py-spy`` beside the interpreter or on the PATH;
-collapsed stacks, and the functions with most samples printed) for the CPU breakdown in benchmarks/README.md.
+collapsed stacks, and the functions with most samples printed): the thread holding the GIL only. ``--perf DIR``
+records ``perf record`` instead (every thread on CPU: Python's, the engine's, gRPC's, the kernel's work for them),
+prints the libraries and functions with most samples, and the CPU per span without the embedded engine's share
+(:func:`engine_share`): what the collector costs when the store is a ClickHouse elsewhere, for the CPU breakdown in
+benchmarks/README.md.
 
-Run: ``python benchmarks/collector.py [--spans 200000] [--senders 8] [--profile /tmp/prof]``. The last line is
+Run: ``python benchmarks/collector.py [--spans 200000] [--senders 8] [--profile DIR | --perf DIR]``. The last line is
 ``collector_spans_per_core: N`` (the lower of the two protocols).
 """
 
@@ -74,12 +78,19 @@ def cpu_seconds() -> float:
 
 
 def measure(
-    kind: str, target: str, bodies: list[bytes], senders: int, flush: object, profile: Path | None = None
+    kind: str,
+    target: str,
+    bodies: list[bytes],
+    senders: int,
+    flush: object,
+    profile: Path | None = None,
+    perf: Path | None = None,
 ) -> tuple[float, float]:
     """``(wall seconds, server CPU seconds)`` from the client's first send until every request is acknowledged
-    and inserted; with ``profile``, a py-spy recording of that interval (:func:`profiled`)."""
+    and inserted; with ``profile``, a py-spy recording of that interval (:func:`profiled`), with ``perf`` a
+    ``perf record`` of it (:func:`perf_recorded`)."""
     client, go, done = run_client(kind, target, bodies, senders)
-    recorder = profiled(profile, kind) if profile else None
+    recorder = profiled(profile, kind) if profile else perf_recorded(perf, kind) if perf else None
     time.sleep(2.0)  # let the client process load its bodies (and py-spy attach) before the clock starts
     cpu, start = cpu_seconds(), time.perf_counter()
     go.set()  # type: ignore[attr-defined]
@@ -88,7 +99,7 @@ def measure(
         raise RuntimeError("the pipeline did not drain within 60 s")
     elapsed, used = time.perf_counter() - start, cpu_seconds() - cpu
     if recorder is not None:
-        recorder.send_signal(signal.SIGINT)  # py-spy writes its file on an interrupt
+        recorder.send_signal(signal.SIGINT)  # py-spy and perf write their file on an interrupt
         recorder.wait()
     join_client(client, kind)
     return elapsed, used
@@ -118,6 +129,72 @@ def profiled(directory: Path, name: str) -> subprocess.Popen[bytes]:
     )
 
 
+def perf_recorded(directory: Path, name: str) -> subprocess.Popen[bytes]:
+    """A ``perf record`` of this process into ``directory/name.data``: on-CPU samples of every thread (Python's,
+    the engine's, gRPC's) in user and kernel code, which py-spy's GIL view cannot see. Needs ``perf`` and
+    ``kernel.perf_event_paranoid`` <= 2 (a process may profile its own children)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [
+            "perf",
+            "record",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "999",
+            "-p",
+            str(os.getpid()),
+            "-o",
+            str(directory / f"{name}.data"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+ENGINE_LIBRARY = "_chdb.abi3.so"
+"""The embedded ClickHouse's shared object: on a cluster, its work runs on the ClickHouse nodes."""
+
+
+def perf_rows(data: Path, key: str) -> list[tuple[list[str], float]]:
+    """The rows of ``perf report --sort key`` over a ``perf record`` file: the key's fields and the share of
+    samples, most first."""
+    report = subprocess.run(
+        ["perf", "report", "-i", str(data), "--no-children", "--sort", key, "--stdio", "-q"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = []
+    for line in report.splitlines():
+        share, _, rest = line.strip().partition(" ")
+        if share.endswith("%"):
+            rows.append(([field for field in rest.split() if field not in ("[.]", "[k]")], float(share[:-1]) / 100))
+    return rows
+
+
+def perf_shares(data: Path, key: str, limit: int = 15) -> list[tuple[str, float]]:
+    """The ``key`` (``dso`` or ``symbol``) with most samples in a ``perf record`` file, with their share."""
+    return [(" ".join(fields), share) for fields, share in perf_rows(data, key)[:limit]]
+
+
+def engine_share(data: Path) -> float:
+    """The share of a ``perf record`` file's samples that the embedded engine took: every sample in its library,
+    and every sample of a thread that spent most of its own there (its pools' threads: their system calls and
+    allocations). Samples of the engine's code in the C library or the kernel called from a Python thread stay
+    with the collector, so the collector's own share is overstated, not understated."""
+    threads: dict[str, dict[str, float]] = {}
+    for fields, share in perf_rows(data, "pid,dso"):
+        thread, library = fields[0], fields[-1]
+        libraries = threads.setdefault(thread, {})
+        libraries[library] = libraries.get(library, 0.0) + share
+    total = 0.0
+    for libraries in threads.values():
+        own = libraries.get(ENGINE_LIBRARY, 0.0)
+        total += sum(libraries.values()) if own > sum(libraries.values()) / 2 else own
+    return total
+
+
 def top_functions(raw: Path, limit: int = 15) -> list[tuple[str, float]]:
     """The functions with most self samples in a py-spy ``raw`` (collapsed stacks) file, with their share."""
     own: dict[str, int] = {}
@@ -138,6 +215,7 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=200_000, help="spans per protocol (default 200000)")
     parser.add_argument("--senders", type=int, default=8, help="concurrent client connections (default 8)")
     parser.add_argument("--profile", type=Path, help="record a py-spy profile per protocol into this directory")
+    parser.add_argument("--perf", type=Path, help="record a perf profile (every thread, on CPU) per protocol here")
     args = parser.parse_args()
 
     from hotspan.server import start_server
@@ -166,16 +244,27 @@ def main() -> None:
             ("grpc", f"127.0.0.1:{server.grpc_port}", 8),
         ):
             bodies = build_requests(args.spans, seed=seed)
-            wall, cpu = measure(kind, target, bodies, args.senders, server.pipeline.flush, args.profile)
+            wall, cpu = measure(kind, target, bodies, args.senders, server.pipeline.flush, args.profile, args.perf)
             rates[kind] = args.spans / cpu
             print(
                 f"{kind:>4}: {args.spans / wall:>9,.0f} spans/s wall, {cpu:.2f} CPU s = "
                 f"{1e6 * cpu / args.spans:.2f} CPU µs/span = {rates[kind]:>9,.0f} spans/s per core "
                 f"(load {os.getloadavg()[0]:.1f})"
             )
+            if args.perf:
+                engine = engine_share(args.perf / f"{kind}.data")
+                own = cpu * (1 - engine)
+                print(
+                    f"      the embedded engine's share {engine:.1%}; without it {1e6 * own / args.spans:.2f} CPU "
+                    f"µs/span = {args.spans / own:,.0f} spans/s per core (the store elsewhere)"
+                )
             if args.profile:
                 for frame, share in top_functions(args.profile / f"{kind}.txt"):
                     print(f"      {share:6.1%}  {frame}")
+            if args.perf:
+                for key in ("dso", "symbol"):
+                    for name, share in perf_shares(args.perf / f"{kind}.data", key):
+                        print(f"      {share:6.1%}  {key} {name}")
     finally:
         server.stop()
     lower = min(rates.values())

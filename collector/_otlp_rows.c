@@ -16,12 +16,19 @@
  * are skipped as protobuf skips them.
  *
  * Doubles get repr's shortest round-trip digits, which collector.attributes.go_float formats: from
- * an exact shortcut for short decimals (short_digits) or CPython's own repr (PyOS_double_to_string,
- * David Gay's algorithm). So the GIL is held throughout, which also guards the buffers kept between
- * calls (shared).
+ * an exact shortcut for short decimals (short_digits), an exact search in 128-bit integers for the
+ * measured values of 16-17 digits (exact_digits, 4-5x cheaper than repr's bignums), or CPython's own
+ * repr for the rest (PyOS_double_to_string, David Gay's algorithm). So the GIL is held throughout,
+ * which also guards the buffers kept between calls (shared).
  *
  * check() runs the same walk writing and formatting nothing, with no limits: the receivers' answer
  * for clean requests without a protobuf parse (collector.decode.check_body).
+ *
+ * convert() is also the redaction's prefilter (collector.redaction): given the literal starts of the
+ * table's key and event-name patterns, a span or event attribute key or an event name that begins
+ * with one is the anomaly REDACTION_CANDIDATE, and the caller redacts the request before converting
+ * it again. Testing the keys the walk reads anyway costs a binary search per key, where searching
+ * the request's bytes cost a pass over all of them (benchmarks/README.md, collector.py).
  *
  * Source of the wire format: the Protocol Buffers encoding guide; of Native: ClickHouse's formats
  * documentation and its NativeReader (per column: name, type, then the values; String = varint
@@ -92,6 +99,19 @@ enum {
     C_LINKS_SPAN_ID, C_LINKS_TRACE_STATE, C_LINKS_ATTRIBUTES, C_TENANT, NCOLUMNS
 };
 
+/* Literal starts of names (collector.redaction.literal_starts): sorted bytewise, none the start of
+   another, so the greatest one not after a name is the only one that can begin it. */
+typedef struct {
+    const uint8_t *data;
+    size_t len;
+} Literal;
+
+typedef struct {
+    const Literal *items;
+    size_t n;
+    uint8_t first[32]; /* the literals' first bytes, a bit each: most keys are ruled out by theirs */
+} Literals;
+
 typedef struct {
     const char *anomaly; /* set on the first anomaly; NO_MEMORY / PYTHON_ERROR are special */
     long max_attributes, max_value_chars, max_events, max_links;
@@ -106,11 +126,15 @@ typedef struct {
     size_t nkeys, capkeys;
     Item *items;
     size_t capitems;
+    Literal *literals; /* the two lists below, borrowed from convert()'s arguments for one call */
+    size_t capliterals;
+    Literals named_keys, named_events;
     Py_ssize_t spans;
 } Ctx;
 
 static const char NO_MEMORY[] = "out of memory";
 static const char PYTHON_ERROR[] = "python error";
+static const char REDACTION_CANDIDATE[] = "an attribute key or event name the redaction table may name";
 
 #define FAIL(ctx, why)           \
     do {                         \
@@ -268,6 +292,7 @@ static inline int next_field(Ctx *ctx, Cursor *c, Field *f) {
         FAIL(ctx, "malformed field tag");
     f->number = (uint32_t)(tag >> 3);
     f->wire = (uint32_t)(tag & 7);
+    f->value = 0;
     f->data = NULL;
     f->len = 0;
     switch (f->wire) {
@@ -476,6 +501,93 @@ static int short_digits(double value, char *digits, int *ndigits, int *point) {
     return 0;
 }
 
+typedef unsigned __int128 u128;
+
+/* v x 10^e into out for 0 <= e <= 38 (10^38 < 2^128), or -1 when it overflows. */
+static int times_pow10(u128 v, int e, u128 *out) {
+    static const uint64_t pow10[] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
+                                     10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL,
+                                     100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+                                     100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+                                     100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
+    if (e < 0 || e > 38)
+        return -1;
+    u128 scale = e <= 19 ? (u128)pow10[e] : (u128)pow10[e - 19] * pow10[19];
+    return __builtin_mul_overflow(v, scale, out) ? -1 : 0;
+}
+
+/* The multiples of 10^s (s <= 0) between low and high (in units of 2^-k; the ends included or
+   not) as [first, last] in units of 10^s: 1 when there is one, 0 when none, -1 on overflow. */
+static int multiples(u128 low, u128 high, int k, int inclusive, int s, u128 *first, u128 *last) {
+    u128 lo, hi, mask = ((u128)1 << k) - 1;
+    if (times_pow10(high, -s, &hi) < 0 || times_pow10(low, -s, &lo) < 0)
+        return -1;
+    *first = (lo >> k) + ((lo & mask) != 0 || !inclusive);
+    *last = (hi >> k) - ((hi & mask) == 0 && !inclusive);
+    return *first <= *last;
+}
+
+/* repr's digits of a positive normal double below 2^53 whose shortest round-trip decimal has a
+   digit below the units (most measured values: latencies, rates), as repr_digits gives them, or 0
+   for others (and where 128 bits do not suffice: below about 1e-5).
+
+   Exact, with 128-bit integers: value = 4m x 2^-k (m its 53-bit significand), and the halfway
+   points to the doubles either side are 4m + 2 and 4m - 2 (4m - 1 below a power of two, where the
+   step halves) in those units. A decimal n x 10^s reads back as value when it lies between them
+   (ends included when m is even: reading rounds half to even). Whether some multiple of 10^s does
+   is monotone in s, so a binary search finds the largest s (the fewest digits); of its multiples,
+   the nearest to value (half to even), as repr's shortest mode chooses (Steele & White, "How to
+   print floating-point numbers accurately", 1990; Gay's dtoa, mode 0). With s <= 0 a power of ten
+   multiplies and a power of two shifts: no division. */
+static int exact_digits(double value, char *digits, int *ndigits, int *point) {
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    int biased = (int)(bits >> 52) & 0x7FF;
+    uint64_t fraction = bits & ((1ULL << 52) - 1);
+    int k = 1075 + 2 - biased;
+    if (biased == 0 || k <= 1 || k >= 128 || !(value < 9007199254740992.0))
+        return 0;
+    uint64_t m = fraction | (1ULL << 52);
+    u128 mid = (u128)m << 2, high = mid + 2, low = mid - (fraction == 0 && biased > 1 ? 1 : 2);
+    int inclusive = (m & 1) == 0;
+    int magnitude = (int)floor(log10(value));
+    /* 17 digits always suffice; 10^(magnitude + 2) exceeds the interval (log10 may be one off). */
+    int lo = magnitude - 18, hi = magnitude + 2 < 0 ? magnitude + 2 : 0;
+    u128 first, last, f, l, at;
+    if (multiples(low, high, k, inclusive, lo, &first, &last) != 1)
+        return 0;
+    while (lo < hi) { /* multiples at lo; none above hi */
+        int s = lo + (hi - lo + 1) / 2;
+        int found = multiples(low, high, k, inclusive, s, &f, &l);
+        if (found < 0)
+            return 0;
+        if (found)
+            lo = s, first = f, last = l;
+        else
+            hi = s - 1;
+    }
+    if (lo == 0 && magnitude + 2 > 0)
+        return 0; /* a multiple of 10 or more may lie in it too: not this function's case */
+    if (times_pow10(mid, -lo, &at) < 0)
+        return 0;
+    u128 n = at >> k, rest = at & (((u128)1 << k) - 1), half = (u128)1 << (k - 1);
+    if (rest > half || (rest == half && (n & 1)))
+        n++;
+    n = n < first ? first : n > last ? last : n;
+    char reversed[40];
+    int count = 0;
+    for (uint64_t v = (uint64_t)n; v; v /= 10) /* n < 10^19: 64-bit division, not 128-bit's */
+        reversed[count++] = (char)('0' + (int)(v % 10));
+    int zeros = 0;
+    while (zeros < count - 1 && reversed[zeros] == '0')
+        zeros++;
+    *point = count + lo;
+    *ndigits = count - zeros;
+    for (int i = 0; i < *ndigits; i++)
+        digits[i] = reversed[count - 1 - i];
+    return 1;
+}
+
 /* repr's digits of a positive finite double: value = 0.DIGITS x 10^point, no leading or trailing
    zeros in DIGITS (as collector.attributes.go_float takes them from Decimal(repr(value))). */
 static int repr_digits(Ctx *ctx, double value, char *digits, int *ndigits, int *point) {
@@ -531,7 +643,7 @@ static int go_double(Ctx *ctx, double value, char *out, size_t *n) {
     }
     char digits[32];
     int ndigits = 0, point = 0;
-    if (!short_digits(fabs(value), digits, &ndigits, &point))
+    if (!short_digits(fabs(value), digits, &ndigits, &point) && !exact_digits(fabs(value), digits, &ndigits, &point))
         TRY(repr_digits(ctx, fabs(value), digits, &ndigits, &point));
     char *o = out;
     if (value < 0)
@@ -791,10 +903,33 @@ static int read_kv(Ctx *ctx, const uint8_t *data, size_t len, const uint8_t **ke
     return 0;
 }
 
+/* Whether name begins with one of the literals: a binary search for the greatest literal not after
+   name (Literals says why that one is the only candidate). */
+static int begins_with_any(const Literals *literals, const uint8_t *name, size_t len) {
+    if (literals->n == 0 || len == 0 || !(literals->first[name[0] >> 3] & (1u << (name[0] & 7))))
+        return 0;
+    size_t lo = 0, hi = literals->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const Literal *l = &literals->items[mid];
+        size_t common = l->len < len ? l->len : len;
+        int c = memcmp(l->data, name, common);
+        if (c < 0 || (c == 0 && l->len <= len))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return 0;
+    const Literal *l = &literals->items[lo - 1];
+    return l->len <= len && memcmp(l->data, name, l->len) == 0;
+}
+
 /* Appends the KeyValue fields numbered `number` of a message (count of them) to a map column's
-   keys and values, and the new end to `offsets` (the column's own, or its maps' in an Array). */
+   keys and values, and the new end to `offsets` (the column's own, or its maps' in an Array). A key
+   beginning with one of `named` (NULL: none) is REDACTION_CANDIDATE. */
 static int put_map(Ctx *ctx, Column *col, Buf *offsets, uint64_t *end, const uint8_t *data, size_t len,
-                   uint32_t number, size_t count) {
+                   uint32_t number, size_t count, const Literals *named) {
     if (count > (size_t)ctx->max_attributes)
         FAIL(ctx, "attribute count over the limit");
     Cursor c = cursor(data, len);
@@ -806,6 +941,8 @@ static int put_map(Ctx *ctx, Column *col, Buf *offsets, uint64_t *end, const uin
         const uint8_t *key, *value;
         size_t key_len, value_len;
         TRY(read_kv(ctx, f.data, f.len, &key, &key_len, &value, &value_len));
+        if (named && begins_with_any(named, key, key_len))
+            FAIL(ctx, REDACTION_CANDIDATE);
         TRY(put_str(ctx, &col->data, key, key_len));
         TRY(put_value(ctx, &col->values, value, value_len));
     }
@@ -1079,16 +1216,19 @@ static int convert_span(Ctx *ctx, const uint8_t *data, size_t len) {
     TRY(put(ctx, &col[C_SCOPE_NAME].data, ctx->scope_name.data, ctx->scope_name.len));
     TRY(put(ctx, &col[C_SCOPE_VERSION].data, ctx->scope_version.data, ctx->scope_version.len));
     Column *attributes = &col[C_SPAN_ATTRIBUTES];
-    TRY(put_map(ctx, attributes, &attributes->offsets, &attributes->count, data, len, 9, span.attributes));
+    TRY(put_map(ctx, attributes, &attributes->offsets, &attributes->count, data, len, 9, span.attributes,
+                &ctx->named_keys));
     TRY(put_u64(ctx, &col[C_DURATION].data, span.end - span.start));
     TRY(put_cstr(ctx, &col[C_STATUS_CODE].data, STATUS_CODES[span.status_code]));
     TRY(put_str(ctx, &col[C_STATUS_MESSAGE].data, span.status_message, span.status_message_len));
     Column *event_attributes = &col[C_EVENTS_ATTRIBUTES];
     for (size_t i = 0; i < span.events; i++) {
+        if (begins_with_any(&ctx->named_events, events[i].name, events[i].name_len))
+            FAIL(ctx, REDACTION_CANDIDATE);
         TRY(put_u64(ctx, &col[C_EVENTS_TIMESTAMP].data, events[i].time));
         TRY(put_str(ctx, &col[C_EVENTS_NAME].data, events[i].name, events[i].name_len));
         TRY(put_map(ctx, event_attributes, &event_attributes->inner, &event_attributes->inner_count, events[i].data,
-                    events[i].len, 3, events[i].attributes));
+                    events[i].len, 3, events[i].attributes, &ctx->named_keys));
     }
     TRY(end_array(ctx, &col[C_EVENTS_TIMESTAMP], span.events));
     TRY(end_array(ctx, &col[C_EVENTS_NAME], span.events));
@@ -1099,7 +1239,7 @@ static int convert_span(Ctx *ctx, const uint8_t *data, size_t len) {
         TRY(put_hex(ctx, &col[C_LINKS_SPAN_ID].data, links[i].span_id, links[i].span_len, 0));
         TRY(put_str(ctx, &col[C_LINKS_TRACE_STATE].data, links[i].name, links[i].name_len));
         TRY(put_map(ctx, link_attributes, &link_attributes->inner, &link_attributes->inner_count, links[i].data,
-                    links[i].len, 4, links[i].attributes));
+                    links[i].len, 4, links[i].attributes, NULL));
     }
     TRY(end_array(ctx, &col[C_LINKS_TRACE_ID], span.links));
     TRY(end_array(ctx, &col[C_LINKS_SPAN_ID], span.links));
@@ -1321,6 +1461,7 @@ static Ctx *ctx_start(int discard) {
         ctx->capitems = 0;
     }
     ctx->nkeys = 0;
+    ctx->named_keys.n = ctx->named_events.n = 0;
     ctx->spans = 0;
     ctx->anomaly = NULL;
     ctx->resource_count = 0;
@@ -1376,23 +1517,65 @@ failed:
 }
 
 PyDoc_STRVAR(convert_doc,
-             "convert(body, tenant, max_attributes, max_value_chars, max_events, max_links, /)\n--\n\n"
+             "convert(body, tenant, max_attributes, max_value_chars, max_events, max_links, named_keys,\n"
+             "        named_events, /)\n--\n\n"
              "One Native block of otel_traces rows (columns COLUMNS) for a serialized ExportTraceServiceRequest.\n\n"
              "Returns (spans, rows) when the request is clean: every span stored as collector.batch.to_batch\n"
              "stores it, with nothing rejected, warned about or truncated. Otherwise returns a str naming the\n"
-             "first anomaly found; the request must then go through to_batch. Never raises for any bytes\n"
-             "(MemoryError aside).");
+             "first anomaly found; the request must then go through to_batch. The str is REDACTION_CANDIDATE\n"
+             "when a span or event attribute key begins with one of named_keys, or an event name with one of\n"
+             "named_events (tuples of bytes, sorted, none the start of another; empty: no test). Never raises\n"
+             "for any bytes (MemoryError aside; TypeError for named_* of another type).");
+
+/* Borrows the bytes of a tuple of literals (the caller's tuple outlives the call) into ctx->literals
+   from `at` on, as list; -1 with an exception set. */
+static int borrow_literals(Ctx *ctx, PyObject *tuple, size_t at, Literals *list) {
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    if (at + (size_t)n > ctx->capliterals) {
+        Literal *grown = realloc(ctx->literals, (at + (size_t)n) * sizeof *grown);
+        if (!grown) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        ctx->literals = grown;
+        ctx->capliterals = at + (size_t)n;
+    }
+    memset(list->first, 0, sizeof list->first);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) == 0) {
+            PyErr_SetString(PyExc_TypeError, "named keys and event names must be non-empty bytes");
+            return -1;
+        }
+        Literal *l = &ctx->literals[at + (size_t)i];
+        l->data = (const uint8_t *)PyBytes_AS_STRING(item);
+        l->len = (size_t)PyBytes_GET_SIZE(item);
+        list->first[l->data[0] >> 3] |= (uint8_t)(1u << (l->data[0] & 7));
+    }
+    list->n = (size_t)n;
+    return 0;
+}
 
 static PyObject *convert(PyObject *self, PyObject *args) {
     Py_buffer body;
     const char *tenant;
     Py_ssize_t tenant_len;
     long max_attributes, max_value_chars, max_events, max_links;
+    PyObject *named_keys, *named_events;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*s#llll:convert", &body, &tenant, &tenant_len, &max_attributes,
-                          &max_value_chars, &max_events, &max_links))
+    if (!PyArg_ParseTuple(args, "y*s#llllO!O!:convert", &body, &tenant, &tenant_len, &max_attributes,
+                          &max_value_chars, &max_events, &max_links, &PyTuple_Type, &named_keys, &PyTuple_Type,
+                          &named_events))
         return NULL;
     Ctx *ctx = ctx_start(0);
+    if (borrow_literals(ctx, named_keys, 0, &ctx->named_keys) < 0 ||
+        borrow_literals(ctx, named_events, ctx->named_keys.n, &ctx->named_events) < 0) {
+        ctx->named_keys.n = ctx->named_events.n = 0;
+        PyBuffer_Release(&body);
+        return NULL;
+    }
+    ctx->named_keys.items = ctx->literals;
+    ctx->named_events.items = ctx->literals + ctx->named_keys.n;
     ctx->max_attributes = max_attributes;
     ctx->max_value_chars = max_value_chars;
     ctx->max_events = max_events;
@@ -1547,6 +1730,10 @@ PyMODINIT_FUNC PyInit__otlp_rows(void) {
     }
     if (PyModule_AddObject(m, "KNOWN_FIELDS", known) < 0) {
         Py_DECREF(known);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddStringConstant(m, "REDACTION_CANDIDATE", REDACTION_CANDIDATE) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -16,8 +16,9 @@ nothing over a :class:`~collector.limits.SpanLimits` limit, attribute values of 
 :func:`collector.batchwriter.python_request`, which stays the reference for answers, rejections,
 warnings and truncation. ``tests/collector/test_native_rows.py`` holds both to the same rows.
 
-Message attributes are redacted (:mod:`collector.redaction`) before either path reads a request: the scanner
-then stores the masked values as it stores any others.
+Message attributes are redacted (:mod:`collector.redaction`) before either path stores a request: the scanner
+reports a request holding a key the redaction table may name (:data:`REDACTION_CANDIDATE`), which is redacted and
+converted again, and every request the Python reference takes is redacted first.
 """
 
 from __future__ import annotations
@@ -47,18 +48,27 @@ COLUMNS: tuple[str, ...] = _otlp_rows.COLUMNS
 
 ROW_FORMAT = "Native"
 
+REDACTION_CANDIDATE: str = _otlp_rows.REDACTION_CANDIDATE
+""":func:`native_rows`' answer for a request with a key or event name that ``redactor`` may name."""
 
-def native_rows(body: bytes, tenant: str, limits: SpanLimits) -> tuple[int, bytes] | str:
+
+def native_rows(
+    body: bytes, tenant: str, limits: SpanLimits, redactor: Redactor | None = None
+) -> tuple[int, bytes] | str:
     """The scanner on one serialized ``ExportTraceServiceRequest``.
 
     Returns:
         ``(spans, rows)`` for a clean request: every span stored, nothing rejected, warned about or
         cut, ``rows`` one ``Native`` block of :data:`COLUMNS` with ``Tenant = tenant`` (``b""`` without
-        spans); otherwise a ``str`` naming the anomaly that sends the request to Python. Never raises
-        for any bytes (MemoryError aside). Holds the GIL: about 1.3 ms per request of 512 spans.
+        spans); otherwise a ``str`` naming the anomaly that sends the request to Python, which is
+        :data:`REDACTION_CANDIDATE` when a span or event attribute key or an event name begins with
+        a literal start of ``redactor``'s patterns (the request must be redacted before it is stored).
+        Never raises for any bytes (MemoryError aside). Holds the GIL: about 1.3 ms per request of
+        512 spans on a quiet host.
     """
+    named = (redactor.named_keys, redactor.named_events) if redactor is not None else ((), ())
     return _otlp_rows.convert(
-        body, tenant, limits.max_attributes, limits.max_value_chars, limits.max_events, limits.max_links
+        body, tenant, limits.max_attributes, limits.max_value_chars, limits.max_events, limits.max_links, *named
     )
 
 
@@ -111,12 +121,24 @@ class RequestConverter:
         tables = []
         truncated = 0
         redacted: Counter[str] = Counter()
-        if self._redactor is not None:
-            bodies, redacted = self._redactor.redact_bodies([body for body, _ in requests])
-            requests = [(body, tenant) for body, (_, tenant) in zip(bodies, requests, strict=True)]
         for (body, tenant), pre in zip(requests, pre_rejections, strict=True):
             # Decoder placeholders (OTLP/JSON) need the reference's skipping and messages.
-            converted = native_rows(body, check_tenant_name(tenant), self._limits) if not pre else "pre-rejections"
+            converted = (
+                native_rows(body, check_tenant_name(tenant), self._limits, self._redactor)
+                if not pre
+                else "pre-rejections"
+            )
+            # The scanner stops at the first anomaly, maybe before a named key: whatever it leaves to Python is
+            # redacted too, when its bytes hold a literal start.
+            if (
+                self._redactor is not None
+                and not isinstance(converted, tuple)
+                and (converted == REDACTION_CANDIDATE or self._redactor.may_name(body))
+            ):
+                body, masked = self._redactor.redact_body(body)
+                redacted += masked
+                if converted == REDACTION_CANDIDATE:
+                    converted = native_rows(body, tenant, self._limits)
             if isinstance(converted, tuple):
                 spans, rows = converted
                 chunks.append(rows)

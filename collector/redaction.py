@@ -22,16 +22,17 @@ packaged one, ``off`` none, else a file::
         pattern: '\\b(?:\\d[ -]?){12,18}\\d\\b'
         check: luhn              # mask only matches whose digits pass the Luhn checksum
 
-How it runs (:class:`Redactor`). The served path redacts the requests of a group when it converts them for the
-insert (``collector.native_writer.NativeBatchWriter.prepare``), before the compiled scanner reads them:
+How it runs (:class:`Redactor`). The served path redacts a request when it converts it for the insert
+(``collector.native_writer.RequestConverter``), where the compiled scanner reads it:
 
-1. The group's request bodies are searched, as one Arrow binary column, for the literal start of every key and
-   event-name pattern, all at once (:func:`prefilter_pattern`: one RE2 alternation, one linear pass over the
-   bytes); a body holding none is not touched, so spans without message attributes cost that one scan of their
-   bytes (``benchmarks/redaction.py``). Whole literals, not shorter shared parts: a part such as ``.message`` or
-   ``gen_ai.c`` also occurs in ``exception.message`` or ``gen_ai.conversation.id``, and every body it matched
-   would be parsed for nothing.
-2. A body that holds one is parsed; the string leaves of the named attributes' values (nested array and key-value
+1. The scanner, as it walks the request, tests every span and span-event attribute key against the literal starts
+   of the key patterns, and every event name against those of the event-name patterns
+   (:attr:`Redactor.named_keys`, :attr:`Redactor.named_events`: a binary search per key); a request with none
+   is converted as it is, so spans without message attributes cost those searches (``benchmarks/redaction.py``).
+   Whole literals, not shorter shared parts: a part such as ``gen_ai.c`` also begins ``gen_ai.conversation.id``,
+   and every request it matched would be parsed for nothing.
+2. A request that holds one, or that the scanner leaves to the Python reference for any other reason, is parsed
+   (:meth:`Redactor.redact_body`); the string leaves of the named attributes' values (nested array and key-value
    values included: the semantic conventions allow structured messages) are gathered into one Arrow column, each
    rule runs over that column at once (RE2 through ``pyarrow.compute``; a rule with a ``check`` tests only the
    values RE2 matched, in Python), the changed values are written back, and the request is serialized again.
@@ -210,10 +211,15 @@ CHECKS: dict[str, Callable[[str], bool]] = {"luhn": _card_number}
 """A rule's ``check``: what a match must also pass to be masked."""
 
 
-def prefilter_pattern(names: Sequence[str]) -> str:
-    """One RE2 expression matching the literal start (the text before the first ``*``) of any of ``names``: a
-    request whose bytes it does not match holds none of those keys or event names."""
-    return "|".join(re.escape(literal) for literal in sorted({name.split("*", 1)[0] for name in names}))
+def literal_starts(names: Sequence[str]) -> tuple[bytes, ...]:
+    """The literal starts (the UTF-8 text before the first ``*``) of ``names``, sorted bytewise, each dropped that
+    another begins: a name none of them begins matches none of ``names``. The scanner's form
+    (``collector._otlp_rows.convert``'s ``named_keys`` and ``named_events``)."""
+    kept: list[bytes] = []
+    for literal in sorted({name.split("*", 1)[0].encode() for name in names}):
+        if not kept or not literal.startswith(kept[-1]):
+            kept.append(literal)
+    return tuple(kept)
 
 
 class Redactor:
@@ -226,7 +232,11 @@ class Redactor:
 
     def __init__(self, table: RedactionTable) -> None:
         self.table = table
-        self.prefilter = prefilter_pattern(table.keys + table.events)
+        self.named_keys = literal_starts(table.keys)
+        """The literal starts of the key patterns (:func:`literal_starts`): a key none begins is not redacted."""
+        self.named_events = literal_starts(table.events)
+        """The literal starts of the event-name patterns: an event none begins is not redacted whole."""
+        self._literals = "|".join(re.escape(literal.decode()) for literal in self.named_keys + self.named_events)
         self._keys = re.compile(_whole(table.keys))
         self._events = re.compile(_whole(table.events))
         self._python = [re.compile(rule.pattern) for rule in table.rules]
@@ -258,30 +268,23 @@ class Redactor:
         """Whether every attribute of a span event called ``name`` is redacted."""
         return self._events.fullmatch(name) is not None
 
-    def candidates(self, bodies: Sequence[bytes]) -> list[int]:
-        """Indexes of the serialized requests that may hold a redacted key (:attr:`prefilter` matches their bytes):
-        one RE2 pass over all of them (``pyarrow.compute``, outside the GIL)."""
-        if not bodies or not self.prefilter:
-            return []
-        found = pc.match_substring_regex(pa.array(bodies, pa.large_binary()), self.prefilter)
-        return pc.indices_nonzero(found).to_pylist()
+    def may_name(self, body: bytes) -> bool:
+        """Whether a serialized request's bytes hold a literal start of a key or event-name pattern anywhere (one
+        RE2 pass, ``pyarrow.compute``): False means it holds no key or event the table names. For requests the
+        scanner does not walk to the end (:func:`collector.native_writer.native_rows`)."""
+        return (
+            bool(self._literals) and pc.match_substring_regex(pa.array([body], pa.binary()), self._literals)[0].as_py()
+        )
 
-    def redact_bodies(self, bodies: Sequence[bytes]) -> tuple[list[bytes], Counter[str]]:
-        """``bodies`` (serialized ``ExportTraceServiceRequest``) redacted, in order, and the matches masked per
-        rule. A body left as is (no key, nothing masked, or bytes protobuf cannot read, which the writer then
-        reports) is the same object."""
-        out = list(bodies)
-        masked: Counter[str] = Counter()
-        for index in self.candidates(bodies):
-            try:
-                request = ExportTraceServiceRequest.FromString(bodies[index])
-            except (DecodeError, RecursionError):
-                continue
-            counts = self.redact_request(request)
-            if counts:
-                out[index] = request.SerializeToString()
-                masked += counts
-        return out, masked
+    def redact_body(self, body: bytes) -> tuple[bytes, Counter[str]]:
+        """A serialized ``ExportTraceServiceRequest`` redacted, and the matches masked per rule. A body left as is
+        (nothing masked, or bytes protobuf cannot read, which the writer then reports) is the same object."""
+        try:
+            request = ExportTraceServiceRequest.FromString(body)
+        except (DecodeError, RecursionError):
+            return body, Counter()
+        counts = self.redact_request(request)
+        return (request.SerializeToString(), counts) if counts else (body, counts)
 
     def redact_request(self, request: ExportTraceServiceRequest) -> Counter[str]:
         """Mask in place every rule's matches in the named attributes of ``request``'s spans and span events, mark
@@ -411,10 +414,10 @@ __all__ = [
     "RedactionRulesError",
     "RedactionTable",
     "Redactor",
+    "literal_starts",
     "load_redaction",
     "luhn_valid",
     "marker",
     "packaged_table",
     "parse_redaction_table",
-    "prefilter_pattern",
 ]

@@ -547,6 +547,14 @@ def test_go_float_on_many_random_doubles() -> None:
     numbers += [2.0**e for e in range(-1074, 1024)] + [10.0**e for e in range(-323, 309)]
     numbers += [n * 10.0**e for n in (1, 9.999999999999999, 0.30000000000000004, 123.456) for e in range(-30, 30)]
     numbers += [float(n) for n in (1, 12, 123456789, 2**53, 2**53 + 2, 10**21, 10**21 - 2**17)]
+    # The exact 128-bit path's edges: measured values of 16-17 digits, the doubles beside short decimals (one end
+    # of their interval a short decimal), beside powers of two (where the step below halves) and of ten.
+    numbers += [rnd.random() * 10.0 ** rnd.randint(-8, 16) for _ in range(50_000)]
+    short = [rnd.randint(1, 10 ** rnd.randint(1, 17)) / 10.0 ** rnd.randint(0, 22) for _ in range(20_000)]
+    numbers += [math.nextafter(n, toward) for n in short for toward in (0.0, math.inf)]
+    numbers += [math.nextafter(2.0**e, toward) for e in range(-1000, 1023) for toward in (0.0, math.inf)]
+    numbers += [math.nextafter(10.0**e, toward) for e in range(-30, 30) for toward in (0.0, math.inf)]
+    numbers += [float(n) + f for n in (1, 12, 2**51, 2**52 - 1) for f in (0.125, 0.25, 0.5, 0.75)]
     numbers += [-n for n in numbers]
     mismatches = [n for n in numbers if _otlp_rows.go_float(n) != go_float(n)]
     assert mismatches == []

@@ -1,24 +1,29 @@
 """The redaction table and :class:`collector.redaction.Redactor` on real OTLP protobuf requests: which keys, which
-rules, structured values, span events, the span marker, the prefilter, and the YAML table's validation."""
+rules, structured values, span events, the span marker, the scanner's prefilter and the conversion around it, and
+the YAML table's validation."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from collector import _otlp_rows
 from collector.batch import to_batch
+from collector.limits import SpanLimits
+from collector.native_writer import REDACTION_CANDIDATE, RequestConverter, native_rows
 from collector.otlp_json import request_from_json
 from collector.redaction import (
     REDACTED_KEY,
     RedactionRulesError,
     Redactor,
+    literal_starts,
     load_redaction,
     luhn_valid,
     packaged_table,
-    prefilter_pattern,
 )
 
 VISA_TEST = "4111 1111 1111 1111"
@@ -125,7 +130,7 @@ def test_structured_values_events_and_openinference_keys(redactor: Redactor) -> 
 def test_deprecated_genai_message_events_are_redacted_whole(redactor: Redactor) -> None:
     """The deprecated GenAI events keep the message under plain keys (Strands writes ``content`` in Bedrock's
     shape, ``gen_ai.choice`` its ``message``): every attribute of a named event is redacted, the same key on
-    another event is not, and such an event alone makes a body a prefilter candidate."""
+    another event is not, and such an event alone makes a request a candidate of the scanner's prefilter."""
     req = request({"http.request.method": "POST"})
     span = req.resource_spans[0].scope_spans[0].spans[0]
     written = {
@@ -139,7 +144,7 @@ def test_deprecated_genai_message_events_are_redacted_whole(redactor: Redactor) 
             event.attributes.add(key=key).value.string_value = value
     body = req.SerializeToString()
 
-    assert redactor.candidates([body]) == [0]
+    assert native_rows(body, "default", SpanLimits(), redactor) == REDACTION_CANDIDATE
     masked = redactor.redact_request(req)
 
     _, events = stored(req)
@@ -157,27 +162,50 @@ def test_a_request_without_matches_is_left_unchanged(redactor: Redactor) -> None
 
     assert redactor.redact_request(req) == {}
     assert req.SerializeToString() == before
-    bodies, masked = redactor.redact_bodies([before])
-    assert bodies[0] is before and masked == {}
+    body, masked = redactor.redact_body(before)
+    assert body is before and masked == {}
 
 
-def test_the_prefilter_skips_bodies_without_a_named_key(redactor: Redactor) -> None:
+def test_the_scanner_converts_requests_without_a_named_key_and_names_the_others(redactor: Redactor) -> None:
+    """The prefilter is the scanner's: a request whose keys none of the literal starts begins is converted at once
+    (an e-mail address under another key stays), one with a named key is redacted, then converted."""
     plain = request({"http.request.method": "POST", "note": "jane@example.org"}).SerializeToString()
     chat = request({"output.value": "mail jane@example.org"}).SerializeToString()
 
-    assert redactor.candidates([plain, chat, plain]) == [1]
-    bodies, masked = redactor.redact_bodies([plain, chat])
-    assert bodies[0] is plain and masked == {"email": 1}
-    assert b"[REDACTED:email]" in bodies[1]
+    assert isinstance(native_rows(plain, "default", SpanLimits(), redactor), tuple)
+    assert native_rows(chat, "default", SpanLimits(), redactor) == REDACTION_CANDIDATE
+    assert isinstance(native_rows(chat, "default", SpanLimits()), tuple)
+    batch = RequestConverter(SpanLimits(), redactor).convert([(plain, "default"), (chat, "default")], [[], []])
+    assert batch.redacted == {"email": 1} and not batch.python_tables
+    assert batch.native_rows.count(b"jane@example.org") == 1
+    assert b"mail [REDACTED:email]" in batch.native_rows
 
 
-def test_the_prefilter_finds_every_named_key_and_no_common_lookalike() -> None:
-    """Every key and event name of the packaged table is found by its literal start; keys that merely share a part
-    with one (OTel's exception event, GenAI's provider and conversation attributes, Anthropic's route) are not."""
+def test_a_request_the_scanner_leaves_before_its_named_key_is_stored_redacted(redactor: Redactor) -> None:
+    """The scanner stops at a request's first anomaly (here a key-value list value, which only the Python reference
+    stores), which can come before any named key: the Python reference then stores it redacted all the same."""
+    body = request(
+        {"app.context": {"tenant": "acme"}, "gen_ai.input.messages": "mail jane@example.org"}
+    ).SerializeToString()
+
+    converted = native_rows(body, "default", SpanLimits(), redactor)
+    assert isinstance(converted, str) and converted != REDACTION_CANDIDATE
+    batch = RequestConverter(SpanLimits(), redactor).convert([(body, "default")], [[]])
+    assert batch.redacted == {"email": 1} and not batch.native_rows
+    (table,) = batch.python_tables
+    assert dict(table.column("SpanAttributes")[0].as_py())["gen_ai.input.messages"] == "mail [REDACTED:email]"
+
+
+def test_the_literal_starts_begin_every_named_key_and_no_common_lookalike() -> None:
+    """Every key and event name of the packaged table begins with one of its literal starts; keys that merely share a
+    part with one (OTel's exception event, GenAI's provider and conversation attributes, Anthropic's route) do not;
+    and no literal start begins another (the scanner's binary search needs it)."""
     table = packaged_table()
-    pattern = re.compile(prefilter_pattern(table.keys + table.events).encode())
+    starts = literal_starts(table.keys + table.events)
+    assert list(starts) == sorted(starts)
+    assert not any(b.startswith(a) for a in starts for b in starts if a != b)
     for name in table.keys + table.events:
-        assert pattern.search(name.replace("*", "0.content").encode()), name
+        assert name.replace("*", "0.content").encode().startswith(starts), name
     for lookalike in (
         "exception.message",
         "gen_ai.system",
@@ -185,7 +213,7 @@ def test_the_prefilter_finds_every_named_key_and_no_common_lookalike() -> None:
         "/v1/messages",
         "gen_ai.tool.name",
     ):
-        assert not pattern.search(lookalike.encode()), lookalike
+        assert not lookalike.encode().startswith(starts), lookalike
 
 
 @pytest.mark.parametrize(
@@ -237,3 +265,29 @@ def test_an_invalid_table_lists_every_problem(tmp_path: Path) -> None:
     assert len(caught.value.issues) == 5, issues
     assert "keys" in issues and "rules[0].name" in issues and "RE2" in issues and "empty string" in issues
     assert "rules[3].check" in issues
+
+
+NAME_TEXT = st.text(alphabet="ab.é", min_size=1, max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=st.lists(NAME_TEXT, min_size=1, max_size=6), keys=st.lists(NAME_TEXT, max_size=6, unique=True))
+def test_the_scanner_names_a_request_exactly_when_a_literal_start_begins_one_of_its_keys(
+    names: list[str], keys: list[str]
+) -> None:
+    """The scanner's binary search against ``str.startswith``: a span with ``keys`` (multi-byte UTF-8 among them) is a
+    candidate exactly when one of ``names`` begins one of them, whichever names begin others."""
+    req = request({key: "v" for key in keys})
+    limits = SpanLimits()
+    converted = _otlp_rows.convert(
+        req.SerializeToString(),
+        "default",
+        limits.max_attributes,
+        limits.max_value_chars,
+        limits.max_events,
+        limits.max_links,
+        literal_starts(names),
+        (),
+    )
+    named = any(key.startswith(name) for key in keys for name in names)
+    assert (converted == REDACTION_CANDIDATE) is named, converted
