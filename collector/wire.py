@@ -60,19 +60,17 @@ def _tail(index: int, tenant: str) -> bytes:
     return _INDEX_KEY + encode_varint(index) + _TENANT_KEY + encode_varint(len(name)) + name
 
 
-def frame(body: bytes, index: int, tenant: str) -> bytes:
-    """``body`` with ``hotspan_request_index = index`` and ``hotspan_tenant = tenant`` appended,
-    length-prefixed (appending fields to a serialized message sets them: messages concatenate)."""
-    tail = _tail(index, tenant)
-    return encode_varint(len(body) + len(tail)) + body + tail
-
-
 def write_batch(out: BinaryIO, requests: Iterable[tuple[bytes, str]], first_index: int = 0) -> int:
-    """Write ``(body, tenant)`` requests framed with indexes ``first_index``, ``first_index + 1``, ...
-    to ``out``; return how many were written."""
+    """Write ``(body, tenant)`` requests to ``out``, each framed: its ``body`` with ``hotspan_request_index``
+    (``first_index``, ``first_index + 1``, ...) and ``hotspan_tenant = tenant`` appended, length-prefixed
+    (appending fields to a serialized message sets them: messages concatenate); return how many were written."""
     written = 0
     for index, (body, tenant) in enumerate(requests, start=first_index):
-        out.write(frame(body, index, tenant))
+        # The frame's parts written one by one: joining them would copy every body once more.
+        tail = _tail(index, tenant)
+        out.write(encode_varint(len(body) + len(tail)))
+        out.write(body)
+        out.write(tail)
         written += 1
     return written
 
@@ -91,12 +89,14 @@ def read_batch(data: bytes) -> list[tuple[bytes, str]]:
         end = pos + size
         if end > len(view):
             raise WireError("batch file is truncated")
-        message = bytes(view[pos:end])
+        # Searched and sliced in place: each body is copied once, into the bytes returned.
         marker = _INDEX_KEY + encode_varint(len(requests)) + _TENANT_KEY
-        tail_at = message.rfind(marker)
+        tail_at = data.rfind(marker, pos, end)
         if tail_at < 0:
             raise WireError(f"request {len(requests)} of the batch lacks its index field")
-        name_size, name_at = _varint(memoryview(message), tail_at + len(marker), len(message))
-        requests.append((message[:tail_at], message[name_at : name_at + name_size].decode()))
+        name_size, name_at = _varint(view, tail_at + len(marker), end)
+        if name_at + name_size > end:
+            raise WireError(f"request {len(requests)} of the batch has a truncated tenant")
+        requests.append((data[pos:tail_at], data[name_at : name_at + name_size].decode()))
         pos = end
     return requests
