@@ -31,11 +31,13 @@ How it runs (:class:`Redactor`). The served path redacts a request when it conve
    is converted as it is, so spans without message attributes cost those searches (``benchmarks/redaction.py``).
    Whole literals, not shorter shared parts: a part such as ``gen_ai.c`` also begins ``gen_ai.conversation.id``,
    and every request it matched would be parsed for nothing.
-2. A request that holds one, or that the scanner leaves to the Python reference for any other reason, is parsed
-   (:meth:`Redactor.redact_body`); the string leaves of the named attributes' values (nested array and key-value
-   values included: the semantic conventions allow structured messages) are gathered into one Arrow column, each
-   rule runs over that column at once (RE2 through ``pyarrow.compute``; a rule with a ``check`` tests only the
-   values RE2 matched, in Python), the changed values are written back, and the request is serialized again.
+2. A request that holds one is parsed (:meth:`Redactor.redact_body`), and so is one that the scanner leaves to the
+   Python reference before it reached the end (its first anomaly came first) when its bytes hold a literal start
+   anywhere (:meth:`Redactor.may_name`: one RE2 pass); the string leaves of the named attributes' values (nested
+   array and key-value values included: the semantic conventions allow structured messages) are gathered into one
+   Arrow column, each rule runs over that column at once (RE2 through ``pyarrow.compute``; a rule with a ``check``
+   tests only the values RE2 matched, in Python), the changed values are written back, and the request is
+   serialized again.
 
 ``hotspan import`` (``hotspan.importer``) calls :meth:`Redactor.redact_request` on each decoded request, so a
 file imports redacted as the same spans sent over OTLP would be stored. The spool and the dead-letter directory
