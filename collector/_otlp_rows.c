@@ -529,7 +529,7 @@ static int multiples(u128 low, u128 high, int k, int inclusive, int s, u128 *fir
 
 /* repr's digits of a positive normal double below 2^53 whose shortest round-trip decimal has a
    digit below the units (most measured values: latencies, rates), as repr_digits gives them, or 0
-   for others (and where 128 bits do not suffice: below about 1e-5).
+   for others (and where 128 bits do not suffice: below about 1e-4).
 
    Exact, with 128-bit integers: value = 4m x 2^-k (m its 53-bit significand), and the halfway
    points to the doubles either side are 4m + 2 and 4m - 2 (4m - 1 below a power of two, where the
@@ -1594,6 +1594,7 @@ static PyObject *convert(PyObject *self, PyObject *args) {
     } else {
         result = PyUnicode_FromString(ctx->anomaly ? ctx->anomaly : "unknown anomaly");
     }
+    ctx->named_keys.n = ctx->named_events.n = 0; /* the literals were borrowed for this call only */
     PyBuffer_Release(&body);
     return result;
 }

@@ -135,10 +135,14 @@ class RequestConverter:
                 and not isinstance(converted, tuple)
                 and (converted == REDACTION_CANDIDATE or self._redactor.may_name(body))
             ):
-                body, masked = self._redactor.redact_body(body)
-                redacted += masked
-                if converted == REDACTION_CANDIDATE:
-                    converted = native_rows(body, tenant, self._limits)
+                readable, masked = self._redactor.redact_body(body)
+                # Bytes protobuf cannot read stay with the Python reference, which reports them unread: a second
+                # conversion must never take a request that could not be redacted.
+                if readable is not None:
+                    body = readable
+                    redacted += masked
+                    if converted == REDACTION_CANDIDATE:
+                        converted = native_rows(body, tenant, self._limits)
             if isinstance(converted, tuple):
                 spans, rows = converted
                 chunks.append(rows)

@@ -278,13 +278,13 @@ class Redactor:
             bool(self._literals) and pc.match_substring_regex(pa.array([body], pa.binary()), self._literals)[0].as_py()
         )
 
-    def redact_body(self, body: bytes) -> tuple[bytes, Counter[str]]:
-        """A serialized ``ExportTraceServiceRequest`` redacted, and the matches masked per rule. A body left as is
-        (nothing masked, or bytes protobuf cannot read, which the writer then reports) is the same object."""
+    def redact_body(self, body: bytes) -> tuple[bytes | None, Counter[str]]:
+        """A serialized ``ExportTraceServiceRequest`` redacted, and the matches masked per rule: the same object when
+        nothing was masked, None when protobuf cannot read it (the writer then reports it, and stores none of it)."""
         try:
             request = ExportTraceServiceRequest.FromString(body)
         except (DecodeError, RecursionError):
-            return body, Counter()
+            return None, Counter()
         counts = self.redact_request(request)
         return (request.SerializeToString(), counts) if counts else (body, counts)
 

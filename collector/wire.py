@@ -95,8 +95,8 @@ def read_batch(data: bytes) -> list[tuple[bytes, str]]:
         if tail_at < 0:
             raise WireError(f"request {len(requests)} of the batch lacks its index field")
         name_size, name_at = _varint(view, tail_at + len(marker), end)
-        if name_at + name_size > end:
-            raise WireError(f"request {len(requests)} of the batch has a truncated tenant")
+        if name_at + name_size != end:
+            raise WireError(f"request {len(requests)} of the batch does not end with its tenant")
         requests.append((data[pos:tail_at], data[name_at : name_at + name_size].decode()))
         pos = end
     return requests

@@ -13,6 +13,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector import _otlp_rows
 from collector.batch import to_batch
+from collector.batchwriter import UnreadableRequestError
 from collector.limits import SpanLimits
 from collector.native_writer import REDACTION_CANDIDATE, RequestConverter, native_rows
 from collector.otlp_json import request_from_json
@@ -164,6 +165,18 @@ def test_a_request_without_matches_is_left_unchanged(redactor: Redactor) -> None
     assert req.SerializeToString() == before
     body, masked = redactor.redact_body(before)
     assert body is before and masked == {}
+
+
+def test_a_named_request_protobuf_cannot_read_is_reported_and_none_of_it_stored(redactor: Redactor) -> None:
+    """The scanner names a request at its first named key, before it reads what follows; when protobuf cannot read the
+    rest (nor so the redaction), the Python reference reports the request unread and nothing of it is stored."""
+    body = request({"output.value": "mail jane@example.org"}).SerializeToString() + b"\x0a\xff"
+
+    assert native_rows(body, "default", SpanLimits(), redactor) == REDACTION_CANDIDATE
+    assert redactor.redact_body(body) == (None, {})
+    batch = RequestConverter(SpanLimits(), redactor).convert([(body, "default")], [[]])
+    assert isinstance(batch.results[0], UnreadableRequestError)
+    assert not batch.native_rows and not batch.python_tables and batch.redacted == {}
 
 
 def test_the_scanner_converts_requests_without_a_named_key_and_names_the_others(redactor: Redactor) -> None:

@@ -49,7 +49,8 @@ def test_a_group_of_segments_keeps_its_requests_in_order() -> None:
         (encode_varint(3) + b"abc", "lacks its index field"),
         (written([(b"abc", "t")], first_index=1), "lacks its index field"),
         (b"\xff" * 11, "varint"),
-        (encode_varint(3 + len(marker(0)) + 3) + b"abc" + marker(0) + encode_varint(5) + b"ab", "truncated tenant"),
+        (encode_varint(3 + len(marker(0)) + 3) + b"abc" + marker(0) + encode_varint(5) + b"ab", "end with its tenant"),
+        (encode_varint(3 + len(marker(0)) + 4) + b"abc" + marker(0) + encode_varint(1) + b"abc", "end with its tenant"),
     ],
 )
 def test_broken_batch_files_are_refused(data: bytes, reason: str) -> None:
