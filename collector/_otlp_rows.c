@@ -529,7 +529,7 @@ static int multiples(u128 low, u128 high, int k, int inclusive, int s, u128 *fir
 
 /* repr's digits of a positive normal double below 2^53 whose shortest round-trip decimal has a
    digit below the units (most measured values: latencies, rates), as repr_digits gives them, or 0
-   for others (and where 128 bits do not suffice: below about 1e-4).
+   for others (and where 128 bits do not suffice: below about 1e-6).
 
    Exact, with 128-bit integers: value = 4m x 2^-k (m its 53-bit significand), and the halfway
    points to the doubles either side are 4m + 2 and 4m - 2 (4m - 1 below a power of two, where the
@@ -551,8 +551,9 @@ static int exact_digits(double value, char *digits, int *ndigits, int *point) {
     u128 mid = (u128)m << 2, high = mid + 2, low = mid - (fraction == 0 && biased > 1 ? 1 : 2);
     int inclusive = (m & 1) == 0;
     int magnitude = (int)floor(log10(value));
-    /* 17 digits always suffice; 10^(magnitude + 2) exceeds the interval (log10 may be one off). */
-    int lo = magnitude - 18, hi = magnitude + 2 < 0 ? magnitude + 2 : 0;
+    /* 17 digits always suffice: 10^(magnitude - 16) has a multiple in the interval unless log10 rounded up past
+       a power of ten (then repr answers); 10^(magnitude + 2) exceeds the interval. */
+    int lo = magnitude - 16, hi = magnitude + 2 < 0 ? magnitude + 2 : 0;
     u128 first, last, f, l, at;
     if (multiples(low, high, k, inclusive, lo, &first, &last) != 1)
         return 0;
