@@ -190,8 +190,8 @@ def engine_share(data: Path) -> float:
         libraries[library] = libraries.get(library, 0.0) + share
     total = 0.0
     for libraries in threads.values():
-        own = libraries.get(ENGINE_LIBRARY, 0.0)
-        total += sum(libraries.values()) if own > sum(libraries.values()) / 2 else own
+        own, thread_total = libraries.get(ENGINE_LIBRARY, 0.0), sum(libraries.values())
+        total += thread_total if own > thread_total / 2 else own
     return total
 
 
@@ -251,19 +251,19 @@ def main() -> None:
                 f"{1e6 * cpu / args.spans:.2f} CPU µs/span = {rates[kind]:>9,.0f} spans/s per core "
                 f"(load {os.getloadavg()[0]:.1f})"
             )
+            if args.profile:
+                for frame, share in top_functions(args.profile / f"{kind}.txt"):
+                    print(f"      {share:6.1%}  {frame}")
             if args.perf:
-                engine = engine_share(args.perf / f"{kind}.data")
+                data = args.perf / f"{kind}.data"
+                engine = engine_share(data)
                 own = cpu * (1 - engine)
                 print(
                     f"      the embedded engine's share {engine:.1%}; without it {1e6 * own / args.spans:.2f} CPU "
                     f"µs/span = {args.spans / own:,.0f} spans/s per core (the store elsewhere)"
                 )
-            if args.profile:
-                for frame, share in top_functions(args.profile / f"{kind}.txt"):
-                    print(f"      {share:6.1%}  {frame}")
-            if args.perf:
                 for key in ("dso", "symbol"):
-                    for name, share in perf_shares(args.perf / f"{kind}.data", key):
+                    for name, share in perf_shares(data, key):
                         print(f"      {share:6.1%}  {key} {name}")
     finally:
         server.stop()
