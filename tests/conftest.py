@@ -36,6 +36,7 @@ ALONE = (
     "tests/diagnosis/test_cpu_neighbour.py",
     "tests/hotspan/test_demo_incident.py",
     "tests/instrumented_stack/test_stack_faults.py",
+    "tests/instrumented_stack/test_stack_sweep.py",
 )
 """Tests whose goals are timings, or that load the whole host (a CPU-burning neighbour): marked ``alone``, which
 ``make test`` runs by themselves after the rest has run two files at a time (pytest-xdist)."""
