@@ -11,9 +11,18 @@ server's work:
   Observed with ``opentelemetry-instrumentation-httpx`` under the OpenAI SDK (``tests/realworld``).
 - **Clock skew.** The server's host clock is off, so its span sits before or after its client span.
 
+A server span that starts inside C and ends a little after it is neither: a server's instrumentation ends its
+span after the last byte is sent (ASGI/WSGI middleware, a log flush), and the caller, which already holds the
+answer, may end C and the spans above it first (by milliseconds on a busy host). Lifted, such a span left the tool
+call that made it (``execute_tool`` ended before it too) for the agent above, and read as a call of its own (the
+stack's tool server: a 4 ms span 0.4 ms past its client, on a quiet host). So a span that starts inside C with at
+least :data:`TRAILING_SHARE` of it inside C is C's work and stays; :mod:`analysis.spawned_tasks` cuts its tail to C
+when that is a clock tick, else ends C and its callers with it.
+
 Rule, for a SERVER span S whose parent C is its caller's span (a CLIENT span, or any span of another service: the
 Codex CLI marks the HTTP request that carries a model call INTERNAL, and a traced vLLM's ``llm_request`` joins its
-trace under it, ``tests/realworld/captures/codex``) and that C covers less than :data:`FIT_SHARE` of:
+trace under it, ``tests/realworld/captures/codex``), that C covers less than :data:`FIT_SHARE` of, and that does
+not start inside C with :data:`TRAILING_SHARE` of it there:
 
 1. **lift**: S is analysed as the child of the span that waited for it: a childless wrapper among C's other
    children (:func:`analysis.wrappers.wrapper_kinds`: a GraphQL ``graphql.execution`` beside the resolver's call)
@@ -43,6 +52,9 @@ from analysis.wrappers import wrapper_kinds
 
 FIT_SHARE = 0.9
 """Share of a server span its client (or the lifting ancestor) must cover for the span to fit in it."""
+TRAILING_SHARE = 0.5
+"""Share of a server span starting inside its client that the client must cover for the span to be the call's
+work trailing its answer (a streamed response's engine span starts as its client ends: little of it is inside)."""
 MAX_LEVELS = 64
 """Ancestors of the client tried for a lift."""
 
@@ -57,7 +69,9 @@ def adjust_remote_spans(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     keep = (kind[client] == "Client") | (service[client] != service[child])
     child, client = child[keep], client[keep]
     start, end = tree.start_ns, tree.end_ns
-    misfit = _covered(start, end, child, client) < FIT_SHARE * (end[child] - start[child])
+    covered, length = _covered(start, end, child, client), end[child] - start[child]
+    trailing = (start[child] >= start[client]) & (start[child] < end[client]) & (covered >= TRAILING_SHARE * length)
+    misfit = (covered < FIT_SHARE * length) & ~trailing
     child, client = child[misfit], client[misfit]
     if not child.size:
         return tree

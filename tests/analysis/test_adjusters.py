@@ -10,6 +10,7 @@ import pytest
 from analysis_support import T0, S, by_span, frame
 
 from analysis import request_summary, stage_breakdown, wall_clock_breakdown
+from analysis.agent_graph import agent_graph
 from analysis.stages import stage_pieces
 from analysis.trace_analysis import analyze
 from units import NS_PER_MS as MS
@@ -355,3 +356,20 @@ def test_the_request_carrying_a_streamed_call_takes_its_first_token_split() -> N
     stages = {row["stage"]: row["duration_ns"] // MS for row in stage_breakdown(with_event).iter_rows(named=True)}
     assert stages == {"agent": 5, "llm.first_token": 25, "llm.stream": 70}
     assert by_span(analyze(with_event).tree.frame(), "adjustment") == {"chat": "", "post": ""}
+
+
+def test_a_server_span_trailing_its_callers_answer_stays_the_tool_calls_work() -> None:
+    # The stack's tool server on a busy host: its 4 ms span starts inside the agent's POST and ends 1.5 ms after
+    # it, and after execute_tool too (the agent had its answer). Lifted, it would be a sibling of the tool call:
+    # a call of its own in the agent graph.
+    spans = [
+        S("r", "", 0, 100 * MS, "invoke_agent a", "agent", "Server", {"gen_ai.operation.name": "invoke_agent"}),
+        S("t", "r", 40 * MS, 46 * MS, "execute_tool x", "agent", attributes={"gen_ai.operation.name": "execute_tool"}),
+        S("cli", "t", 41 * MS, 45 * MS + 500_000, "POST", "agent", "Client", {"http.request.method": "POST"}),
+        S("srv", "cli", 43 * MS, 47 * MS + 500_000, "POST /v1/tools/{name}", "tools", "Server"),
+    ]
+    assert adjustments(spans) == {"srv": ("spawned", "cli"), "cli": ("extended", "t"), "t": ("extended", "r")}
+    # The server's 2 ms before and after the hop are the network's; lifted, the tool read 4.5 ms of agent time.
+    assert breakdown_ns(spans) == {"network": 2 * MS, "agent": 92_500_000, "tool": 5_500_000}
+    tools = agent_graph(analyze(frame(spans))).filter(pl.col("target_kind") == "tool")
+    assert tools.select("target", "calls", "critical_ns").rows() == [("execute_tool x", 1, 7_500_000)]

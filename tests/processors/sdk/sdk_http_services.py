@@ -5,7 +5,8 @@ baggage) with ``opentelemetry.propagate.extract``, starts a SERVER span, optiona
 service with ``opentelemetry.propagate.inject``, and answers with the trace ID it saw (so a client
 learns the IDs of traces that were not sampled too). Spans go through BaggageSampler,
 BaggageSpanProcessor and HotspotSpanProcessor into the service's own InMemorySpanExporter, and into
-``also_export_to`` (e.g. an OTLP exporter to a served Hotspan) when given.
+``also_export_to`` (e.g. an OTLP exporter to a served Hotspan) when given, through a BatchSpanProcessor as a
+deployed service would (:meth:`Service.flush` sends what it holds).
 """
 
 import http.client
@@ -16,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from opentelemetry import baggage, context, propagate
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SynchronousMultiSpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -43,7 +44,7 @@ class Service:
         exporting = SynchronousMultiSpanProcessor()
         exporting.add_span_processor(SimpleSpanProcessor(self.exporter))
         if also_export_to is not None:
-            exporting.add_span_processor(SimpleSpanProcessor(also_export_to))
+            exporting.add_span_processor(BatchSpanProcessor(also_export_to))
         self.provider = TracerProvider(
             resource=Resource.create({"service.name": name}), sampler=BaggageSampler.from_config(policies)
         )
@@ -65,6 +66,15 @@ class Service:
 
     def spans(self) -> tuple[ReadableSpan, ...]:
         return self.exporter.get_finished_spans()
+
+    def flush(self) -> None:
+        """Export every ended span now (``also_export_to`` included).
+
+        Raises:
+            TimeoutError: the export did not finish within 30 s.
+        """
+        if not self.provider.force_flush(30_000):
+            raise TimeoutError(f"{self.name}: spans not exported within 30 s")
 
     def close(self) -> None:
         self._server.shutdown()
