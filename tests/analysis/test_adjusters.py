@@ -359,8 +359,8 @@ def test_the_request_carrying_a_streamed_call_takes_its_first_token_split() -> N
 
 
 def test_a_server_span_trailing_its_callers_answer_stays_the_tool_calls_work() -> None:
-    # The stack's tool server on a busy host: its 4 ms span starts inside the agent's POST and ends 1.5 ms after
-    # it, and after execute_tool too (the agent had its answer). Lifted, it would be a sibling of the tool call:
+    # The stack's tool server on a busy host: its 4.5 ms span starts inside the agent's POST and ends 2 ms after
+    # it, 1.5 ms after execute_tool (the agent had its answer). Lifted, it would be a sibling of the tool call:
     # a call of its own in the agent graph.
     spans = [
         S("r", "", 0, 100 * MS, "invoke_agent a", "agent", "Server", {"gen_ai.operation.name": "invoke_agent"}),
@@ -369,7 +369,8 @@ def test_a_server_span_trailing_its_callers_answer_stays_the_tool_calls_work() -
         S("srv", "cli", 43 * MS, 47 * MS + 500_000, "POST /v1/tools/{name}", "tools", "Server"),
     ]
     assert adjustments(spans) == {"srv": ("spawned", "cli"), "cli": ("extended", "t"), "t": ("extended", "r")}
-    # The server's 2 ms before and after the hop are the network's; lifted, the tool read 4.5 ms of agent time.
+    # The POST's 2 ms before the server started are the network's. Lifted, the server's 4.5 ms were the tool stage
+    # and execute_tool had no time on the critical path.
     assert breakdown_ns(spans) == {"network": 2 * MS, "agent": 92_500_000, "tool": 5_500_000}
     tools = agent_graph(analyze(frame(spans))).filter(pl.col("target_kind") == "tool")
     assert tools.select("target", "calls", "critical_ns").rows() == [("execute_tool x", 1, 7_500_000)]
