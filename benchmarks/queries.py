@@ -17,8 +17,9 @@ Timed, the median of ``--repeats`` runs after one warm-up, each through Hotspan'
   pipeline's read of a batch of consecutive traces (its default ``batch_traces``, 500), and beside it that read as
   it was before issue 34 read it once (:func:`traces_before`); RED by service over 1 h (the rollup), and beside it
   the same read from the rollup's own sorting (its ``by_time`` projection off: the read before migration 0101); stages
-  p50/p95/p99 over 1 h (the summaries); service dependencies over 1 h, and beside them the dependencies query Hotspan
-  ran before issue 34 (:func:`dependencies_before`), on the same store in the same run.
+  p50/p95/p99 over 1 h (the summaries sorted by time), and beside it the same read of the summaries sorted by trace
+  (:func:`stages_before`: the read before migration 0110); service dependencies over 1 h, and beside them the
+  dependencies query Hotspan ran before issue 34 (:func:`dependencies_before`), on the same store in the same run.
 
 Not timed: diagnosis over 15 min (it reads the per-span analysis, which only the real pipeline writes).
 Then the store's compressed bytes per span and its compression ratio, beside the 8.6x that Jaeger's ClickHouse
@@ -166,6 +167,19 @@ def latest_copy_before(where: str) -> str:
     )"""
 
 
+def stages_before() -> str:
+    """Stage percentiles over a window as Hotspan read them before issue 34 stored the summaries sorted by time
+    (migration 0110), timed beside the reader's in the same run: the same query over ``hotspan_trace_summary``,
+    sorted by trace, whose every granule holds some of any hour's requests."""
+    from storage import analysis_sql
+
+    conditions = " AND ".join(
+        [analysis_sql.OWNER_FILTER, analysis_sql.SUMMARY_FILTERS["start_ns"], analysis_sql.SUMMARY_FILTERS["end_ns"]]
+    )
+    sql = analysis_sql.STAGE_PERCENTILES.format(group="''", conditions=conditions)
+    return sql.replace("hotspan_trace_summary_by_time", "hotspan_trace_summary")
+
+
 def trace_before() -> str:
     """Trace by ID as Hotspan read it before issue 34, timed beside the reader's in the same run: the trace found by
     its ID alone (the trace-ID bloom filter of every granule of every day), twice: in the read and again in its
@@ -292,6 +306,9 @@ def measure(ch: ClickHouse, repeats: int) -> dict[str, tuple[float, float, float
         "RED by service 1 h": lambda: rollups.red(RedQuery("service", **hour), tenant="default"),
         "RED by service 1 h before": lambda: rollups_before.red(RedQuery("service", **hour), tenant="default"),
         "stages p95 1 h": lambda: analysis.stage_percentiles(AnalysisFilter(**hour), "", tenant="default"),
+        "stages p95 1 h before": lambda: ch.query_rows(
+            stages_before(), {**hour, "stages": list(STAGES), **tenant_parameters("default")}
+        ),
         "dependencies 1 h": lambda: reader.dependencies(hour["start_ns"], hour["end_ns"], tenant="default"),
         "dependencies before": lambda: ch.query_rows(dependencies_before(), {**hour, **tenant_parameters("default")}),
     }

@@ -1,6 +1,10 @@
 """SQL for the trace pipeline's tables (``hotspan_trace_arrivals``, ``hotspan_span_analysis``,
 ``hotspan_trace_summary``, migrations 0010-0015) and the window aggregates read from them, in one place.
 
+The summaries are stored twice: ``hotspan_trace_summary`` sorted by trace, for the reads of given traces, and
+``hotspan_trace_summary_by_time`` sorted by start (migrations 0110-0112), for the reads of a window of requests,
+which then read the window's granules only.
+
 Every value is a bound ``{name:Type}`` parameter. Templates with ``{conditions}``/``{group}``/``{order}``
 fields are filled by :mod:`storage.analysis_store` with ``str.format``, and only ever with the fixed SQL
 fragments defined here (conditions whose parameters are set, a whitelisted column): never with user text.
@@ -37,21 +41,29 @@ arrived AS (
     WHERE (Tenant, TraceId) IN recent
     GROUP BY Tenant, TraceId
     HAVING last_arrival_ms <= {cutoff_ms:Int64}
-)
-SELECT Tenant AS tenant, TraceId AS trace_id, last_arrival_ms, arrived_spans
-FROM arrived
-WHERE (Tenant, TraceId, arrived_spans) NOT IN (
-    SELECT Tenant, TraceId, AnalysedSpans
+),
+stored AS (
+    SELECT Tenant, TraceId, AnalysedSpans, toUnixTimestamp64Nano(Timestamp) AS start_ns
     FROM hotspan_trace_summary FINAL
     WHERE (Tenant, TraceId) IN recent
 )
+SELECT
+    arrived.Tenant AS tenant,
+    arrived.TraceId AS trace_id,
+    last_arrival_ms,
+    arrived_spans,
+    if(stored.TraceId = '', NULL, stored.start_ns) AS summary_start_ns
+FROM arrived
+LEFT JOIN stored ON stored.Tenant = arrived.Tenant AND stored.TraceId = arrived.TraceId
+WHERE stored.TraceId = '' OR stored.AnalysedSpans != arrived_spans
 ORDER BY last_arrival_ms, tenant, trace_id
 LIMIT {limit:UInt32}
 """
 """Traces due for analysis: some span arrived after ``since_ms`` (the caller's watermark, 0 for all), the last
 one at or before ``cutoff_ms`` (quiet long enough), and the arrived span count differs from the one the stored
-summary covers (never analysed, or late spans since). Oldest first. ``shard``/``shards`` split the work between
-pipeline instances by trace ID (``0``/``1``: one instance does all); ``skipped`` trace IDs are left out."""
+summary covers (never analysed, or late spans since), with the stored summary's start (ns; null for none). Oldest
+first. ``shard``/``shards`` split the work between pipeline instances by trace ID (``0``/``1``: one instance does
+all); ``skipped`` trace IDs are left out."""
 
 SUMMARISED = """
 SELECT TraceId, argMax(Sampled, Version)
@@ -167,7 +179,7 @@ SELECT
     q[3] AS p99_ns,
     avg(StageNs[Stage]) AS mean_ns,
     if(sum(DurationNs) > 0, sum(StageNs[Stage]) / sum(DurationNs), NULL) AS share_of_e2e
-FROM hotspan_trace_summary FINAL
+FROM hotspan_trace_summary_by_time FINAL
 ARRAY JOIN {{stages:Array(String)}} AS Stage
 WHERE {conditions}
 GROUP BY group_key, stage
@@ -189,7 +201,7 @@ SELECT
     count(TpotNs) AS tpot_requests,
     quantilesExactInclusive(0.5, 0.95, 0.99)(TpotNs) AS tpot,
     avg(TpotNs) AS tpot_mean_ns
-FROM hotspan_trace_summary FINAL
+FROM hotspan_trace_summary_by_time FINAL
 WHERE {conditions}
 GROUP BY group_key
 ORDER BY group_key
@@ -207,7 +219,7 @@ SELECT
     countIf(ExtendedSpans > 0) AS outliving,
     countIf(ImplausibleRoot) AS implausible_root,
     countIf(ReattachedSpans > 0) AS reattached
-FROM hotspan_trace_summary FINAL
+FROM hotspan_trace_summary_by_time FINAL
 WHERE {conditions}
 GROUP BY group_key
 ORDER BY group_key
@@ -223,7 +235,7 @@ SELECT
     repair,
     TraceId AS trace_id,
     DurationNs AS duration_ns
-FROM hotspan_trace_summary FINAL
+FROM hotspan_trace_summary_by_time FINAL
 ARRAY JOIN
     [Enveloped, ParentlessSpans > 1, ExtendedSpans > 0, ImplausibleRoot] AS repaired,
     ['enveloped', 'attached', 'outliving', 'implausible_root'] AS repair
@@ -242,7 +254,7 @@ SELECT
     sum(StageNs[Stage]) AS stage_ns,
     sum(DurationNs) AS e2e_ns,
     if(e2e_ns > 0, stage_ns / e2e_ns, NULL) AS share_of_e2e
-FROM hotspan_trace_summary FINAL
+FROM hotspan_trace_summary_by_time FINAL
 ARRAY JOIN {{stages:Array(String)}} AS Stage
 WHERE {conditions}
 GROUP BY bucket_start_ns, stage
@@ -300,7 +312,7 @@ LIMIT {{limit:UInt32}}
 FLAME_NODES = """
 WITH matched AS (
     SELECT TraceId
-    FROM hotspan_trace_summary FINAL
+    FROM hotspan_trace_summary_by_time FINAL
     WHERE {conditions}
 )
 SELECT
@@ -359,7 +371,7 @@ SELECT
     ExtendedSpans AS extended_spans,
     ExtendedNs AS extended_ns,
     ImplausibleRoot AS implausible_root
-FROM hotspan_trace_summary FINAL
+FROM hotspan_trace_summary_by_time FINAL
 WHERE {conditions}
 ORDER BY start_time_unix_nano DESC, trace_id
 LIMIT {{limit:UInt32}}
@@ -462,7 +474,7 @@ SELECT
     sum(usage.reasoning_tokens) AS reasoning_tokens
 FROM ({model_usage}) AS usage
 INNER JOIN (
-    SELECT TraceId, RootService, RequestTenant FROM hotspan_trace_summary FINAL WHERE {conditions}
+    SELECT TraceId, RootService, RequestTenant FROM hotspan_trace_summary_by_time FINAL WHERE {conditions}
 ) AS summary ON summary.TraceId = usage.trace_id
 GROUP BY group_key, model
 ORDER BY group_key, model

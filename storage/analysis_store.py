@@ -5,7 +5,8 @@ Tables (migrations 0010-0015; SQL in :mod:`storage.analysis_sql`):
 - ``hotspan_trace_arrivals``: per (owner tenant, trace), the last arrival time and the arrived span count,
   maintained by a materialized view on ``otel_traces`` (the pipeline's durable work list).
 - ``hotspan_span_analysis``: per span, :data:`SPAN_ANALYSIS_SCHEMA`.
-- ``hotspan_trace_summary``: per trace, :data:`TRACE_SUMMARY_SCHEMA`.
+- ``hotspan_trace_summary``: per trace, :data:`TRACE_SUMMARY_SCHEMA`, sorted by trace; the same rows sorted by start
+  in ``hotspan_trace_summary_by_time`` (migrations 0110-0112), which every read of a window of requests uses.
 
 A conversation (:meth:`AnalysisStore.conversations`, :meth:`AnalysisStore.conversation_turns`; SQL in
 :mod:`storage.conversation_sql`) is the summaries naming one ``ConversationId`` (migration 0090).
@@ -141,6 +142,43 @@ reattached_spans, outliving_spans, extended_spans, extended_ns, implausible_root
 read ParentlessSpans 0); ConversationId: the conversation the request is a turn of (``analysis.conversation``,
 ``''`` for none; migration 0090)."""
 
+RETRACTION_SCHEMA = pa.schema(
+    [
+        ("Tenant", pa.string()),
+        ("Timestamp", pa.timestamp("ns")),
+        ("TraceId", pa.string()),
+        ("Version", pa.uint64()),
+        ("Deleted", pa.uint8()),
+    ]
+)
+"""Arrow layout of a deletion row of ``hotspan_trace_summary_by_time`` (migration 0110): the key of a stored
+summary (owner tenant, start, trace ID), the version that supersedes it, ``Deleted`` 1."""
+
+
+def retractions(rows: pa.Table, stored_starts: Mapping[tuple[str, str], int]) -> pa.Table:
+    """The deletion rows (:data:`RETRACTION_SCHEMA`) that new summary ``rows`` (:data:`TRACE_SUMMARY_SCHEMA`) need in
+    ``hotspan_trace_summary_by_time``: one at the stored start of each trace of ``stored_starts`` (per (owner tenant,
+    trace ID), ns) whose new ``Timestamp`` is elsewhere, with the new row's ``Version``."""
+    stored = pl.DataFrame(
+        [(tenant, trace_id, start) for (tenant, trace_id), start in stored_starts.items()],
+        schema={"Tenant": pl.String, "TraceId": pl.String, "stored_ns": pl.Int64},
+        orient="row",
+    )
+    new = pl.from_arrow(rows.select(["Tenant", "TraceId", "Timestamp", "Version"]))
+    assert isinstance(new, pl.DataFrame)
+    moved = new.join(stored, on=["Tenant", "TraceId"]).filter(pl.col("Timestamp").cast(pl.Int64) != pl.col("stored_ns"))
+    return (
+        moved.select(
+            "Tenant",
+            pl.col("stored_ns").cast(pl.Datetime("ns")).alias("Timestamp"),
+            "TraceId",
+            "Version",
+            pl.lit(1, pl.UInt8).alias("Deleted"),
+        )
+        .to_arrow()
+        .cast(RETRACTION_SCHEMA)
+    )
+
 
 @dataclass(frozen=True)
 class AnalysisFilter:
@@ -218,13 +256,14 @@ TURN_COLUMNS = {
 
 @dataclass(frozen=True)
 class PendingTrace:
-    """A trace due for analysis: its owner tenant, ID, last arrival (ms since the epoch, ClickHouse's clock)
-    and arrived span count."""
+    """A trace due for analysis: its owner tenant, ID, last arrival (ms since the epoch, ClickHouse's clock),
+    arrived span count, and the start of its stored summary (ns since the epoch; None when never summarised)."""
 
     tenant: str
     trace_id: str
     last_arrival_ms: int
     arrived_spans: int
+    summary_start_ns: int | None
 
 
 class AnalysisStore(Protocol):
@@ -284,8 +323,14 @@ class AnalysisStore(Protocol):
         """Store per-span rows (:data:`SPAN_ANALYSIS_SCHEMA`)."""
         ...
 
-    def write_trace_summaries(self, rows: pa.Table) -> None:
-        """Store per-trace rows (:data:`TRACE_SUMMARY_SCHEMA`)."""
+    def write_trace_summaries(self, rows: pa.Table, stored_starts: Mapping[tuple[str, str], int]) -> None:
+        """Store per-trace rows (:data:`TRACE_SUMMARY_SCHEMA`), each a new version of its trace's summary.
+
+        Args:
+            stored_starts: per (owner tenant, trace ID) of ``rows`` summarised before, the start of its stored
+                summary (ns; :attr:`PendingTrace.summary_start_ns`). The window reads count each trace once, at its
+                latest start, only if every trace whose stored summary started elsewhere is named here.
+        """
         ...
 
     def stage_percentiles(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
@@ -412,7 +457,10 @@ class ClickHouseAnalysisStore:
             "shards": shards,
         }
         rows = self._ch.query_rows(analysis_sql.PENDING_TRACES, parameters)
-        return [PendingTrace(row[0], row[1], int(row[2]), int(row[3])) for row in rows]
+        return [
+            PendingTrace(row[0], row[1], int(row[2]), int(row[3]), None if row[4] is None else int(row[4]))
+            for row in rows
+        ]
 
     def summarised(self, owner: str, trace_ids: Sequence[str]) -> dict[str, bool]:
         rows = self._ch.query_rows(analysis_sql.SUMMARISED, {"owner": owner, "trace_ids": list(trace_ids)})
@@ -450,7 +498,12 @@ class ClickHouseAnalysisStore:
     def write_span_analysis(self, rows: pa.Table) -> None:
         self._insert("hotspan_span_analysis", rows, SPAN_ANALYSIS_SCHEMA)
 
-    def write_trace_summaries(self, rows: pa.Table) -> None:
+    def write_trace_summaries(self, rows: pa.Table, stored_starts: Mapping[tuple[str, str], int]) -> None:
+        # The copy sorted by time (migration 0110) keys a row by its start, so a version starting elsewhere than the
+        # stored one first retracts it there. First: should the summaries' insert then fail, the trace's stored
+        # AnalysedSpans is unchanged, so it is analysed, retracted and written again; a window misses it meanwhile
+        # and never counts it twice.
+        self._insert("hotspan_trace_summary_by_time", retractions(rows, stored_starts), RETRACTION_SCHEMA)
         self._insert("hotspan_trace_summary", rows, TRACE_SUMMARY_SCHEMA)
 
     # --- window reads ----------------------------------------------------------------------------------------
@@ -642,7 +695,7 @@ class ClickHouseAnalysisStore:
 
     def token_usage(self, where: AnalysisFilter, group_by: GroupBy, *, tenant: str | None) -> pl.DataFrame:
         conditions, parameters = _conditions(where, analysis_sql.SUMMARY_FILTERS, tenant)
-        summarised = f"TraceId IN (SELECT TraceId FROM hotspan_trace_summary FINAL WHERE {conditions})"
+        summarised = f"TraceId IN (SELECT TraceId FROM hotspan_trace_summary_by_time FINAL WHERE {conditions})"
         model_usage = analysis_sql.MODEL_USAGE.format(owner=analysis_sql.OWNER_FILTER, traces=summarised)
         sql = analysis_sql.TOKEN_USAGE.format(
             group=analysis_sql.USAGE_GROUP_COLUMNS[group_by], model_usage=model_usage, conditions=conditions

@@ -53,7 +53,7 @@ SELECT
     groupArray(TraceId) AS trace_ids
 FROM hotspan_trace_summary FINAL
 WHERE {owner} AND ConversationId GLOBAL IN (
-    SELECT ConversationId FROM hotspan_trace_summary FINAL WHERE {owner} AND ConversationId != '' AND {match}
+    SELECT ConversationId FROM hotspan_trace_summary_by_time FINAL WHERE {owner} AND ConversationId != '' AND {match}
 )
 GROUP BY conversation_id
 HAVING {totals}

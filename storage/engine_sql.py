@@ -67,7 +67,7 @@ traces whose spans are kept (``dropped``, a ``WITH`` clause: :data:`DROPPED_TRAC
 DROPPED_TRACES = f"""
 WITH dropped AS (
     SELECT TraceId
-    FROM hotspan_trace_summary FINAL
+    FROM hotspan_trace_summary_by_time FINAL
     WHERE NOT Sampled
       AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}}) - INTERVAL 1 HOUR
       AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})

@@ -57,7 +57,7 @@ SELECT
     count() AS calls,
     countIf(ErrorCount > 0) AS errors,
     quantile(0.95)(stage_ns) AS p95_ns
-FROM hotspan_trace_summary FINAL
+FROM hotspan_trace_summary_by_time FINAL
 ARRAY JOIN mapKeys(StageNs) AS stage, mapValues(StageNs) AS stage_ns
 WHERE (Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
        AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}}){also})
@@ -103,7 +103,7 @@ OPERATION_EXCEEDANCE_PARTS = {
 migration 0032); ``{kind}`` and ``{status}`` take :mod:`storage.trace_sql`'s normalising expressions."""
 
 STAGE_EXCEEDANCE_PARTS = {
-    "source": "(SELECT Tenant, Timestamp, RootService, ErrorCount, StageNs FROM hotspan_trace_summary FINAL)"
+    "source": "(SELECT Tenant, Timestamp, RootService, ErrorCount, StageNs FROM hotspan_trace_summary_by_time FINAL)"
     " ARRAY JOIN mapKeys(StageNs) AS stage, mapValues(StageNs) AS stage_ns",
     "series": "RootService = {{service:String}} AND stage = {{name:String}} AND {conditions}",
     "value": "stage_ns",
@@ -131,7 +131,7 @@ FROM (
 GLOBAL INNER JOIN (
     SELECT Tenant AS tenant, TraceId, RootService AS service,
            Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AS current
-    FROM hotspan_trace_summary FINAL
+    FROM hotspan_trace_summary_by_time FINAL
     WHERE Timestamp >= fromUnixTimestamp64Nano({{previous_ns:Int64}})
       AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}})
       AND {conditions}
@@ -151,7 +151,7 @@ two minutes' requests are read once and sent to every shard's part of the spans.
 ROOT_REQUESTS = """
 SELECT Tenant AS tenant, RootService AS service, Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AS current,
        count() AS requests
-FROM hotspan_trace_summary FINAL
+FROM hotspan_trace_summary_by_time FINAL
 WHERE Timestamp >= fromUnixTimestamp64Nano({{previous_ns:Int64}})
   AND Timestamp < fromUnixTimestamp64Nano({{end_ns:Int64}})
   AND {conditions}

@@ -232,7 +232,7 @@ WHERE {conditions}
 
 STAGE_COUNTS = """
 SELECT count() AS requests, countIf(StageNs[{{stage:String}}] > {{threshold_ns:UInt64}}) AS slow
-FROM hotspan_trace_summary FINAL
+FROM hotspan_trace_summary_by_time FINAL
 WHERE RootService = {{service:String}}
   AND Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
   AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})

@@ -15,7 +15,9 @@ Flow of one poll (:meth:`TracePipeline.run_once`):
    the first time is kept or dropped by the policies, from its spans and its analysis.
 4. **Writes**, in this order: span rows (``hotspan_span_analysis``) of kept traces, then each
    :class:`TraceProcessor` (on every trace, dropped ones included: the service graph and span metrics count
-   them), then the summaries (``hotspan_trace_summary``, with the decision in ``Sampled``). Dropped traces' raw
+   them), then the summaries (``hotspan_trace_summary``, with the decision in ``Sampled``; each with the start of
+   the trace's stored summary, which the poll read, so the store's copy sorted by start moves a trace whose start
+   moved instead of counting it twice: ``storage.analysis_store.retractions``). Dropped traces' raw
    spans are deleted at the end of the poll, all batches together (a lightweight ``DELETE`` is a mutation that
    rewrites a mask of every part it touches, so fewer and larger ones cost less; at most
    :data:`DROP_CHUNK` traces each). The summary is the commit record: if anything before it fails, the batch stays
@@ -253,7 +255,8 @@ class TracePipeline:
             self._store.write_span_analysis(_without(rows.spans, dropped))
             for processor in self._processors:
                 processor.process(spans, analysis, first_seen & kept, frozenset(dropped))
-            self._store.write_trace_summaries(_marked_dropped(rows.summaries, dropped))
+            stored = {(owner, p.trace_id): p.summary_start_ns for p in traces if p.summary_start_ns is not None}
+            self._store.write_trace_summaries(_marked_dropped(rows.summaries, dropped), stored)
             self._drop(owner, spans.filter(pl.col("trace_id").is_in(dropped)))
             if self._sampler is not None:
                 self._sampler.remember(owner, decisions)

@@ -86,7 +86,7 @@ def test_the_throughput_latency_read_is_tenant_filtered(tenant: str | None) -> N
     ClickHouseEngineReader(store).engine_buckets(EngineWindow(0, 1, 1, model="m"), tenant=tenant)  # type: ignore[arg-type]
     ((sql, parameters),) = store.sent
     # Two tables, each read under the owner-tenant condition: the requests and the dropped traces.
-    assert re.findall(r"\bFROM (\w+)", sql) == ["hotspan_trace_summary", "hotspan_engine_requests"]
+    assert re.findall(r"\bFROM (\w+)", sql) == ["hotspan_trace_summary_by_time", "hotspan_engine_requests"]
     assert sql.count(tenant_condition()) == 2
     assert parameters["tenant"] == (tenant or "") and parameters["model"] == "m"
     assert "acme" not in sql and "'m'" not in sql

@@ -85,7 +85,8 @@ def test_replicated_cluster_ddl_parses_and_places_every_table(store: ClickHouse)
     views = [
         text for text in ddl if text.startswith(("CREATE MATERIALIZED VIEW", "ALTER TABLE hotspan_red_minutes_mv"))
     ]
-    assert len(views) == 6  # trace-ID lookup, arrivals, RED (and its first-copies query), service graph, engine
+    # trace-ID lookup, arrivals, RED (and its first-copies query), service graph, engine, summaries by time
+    assert len(views) == 7
     assert all(re.search(r"FROM \w+_local\b", text) for text in views)
     assert all(re.search(r"\bTO \w+_local\b", text) for text in views if text.startswith("CREATE"))
     # TTL survives the rendering.

@@ -2,7 +2,8 @@
 issue 17): the migrations add ``otel_traces.Version`` and make the RED view count first copies, in place and
 idempotently, and every read then counts each span once, the duplicates the old writer stored included. And one
 written before trace summaries stored their data quality (migrations up to 0072, before issue 27's 0080), and one
-written before they stored the conversation (before issue 32's 0090)."""
+written before they stored the conversation (before issue 32's 0090); both read, once upgraded, through the summaries'
+copy sorted by time (issue 34's 0110-0112), which takes the summaries stored before it."""
 
 from __future__ import annotations
 
@@ -143,11 +144,13 @@ def test_trace_summaries_stored_before_data_quality_read_as_unrecorded_after_the
 
         assert apply_migrations(old, up_to=89) == [80]
         assert apply_migrations(old, up_to=89) == []
-        analysis = ClickHouseAnalysisStore(old, STAGES)
         # A summary of the new pipeline: a missing root (envelope), three parentless spans, work kept past its parent.
         repaired = {"Enveloped": True, "ParentlessSpans": 3, "ReattachedSpans": 0, "OutlivingSpans": 0}
         repaired |= {"ExtendedSpans": 2, "ExtendedNs": 0, "ImplausibleRoot": False}
         old.insert_arrow("hotspan_trace_summary", _summary("0" * 31 + "2", _BEFORE_CONVERSATIONS, **repaired))
+        # The rest: both summaries reach the copy sorted by time (0112) that the window reads below use.
+        assert 112 in apply_migrations(old)
+        analysis = ClickHouseAnalysisStore(old, STAGES)
         rows = analysis.trace_summaries(AnalysisFilter(), 10, tenant="default").sort("trace_id")
         assert rows["parentless_spans"].to_list() == [0, 3] and rows["enveloped"].to_list() == [False, True]
         assert rows["extended_spans"].to_list() == [0, 2]
@@ -179,13 +182,13 @@ def test_conversations_are_read_from_summaries_stored_after_the_upgrade_and_per_
         whole = {"Enveloped": False, "ParentlessSpans": 1, "ReattachedSpans": 0, "OutlivingSpans": 0}
         whole |= {"ExtendedSpans": 0, "ExtendedNs": 0, "ImplausibleRoot": False}
         old.insert_arrow("hotspan_trace_summary", _summary("0" * 31 + "1", _BEFORE_CONVERSATIONS, **whole))
-        assert apply_migrations(old, up_to=99) == [90]
+        assert apply_migrations(old)[0] == 90
         analysis = ClickHouseAnalysisStore(old, STAGES)
         assert analysis.conversations(ConversationFilter(), "last_seen", 10, tenant="default").height == 0
         for index, tenant in ((2, "default"), (3, "default"), (4, "acme")):
             start = START_NS + index * 10**9
             turn = _summary(f"{index:032x}", TRACE_SUMMARY_SCHEMA, **whole, ConversationId="c-1", Timestamp=start)
-            analysis.write_trace_summaries(turn.set_column(0, "Tenant", pa.array([tenant])))
+            analysis.write_trace_summaries(turn.set_column(0, "Tenant", pa.array([tenant])), {})
         (row,) = analysis.conversations(ConversationFilter(), "last_seen", 10, tenant="default").iter_rows(named=True)
         assert (row["conversation_id"], row["turns"], sorted(row["trace_ids"])) == (
             "c-1",
