@@ -58,10 +58,12 @@ LEFT JOIN stored ON stored.Tenant = arrived.Tenant AND stored.TraceId = arrived.
 WHERE stored.TraceId = '' OR stored.AnalysedSpans != arrived_spans
 ORDER BY last_arrival_ms, tenant, trace_id
 LIMIT {limit:UInt32}
+SETTINGS join_use_nulls = 0
 """
 """Traces due for analysis: some span arrived after ``since_ms`` (the caller's watermark, 0 for all), the last
 one at or before ``cutoff_ms`` (quiet long enough), and the arrived span count differs from the one the stored
-summary covers (never analysed, or late spans since), with the stored summary's start (ns; null for none). Oldest
+summary covers (never analysed, or late spans since), with the stored summary's start (ns; null for none: a trace
+without one joins empty values, whatever a server's profile sets ``join_use_nulls`` to). Oldest
 first. ``shard``/``shards`` split the work between pipeline instances by trace ID (``0``/``1``: one instance does
 all); ``skipped`` trace IDs are left out."""
 

@@ -17,6 +17,7 @@ from hotspan.importer import StoreSink, import_paths
 from processors.pipeline.base import TraceProcessor
 from processors.pipeline.config import TracePipelineConfig
 from processors.pipeline.trace_pipeline import TracePipeline
+from storage import analysis_sql
 from storage.analysis_store import AnalysisFilter, ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
@@ -198,3 +199,24 @@ def test_the_work_list_survives_a_restart(store: ClickHouse, ingestor: Ingestor)
     store_spans(ingestor, "0" * 31 + "1", [Span("0000000000000001", "", "svc", "op", 0, 1)], T0 + 10**12)
     assert _pipeline(store, trace_idle_s=1.0, clock=lambda: later).run_once().analysed == 1
     assert _rows(store, "SELECT count() FROM hotspan_trace_summary FINAL") == [(2,)]
+
+
+def test_the_work_list_carries_each_stored_start_whatever_the_servers_join_setting(
+    store: ClickHouse, ingestor: Ingestor
+) -> None:
+    # A server profile may set join_use_nulls = 1; the work list's join must still see a trace without a summary.
+    spans = vllm_agent_trace(queue_ms=100, prefill_ms=200, decode_ms=500, completion_tokens=101, tenant="t")
+    store_spans(ingestor, TRACE, spans[:4])
+    later = time.time() + 60
+    assert _pipeline(store, clock=lambda: later).run_once().analysed == 1
+    ((start,),) = _rows(
+        store, f"SELECT toUnixTimestamp64Nano(Timestamp) FROM hotspan_trace_summary WHERE TraceId = '{TRACE}'"
+    )
+    store_spans(ingestor, TRACE, spans[4:])
+    store_spans(ingestor, "0" * 31 + "1", spans[:2])
+    parameters = {"cutoff_ms": 2**62, "since_ms": 0, "limit": 10, "skipped": [], "shard": 0, "shards": 1}
+
+    for join_use_nulls in (0, 1):
+        due = store.query_arrow(analysis_sql.PENDING_TRACES, parameters, {"join_use_nulls": join_use_nulls})
+        listed = zip(due["trace_id"].to_pylist(), due["summary_start_ns"].to_pylist(), strict=True)
+        assert sorted(listed) == [("0" * 31 + "1", None), (TRACE, start)], join_use_nulls
