@@ -9,6 +9,7 @@ import copy
 
 import pyarrow as pa
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from analysis import STAGES
 from collector.ingest import Ingestor
@@ -141,7 +142,7 @@ class _RootsLast:
 
     def __init__(self, store: ClickHouse) -> None:
         self._ingestor = Ingestor(ClickHouseTraceWriter(store))
-        self._roots = []
+        self._roots: list[ExportTraceServiceRequest] = []
 
     def send(self, checked: CheckedPayload) -> None:
         roots = copy.deepcopy(checked.request)
