@@ -76,7 +76,7 @@ def _requests(analysis: ClickHouseAnalysisStore, start_ns: int, end_ns: int) -> 
 
 
 def test_the_copy_sorted_by_time_has_the_summarys_columns(store: ClickHouse) -> None:
-    # A column added to hotspan_trace_summary must reach the copy too (its table, 0111's view and 0112's backfill).
+    # A column added to hotspan_trace_summary must be added to the copy too (0111's view and 0112's backfill copy `*`).
     assert _columns(store, "hotspan_trace_summary_by_time") == [
         *_columns(store, "hotspan_trace_summary"),
         ("Deleted", "UInt8"),
