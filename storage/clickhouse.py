@@ -132,7 +132,7 @@ class ClickHouse:
         Raises:
             ReadLimitError: the statement exceeded a budget of this handle (:meth:`budgeted`).
         """
-        with self._lock, _limits(bool(self._settings)):
+        with self._statement(bool(self._settings)):
             return self._client.command(sql, parameters=dict(parameters or {}), settings=self._settings or None)
 
     def query_arrow(
@@ -145,24 +145,10 @@ class ClickHouse:
             ReadLimitError: the query exceeded a budget (the handle's, one of ``settings``, or the SQL's size).
         """
         every = {**self._settings, **(settings or {})}
-        with self._lock, _limits(bool(every)):
-            try:
-                return self._client.query_arrow(
-                    with_settings(sql, every), parameters=dict(parameters or {}), use_strings=True
-                )
-            except DatabaseError:
-                self._drain()
-                raise
-
-    def _drain(self) -> None:
-        """After an Arrow query failed on the embedded engine, run one statement whose answer nobody reads: on
-        chDB 4.4 with clickhouse-connect 1.12 the next query of the same client gets the failed query's partial
-        Arrow output instead of its own (a Native read fails with ``UnicodeDecodeError``, an Arrow read with
-        ``ArrowInvalid``), once; a statement run in between takes it. ``tests/storage/test_query_settings.py``
-        holds it."""
-        if self.is_embedded:
-            with suppress(DatabaseError):
-                self._client.command("SELECT 1")
+        with self._statement(bool(every)):
+            return self._client.query_arrow(
+                with_settings(sql, every), parameters=dict(parameters or {}), use_strings=True
+            )
 
     def query_rows(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         """Run a query with bound parameters and return its rows as tuples.
@@ -170,7 +156,7 @@ class ClickHouse:
         Raises:
             ReadLimitError: as for :meth:`query_arrow`.
         """
-        with self._lock, _limits(bool(self._settings)):
+        with self._statement(bool(self._settings)):
             answer = self._client.query(sql, parameters=dict(parameters or {}), settings=self._settings or None)
             return answer.result_rows
 
@@ -190,7 +176,7 @@ class ClickHouse:
                 with ``non_replicated_deduplication_window``).
         """
         settings = {"insert_deduplication_token": dedup_token} if dedup_token else None
-        with self._lock:
+        with self._statement(budgeted=False):
             self._client.insert_arrow(validate_identifier(table), data, settings=settings)
 
     def insert_raw(
@@ -204,10 +190,27 @@ class ClickHouse:
             dedup_token: as for :meth:`insert_arrow`.
         """
         settings = {"insert_deduplication_token": dedup_token} if dedup_token else None
-        with self._lock:
+        with self._statement(budgeted=False):
             self._client.raw_insert(
                 validate_identifier(table), column_names=list(columns), insert_block=data, settings=settings, fmt=fmt
             )
+
+    @contextmanager
+    def _statement(self, budgeted: bool) -> Iterator[None]:
+        """One statement on this handle: under its lock, a budget's error as :class:`ReadLimitError` when
+        ``budgeted`` (:func:`_limits`), and after any failure on the embedded engine one throwaway statement. On chDB
+        4.4 with clickhouse-connect 1.12 the statement after a failed one may get the failed one's partial output
+        instead of its own, once: after an Arrow query a row read fails with ``UnicodeDecodeError`` and an Arrow read
+        with ``ArrowInvalid``; after a command a row read fails with ``StreamFailureError``. A statement run in
+        between takes it (``test_a_failed_statement_leaves_the_next_reads_whole``)."""
+        with self._lock, _limits(budgeted):
+            try:
+                yield
+            except DatabaseError:
+                if self.is_embedded:
+                    with suppress(DatabaseError):
+                        self._client.command("SELECT 1")
+                raise
 
     def close(self) -> None:
         """Release the client; the embedded engine stays open for other clients of this process."""

@@ -1,7 +1,7 @@
 """Settings of one Arrow read travel in its own ``SETTINGS`` clause (``storage.clickhouse.with_settings``): the
 budget of the query room's handle and the call's own settings reach the statement, the SQL's own clause holds, and
 the embedded engine runs one statement, not the chDB driver's ``SET`` statements around it. A read that fails
-leaves the next reads of the handle whole, budgeted or not."""
+leaves the next reads of the handle whole, whatever failed, budgeted or not."""
 
 from __future__ import annotations
 
@@ -48,11 +48,23 @@ def test_no_settings_leave_the_sql_as_it_is() -> None:
         with_settings("SELECT 1", {"max_threads = 1; DROP TABLE t; --": 1})
 
 
+FAILING = {
+    "Arrow read": lambda ch: ch.query_arrow("SELECT throwIf(number = 5, 'refused') AS x FROM numbers(10)"),
+    "row read": lambda ch: ch.query_rows("SELECT throwIf(number = 5, 'refused') AS x FROM numbers(10)"),
+    "command": lambda ch: ch.command("SELECT throwIf(1, 'refused')"),
+    "insert": lambda ch: ch.insert_raw("hotspan_incidents", ["Tenant"], b"not Native", "Native"),
+}
+"""Statements that fail on the engine, one of each kind a handle runs."""
+
+
+@pytest.mark.parametrize("failing", FAILING)
 @pytest.mark.parametrize("budget", [None, ReadBudget()], ids=["unbudgeted", "budgeted"])
-def test_a_failed_arrow_read_leaves_the_next_reads_whole(store: ClickHouse, budget: ReadBudget | None) -> None:
+def test_a_failed_statement_leaves_the_next_reads_whole(
+    store: ClickHouse, budget: ReadBudget | None, failing: str
+) -> None:
     handle = store.budgeted(budget) if budget else store
     for _ in range(2):
         with pytest.raises(DatabaseError):
-            handle.query_arrow("SELECT throwIf(number = 5, 'refused') AS x FROM numbers(10)")
+            FAILING[failing](handle)
         assert handle.query_rows("SELECT 'abc', 1") == [("abc", 1)]
         assert handle.query_arrow("SELECT 'abc' AS x").to_pylist() == [{"x": "abc"}]
