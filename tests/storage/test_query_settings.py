@@ -33,10 +33,14 @@ def test_a_budgeted_read_carries_the_budget_and_its_own_settings(store: ClickHou
 
 def test_a_budgeted_read_is_one_statement_on_the_engine(store: ClickHouse) -> None:
     reads = store.budgeted(ReadBudget())
-    before = _queries_run(store)
-    reads.query_arrow("SELECT 1", settings={"max_result_rows": 5, "result_overflow_mode": "throw"})
+    counted = []
+    # The counter is the process's: a thread another test left running may add statements, never take them away.
+    for _ in range(3):
+        before = _queries_run(store)
+        reads.query_arrow("SELECT 1", settings={"max_result_rows": 5, "result_overflow_mode": "throw"})
+        counted.append(_queries_run(store) - before)
     # The read and the count itself; the driver's way: 11 (also a read of system.settings, four SETs, four resets).
-    assert _queries_run(store) - before == 2
+    assert min(counted) == 2
 
 
 def test_no_settings_leave_the_sql_as_it_is() -> None:

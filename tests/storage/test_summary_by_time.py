@@ -127,9 +127,13 @@ FROM numbers({24 * REQUESTS_PER_HOUR})""")
     hour = AnalysisFilter(start_ns=DAY_START_NS + 10 * HOUR_NS, end_ns=DAY_START_NS + 11 * HOUR_NS - 1)
     day_granules = -(-24 * REQUESTS_PER_HOUR // 8192)
 
-    before = _selected_marks(store)
-    stages = analysis.stage_percentiles(hour, "", tenant="default")
-    read = _selected_marks(store) - before
+    # The counter is the process's: a thread another test left running may read beside, never take away.
+    reads = []
+    for _ in range(3):
+        before = _selected_marks(store)
+        stages = analysis.stage_percentiles(hour, "", tenant="default")
+        reads.append(_selected_marks(store) - before)
+    read = min(reads)
 
     assert stages.filter(stages["stage"] == "other")["requests"].to_list() == [REQUESTS_PER_HOUR]
     # An hour is 10,000 of the day's 240,000 requests: two or three granules of 30, wherever the hour falls.
