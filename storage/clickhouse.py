@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 import clickhouse_connect
 import pyarrow as pa
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import DatabaseError
+from clickhouse_connect.driver.exceptions import ClickHouseError, DatabaseError
 
 from storage.identifiers import validate_identifier
 from storage.layout import SINGLE_NODE, Layout
@@ -202,13 +202,14 @@ class ClickHouse:
         4.4 with clickhouse-connect 1.12 the statement after a failed one may get the failed one's partial output
         instead of its own, once: after an Arrow query a row read fails with ``UnicodeDecodeError`` and an Arrow read
         with ``ArrowInvalid``; after a command a row read fails with ``StreamFailureError``. A statement run in
-        between takes it (``test_a_failed_statement_leaves_the_next_reads_whole``)."""
+        between takes it (``test_a_failed_statement_leaves_the_next_reads_whole``); its own failure is dropped, so
+        the caller always gets the first statement's error."""
         with self._lock, _limits(budgeted):
             try:
                 yield
             except DatabaseError:
                 if self.is_embedded:
-                    with suppress(DatabaseError):
+                    with suppress(ClickHouseError):
                         self._client.command("SELECT 1")
                 raise
 
