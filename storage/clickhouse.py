@@ -224,7 +224,7 @@ def with_settings(sql: str, settings: Mapping[str, bool | int | float | str]) ->
     this query alone, written into it rather than handed to the driver. clickhouse-connect's chDB backend applies
     the settings of an Arrow query with ``SET`` statements around it (a read of ``system.settings``, then one
     ``SET`` per setting before and one after: 1 + 2n engine calls more than the query, about 1 ms each, measured
-    in benchmarks/README.md, "Query settings in the query"); its own ``query`` appends the same clause. A clause
+    in benchmarks/README.md, "read_settings.py"); its own ``query`` appends the same clause. A clause
     after one the SQL ends with already is allowed; for a setting both name, the SQL's own value holds.
 
     Raises:
