@@ -1,9 +1,11 @@
 """Settings of one Arrow read travel in its own ``SETTINGS`` clause (``storage.clickhouse.with_settings``): the
 budget of the query room's handle and the call's own settings reach the statement, the SQL's own clause holds, and
-the embedded engine runs one statement, not the chDB driver's ``SET`` statements around it. A read that fails
-leaves the next reads of the handle whole, whatever failed, budgeted or not."""
+the embedded engine runs one statement, not the chDB driver's ``SET`` statements around it. A statement that
+fails leaves the next reads of the handle whole, whatever failed, budgeted or not."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
@@ -52,7 +54,7 @@ def test_no_settings_leave_the_sql_as_it_is() -> None:
         with_settings("SELECT 1", {"max_threads = 1; DROP TABLE t; --": 1})
 
 
-FAILING = {
+FAILING: dict[str, Callable[[ClickHouse], object]] = {
     "Arrow read": lambda ch: ch.query_arrow("SELECT throwIf(number = 5, 'refused') AS x FROM numbers(10)"),
     "row read": lambda ch: ch.query_rows("SELECT throwIf(number = 5, 'refused') AS x FROM numbers(10)"),
     "command": lambda ch: ch.command("SELECT throwIf(1, 'refused')"),
