@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,23 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 TRACES = SHARED_DATA / "traces"
+
+
+def fewest_events(store: ClickHouse, event: str, run: Callable[[], object], times: int = 3) -> int:
+    """The fewest that ClickHouse's counter ``event`` (``system.events``, e.g. ``SelectedMarks``, ``Query``) grew over
+    one call of ``run``, of ``times`` calls. The counter is the engine's, for the whole process: a thread another
+    test of the same worker left running may add to it beside ``run``, never take away."""
+    counted = []
+    for _ in range(times):
+        before = _event_count(store, event)
+        run()
+        counted.append(_event_count(store, event) - before)
+    return min(counted)
+
+
+def _event_count(store: ClickHouse, event: str) -> int:
+    rows = store.query_rows("SELECT value FROM system.events WHERE event = {event:String}", {"event": event})
+    return int(rows[0][0]) if rows else 0
 
 
 def post_otlp_json_file(base_url: str, path: Path) -> None:

@@ -11,13 +11,7 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 
 from storage.clickhouse import ClickHouse, ReadBudget, ReadLimitError, with_settings
-
-QUERIES_RUN = "SELECT value FROM system.events WHERE event = 'Query'"
-"""ClickHouse's count of statements started (``ProfileEvents::Query``), ``SET`` statements included."""
-
-
-def _queries_run(store: ClickHouse) -> int:
-    return int(store.query_rows(QUERIES_RUN)[0][0])
+from testkit import fewest_events
 
 
 def test_a_budgeted_read_carries_the_budget_and_its_own_settings(store: ClickHouse) -> None:
@@ -35,14 +29,10 @@ def test_a_budgeted_read_carries_the_budget_and_its_own_settings(store: ClickHou
 
 def test_a_budgeted_read_is_one_statement_on_the_engine(store: ClickHouse) -> None:
     reads = store.budgeted(ReadBudget())
-    counted = []
-    # The counter is the process's: a thread another test left running may add statements, never take them away.
-    for _ in range(3):
-        before = _queries_run(store)
-        reads.query_arrow("SELECT 1", settings={"max_result_rows": 5, "result_overflow_mode": "throw"})
-        counted.append(_queries_run(store) - before)
-    # The read and the count itself; the driver's way: 11 (also a read of system.settings, four SETs, four resets).
-    assert min(counted) == 2
+    settings = {"max_result_rows": 5, "result_overflow_mode": "throw"}
+    # ClickHouse's count of statements started, SET included. The read and the count itself; the driver's way: 11
+    # (also a read of system.settings, four SETs, four resets).
+    assert fewest_events(store, "Query", lambda: reads.query_arrow("SELECT 1", settings=settings)) == 2
 
 
 def test_no_settings_leave_the_sql_as_it_is() -> None:
