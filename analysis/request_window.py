@@ -177,9 +177,11 @@ def request_quality(reported: SpanTree, analysed: SpanTree) -> pl.DataFrame:
 
     Returns:
         trace_id (String); envelope (Boolean: the window is the envelope of the trace's spans, its root missing
-        or never ended); parentless_spans (UInt32, spans the trace holds without a parent in it, as reported: 1
-        for a whole trace, more when orphans or second roots were attached to the root); reattached_spans (UInt32,
-        spans the analysis reads under another parent than they name); outliving_spans (UInt32, work kept whole
+        or never ended); root_reason (String, why the trace's root span is a root, :data:`analysis.tree.ROOT_REASONS`:
+        ``root`` for a span with no parent ID, ``orphan`` where it names a parent the trace lacks); parentless_spans
+        (UInt32, spans the trace holds without a parent in it, as reported: 1 for a whole trace, more when orphans or
+        second roots were attached to the root); reattached_spans (UInt32, spans the analysis reads under another
+        parent than they name); outliving_spans (UInt32, work kept whole
         that outlives the span that started it or starts after it returned: adjustment ``spawned``);
         extended_spans (UInt32, spans analysed as ending later to hold such work: adjustment ``extended``);
         extended_ns (Int64 ns, how far the window runs past the root's reported end for such work; 0 for an
@@ -203,6 +205,7 @@ def request_quality(reported: SpanTree, analysed: SpanTree) -> pl.DataFrame:
         {
             "trace_id": reported.spans["trace_id"].gather(root),
             "envelope": envelope,
+            "root_reason": pl.Series(ROOT_REASONS, dtype=pl.String).gather(reported.root_reason[root]),
             "parentless_spans": np.bincount(reported.trace[reported.parent < 0], minlength=reported.trace_count),
             "reattached_spans": np.bincount(analysed.trace[moved], minlength=analysed.trace_count),
             "outliving_spans": np.bincount(analysed.trace[adjustment == SPAWNED], minlength=analysed.trace_count),
@@ -227,15 +230,10 @@ def quality_notes(quality: Mapping[str, Any]) -> list[str]:
     the window is the root's own, no span was re-attached and no work outlived the span that started it."""
     notes = []
     if quality["envelope"]:
-        parentless = int(quality["parentless_spans"])
-        why = (
-            f"its root is missing ({parentless:,} spans arrived without a parent in the trace)"
-            if parentless > 1
-            else "its root span is missing or never ended"
-        )
         notes.append(
-            f"The request's window is the envelope of its spans (earliest start to latest end): {why}, so its "
-            "latency is the traced work's, not what a caller measured."
+            f"The request's window is the envelope of its spans (earliest start to latest end): "
+            f"{_envelope_reason(quality['root_reason'], int(quality['parentless_spans']))}, so its latency is the "
+            "traced work's, not what a caller measured."
         )
     if quality["implausible_root"]:
         notes.append(
@@ -266,3 +264,18 @@ def quality_notes(quality: Mapping[str, Any]) -> list[str]:
             "the request waited for them."
         )
     return notes
+
+
+def _envelope_reason(root_reason: str, parentless: int) -> str:
+    """Why a request's window is the envelope of its spans, in words: its root's reason (``ROOT_REASONS``) and how
+    many of its spans arrived without a parent in the trace."""
+    if root_reason == "root":
+        if parentless > 1:
+            return (
+                f"besides its root, {parentless - 1:,} span(s) arrived without a parent in the trace (their parent "
+                "span was lost, or the trace has a second root)"
+            )
+        return "its root span never ended"
+    if root_reason == "orphan":
+        return f"its root span is missing ({parentless:,} span(s) name a parent the trace does not hold)"
+    return "its spans' parent links loop (a span names itself or a span below it as its parent)"

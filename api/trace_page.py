@@ -39,14 +39,25 @@ class TraceViewResponse(BaseModel):
     trace_id: str
     start_time_unix_nano: int = Field(description="The trace's first span start, ns since the Unix epoch.")
     duration_ns: int = Field(description="First span start to last span end, ns.")
-    span_count: int = Field(description="Spans in the view.")
+    span_count: int = Field(description="Spans in the view, each span ID once.")
     stored_spans: int = Field(
         description="Spans the store holds for the trace: more than `span_count` when the trace is larger than "
-        "HOTSPAN_MAX_TRACE_SPANS and the view holds its first spans by start only."
+        "HOTSPAN_MAX_TRACE_SPANS and the view holds its first spans by start only, or when spans reuse a span ID "
+        "(`duplicate_spans`)."
+    )
+    duplicate_spans: int = Field(
+        description="Spans left out of the view because they share a span ID with another span of the trace (a "
+        "re-export that renamed a span or moved its start, an instrumentation reusing IDs): the view keeps the "
+        "one that ends last of each ID; the trace and Jaeger reads return every stored span."
     )
     services: list[str] = Field(description="The trace's services; the rows' `service` indexes this list.")
     stages: list[str] = Field(description="Stage names; the rows' `stage` and the pieces' `stage` index this list.")
     stage_totals_ns: dict[str, int] = Field(description="ns per stage on the critical paths of the trace's roots.")
+    waiting_ns: int = Field(
+        description="ns of the trace's duration on no span's traced time: critical path outside its spans' own "
+        "intervals (work started after its parent returned, waited on untraced) and time no root's path covers. "
+        "With one root, the stage totals and this sum to `duration_ns`."
+    )
     dominant_stage: str | None
     operations: list[TraceOperation] | None = Field(
         None,
@@ -142,9 +153,11 @@ def _response(view: TraceView, rows: dict[str, Any]) -> TraceViewResponse:
         duration_ns=view.duration_ns,
         span_count=view.size,
         stored_spans=view.stored_spans,
+        duplicate_spans=view.duplicates,
         services=list(view.services),
         stages=list(STAGES),
         stage_totals_ns={stage: int(ns) for stage, ns in zip(STAGES, lane.totals_ns, strict=True) if ns},
+        waiting_ns=lane.waiting_ns,
         dominant_stage=lane.dominant,
         operations=(
             None

@@ -239,9 +239,10 @@ def stage_panel(view: TraceView) -> Component:
         html.B(stage_label(dominant), id="trace-dominant-stage"),
         f": {format_share(share)} of {scope} ({format_duration_ns(int(lane.totals_ns[STAGES.index(dominant)]))}).",
     ]
-    idle = view.duration_ns - _covered(lane.start_ns, lane.end_ns) + lane.untraced_ns
-    if idle > 0:
-        text.append(f" {format_duration_ns(idle)} of the trace waits on nothing traced (hatched in the lane).")
+    if lane.waiting_ns > 0:
+        text.append(
+            f" {format_duration_ns(lane.waiting_ns)} of the trace waits on nothing traced (hatched in the lane)."
+        )
     order = np.argsort(-lane.totals_ns, kind="stable")
     chips = [
         html.Span(
@@ -629,12 +630,3 @@ def _table(rows: list[tuple[str, ...]], columns: tuple[str, ...], swatches: list
 
 def _share(part: float, whole: float) -> float | None:
     return float(part) / float(whole) if whole else None
-
-
-def _covered(start: np.ndarray, end: np.ndarray) -> int:
-    """ns the union of the intervals covers (``start`` ascending)."""
-    if not start.size:
-        return 0
-    # Each interval adds what it reaches beyond every earlier one.
-    reached = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(end)[:-1]]
-    return int(np.clip(end - np.maximum(start, reached), 0, None).sum())

@@ -67,6 +67,9 @@ class StageLane:
         totals_ns: ns per stage of :data:`analysis.STAGES` on the roots' critical paths (parallel roots both
             count).
         untraced_ns: ns of critical path outside its spans' own intervals.
+        waiting_ns: ns of the trace's duration on no span's traced time: :attr:`untraced_ns`, and the time no
+            root's path covers. With one root (or roots one after another) ``totals_ns.sum() + waiting_ns`` is the
+            trace's duration; roots running at once count their shared time once per root in ``totals_ns``.
         overlapping: some parts overlap (roots running at once).
     """
 
@@ -75,6 +78,7 @@ class StageLane:
     stage: IntArray
     totals_ns: IntArray
     untraced_ns: int
+    waiting_ns: int
     overlapping: bool
 
     @property
@@ -416,7 +420,8 @@ class TraceView:
         if not overlapping:
             stage, start, end = _merge_adjacent(stage, start, end)
         untraced = int((end - start)[stage == UNTRACED].sum())
-        return StageLane(start, end, stage, totals, untraced, overlapping)
+        waiting = self.duration_ns - _covered(start, end) + untraced
+        return StageLane(start, end, stage, totals, untraced, waiting, overlapping)
 
     @cached_property
     def minimap(self) -> Minimap:
@@ -533,6 +538,15 @@ def _display_order(parent: IntArray, depth: IntArray, primary_root: int) -> tupl
     order = np.empty(n, dtype=np.int64)
     order[row] = np.arange(n)
     return order, row, row + size
+
+
+def _covered(start: IntArray, end: IntArray) -> int:
+    """ns the union of the intervals covers (``start`` ascending)."""
+    if not start.size:
+        return 0
+    # Each interval adds what it reaches beyond every earlier one.
+    reached = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(end)[:-1]]
+    return int(np.clip(end - np.maximum(start, reached), 0, None).sum())
 
 
 def _merge_adjacent(stage: IntArray, start: IntArray, end: IntArray) -> tuple[IntArray, IntArray, IntArray]:

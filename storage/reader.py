@@ -307,9 +307,7 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
 
     def search(self, query: TraceQuery, *, tenant: str | None) -> pl.DataFrame:
         sql, parameters = build_search(query)
-        frame = pl.from_arrow(self._ch.query_arrow(sql, parameters | tenant_parameters(tenant)))
-        assert isinstance(frame, pl.DataFrame)
-        return frame.select(SEARCH_COLUMNS) if frame.height else _empty_search()
+        return self._summaries(sql, parameters, tenant)
 
     def ranked_search(
         self,
@@ -336,9 +334,26 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
             "min_trace_ns": min_trace_duration_ns if min_trace_duration_ns is not None else 0,
             "max_trace_ns": max_trace_duration_ns if max_trace_duration_ns is not None else 2**63 - 1,
         }
+        return self._summaries(sql, parameters, tenant)
+
+    def _summaries(self, sql: str, parameters: dict[str, object], tenant: str | None) -> pl.DataFrame:
+        """The trace summaries of search ``sql`` (:data:`storage.trace_sql.SEARCH`'s columns), each trace's root the
+        analysis' root: traces without a span lacking a parent ID get theirs from
+        :data:`storage.trace_sql.ORPHAN_ROOTS`, a second read of those traces only."""
         frame = pl.from_arrow(self._ch.query_arrow(sql, parameters | tenant_parameters(tenant)))
         assert isinstance(frame, pl.DataFrame)
-        return frame.select(SEARCH_COLUMNS) if frame.height else _empty_search()
+        if not frame.height:
+            return _empty_search()
+        rootless = frame.filter(pl.col("has_root") == 0)["trace_id"]
+        if rootless.len():
+            roots = pl.from_arrow(
+                self._ch.query_arrow(
+                    trace_sql.ORPHAN_ROOTS, {"trace_ids": rootless.to_list()} | tenant_parameters(tenant)
+                )
+            )
+            assert isinstance(roots, pl.DataFrame)
+            frame = frame.update(roots, on="trace_id")
+        return frame.select(SEARCH_COLUMNS)
 
     def trace(self, trace_id: str, *, tenant: str | None) -> pl.DataFrame:
         parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}

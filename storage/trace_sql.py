@@ -423,29 +423,36 @@ SEARCH_ORDERS = {
 """The ``{order}`` of :data:`RANKED_TRACES` by sort name (``most_tokens`` needs :data:`SEARCH_USAGE`,
 ``longest_stage`` :data:`SEARCH_STAGE`)."""
 
-_SEARCH_BODY = f"""{MATCHED_IDS}
-SELECT
-    TraceId AS trace_id,
-    if(countIf(ParentSpanId = '') > 0,
-       argMinIf(ServiceName, (Timestamp, SpanId), ParentSpanId = ''), argMin(ServiceName, (Timestamp, SpanId)))
-        AS root_service,
-    if(countIf(ParentSpanId = '') > 0,
-       argMinIf(SpanName, (Timestamp, SpanId), ParentSpanId = ''), argMin(SpanName, (Timestamp, SpanId))) AS root_name,
-    min({START_NS}) AS start_time_unix_nano,
-    toUInt64(max({START_NS} + Duration) - min({START_NS})) AS duration_ns,
-    count() AS span_count,
-    uniqExact(ServiceName) AS service_count,
-    countIf({STATUS} = 'Error') AS error_count,
-    countIf(Hotspot) AS hotspot_count
-FROM (
-    SELECT
+_LATEST_TREE_COLUMNS = """
         TraceId,
         SpanId,
         Timestamp,
         SpanName,
         argMax(ParentSpanId, Version) AS ParentSpanId,
         argMax(ServiceName, Version) AS ServiceName,
-        argMax(Duration, Version) AS Duration,
+        argMax(Duration, Version) AS Duration"""
+"""A span's place in its trace, each identity's latest copy (``GROUP BY`` :data:`IDENTITY`): what the searches'
+summaries and roots read."""
+
+ROOT_ORDER = "(-toInt64(Duration), Timestamp, SpanId)"
+"""The sort of root candidates in :data:`SEARCH`: the longest first, then the earliest, then the lower span ID."""
+
+_SEARCH_BODY = f"""{MATCHED_IDS}
+SELECT
+    TraceId AS trace_id,
+    if(countIf(ParentSpanId = '') > 0,
+       argMinIf(ServiceName, {ROOT_ORDER}, ParentSpanId = ''), argMin(ServiceName, {ROOT_ORDER})) AS root_service,
+    if(countIf(ParentSpanId = '') > 0,
+       argMinIf(SpanName, {ROOT_ORDER}, ParentSpanId = ''), argMin(SpanName, {ROOT_ORDER})) AS root_name,
+    min({START_NS}) AS start_time_unix_nano,
+    toUInt64(max({START_NS} + Duration) - min({START_NS})) AS duration_ns,
+    count() AS span_count,
+    uniqExact(ServiceName) AS service_count,
+    countIf({STATUS} = 'Error') AS error_count,
+    countIf(Hotspot) AS hotspot_count,
+    countIf(ParentSpanId = '') > 0 AS has_root
+FROM (
+    SELECT{_LATEST_TREE_COLUMNS},
         argMax(StatusCode, Version) AS StatusCode,
         argMax({HOTSPOT}, Version) AS Hotspot
     FROM otel_traces
@@ -457,12 +464,51 @@ GROUP BY TraceId
 ORDER BY start_time_unix_nano DESC, trace_id
 """
 SEARCH = MATCHED_TRACES + _SEARCH_BODY
-"""Summaries of the traces a search finds, each span counted once (its latest copy). The root is the earliest span
-without a parent (else the earliest span), the lower span ID among spans starting together: the answer must not
-depend on the order rows arrive in, which differs between runs and between one node and shards."""
+"""Summaries of the traces a search finds, each span counted once (its latest copy). The root is the analysis'
+(:attr:`analysis.tree.SpanTree.primary_root`): of the spans without a parent (else of every span), the longest, then
+the earliest, then the lower span ID (:data:`ROOT_ORDER`), so the search, the trace page and the stored summaries name
+one root, and the answer does not depend on the order rows arrive in, which differs between runs and between one
+node and shards. Where no span lacks a parent ID (``has_root`` false) the analysis picks among the spans whose
+parent the trace lacks: the longest span stands in here, and :data:`ORPHAN_ROOTS` names the analysis' root for those
+traces."""
 
 RANKED_SEARCH = RANKED_TRACES + _SEARCH_BODY
 """The summaries of :data:`SEARCH` for the traces of :data:`RANKED_TRACES`."""
+
+_TRACES_WHERE = f"""TraceId IN {{trace_ids:Array(String)}} AND {TENANT_FILTER}
+      AND {in_time_range_of("{trace_ids:Array(String)}")}"""
+
+ORPHAN_ROOTS = f"""
+WITH spans AS (
+    SELECT{_LATEST_TREE_COLUMNS}
+    FROM otel_traces
+    WHERE {_TRACES_WHERE}
+    GROUP BY {IDENTITY}
+)
+SELECT
+    TraceId AS trace_id,
+    argMin(ServiceName, {ROOT_ORDER}) AS root_service,
+    argMin(SpanName, {ROOT_ORDER}) AS root_name
+FROM (
+    SELECT
+        spans.TraceId AS TraceId,
+        spans.SpanId AS SpanId,
+        spans.SpanName AS SpanName,
+        spans.ServiceName AS ServiceName,
+        spans.Duration AS Duration,
+        spans.Timestamp AS Timestamp
+    FROM spans
+    LEFT JOIN (SELECT DISTINCT TraceId, SpanId FROM spans) AS parents
+        ON parents.TraceId = spans.TraceId AND parents.SpanId = spans.ParentSpanId
+    WHERE parents.SpanId = '' OR spans.ParentSpanId = spans.SpanId
+)
+GROUP BY TraceId
+"""
+"""The root of each trace of ``trace_ids`` (``Array(String)``) as the analysis picks it where no span lacks a parent
+ID (:data:`SEARCH`'s ``has_root`` false): of the spans whose parent the trace does not hold (orphans) or that name
+themselves, the longest, then the earliest, then the lower span ID (:data:`ROOT_ORDER`). Columns trace_id,
+root_service, root_name; a trace whose every span has its parent (a cycle) has no row. Joins the traces' spans to
+themselves, so only the search's rootless traces are read with it."""
 
 SEARCH_SPANS = (
     MATCHED_TRACES

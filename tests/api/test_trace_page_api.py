@@ -3,6 +3,9 @@ kept views the trace page reads."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import polars as pl
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -10,9 +13,13 @@ from fastapi.testclient import TestClient
 from analysis.stage_rules import load_stage_rules
 from api import trace_page
 from api.errors import install_error_handlers
+from collector.ingest import Ingestor
+from collector.otlp_json import request_from_json
+from hotspan.importer import StoreSink, import_paths
 from query.trace_view_cache import TraceViews
 from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader
+from storage.tenancy import ALL_TENANTS
 from storage.writer import ClickHouseTraceWriter
 from synthetic_traces import agent_trace
 
@@ -72,3 +79,49 @@ def test_a_view_read_in_part_sums_the_whole_trace_by_operation(
     llm = next(operation for operation in operations if operation["name"] == "llm_request")
     assert llm["span_count"] == 149 and llm["service_name"] == "vllm"
     assert llm["duration_ns_max"] <= llm["duration_ns_sum"]
+
+
+def test_work_started_after_its_parent_returned_is_waiting_and_repeated_ids_are_counted(
+    store: ClickHouse, reader: ClickHouseTraceReader
+) -> None:
+    """Jaeger UI's own fixture: a producer ``send`` (100-140 µs) whose child starts at 200 µs, after it returned. The
+    60 µs between is on the trace's critical path but in no span: waiting, so the totals and it make the duration.
+    Then the same span sent again renamed (a re-export): stored as a second span, left out of the view and counted."""
+    path = (
+        Path(__file__).parents[1]
+        / "realworld/shapes/jaegerui__traceWithSingleChildLongerThanParentAndStartsAfterParent.json"
+    )
+    assert import_paths([path], StoreSink(ClickHouseTraceWriter(store)), progress=False).rejected == 0
+    trace_id = "0" * 16 + "006c3cf93508f205"
+    app = FastAPI()
+    app.include_router(trace_page.build_router(TraceViews(reader, load_stage_rules())))
+    body = TestClient(app).get(f"/api/v1/traces/{trace_id}/view").json()
+    assert body["duration_ns"] == 400_000 and body["waiting_ns"] == 60_000
+    assert sum(body["stage_totals_ns"].values()) + body["waiting_ns"] == body["duration_ns"]
+    assert (body["span_count"], body["stored_spans"], body["duplicate_spans"]) == (2, 2, 0)
+
+    renamed = reader.trace(trace_id, tenant=ALL_TENANTS).filter(pl.col("name") == "send")
+    request = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "service-one"}}]},
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": trace_id,
+                                "spanId": renamed["span_id"][0],
+                                "name": "send (renamed)",
+                                "kind": 4,
+                                "startTimeUnixNano": str(renamed["start_time_unix_nano"][0]),
+                                "endTimeUnixNano": str(renamed["end_time_unix_nano"][0]),
+                            }
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    assert Ingestor(ClickHouseTraceWriter(store)).export(*request_from_json(request)).rejected == 0
+    fresh = TestClient(app).get(f"/api/v1/traces/{trace_id}/view", params={"fresh": True}).json()
+    assert (fresh["span_count"], fresh["stored_spans"], fresh["duplicate_spans"]) == (2, 3, 1)
