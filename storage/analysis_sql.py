@@ -17,7 +17,7 @@ Every read is limited to one owner tenant (``storage.tenancy``) or, for an admin
 from __future__ import annotations
 
 from storage.tenancy import tenant_condition
-from storage.trace_sql import IDENTITY, SPAN_COLUMNS, TENANT, TENANT_FILTER, in_time_range_of
+from storage.trace_sql import IDENTITY, SPAN_COLUMNS, TENANT, TENANT_FILTER, TRACES_WHERE
 
 OWNER_FILTER = tenant_condition()
 """The owner-tenant condition of every read of a derived table; parameters from
@@ -113,9 +113,7 @@ TRACES_SPANS = f"""
 SELECT{SPAN_COLUMNS},
     {TENANT} AS tenant
 FROM otel_traces
-WHERE TraceId IN {{trace_ids:Array(String)}}
-  AND {TENANT_FILTER}
-  AND {in_time_range_of("{trace_ids:Array(String)}")}
+WHERE {TRACES_WHERE}
 ORDER BY trace_id, start_time_unix_nano, span_id, kind, name, Version DESC
 LIMIT 1 BY {IDENTITY}
 """

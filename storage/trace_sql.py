@@ -217,6 +217,12 @@ TRACE_WHERE = f"TraceId = {{trace_id:String}} AND {TENANT_FILTER} AND {in_time_r
 """The rows of one trace (``trace_id``) of the reader's tenant, within the trace's time range
 (:func:`in_time_range_of`): every read of one trace by its ID uses it."""
 
+TRACES_WHERE = f"""TraceId IN {{trace_ids:Array(String)}}
+  AND {TENANT_FILTER}
+  AND {in_time_range_of("{trace_ids:Array(String)}")}"""
+"""The rows of the traces ``trace_ids`` (``Array(String)``) of the reader's tenant, within their time range
+(:func:`in_time_range_of`): :data:`TRACE_WHERE` for many traces at once."""
+
 TRACE_SPANS = f"""
 SELECT{SPAN_COLUMNS}
 FROM otel_traces
@@ -440,10 +446,9 @@ ROOT_ORDER = "(-toInt64(Duration), Timestamp, SpanId)"
 _SEARCH_BODY = f"""{MATCHED_IDS}
 SELECT
     TraceId AS trace_id,
-    if(countIf(ParentSpanId = '') > 0,
-       argMinIf(ServiceName, {ROOT_ORDER}, ParentSpanId = ''), argMin(ServiceName, {ROOT_ORDER})) AS root_service,
-    if(countIf(ParentSpanId = '') > 0,
-       argMinIf(SpanName, {ROOT_ORDER}, ParentSpanId = ''), argMin(SpanName, {ROOT_ORDER})) AS root_name,
+    if(has_root, argMinIf(ServiceName, {ROOT_ORDER}, ParentSpanId = ''), argMin(ServiceName, {ROOT_ORDER}))
+        AS root_service,
+    if(has_root, argMinIf(SpanName, {ROOT_ORDER}, ParentSpanId = ''), argMin(SpanName, {ROOT_ORDER})) AS root_name,
     min({START_NS}) AS start_time_unix_nano,
     toUInt64(max({START_NS} + Duration) - min({START_NS})) AS duration_ns,
     count() AS span_count,
@@ -475,14 +480,11 @@ traces."""
 RANKED_SEARCH = RANKED_TRACES + _SEARCH_BODY
 """The summaries of :data:`SEARCH` for the traces of :data:`RANKED_TRACES`."""
 
-_TRACES_WHERE = f"""TraceId IN {{trace_ids:Array(String)}} AND {TENANT_FILTER}
-      AND {in_time_range_of("{trace_ids:Array(String)}")}"""
-
 ORPHAN_ROOTS = f"""
 WITH spans AS (
     SELECT{_LATEST_TREE_COLUMNS}
     FROM otel_traces
-    WHERE {_TRACES_WHERE}
+    WHERE {TRACES_WHERE}
     GROUP BY {IDENTITY}
 )
 SELECT

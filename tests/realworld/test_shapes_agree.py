@@ -32,6 +32,7 @@ from collector.ingest import Ingestor
 from collector.otlp_json import request_from_json
 from hotspan.importer import StoreSink, import_paths
 from query.trace_model import build_trace_view
+from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.tenancy import ALL_TENANTS
 from storage.writer import ClickHouseTraceWriter
@@ -107,8 +108,8 @@ def _otlp_json(spans: pl.DataFrame) -> dict:
     }
 
 
-def _read_all(store: object) -> pl.DataFrame:
-    reader = ClickHouseTraceReader(store)  # type: ignore[arg-type]
+def _read_all(store: ClickHouse) -> pl.DataFrame:
+    reader = ClickHouseTraceReader(store)
     trace_ids = reader.search(TraceQuery(limit=10_000), tenant=ALL_TENANTS)["trace_id"]
     return pl.concat([reader.trace(trace_id, tenant=ALL_TENANTS) for trace_id in trace_ids])
 
