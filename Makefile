@@ -43,9 +43,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-# Two files at a time (each with its own embedded engine), then the timing tests alone; both always run.
+# Two files at a time (each with its own embedded engine), then the timing tests alone; both always run. Bytecode
+# is cached even where the host sets PYTHONDONTWRITEBYTECODE: otherwise every Python process the tests start
+# (servers, CLIs, the stack's parts) compiles Hotspan's sources again, about 1 s of CPU each.
 test: $(STAMP) system-deps lint
-	@$(BIN)/pytest -n 2 --dist loadfile -m "not alone"; shared=$$?; \
+	@unset PYTHONDONTWRITEBYTECODE; $(BIN)/pytest -n 2 --dist loadfile -m "not alone"; shared=$$?; \
 	$(BIN)/pytest -m alone; alone=$$?; \
 	[ $$shared -eq 0 ] && [ $$alone -eq 0 ]
 

@@ -104,7 +104,7 @@ class RedactionRule(BaseModel):
         except re.error as exc:
             raise ValueError(f"not a Python regular expression: {exc}") from None
         try:
-            pc.match_substring_regex(pa.array([""]), pattern)
+            pc.match_substring_regex(pa.nulls(1, pa.string()), pattern)
         except pa.ArrowInvalid as exc:
             raise ValueError(f"not an RE2 regular expression: {exc}") from None
         if found is not None:

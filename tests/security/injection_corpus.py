@@ -7,11 +7,20 @@ pre-formatter would substitute, backslash escapes inside string literals, table 
 ``FORMAT``), look-alike quotes that a normaliser might fold to ``'``, ``str.format`` / printf braces (the query
 builder uses ``str.format`` on fixed templates), control characters including NUL, and the other tenants'
 names and IDs themselves (a search by another tenant's service must find nothing).
+
+Every payload goes through every input with ``HOTSPAN_SECURITY_CORPUS=all``; by default (CI's time) through a
+quarter of them (:func:`spread`).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from typing import TypeVar
+
 from security_support import BETA_TRACE, DEFAULT_TRACE, SHARED_TRACE
+
+Input = TypeVar("Input")
 
 CLASSIC = (
     "'",
@@ -256,3 +265,14 @@ LONG = ("'" * 1024, "A" * 2000 + "' OR 1=1 --", "{" * 1024)
 
 CORPUS: tuple[str, ...] = tuple(dict.fromkeys(BASE + PREFIXED + LONG))
 """Every payload, each once, in a stable order."""
+
+SHARE = 1 if os.environ.get("HOTSPAN_SECURITY_CORPUS") == "all" else 4
+"""Each payload goes through one in ``SHARE`` of the inputs (1: all of them)."""
+
+
+def spread(inputs: Sequence[Input]) -> list[tuple[Input, str]]:
+    """``(input, payload)`` pairs: payload ``i`` through the inputs ``j`` with ``(i + j) % SHARE == 0`` (of fewer than
+    ``SHARE`` inputs, ``(i + j) % len(inputs) == 0``), so every payload meets at least one input and every input a
+    ``1 / SHARE`` of the corpus, neighbouring payloads other inputs; all pairs with ``HOTSPAN_SECURITY_CORPUS=all``."""
+    share = min(SHARE, len(inputs))
+    return [(one, payload) for i, payload in enumerate(CORPUS) for j, one in enumerate(inputs) if (i + j) % share == 0]

@@ -4,7 +4,8 @@ API (``/api/v1``) and the Jaeger APIs (``/api``, ``/api/v3``), as tenant ``acme`
 Every answer must be a 200, 307, 400 or 404 (never a 500), carry none of the other tenants' markers, and find
 nothing (no payload names anything acme owns). Parameters that reach SQL share one request per endpoint (all
 set to the payload at once: each is still bound on its own); parameters parsed before any SQL (times,
-durations, limits, IDs) get one request each, so a payload failing in one cannot hide another.
+durations, limits, IDs) get one request each, so a payload failing in one cannot hide another. Each payload goes
+through a quarter of the probes by default, all with ``HOTSPAN_SECURITY_CORPUS=all`` (:func:`injection_corpus.spread`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from injection_corpus import CORPUS
+from injection_corpus import CORPUS, spread
 from security_support import ACME_QUERY, foreign_markers
 
 from hotspan.server import RunningServer
@@ -167,17 +168,20 @@ def _check(client: httpx.Client, probe: Probe, payload: str, expect_empty: bool)
 
 
 def _run(client: httpx.Client, probes: tuple[Probe, ...], expect_empty: bool) -> list[str]:
-    """Every payload through every probe, four requests in flight (the server's threads overlap their SQL); one
-    line per problem."""
-    pairs = [(probe, payload) for probe in probes for payload in CORPUS]
+    """The corpus through the probes (:func:`injection_corpus.spread`), four requests in flight (the server's
+    threads overlap their SQL); one line per problem."""
     with ThreadPoolExecutor(4) as pool:
-        found = pool.map(lambda pair: _check(client, pair[0], pair[1], expect_empty), pairs)
+        found = pool.map(lambda pair: _check(client, pair[0], pair[1], expect_empty), spread(probes))
         return [problem for problem in found if problem is not None]
 
 
-def test_corpus_size() -> None:
+def test_corpus_size_and_spread() -> None:
     assert len(CORPUS) >= 300
     assert any("\x00" in p for p in CORPUS) and any("{tenant:String}" in p for p in CORPUS)
+    for probes in (SQL_PROBES, PARSED_PROBES):
+        pairs = spread(probes)
+        assert {payload for _, payload in pairs} == set(CORPUS)
+        assert {probe.name for probe, _ in pairs} == {probe.name for probe in probes}
 
 
 @pytest.fixture(scope="module")
