@@ -43,11 +43,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-# Two files at a time (each with its own embedded engine), then the timing tests alone; both always run. Bytecode
-# is cached even where the host sets PYTHONDONTWRITEBYTECODE: otherwise every Python process the tests start
-# (servers, CLIs, the stack's parts) compiles Hotspan's sources again, about 1 s of CPU each.
+# Three files at a time (each with its own embedded engine), then the timing tests alone; both always run. Three
+# workers on two cores: with two, 13% of the CPU idled (workers waiting on their servers, subprocesses, browsers).
+# Bytecode is cached even where the host sets PYTHONDONTWRITEBYTECODE: otherwise every Python process the tests
+# start (servers, CLIs, the stack's parts) compiles Hotspan's sources again, about 1 s of CPU each.
 test: $(STAMP) system-deps lint
-	@unset PYTHONDONTWRITEBYTECODE; $(BIN)/pytest -n 2 --dist loadfile -m "not alone"; shared=$$?; \
+	@unset PYTHONDONTWRITEBYTECODE; $(BIN)/pytest -n 3 --dist loadfile -m "not alone"; shared=$$?; \
 	$(BIN)/pytest -m alone; alone=$$?; \
 	[ $$shared -eq 0 ] && [ $$alone -eq 0 ]
 

@@ -39,7 +39,7 @@ ALONE = (
     "tests/instrumented_stack/test_stack_sweep.py",
 )
 """Tests whose goals are timings, or that load the whole host (a CPU-burning neighbour): marked ``alone``, which
-``make test`` runs by themselves after the rest has run two files at a time (pytest-xdist)."""
+``make test`` runs by themselves after the rest has run three files at a time (pytest-xdist)."""
 
 
 EXIT_STATUS = pytest.StashKey[int]()
