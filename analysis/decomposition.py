@@ -211,7 +211,7 @@ def data_quality(spans: Spans, rules: StageRules | None = None) -> pl.DataFrame:
         no span was re-attached). One row per trace, sorted by trace_id.
     """
     analysis = analyze(spans, rules)
-    quality = request_quality(analysis.reported_tree, analysis.tree)
+    quality = request_quality(analysis.reported_tree, analysis.tree, analysis.enveloped)
     notes = [quality_notes(row) for row in quality.iter_rows(named=True)]
     return quality.with_columns(pl.Series("notes", notes, dtype=pl.List(pl.String)))
 

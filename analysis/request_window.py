@@ -113,6 +113,13 @@ def envelop_requests(tree: SpanTree) -> SpanTree:
     return adjusted_tree(tree, tree.parent, changed, ENVELOPED, end_ns=end, start_ns=start)
 
 
+def enveloped(unwindowed: SpanTree) -> BoolArray:
+    """Per trace, whether its window is the envelope of its spans (rule 2: its root missing or never ended), judged
+    as :func:`envelop_requests` judges it, on the tree that function reads (``TraceAnalysis._unwindowed``: server
+    spans already moved against clock skew, so a skewed clock makes no root look unended)."""
+    return _enveloped(unwindowed, *_envelope(unwindowed))
+
+
 def _envelope(tree: SpanTree) -> tuple[IntArray, IntArray]:
     """Per trace, its spans' earliest start and latest end (ns since the epoch). A trace's spans are one run of
     rows (:attr:`analysis.tree.SpanTree.spans` is sorted by trace first)."""
@@ -168,12 +175,14 @@ def own_intervals(unwindowed: SpanTree, analysed: SpanTree) -> tuple[IntArray, I
     return start, np.maximum(start, end)
 
 
-def request_quality(reported: SpanTree, analysed: SpanTree) -> pl.DataFrame:
+def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray) -> pl.DataFrame:
     """What each request's window rests on, one row per trace in trace order.
 
     Args:
         reported: the tree as the spans report it (``TraceAnalysis.reported_tree``).
         analysed: the analysis tree (``TraceAnalysis.tree``), its adjusters applied.
+        envelope: per trace, whether the analysis made its window the envelope of its spans
+            (``TraceAnalysis.enveloped``, :func:`enveloped`).
 
     Returns:
         trace_id (String); envelope (Boolean: the window is the envelope of the trace's spans, its root missing
@@ -190,7 +199,6 @@ def request_quality(reported: SpanTree, analysed: SpanTree) -> pl.DataFrame:
         0 when none).
     """
     root = reported.primary_root
-    low, high = _envelope(reported)
     others = np.arange(reported.size) != root[reported.trace]
     below_low = np.full(reported.trace_count, np.iinfo(np.int64).max, dtype=np.int64)
     below_high = np.full(reported.trace_count, np.iinfo(np.int64).min, dtype=np.int64)
@@ -199,7 +207,6 @@ def request_quality(reported: SpanTree, analysed: SpanTree) -> pl.DataFrame:
     below = np.maximum(below_high - below_low, 0)
     root_ns = reported.end_ns[root] - reported.start_ns[root]
     moved = analysed.parent != reported.parent
-    envelope = _enveloped(reported, low, high)
     adjustment = np.zeros(analysed.size, dtype=np.int8) if analysed.adjustment is None else analysed.adjustment
     return pl.DataFrame(
         {

@@ -11,11 +11,11 @@ from functools import cached_property
 
 import polars as pl
 
-from analysis.ancestry import IntArray
+from analysis.ancestry import BoolArray, IntArray
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.early_actions import adjust_early_actions
 from analysis.remote_spans import adjust_remote_spans
-from analysis.request_window import attach_parentless, envelop_requests, own_intervals
+from analysis.request_window import attach_parentless, envelop_requests, enveloped, own_intervals
 from analysis.self_time import self_times
 from analysis.spawned_tasks import extend_to_outliving_work
 from analysis.stage_rules import StageRules, load_stage_rules
@@ -73,6 +73,12 @@ class TraceAnalysis:
         attached = attach_parentless(self.reported_tree)
         streamed = attach_stream_usage(attach_stream_logs(attached, self.matched), self.matched)
         return adjust_remote_spans(streamed, self.matched)
+
+    @cached_property
+    def enveloped(self) -> BoolArray:
+        """Per trace in trace order, whether its window is the envelope of its spans, its root missing or never
+        ended (:func:`analysis.request_window.enveloped`, on the tree the window is read from)."""
+        return enveloped(self._unwindowed)
 
     @cached_property
     def own_intervals(self) -> tuple[IntArray, IntArray]:

@@ -133,7 +133,7 @@ def derive_rows(
     )
     trace_ids = wide["trace_id"]
     # Per trace in trace order, as wide is (both read the tree's primary roots).
-    quality = request_quality(analysis.reported_tree, tree)
+    quality = request_quality(analysis.reported_tree, tree, analysis.enveloped)
     summaries = pa.table(
         {
             "Tenant": pa.repeat(pa.scalar(owner, pa.string()), wide.height),
