@@ -97,12 +97,13 @@ def attach_parentless(tree: SpanTree) -> SpanTree:
     return adjusted_tree(tree, parent, attached, ATTACHED)
 
 
-def envelop_requests(tree: SpanTree) -> SpanTree:
-    """``tree`` with its roots' windows the envelopes of their traces where the root is missing or never ended
-    (rule 2 of the module docstring, on the parents the spans report); ``tree`` itself when no window changes."""
+def envelop_requests(tree: SpanTree, envelope: BoolArray) -> SpanTree:
+    """``tree`` with its roots' windows the envelopes of their traces where ``envelope`` (per trace,
+    :func:`enveloped` of ``tree``) says the root is missing or never ended (rule 2 of the module docstring, on the
+    parents the spans report); ``tree`` itself when no window changes."""
     root = tree.primary_root
     low, high = _envelope(tree)
-    grow = _enveloped(tree, low, high) & ((low < tree.start_ns[root]) | (high > tree.end_ns[root]))
+    grow = envelope & ((low < tree.start_ns[root]) | (high > tree.end_ns[root]))
     if not grow.any():
         return tree
     grown = root[grow]
@@ -115,9 +116,12 @@ def envelop_requests(tree: SpanTree) -> SpanTree:
 
 def enveloped(unwindowed: SpanTree) -> BoolArray:
     """Per trace, whether its window is the envelope of its spans (rule 2: its root missing or never ended), judged
-    as :func:`envelop_requests` judges it, on the tree that function reads (``TraceAnalysis._unwindowed``: server
-    spans already moved against clock skew, so a skewed clock makes no root look unended)."""
-    return _enveloped(unwindowed, *_envelope(unwindowed))
+    on the tree :func:`envelop_requests` reads (``TraceAnalysis._unwindowed``: server spans already moved against
+    clock skew, so a skewed clock makes no root look unended); the one judgement :func:`envelop_requests`,
+    :func:`own_intervals` and :func:`request_quality` take. By the root's reason and interval, the trace's spans
+    without a reported parent, and its envelope."""
+    missing = (_parentless(unwindowed) > 1) | (unwindowed.root_reason[unwindowed.primary_root] != _ROOT)
+    return missing | _unended(unwindowed, *_envelope(unwindowed))
 
 
 def _envelope(tree: SpanTree) -> tuple[IntArray, IntArray]:
@@ -125,14 +129,6 @@ def _envelope(tree: SpanTree) -> tuple[IntArray, IntArray]:
     rows (:attr:`analysis.tree.SpanTree.spans` is sorted by trace first)."""
     first = np.flatnonzero(np.r_[True, tree.trace[1:] != tree.trace[:-1]]) if tree.size else np.empty(0, np.int64)
     return np.minimum.reduceat(tree.start_ns, first), np.maximum.reduceat(tree.end_ns, first)
-
-
-def _enveloped(tree: SpanTree, low: IntArray, high: IntArray) -> BoolArray:
-    """Per trace, whether its root is missing or never ended (module docstring): the root's reason and interval,
-    the trace's spans without a reported parent and its envelope (``low``, ``high``)."""
-    parentless = _parentless(tree)
-    missing = (parentless > 1) | (tree.root_reason[tree.primary_root] != _ROOT)
-    return missing | _unended(tree, low, high)
 
 
 def _parentless(tree: SpanTree) -> IntArray:
@@ -150,7 +146,7 @@ def _unended(tree: SpanTree, low: IntArray, high: IntArray) -> BoolArray:
     return ((duration == 0) & others_last) | ((overhang > duration) & (overhang > MIN_OVERHANG_NS))
 
 
-def own_intervals(unwindowed: SpanTree, analysed: SpanTree) -> tuple[IntArray, IntArray]:
+def own_intervals(unwindowed: SpanTree, analysed: SpanTree, envelope: BoolArray) -> tuple[IntArray, IntArray]:
     """Per span, the interval its own time lies in (``(start_ns, end_ns)``, ns since the epoch), for
     :func:`analysis.stages.pieces`: the span's interval in ``analysed``, but for the root of a trace whose window
     is an envelope (rule 2), its interval in ``unwindowed`` (the tree :func:`envelop_requests` read), run on to the
@@ -163,13 +159,13 @@ def own_intervals(unwindowed: SpanTree, analysed: SpanTree) -> tuple[IntArray, I
     Args:
         unwindowed: the analysis tree before :func:`envelop_requests`.
         analysed: the analysis tree (``TraceAnalysis.tree``), the same spans in the same order.
+        envelope: per trace, :func:`enveloped` of ``unwindowed``.
     """
     start, end = analysed.start_ns.copy(), analysed.end_ns.copy()
     low, high = _envelope(unwindowed)
-    enveloped = _enveloped(unwindowed, low, high)
-    root = unwindowed.primary_root[enveloped]
+    root = unwindowed.primary_root[envelope]
     genuine = unwindowed.root_reason[root] == _ROOT
-    open_ended = _unended(unwindowed, low, high)[enveloped] & (genuine | (_parentless(unwindowed)[enveloped] == 1))
+    open_ended = _unended(unwindowed, low, high)[envelope] & (genuine | (_parentless(unwindowed)[envelope] == 1))
     start[root] = np.maximum(unwindowed.start_ns[root], start[root])
     end[root] = np.where(open_ended, end[root], np.minimum(unwindowed.end_ns[root], end[root]))
     return start, np.maximum(start, end)

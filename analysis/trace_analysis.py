@@ -62,7 +62,7 @@ class TraceAnalysis:
         their wrappers (:mod:`analysis.wrappers`, a wrapper then covering what it adopted), then LLM
         calls cut, or given the step inside them, where their caller acted on their answer
         (:mod:`analysis.early_actions`)."""
-        spawned = extend_to_outliving_work(envelop_requests(self._unwindowed))
+        spawned = extend_to_outliving_work(envelop_requests(self._unwindowed, self.enveloped))
         wrapped = adopt_wrapped_siblings(spawned, self.matched)
         return adjust_early_actions(wrapped, self.matched)
 
@@ -84,7 +84,7 @@ class TraceAnalysis:
     def own_intervals(self) -> tuple[IntArray, IntArray]:
         """Per span, the interval its own time lies in, ns since the epoch (:func:`analysis.request_window.
         own_intervals`): its interval in :attr:`tree`, but for a trace's root that the window's envelope widened."""
-        return own_intervals(self._unwindowed, self.tree)
+        return own_intervals(self._unwindowed, self.tree, self.enveloped)
 
     @cached_property
     def self_time_ns(self) -> IntArray:
