@@ -433,6 +433,7 @@ _LATEST_TREE_COLUMNS = """
         TraceId,
         SpanId,
         Timestamp,
+        SpanKind,
         SpanName,
         argMax(ParentSpanId, Version) AS ParentSpanId,
         argMax(ServiceName, Version) AS ServiceName,
@@ -440,15 +441,19 @@ _LATEST_TREE_COLUMNS = """
 """A span's place in its trace, each identity's latest copy (``GROUP BY`` :data:`IDENTITY`): what the searches'
 summaries and roots read."""
 
-ROOT_ORDER = "(-toInt64(Duration), Timestamp, SpanId)"
-"""The sort of root candidates in :data:`SEARCH`: the longest first, then the earliest, then the lower span ID."""
+ROOT_ORDER = f"(toInt64(Duration), -{START_NS}, bitNot(reinterpretAsUInt64(reverse(unhex(SpanId)))), {KIND}, SpanName)"
+"""The rank of root candidates in :data:`SEARCH`, highest first (``argMax``): the longest, then the earliest, then the
+lower span ID (a span ID is 8 bytes, stored as 16 hex digits: read as a big-endian number, inverted), then of copies
+of one span ID that start and end together, the last in (kind, name) order: the copy the analysis keeps
+(:mod:`analysis.tree`: of copies ending together, the last row of a trace read, ordered by start, span ID, kind and
+name; Jaeger UI's fixture ``ui_01`` names two roots with one span ID, start and duration)."""
 
 _SEARCH_BODY = f"""{MATCHED_IDS}
 SELECT
     TraceId AS trace_id,
-    if(has_root, argMinIf(ServiceName, {ROOT_ORDER}, ParentSpanId = ''), argMin(ServiceName, {ROOT_ORDER}))
+    if(has_root, argMaxIf(ServiceName, {ROOT_ORDER}, ParentSpanId = ''), argMax(ServiceName, {ROOT_ORDER}))
         AS root_service,
-    if(has_root, argMinIf(SpanName, {ROOT_ORDER}, ParentSpanId = ''), argMin(SpanName, {ROOT_ORDER})) AS root_name,
+    if(has_root, argMaxIf(SpanName, {ROOT_ORDER}, ParentSpanId = ''), argMax(SpanName, {ROOT_ORDER})) AS root_name,
     min({START_NS}) AS start_time_unix_nano,
     toUInt64(max({START_NS} + Duration) - min({START_NS})) AS duration_ns,
     count() AS span_count,
@@ -471,11 +476,11 @@ ORDER BY start_time_unix_nano DESC, trace_id
 SEARCH = MATCHED_TRACES + _SEARCH_BODY
 """Summaries of the traces a search finds, each span counted once (its latest copy). The root is the analysis'
 (:attr:`analysis.tree.SpanTree.primary_root`): of the spans without a parent (else of every span), the longest, then
-the earliest, then the lower span ID (:data:`ROOT_ORDER`), so the search, the trace page and the stored summaries name
-one root, and the answer does not depend on the order rows arrive in, which differs between runs and between one
-node and shards. Where no span lacks a parent ID (``has_root`` false) the analysis picks among the spans whose
-parent the trace lacks: the longest span stands in here, and :data:`ORPHAN_ROOTS` names the analysis' root for those
-traces."""
+the earliest, then the lower span ID, then the copy of one span ID the analysis keeps (:data:`ROOT_ORDER`), so the
+search, the trace page and the stored summaries name one root, and the answer does not depend on the order rows
+arrive in, which differs between runs and between one node and shards. Where no span lacks a parent ID (``has_root``
+false) the analysis picks among the spans whose parent the trace lacks: the longest span stands in here, and
+:data:`ORPHAN_ROOTS` names the analysis' root for those traces."""
 
 RANKED_SEARCH = RANKED_TRACES + _SEARCH_BODY
 """The summaries of :data:`SEARCH` for the traces of :data:`RANKED_TRACES`."""
@@ -489,12 +494,13 @@ WITH spans AS (
 )
 SELECT
     TraceId AS trace_id,
-    argMin(ServiceName, {ROOT_ORDER}) AS root_service,
-    argMin(SpanName, {ROOT_ORDER}) AS root_name
+    argMax(ServiceName, {ROOT_ORDER}) AS root_service,
+    argMax(SpanName, {ROOT_ORDER}) AS root_name
 FROM (
     SELECT
         spans.TraceId AS TraceId,
         spans.SpanId AS SpanId,
+        spans.SpanKind AS SpanKind,
         spans.SpanName AS SpanName,
         spans.ServiceName AS ServiceName,
         spans.Duration AS Duration,
@@ -508,7 +514,7 @@ GROUP BY TraceId
 """
 """The root of each trace of ``trace_ids`` (``Array(String)``) as the analysis picks it where no span lacks a parent
 ID (:data:`SEARCH`'s ``has_root`` false): of the spans whose parent the trace does not hold (orphans) or that name
-themselves, the longest, then the earliest, then the lower span ID (:data:`ROOT_ORDER`). Columns trace_id,
+themselves, in :data:`ROOT_ORDER`. Columns trace_id,
 root_service, root_name; a trace whose every span has its parent (a cycle) has no row. Joins the traces' spans to
 themselves, so only the search's rootless traces are read with it."""
 

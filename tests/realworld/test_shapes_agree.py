@@ -36,7 +36,7 @@ from storage.clickhouse import ClickHouse
 from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.tenancy import ALL_TENANTS
 from storage.writer import ClickHouseTraceWriter
-from testkit import migrated_database
+from testkit import TRACES, migrated_database
 
 HERE = Path(__file__).parent
 FILES = sorted((HERE / "shapes").glob("*.json")) + sorted((HERE / "public").glob("*.json"))
@@ -173,3 +173,36 @@ def test_every_reader_names_one_root_and_the_whole_duration(
         lane = view.lane
         if not lane.overlapping:
             assert int(lane.totals_ns.sum()) + lane.waiting_ns == view.duration_ns, trace_id
+
+
+SHARED_FILES = sorted(path for kind in ("jaeger", "otlp", "zipkin") for path in (TRACES / kind).iterdir())
+"""The public trace files of ``../shared/data/traces`` (Jaeger, OTLP and Zipkin; the invalid ones aside)."""
+
+
+def test_the_search_names_the_analysis_root_of_every_shared_file(chdb_dsn: str) -> None:
+    """Each file stored under a tenant of its own, as ``hotspan import`` stores it: the search's root of every trace
+    is the analysis' root of the trace as the trace pipeline reads it back (all at once) and as the trace page does
+    (one by one, the first three). Jaeger UI's ``ui_01`` and ``domain_01`` have two roots with one span ID, start and
+    duration, differing by name: the search named either, the analysis the copy it keeps."""
+    compared = 0
+    with migrated_database(chdb_dsn, "agree_shared") as store:
+        for index, path in enumerate(SHARED_FILES):
+            import_paths([path], StoreSink(ClickHouseTraceWriter(store), tenant=f"file{index}"), progress=False)
+        reader = ClickHouseTraceReader(store)
+        for index, path in enumerate(SHARED_FILES):
+            tenant = f"file{index}"
+            found = reader.search(TraceQuery(limit=10_000), tenant=tenant)
+            trace_ids = found["trace_id"].to_list()
+            reads = [reader.traces(trace_ids, tenant=tenant)] if trace_ids else []
+            reads += [reader.trace(trace_id, tenant=tenant) for trace_id in trace_ids[:3]]
+            for spans in reads:
+                tree = analyze(spans).tree
+                roots = tree.spans.select("trace_id", "service_name", "name").gather(tree.primary_root)
+                named = found.select("trace_id", "root_service", "root_name").join(roots, on="trace_id")
+                assert named.height == roots.height, path.name
+                differ = named.filter(
+                    (pl.col("root_service") != pl.col("service_name")) | (pl.col("root_name") != pl.col("name"))
+                )
+                assert differ.is_empty(), (path.name, differ.head(3).to_dicts())
+                compared += named.height
+    assert compared > 200
