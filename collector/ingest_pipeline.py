@@ -33,11 +33,6 @@ Flow (one process; threads in brackets):
 Backpressure (OTLP spec, "Failures" and "Throttling"): while ClickHouse keeps up, spans admitted but
 not yet stored are capped at ``queue_max_spans`` and undecoded request bytes in memory at
 ``queue_max_bytes``: beyond, :class:`QueueFullError` (HTTP 429, gRPC UNAVAILABLE with RetryInfo).
-A decoded request that finds the span backlog full waits for room in a line, in arrival order, for at most
-``retry_after_s`` before it is refused: room goes to the request that has waited longest, never to whichever
-arrives first after an insert. Without the line, a sender just acknowledged (its answer comes as its insert
-frees room) took that room again while the refused slept through their hint, and an OTLP gRPC exporter, which
-gives up after six tries, lost batches to senders that never waited (CI, six official exporters).
 While inserts fail, the spool absorbs the traffic up to ``spool_max_bytes``; beyond,
 :class:`StorageUnavailableError` (HTTP 503). Memory holds at most the queue and one group per inserter.
 """
@@ -111,8 +106,7 @@ class IngestConfig:
         spool_max_bytes: largest total size of the spool.
         insert_threads: inserters working on different groups at once, each with its own ClickHouse
             handle: their conversions overlap, their stores take turns (:class:`Turnstile`).
-        retry_after_s: the retry hint given to senders when shedding, the longest wait of a request in line for
-            backlog room, and the first insert back-off, seconds.
+        retry_after_s: the retry hint given to senders when shedding, and the first insert back-off, seconds.
         retry_max_s: longest back-off between insert attempts while they fail, seconds.
         insert_wait_s: longest time an answer waits for its insert when it waits at all (a lone sender, an idle
             inserter); past it the request is answered from the spool, seconds.
@@ -180,11 +174,7 @@ class IngestPipeline:
         for rule in config.redaction.rules if config.redaction is not None else ():
             # Every rule's series from the start, at 0: a rate over it needs no first match to exist.
             metrics.redacted_values.labels(rule.name)
-        mutex = threading.Lock()
-        self._lock = threading.Condition(mutex)
-        # Requests waiting for backlog room wait on their own condition: the spooler's wake-up is a single notify.
-        self._room = threading.Condition(mutex)
-        self._line: deque[Ticket] = deque()
+        self._lock = threading.Condition()
         self._pending: deque[Ticket] = deque()
         self._queued_bytes = 0
         self._queued_spans = 0
@@ -206,7 +196,6 @@ class IngestPipeline:
             threading.Thread(target=self._insert_loop, args=(writer,), name=f"hotspan-ingest-insert-{i}", daemon=True)
             for i, writer in enumerate(self._writers)
         ]
-        metrics.watch(metrics.queue_waiting, lambda: len(self._line))
         metrics.watch(metrics.queue_bytes, lambda: self._queued_bytes)
         metrics.watch(metrics.queue_spans, lambda: self._queued_spans + self.spool.spans)
         metrics.watch(metrics.spool_bytes, lambda: self.spool.bytes)
@@ -230,7 +219,6 @@ class IngestPipeline:
         with self._lock:
             self._stopping = True
             self._lock.notify_all()
-            self._room.notify_all()
         self._spooler.join(timeout_s)
         # Only now: the spooler's last segments may have requests waiting for an inserter.
         self._stop_inserting = True
@@ -265,9 +253,7 @@ class IngestPipeline:
             StorageUnavailableError: ClickHouse fails and the spool is full, or the pipeline is stopping.
         """
         with self._lock:
-            self._check_room(nbytes)
-            if self._backlog_full(0):
-                raise self._backlog_refusal()
+            self._check_room(nbytes, 0)
             self._queued_bytes += nbytes
             return Ticket(protocol, nbytes)
 
@@ -280,15 +266,13 @@ class IngestPipeline:
                 caller releases it).
         """
         with self._lock:
-            self._check_room(nbytes, own=ticket.nbytes)
-            if self._backlog_full(0):
-                raise self._backlog_refusal()
+            self._check_room(nbytes, 0, own=ticket.nbytes)
             self._queued_bytes += nbytes
             ticket.nbytes += nbytes
 
-    def _check_room(self, nbytes: int, own: int = 0) -> None:
-        """Raise unless ``nbytes`` more fit in memory and in the spool, ``own`` of the queued bytes being the
-        asker's own (a queue holding nothing else admits anything); called with the lock held."""
+    def _check_room(self, nbytes: int, spans: int, own: int = 0) -> None:
+        """Raise unless ``nbytes`` and ``spans`` more fit, ``own`` of the queued bytes being the asker's own (a
+        queue holding nothing else admits anything); called with the lock held."""
         retry = self._config.retry_after_s
         if self._stopping:
             raise StorageUnavailableError("collector is shutting down", retry)
@@ -301,68 +285,28 @@ class IngestPipeline:
             raise QueueFullError(
                 f"ingest queue full ({self._queued_bytes} of {self._config.queue_max_bytes} bytes); retry later", retry
             )
-
-    def _backlog_full(self, spans: int) -> bool:
-        """Whether ``spans`` more would pass ``queue_max_spans`` of spans not stored yet while ClickHouse keeps up
-        (an empty backlog takes anything); called with the lock held."""
         backlog = self._queued_spans + self.spool.spans
-        return self._healthy and backlog > 0 and backlog + spans > self._config.queue_max_spans
-
-    def _backlog_refusal(self) -> QueueFullError:
-        backlog = self._queued_spans + self.spool.spans
-        return QueueFullError(
-            f"ingest backlog full ({backlog} of {self._config.queue_max_spans} spans not stored yet); retry later",
-            self._config.retry_after_s,
-        )
-
-    def _wait_in_line(self, ticket: Ticket, spans: int) -> None:
-        """Return once ``spans`` fit in the backlog and every request that came before ``ticket`` has had its
-        room; called with the lock held (released while waiting).
-
-        Raises:
-            QueueFullError: no room within ``retry_after_s``.
-            StorageUnavailableError: the pipeline is stopping.
-        """
-        if not spans:
-            return
-        deadline = time.monotonic() + self._config.retry_after_s
-        self._line.append(ticket)
-        try:
-            while self._line[0] is not ticket or self._backlog_full(spans):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise self._backlog_refusal()
-                self._room.wait(left)
-                if self._stopping:
-                    raise StorageUnavailableError("collector is shutting down", self._config.retry_after_s)
-        finally:
-            self._line.remove(ticket)
-            self._room.notify_all()
+        if self._healthy and backlog and backlog + spans > self._config.queue_max_spans:
+            raise QueueFullError(
+                f"ingest backlog full ({backlog} of {self._config.queue_max_spans} spans not stored yet); retry later",
+                retry,
+            )
 
     def resize(self, ticket: Ticket, nbytes: int, spans: int) -> None:
-        """Set the reservation to the decoded body's size and span count, waiting in line for backlog room (see
-        the module docstring). Blocking.
+        """Set the reservation to the decoded body's size and span count.
 
         Raises:
-            QueueFullError, StorageUnavailableError: the request does not fit within ``retry_after_s``; the
-                reservation is released.
+            QueueFullError, StorageUnavailableError: the request does not fit now; the reservation
+                is released.
         """
         with self._lock:
             self._queued_bytes -= ticket.nbytes
             self._queued_spans -= ticket.spans
             ticket.nbytes = ticket.spans = 0
-            self._check_room(nbytes)
-            # The body's bytes stay reserved while it waits in line: it is held in memory.
+            self._check_room(nbytes, spans)
             self._queued_bytes += nbytes
-            ticket.nbytes = nbytes
-            try:
-                self._wait_in_line(ticket, spans)
-            except BaseException:
-                self._queued_bytes -= nbytes
-                ticket.nbytes = 0
-                raise
             self._queued_spans += spans
-            ticket.spans = spans
+            ticket.nbytes, ticket.spans = nbytes, spans
 
     def receive(self, ticket: Ticket, raw: bytes, media: str, max_request_spans: int) -> CheckedRequest:
         """Check an admitted request's uncompressed body (:func:`collector.otlp_body.check_body`) and size its
@@ -387,7 +331,6 @@ class IngestPipeline:
             self._queued_bytes -= ticket.nbytes
             self._queued_spans -= ticket.spans
             ticket.nbytes = ticket.spans = 0
-            self._room.notify_all()
 
     def submit(
         self, ticket: Ticket, body: bytes, result: ExportResult, tenant: str = DEFAULT_TENANT
@@ -537,9 +480,7 @@ class IngestPipeline:
             self.spool.release_group(group)
             self._refused_at.setdefault(group.token, time.monotonic())
             self._metrics.insert_failures.inc()
-            with self._lock:
-                self._healthy = False
-                self._room.notify_all()
+            self._healthy = False
             self._backoff_s = min(max(2 * self._backoff_s, self._config.retry_after_s), self._config.retry_max_s)
             self._next_try = time.monotonic() + self._backoff_s
             log.warning("insert of %d spooled spans failed (retry in %.1f s): %s", group.spans, self._backoff_s, exc)
@@ -550,8 +491,6 @@ class IngestPipeline:
         self._refused_at.pop(group.token, None)
         self._metrics.insert_seconds.observe(time.perf_counter() - started)
         self.spool.finish_group(group)
-        with self._lock:
-            self._room.notify_all()
         self._spool_refused = False
         self._metrics.inserted_groups.inc()
         self._metrics.inserted_spans.inc(outcome.stored)

@@ -81,11 +81,6 @@ class IngestMetrics:
         self.queue_spans = Gauge(
             "hotspan_ingest_queue_spans", "Spans admitted and not yet acknowledged.", registry=registry
         )
-        self.queue_waiting = Gauge(
-            "hotspan_ingest_waiting_requests",
-            "Decoded requests waiting in line for room in the span backlog (refused after HOTSPAN_RETRY_AFTER_S).",
-            registry=registry,
-        )
         self.queue_bytes = Gauge(
             "hotspan_ingest_queue_bytes", "Request bytes admitted and not yet acknowledged.", registry=registry
         )

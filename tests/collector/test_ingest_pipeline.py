@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -203,13 +203,10 @@ def test_back_pressure_limits_are_enforced_before_bodies_are_read(database: Clic
         pipeline.release(ticket)
     finally:
         pipeline.stop()
-    # Slow inserts: the 100 spooled spans stay the backlog longer than a request waits in line for room (0.2 s).
-    pipeline, _ = open_pipeline(
-        database, tmp_path, FaultPlan(insert_delay_s=2), queue_max_spans=100, queue_max_bytes=1 << 20
-    )
+    pipeline, _ = open_pipeline(database, tmp_path, queue_max_spans=100, queue_max_bytes=1 << 20)
     try:
         blocked = pipeline.admit("test", 10)
-        with pytest.raises(QueueFullError, match="backlog full"):
+        with pytest.raises(QueueFullError):
             pipeline.resize(blocked, 10, 200)
         big = pipeline.admit("test", 1 << 20)
         with pytest.raises(QueueFullError):
@@ -217,46 +214,6 @@ def test_back_pressure_limits_are_enforced_before_bodies_are_read(database: Clic
         pipeline.release(big)
     finally:
         pipeline.stop()
-
-
-def test_backlog_room_goes_to_requests_in_the_order_they_came(database: ClickHouse, tmp_path: Path) -> None:
-    """A request that would fit waits behind one that came before it and does not fit yet; both get room once the
-    backlog is stored, the earlier first (without the line, the later one took the room at once and the earlier could
-    lose every race to senders that never waited)."""
-    pipeline, registry = open_pipeline(
-        database, tmp_path, FaultPlan(insert_delay_s=3), queue_max_spans=100, retry_after_s=20
-    )
-    admitted: list[str] = []
-
-    def take_room(name: str, spans: int) -> None:
-        ticket = pipeline.admit("test", 10)
-        pipeline.resize(ticket, 10, spans)
-        admitted.append(name)
-
-    def waiting() -> float | None:
-        return registry.get_sample_value("hotspan_ingest_waiting_requests")
-
-    try:
-        backlog = send(pipeline, request(0, 90))
-        with ThreadPoolExecutor(2) as pool:
-            earlier = pool.submit(take_room, "earlier", 60)
-            _wait_until(lambda: waiting() == 1)
-            later = pool.submit(take_room, "later", 5)  # 95 of 100: it fits, but the earlier request comes first
-            _wait_until(lambda: waiting() == 2)
-            assert admitted == []
-            earlier.result(30)
-            later.result(30)
-        assert admitted == ["earlier", "later"]
-        assert backlog.result(30).accepted == 90
-    finally:
-        pipeline.stop()
-
-
-def _wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def test_a_full_spool_while_storage_fails_sheds_with_503(database: ClickHouse, tmp_path: Path) -> None:

@@ -37,7 +37,6 @@ def test_ingest_metrics_are_exposed_with_reasons_queue_spool_and_latency(hotspan
     for gauge in (
         "hotspan_ingest_queue_spans",
         "hotspan_ingest_queue_bytes",
-        "hotspan_ingest_waiting_requests",
         "hotspan_spool_bytes",
         "hotspan_spool_segments",
         "hotspan_spool_spans",
