@@ -3,7 +3,8 @@
 Not protobuf's generic JSON parser: that reads ``traceId``/``spanId`` as base64, while OTLP/JSON
 writes them as hex (OTLP specification, "JSON Protobuf Encoding"). Here IDs are hex in any case,
 or base64 as some senders write them; enums are integers (their proto names are accepted too);
-64-bit integers may be strings or numbers; unknown fields are ignored. A span that cannot be read
+64-bit integers may be strings or numbers; field names are lowerCamelCase, or the proto's own
+snake_case names (:func:`camel_case_keys`); unknown fields are ignored. A span that cannot be read
 is skipped and reported as a :class:`~collector.rejections.Rejection`; its batch-mates are kept.
 """
 
@@ -30,6 +31,11 @@ class JsonPayloadError(ValueError):
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+_SNAKE_KEY = re.compile(rb'_[a-z]+"\s*:')
+"""The end of an object key with an underscore (``"trace_id":``): no OTLP/JSON key (lowerCamelCase) has one.
+Inside a string value a quote is escaped (``\\"``), so attribute keys and text never match; a scan costs about
+2 % of ``json.loads``."""
 
 PROTOBUF_DEPTH_LIMIT = 100
 """Deepest message nesting the protobuf runtime parses (``google.protobuf``'s default recursion limit, the same in
@@ -102,14 +108,57 @@ def request_from_json(body: Any) -> tuple[ExportTraceServiceRequest, list[Reject
     return request, rejections
 
 
+def camel_case_keys(document: Any) -> Any:
+    """``document`` with every object key written as the proto's original field name (``resource_spans``,
+    ``trace_id``, ``start_time_unix_nano``: protobuf's JSON printers with ``preserving_proto_field_name``) renamed
+    to its lowerCamelCase JSON name, at any depth; the same object when no key needed renaming.
+
+    The OTLP specification allows only the lowerCamelCase names and tells receivers to ignore unknown fields, which
+    would answer such a body 200 and store none of it; the OpenTelemetry Collector's and Jaeger's OTLP/JSON readers
+    accept both spellings of every field, and so does Hotspan. Where one object holds both spellings of a field,
+    two lists (a repeated field) are joined, lowerCamelCase's first, so no span is dropped; of two other values the
+    lowerCamelCase one is kept. No trace message has a map field, so every object key is a field name (attribute
+    keys are values of ``key``) and renaming cannot touch data.
+    """
+    if isinstance(document, list):
+        renamed = [camel_case_keys(item) for item in document]
+        return document if all(new is old for new, old in zip(renamed, document, strict=True)) else renamed
+    if not isinstance(document, dict):
+        return document
+    out: dict[str, Any] = {}
+    changed = False
+    for name, value in document.items():
+        new_value = camel_case_keys(value)
+        changed |= new_value is not value
+        key = _lower_camel(name)
+        changed |= key != name
+        if key not in out:
+            out[key] = new_value
+        elif isinstance(out[key], list) and isinstance(new_value, list):
+            out[key] = [*new_value, *out[key]] if key == name else [*out[key], *new_value]
+        elif key == name:
+            out[key] = new_value
+    return out if changed else document
+
+
+def _lower_camel(name: str) -> str:
+    """``start_time_unix_nano`` → ``startTimeUnixNano`` (protobuf's JSON name rule); names without ``_`` as they are."""
+    if "_" not in name:
+        return name
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
 def parse_json_bytes(raw: bytes) -> Any:
-    """``json.loads`` with an error that says where the body is broken.
+    """``json.loads`` with an error that says where the body is broken, its keys in lowerCamelCase
+    (:func:`camel_case_keys`, walked only when the text holds a key with an underscore).
 
     Raises:
         JsonPayloadError: not UTF-8 or not JSON.
     """
     try:
-        return json.loads(raw)
+        document = json.loads(raw)
+        return camel_case_keys(document) if _SNAKE_KEY.search(raw) else document
     except UnicodeDecodeError as exc:
         raise JsonPayloadError(f"body is not UTF-8: {exc}") from exc
     except json.JSONDecodeError as exc:

@@ -37,7 +37,14 @@ from collector.formats.payload import Format, FormatError
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
 _JSON_TYPE_NAMES = {str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
-_OTLP_OTHER_SIGNALS = {"resourceLogs": "logs", "resourceMetrics": "metrics", "resourceProfiles": "profiles"}
+_OTLP_OTHER_SIGNALS = {
+    "resourceLogs": "logs",
+    "resourceMetrics": "metrics",
+    "resourceProfiles": "profiles",
+    "resource_logs": "logs",
+    "resource_metrics": "metrics",
+    "resource_profiles": "profiles",
+}
 
 
 @dataclass(frozen=True)

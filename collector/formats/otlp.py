@@ -15,6 +15,7 @@ from typing import TypeVar
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.formats.payload import SpanError
+from collector.otlp_json import camel_case_keys
 
 SPAN_KIND_UNSPECIFIED = 0
 SPAN_KIND_INTERNAL = 1
@@ -262,6 +263,10 @@ def chunk_protobuf(request: ExportTraceServiceRequest, max_spans: int) -> Iterat
         yield chunk.SerializeToString(), count
 
 
+_REQUEST_KEYS = frozenset({"resourceSpans", "resource_spans", "batches"})
+"""Top-level keys of a trace request: OTLP/JSON's, the proto's own field name, Tempo's."""
+
+
 def traces_request(document: object) -> dict | None:
     """The OTLP-JSON ExportTraceServiceRequest in a parsed JSON document, or None.
 
@@ -271,14 +276,20 @@ def traces_request(document: object) -> dict | None:
     `result` (Jaeger's API v3) or `trace` (Tempo's `/api/v2/traces/{id}`, `tempopb.TraceByIDResponse`).
     Resource spans written with OTLP's names before 0.15 (`instrumentationLibrarySpans` holding
     `instrumentationLibrary`, as Tempo 1.x and Grafana's download write them) are renamed to `scopeSpans` and
-    `scope`; the other fields are untouched. The document itself is returned when nothing needed renaming.
+    `scope`; fields named as in the proto (`resource_spans`, `trace_id`: protobuf's JSON printers preserving field
+    names) are renamed to their lowerCamelCase names (:func:`collector.otlp_json.camel_case_keys`, as the OTLP
+    receivers read them); the other fields are untouched. The document itself is returned when nothing needed
+    renaming.
     """
     if not isinstance(document, dict):
         return None
     for envelope in ("result", "trace"):
         inner = document.get(envelope)
-        if isinstance(inner, dict) and ("resourceSpans" in inner or "batches" in inner):
+        if isinstance(inner, dict) and not _REQUEST_KEYS.isdisjoint(inner):
             return traces_request(inner)
+    if _REQUEST_KEYS.isdisjoint(document):
+        return None
+    document = camel_case_keys(document)
     if "resourceSpans" in document:
         resource_spans = document["resourceSpans"]
     elif isinstance(document.get("batches"), list):
