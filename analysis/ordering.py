@@ -93,3 +93,27 @@ def stable_order(key: IntArray) -> IntArray:
     """Indices that sort ``key`` ascending, equal keys keeping their input order."""
     frame = pl.DataFrame({"key": key}).with_row_index("index")
     return frame.sort("key", maintain_order=True)["index"].to_numpy().astype(np.int64)
+
+
+def union_lengths(group: IntArray, trace: IntArray, intervals: tuple[IntArray, IntArray], groups: int) -> IntArray:
+    """Per group, the length of the union of its intervals (ns; Int64, ``groups`` long, 0 for a group without
+    any), so overlapping intervals count once.
+
+    Args:
+        group: the group of each interval, ``0 <= group < groups``.
+        trace: the trace of each interval (a group's intervals are all of one trace: times are compared within it).
+        intervals: ``(start, end)`` per interval, ns since the epoch, ``start <= end``.
+
+    One sweep over every group at once: +1 at each start, -1 at each end, events ordered by (group, time); the union
+    is the total length between consecutive events of a group while the running count is positive.
+    """
+    start, end = intervals
+    events = np.concatenate([group, group])
+    time = np.concatenate([start, end])
+    step = np.concatenate([np.ones(group.size, dtype=np.int64), -np.ones(group.size, dtype=np.int64)])
+    (comparable,), bound = comparable_times(np.concatenate([trace, trace]), [time], groups)
+    order = stable_order(events * bound + comparable)
+    events, time, active = events[order], time[order], np.cumsum(step[order]) > 0
+    covering = active[:-1] & (events[1:] == events[:-1])
+    covered = np.bincount(events[:-1][covering], weights=(time[1:] - time[:-1])[covering], minlength=groups)
+    return np.rint(covered).astype(np.int64)

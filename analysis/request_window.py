@@ -14,10 +14,11 @@ unless the root is missing or never ended (issue 27, as real exporters, framewor
 2. **Envelope.** The root's window becomes the envelope of the trace's spans, earliest start to latest end
    (adjustment ``enveloped``), when the root is **missing**: the trace arrived with several parentless spans, or
    its one parentless span names a parent that is not there; or **never ended**: it lasts 0 ns while other spans
-   of the trace last, or the trace's spans end after it by more than it lasted itself and by more than
-   :data:`~analysis.spawned_tasks.MIN_OVERHANG_NS` (the trace's work mostly came after the root "ended": an
-   unended span sent with its start time as its end, or the end its exporter wrote at exit). Jaeger and Tempo
-   show such a trace's duration as the envelope too.
+   of the trace last, or the spans of its own tree work after its end for longer than it lasted itself and
+   than :data:`~analysis.spawned_tasks.MIN_OVERHANG_NS` (the union of their intervals past its end: the request's
+   work mostly came after the root "ended", an end its instrumentation wrote early). An idle gap before late work,
+   and work of a second root or of an orphan, are not work of the root's tree: they do not make a root that ended
+   unended. Jaeger and Tempo show such a trace's duration as the envelope too.
 
 The root itself then reads as the trace's envelope, but its own time stays inside its own interval
 (:func:`own_intervals`, which :func:`analysis.stages.pieces` tiles by): a root that never ended (a genuine root, or
@@ -46,7 +47,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from analysis import ancestry
 from analysis.ancestry import BoolArray, IntArray
+from analysis.ordering import union_lengths
 from analysis.spawned_tasks import MIN_OVERHANG_NS
 from analysis.tree import ATTACHED, ENVELOPED, EXTENDED, ROOT_REASONS, SPAWNED, SpanTree, adjusted_tree
 from units import NS_PER_MS, NS_PER_S
@@ -138,12 +141,27 @@ def _parentless(tree: SpanTree) -> IntArray:
 
 
 def _unended(tree: SpanTree, low: IntArray, high: IntArray) -> BoolArray:
-    """Per trace, whether its root never ended (module docstring), by its interval and the trace's envelope."""
+    """Per trace, whether its root never ended (module docstring), by its interval, the trace's envelope and the
+    work of the root's own tree after the root's end (:func:`_work_after_root`)."""
     root = tree.primary_root
     duration = tree.end_ns[root] - tree.start_ns[root]
-    overhang = high - tree.end_ns[root]
     others_last = (high - low > 0) & (np.bincount(tree.trace, minlength=tree.trace_count) > 1)
-    return ((duration == 0) & others_last) | ((overhang > duration) & (overhang > MIN_OVERHANG_NS))
+    after = _work_after_root(tree)
+    return ((duration == 0) & others_last) | ((after > duration) & (after > MIN_OVERHANG_NS))
+
+
+def _work_after_root(tree: SpanTree) -> IntArray:
+    """Per trace, ns during which spans of its root's own tree (as the spans report their parents) run after the
+    root's end: the union of their intervals past it. The time from the root's end to the trace's last end is not
+    it: an idle gap before a late background job is no work, and a second root or an orphan whose parent was lost
+    is not the root's work, so neither says that the root never ended (a root's own time then stays in its own
+    interval, and the envelope's time no span covers is untraced)."""
+    reported = tree.parent if tree.reported_parent is None else tree.reported_parent
+    _, reported_root = ancestry.depths_and_roots(reported)
+    root = tree.primary_root[tree.trace]
+    start = np.maximum(tree.start_ns, tree.end_ns[root])
+    late = np.flatnonzero((reported_root == root) & (tree.end_ns > start))
+    return union_lengths(tree.trace[late], tree.trace[late], (start[late], tree.end_ns[late]), tree.trace_count)
 
 
 def own_intervals(unwindowed: SpanTree, analysed: SpanTree, envelope: BoolArray) -> tuple[IntArray, IntArray]:
@@ -235,7 +253,8 @@ def quality_notes(quality: Mapping[str, Any]) -> list[str]:
     if quality["envelope"]:
         notes.append(
             f"The request's window is the envelope of its spans (earliest start to latest end): "
-            f"{_envelope_reason(quality['root_reason'], int(quality['parentless_spans']))}, so its latency is the "
+            f"{_envelope_reason(quality['root_reason'], int(quality['parentless_spans']), int(quality['root_ns']))}"
+            ", so its latency is the "
             "traced work's, not what a caller measured."
         )
     if quality["implausible_root"]:
@@ -269,15 +288,17 @@ def quality_notes(quality: Mapping[str, Any]) -> list[str]:
     return notes
 
 
-def _envelope_reason(root_reason: str, parentless: int) -> str:
-    """Why a request's window is the envelope of its spans, in words: its root's reason (``ROOT_REASONS``) and how
-    many of its spans arrived without a parent in the trace."""
+def _envelope_reason(root_reason: str, parentless: int, root_ns: int) -> str:
+    """Why a request's window is the envelope of its spans, in words: its root's reason (``ROOT_REASONS``), how
+    many of its spans arrived without a parent in the trace, and the root's reported duration (ns)."""
     if root_reason == "root":
         if parentless > 1:
             return (
                 f"besides its root, {parentless - 1:,} span(s) arrived without a parent in the trace (their parent "
                 "span was lost, or the trace has a second root)"
             )
+        if root_ns > 0:
+            return "its root span ended before most of the work under it (an end its instrumentation wrote early)"
         return "its root span never ended"
     if root_reason == "orphan":
         return f"its root span is missing ({parentless:,} span(s) name a parent the trace does not hold)"

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from analysis.ancestry import IntArray
-from analysis.ordering import comparable_times, stable_order
+from analysis.ordering import union_lengths
 from analysis.tree import SpanTree, as_tree
 
 
@@ -28,18 +28,7 @@ def covered_by_children(tree: SpanTree) -> IntArray:
     start = np.maximum(tree.start_ns[child], tree.start_ns[parent])
     end = np.minimum(tree.end_ns[child], tree.end_ns[parent])
     inside = end > start
-    parent, start, end = parent[inside], start[inside], end[inside]
-    # Sweep per parent: +1 at each clipped child start, -1 at each end, events ordered by (parent, time); the
-    # union is the total length between consecutive events of a parent while the running count is positive.
-    group = np.concatenate([parent, parent])
-    time = np.concatenate([start, end])
-    step = np.concatenate([np.ones(parent.size, dtype=np.int64), -np.ones(parent.size, dtype=np.int64)])
-    (comparable,), bound = comparable_times(tree.trace[group], [time], tree.size)
-    order = stable_order(group * bound + comparable)
-    group, time, active = group[order], time[order], np.cumsum(step[order]) > 0
-    covering = active[:-1] & (group[1:] == group[:-1])
-    covered = np.bincount(group[:-1][covering], weights=(time[1:] - time[:-1])[covering], minlength=tree.size)
-    return np.rint(covered).astype(np.int64)
+    return union_lengths(parent[inside], tree.trace[parent[inside]], (start[inside], end[inside]), tree.size)
 
 
 def self_times(tree: SpanTree) -> IntArray:

@@ -286,15 +286,17 @@ class TraceView:
         return np.searchsorted(tree.parent[child], np.arange(self.size + 1)), child
 
     def gaps(self, spans: IntArray) -> tuple[IntArray, IntArray, IntArray]:
-        """The untraced stretches of ``spans`` (span indices): the parts of each span's interval none of its
-        analysis children covers, for spans that have children. Returns aligned ``(which, start_ns, end_ns)``
+        """The untraced stretches of ``spans`` (span indices): the parts of each span's own interval
+        (``TraceAnalysis.own_intervals``: a root that ended owns none of its envelope window's untraced time) none of
+        its analysis children covers, for spans that have children. Returns aligned ``(which, start_ns, end_ns)``
         with ``which`` the position in ``spans``; per span they sum to its :attr:`self_ns`."""
         offsets, child = self.analysis_children
+        own_start, own_end = self.analysis.own_intervals
         out_which, out_start, out_end = [], [], []
         for which in np.flatnonzero(offsets[spans + 1] > offsets[spans]):
             span = spans[which]
             kids = child[offsets[span] : offsets[span + 1]]
-            low, high = self.span_start_ns[span], self.span_end_ns[span]
+            low, high = own_start[span], own_end[span]
             starts = np.clip(self.span_start_ns[kids], low, high)
             order = np.argsort(starts, kind="stable")
             covered = np.maximum.accumulate(np.clip(self.span_end_ns[kids], low, high)[order])

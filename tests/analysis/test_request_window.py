@@ -5,12 +5,14 @@ invariants as properties over random broken trees."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
-from analysis_support import S, frame
+from analysis_support import T0, S, frame
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from test_jaeger_ui_fixtures import load
 
 from analysis import STAGES, data_quality, stage_breakdown_wide, wall_clock_breakdown
 from analysis.decomposition import STAGE_COLUMNS
@@ -19,8 +21,12 @@ from analysis.spawned_tasks import MIN_OVERHANG_NS
 from analysis.stage_rules import LLM_STAGES
 from analysis.trace_analysis import analyze
 from analysis.tree import EXTENDED
+from collector.ingest import Ingestor
+from query.analysis_service import critical_path_of
+from storage.reader import ClickHouseTraceReader
 from units import NS_PER_MS as MS
 
+FIXTURES = Path(__file__).parent / "fixtures"
 CHAT = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
 TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}
 
@@ -189,6 +195,44 @@ def test_a_span_sent_at_start_and_at_end_keeps_its_ended_copy() -> None:
     spans = agent_run()
     started = [replace(span, end=span.start) for span in spans]
     assert stages_ms(spans + started) == stages_ms(started + spans) == stages_ms(spans)
+
+
+def test_a_late_task_after_the_root_ended_leaves_the_request_the_roots_whatever_the_gap() -> None:
+    # A 5 ms task started after the 2 s request answered, 10 ms or 3 s later: the request did not wait for it. A gap
+    # longer than the root once made the root read as unended, the window 5 s and the root's own time 3 s.
+    for gap in (10, 3000):
+        late = [*agent_run(), S("flush", "agent", (2000 + gap) * MS, (2005 + gap) * MS, "flush")]
+        assert stages_ms(late) == stages_ms(agent_run())
+        assert data_quality(frame(late))["envelope"].to_list() == [False]
+
+
+def test_a_root_that_ended_owns_none_of_an_envelopes_untraced_time() -> None:
+    # An orphan (its parent lost) starts 3 s after the root ended: the window is the envelope, and the 3 s between no
+    # span covers are untraced, in the stages, the self times and the critical path alike, not the root's own time.
+    spans = [*agent_run(), S("late", "lost", 5000 * MS, 5005 * MS, "late")]
+    assert stages_ms(spans) == {**stages_ms(agent_run()), "other": 3005}
+    analysis = analyze(frame(spans))
+    self_ns = dict(zip(analysis.tree.spans["span_id"], analysis.self_time_ns.tolist(), strict=True))
+    assert self_ns["root"] == 10 * MS + 10 * MS  # [0, 10] and [1990, 2000] ms: its own, inside its interval
+    path = critical_path_of(analysis)
+    assert path["duration_ns"].sum() == 5005 * MS
+    root_outside = path.filter((pl.col("span_id") == "root") & (pl.col("start_ns") >= T0 + 2000 * MS))
+    assert root_outside["stage"].unique().to_list() == ["other"] and root_outside["duration_ns"].sum() == 3000 * MS
+
+
+def test_two_roots_minutes_apart_each_own_only_their_own_time(
+    ingestor: Ingestor, reader: ClickHouseTraceReader
+) -> None:
+    # Jaeger's storage-integration fixture, stored and read back: two parentless 5 us spans two minutes apart. Self
+    # time, the stages and the critical path give neither root the two minutes between them (the hotspots ranked
+    # a 5 us span at 120 s of self time).
+    spans = load(ingestor, reader, FIXTURES / "jaeger__multi_index_trace.json")
+    analysis = analyze(spans)
+    assert analysis.self_time_ns.tolist() == [5_000, 5_000]
+    wide = stage_breakdown_wide(analysis).row(0, named=True)
+    assert wide["duration_ns"] == 120_000_005_000 and wide["other_ns"] >= 120_000_000_000 - 5_000
+    path = critical_path_of(analysis)
+    assert path.filter(pl.col("stage") != "other")["duration_ns"].sum() <= 10_000
 
 
 def test_an_implausible_root_is_said() -> None:

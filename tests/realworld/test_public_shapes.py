@@ -58,6 +58,12 @@ SUB_MS_OVERHANG = frozenset({"langfuse_otel_captures.derived.otlp.json/2cce18f7e
 :data:`~analysis.spawned_tasks.MIN_OVERHANG_NS` of its child's end (my-span, 0.2 ms into its 0.4 ms generation): a
 millisecond clock's rounding, cut to the parent by design, so nothing is extended or said (its share stays right)."""
 
+CUT_BEFORE_LITTLE_WORK = frozenset({"langfuse_otel_captures.derived.otlp.json/2cce18f7e8cd065a0b4e634eef728391"})
+"""Traces whose root, cut to a tenth (``cut_root``), is followed by less work of its own tree than it lasted and
+than :data:`~analysis.spawned_tasks.MIN_OVERHANG_NS` (my-span cut to 26.2 ms, its only child a 0.4 ms generation
+235 ms later): from the spans alone a root that ended and a child it did not wait for, as a late background task
+reads (``analysis.request_window``), so the window stays the root's and the share is off by the child's 0.2 %."""
+
 
 class KnownMiss(AssertionError):
     """A trace :data:`KNOWN_MISSES` names is off its truth (its parameter is marked xfail, strict)."""
@@ -172,8 +178,10 @@ def test_a_broken_public_capture_keeps_its_llm_share(public: PublicCorpus, mutat
     quality = data_quality(analysis)
     alone = pl.col("trace_id").is_in(named(public, ROOT_ALONE))
     if mutation in ROOT_DROPPING | {"unended_root", "cut_root"}:
-        # A root alone cannot be told from a short request: no other span outlives it.
-        told = quality.filter(~alone)
+        # A root alone cannot be told from a short request: no other span outlives it; nor a cut root from one that
+        # ended, when what comes after it is less work than it did.
+        late = pl.col("trace_id").is_in(named(public, CUT_BEFORE_LITTLE_WORK)) & (mutation == "cut_root")
+        told = quality.filter(~alone & ~late)
         assert told["envelope"].all() and told["notes"].list.len().min() > 0
     if mutation == "early_parents":
         # Every request with a span above others keeps its work whole, and says so (or its root never ended).
