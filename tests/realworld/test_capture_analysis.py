@@ -14,10 +14,12 @@ is inside the LLM span but not in the truth, a few ms per call that CPU contenti
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 import pytest
+from cluster_kit import layout_database
 
 from analysis import STAGES, analyze, stage_breakdown_wide
 from analysis.model_calls import model_calls
@@ -27,6 +29,7 @@ from instrumented_stack.realclients import DRIVERS
 from instrumented_stack.realclients.capture import capture_name
 from storage.reader import ClickHouseTraceReader
 from storage.tenancy import ALL_TENANTS
+from storage.writer import ClickHouseTraceWriter
 from testkit import ingest_otlp_json_file
 
 CAPTURES = Path(__file__).parent / "captures"
@@ -72,10 +75,19 @@ def truth_of(driver: str, engine_spans: bool, stream: bool) -> tuple[Path, dict]
     return stem.with_suffix(".json"), json.loads(stem.with_name(stem.name + ".truth.json").read_text("utf-8"))
 
 
+@pytest.fixture(scope="module")
+def store_of_captures(chdb_dsn: str, layout: str) -> Iterator[tuple[Ingestor, ClickHouseTraceReader]]:
+    """One store for the module (a migration per test took a quarter of its time): each test stores its own
+    capture and reads back only its requests' traces, whose IDs no other capture holds."""
+    with layout_database(chdb_dsn, layout) as store:
+        yield Ingestor(ClickHouseTraceWriter(store)), ClickHouseTraceReader(store)
+
+
 @pytest.mark.parametrize(("driver", "engine_spans", "stream"), CASES)
 def test_llm_share_matches_the_measured_truth(
-    driver: str, engine_spans: bool, stream: bool, ingestor: Ingestor, reader: ClickHouseTraceReader
+    driver: str, engine_spans: bool, stream: bool, store_of_captures: tuple[Ingestor, ClickHouseTraceReader]
 ) -> None:
+    ingestor, reader = store_of_captures
     path, truth = truth_of(driver, engine_spans, stream)
     assert all(result.rejected == 0 for result in ingest_otlp_json_file(ingestor, path))
     ids = [request["trace_id"] for request in truth["requests"]]
