@@ -27,7 +27,7 @@ import numpy.typing as npt
 import polars as pl
 
 from analysis import ancestry
-from analysis.critical_path import Sections
+from analysis.critical_path import own_critical_ns
 from analysis.model_calls import model_calls
 from analysis.spans import attribute
 from analysis.stage_rules import STAGES
@@ -157,12 +157,3 @@ def agent_graph(
         .select(list(EDGE_SCHEMA))
         .sort("duration_ns", "target", descending=[True, False])
     )
-
-
-def own_critical_ns(sections: Sections, start_ns: IntArray, end_ns: IntArray) -> IntArray:
-    """Per span (``start_ns``/``end_ns``: the spans' intervals, ns), the ns of the critical-path ``sections`` that
-    belong to it and lie inside its own interval."""
-    inside = np.minimum(sections.end_ns, end_ns[sections.span]) - np.maximum(sections.start_ns, start_ns[sections.span])
-    own = np.zeros(start_ns.size, dtype=np.int64)
-    np.add.at(own, sections.span, np.clip(inside, 0, None))
-    return own

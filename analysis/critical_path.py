@@ -121,6 +121,15 @@ def _gaps(
     return Sections(span[nonempty], start[nonempty], end[nonempty], on_path)
 
 
+def own_critical_ns(sections: Sections, start_ns: IntArray, end_ns: IntArray) -> IntArray:
+    """Per span (``start_ns``/``end_ns``: the spans' intervals, ns), the ns of the critical-path ``sections`` that
+    belong to it and lie inside its own interval."""
+    inside = np.minimum(sections.end_ns, end_ns[sections.span]) - np.maximum(sections.start_ns, start_ns[sections.span])
+    own = np.zeros(start_ns.size, dtype=np.int64)
+    np.add.at(own, sections.span, np.clip(inside, 0, None))
+    return own
+
+
 def critical_path(spans: pl.DataFrame | SpanTree) -> pl.DataFrame:
     """The critical-path sections of every tree, one row per section.
 

@@ -30,6 +30,7 @@ import polars as pl
 
 from analysis import vllm
 from analysis.conversation import conversation_key
+from analysis.critical_path import own_critical_ns
 from analysis.genai import TOKEN_COLUMNS
 from analysis.model_calls import model_calls
 from analysis.request_window import quality_notes, request_quality
@@ -272,12 +273,14 @@ def span_attributions(spans: Spans, rules: StageRules | None = None) -> pl.DataF
     Returns:
         One row per span in ``SpanTree.spans`` order: trace_id, span_id, name, service_name (String);
         stage (STAGE_DTYPE, the span's rule stage; a split span's phases are in :func:`stage_breakdown`);
-        duration_ns, self_time_ns (Int64); on_critical_path (Boolean); critical_path_ns (Int64, its
-        sections, every tree); wall_clock_ns (Float64, root trees only, 0 elsewhere).
+        duration_ns, self_time_ns (Int64, over the span's own interval, ``TraceAnalysis.own_intervals``: a root
+        whose window is its trace's envelope but which ended keeps its own duration); on_critical_path (Boolean);
+        critical_path_ns (Int64, its sections inside its own interval, every tree); wall_clock_ns (Float64, root
+        trees only, 0 elsewhere).
     """
     analysis = analyze(spans, rules)
     tree, sections, shares = analysis.tree, analysis.sections, analysis.wall_clock
-    on_path_ns = np.bincount(sections.span, weights=sections.end_ns - sections.start_ns, minlength=tree.size)
+    own_start, own_end = analysis.own_intervals
     wall_ns = np.bincount(shares.span, weights=shares.share_ns, minlength=tree.size)
     return pl.DataFrame(
         {
@@ -286,10 +289,10 @@ def span_attributions(spans: Spans, rules: StageRules | None = None) -> pl.DataF
             "name": tree.spans["name"],
             "service_name": tree.spans["service_name"],
             "stage": stage_series(analysis.assignment.stage),
-            "duration_ns": tree.end_ns - tree.start_ns,
+            "duration_ns": own_end - own_start,
             "self_time_ns": analysis.self_time_ns,
             "on_critical_path": sections.on_path,
-            "critical_path_ns": np.rint(on_path_ns).astype(np.int64),
+            "critical_path_ns": own_critical_ns(sections, own_start, own_end),
             "wall_clock_ns": wall_ns,
         }
     )

@@ -57,7 +57,7 @@ RequestTenant = Annotated[
 
 
 class CriticalPathSection(BaseModel):
-    span_id: str
+    span_id: str = Field(description="The span the section belongs to; empty for time no span covers (untraced).")
     service_name: str
     name: str = Field(description="Span name (operation).")
     stage: str = Field(description="Stage of this section (a vLLM span's sections are cut at its phases).")
@@ -68,7 +68,7 @@ class CriticalPathSection(BaseModel):
 
 class CriticalPathResponse(BaseModel):
     trace_id: str
-    total_ns: int = Field(description="Root span duration, ns; the sections' durations sum to it.")
+    total_ns: int = Field(description="The request's window, ns; the sections' durations sum to it.")
     sections: list[CriticalPathSection] = Field(description="Sections of the root's critical path, in time order.")
 
 

@@ -252,8 +252,13 @@ def _sections(explanation: TraceExplanation) -> list[str]:
     longest = path.sort("duration_ns", descending=True).head(SECTIONS)
     lines = [f"Critical path, longest sections first ({longest.height} of {path.height}):"]
     lines += [
-        f"  {ms(row['duration_ns'])} ms {row['stage']} {row['service_name']}: {row['name']} (span {row['span_id']}, "
-        f"+{ms(row['start_ns'] - explanation.view.start_ns)} ms)"
+        f"  {ms(row['duration_ns'])} ms {row['stage']} "
+        + (
+            f"{row['service_name']}: {row['name']} (span {row['span_id']}, "
+            if row["span_id"]
+            else "untraced (no span, "
+        )
+        + f"+{ms(row['start_ns'] - explanation.view.start_ns)} ms)"
         for row in longest.iter_rows(named=True)
     ]
     return lines

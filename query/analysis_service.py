@@ -284,7 +284,9 @@ def critical_path_of(analysis: TraceAnalysis) -> pl.DataFrame:
     Returns:
         One row per section, in time order: span_id, service_name, name, stage (String; a vLLM span's
         section is cut at its phase boundaries, each piece with its phase), start_ns, end_ns, duration_ns
-        (Int64). The durations sum to the root span's duration.
+        (Int64). The durations sum to the request's window. Time no span covers (the window is the envelope of
+        the trace's spans and its root ended: ``analysis.request_window``) is a section of stage ``other`` whose
+        span_id, service_name and name are empty: no span owns it.
     """
     tree = analysis.tree
     spans = tree.spans.select(
@@ -294,7 +296,19 @@ def critical_path_of(analysis: TraceAnalysis) -> pl.DataFrame:
         pl.Series("stage", STAGES, dtype=pl.String).gather(analysis.assignment.stage),
     )
     sections = critical_path(tree).filter("in_primary_tree").join(spans, on="span_id", how="left")
-    return _split_by_phase(sections, analysis).sort("start_ns", "span_id")
+    own_start, own_end = analysis.own_intervals
+    own = pl.DataFrame({"span_id": tree.spans["span_id"], "own_start_ns": own_start, "own_end_ns": own_end})
+    # Pieces are cut at each span's own interval, so a section lies wholly inside it or wholly outside.
+    outside = (pl.col("end_ns") <= pl.col("own_start_ns")) | (pl.col("start_ns") >= pl.col("own_end_ns"))
+    return (
+        _split_by_phase(sections, analysis)
+        .join(own, on="span_id", how="left")
+        .with_columns(
+            pl.when(outside).then(pl.lit("")).otherwise(c).alias(c) for c in ("span_id", "service_name", "name")
+        )
+        .drop("own_start_ns", "own_end_ns")
+        .sort("start_ns", "span_id")
+    )
 
 
 def _split_by_phase(sections: pl.DataFrame, analysis: TraceAnalysis) -> pl.DataFrame:

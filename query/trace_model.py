@@ -40,9 +40,9 @@ import numpy.typing as npt
 import polars as pl
 
 from analysis import STAGES, TraceAnalysis, analyze, data_quality, request_summary, stage_breakdown
-from analysis.agent_graph import agent_graph, own_critical_ns
+from analysis.agent_graph import agent_graph
 from analysis.ancestry import BoolArray, IntArray, reduce_subtrees, reduce_to_root
-from analysis.critical_path import Sections, critical_path_sections
+from analysis.critical_path import Sections, critical_path_sections, own_critical_ns
 from analysis.model_calls import model_calls
 from analysis.stage_rules import StageRules
 from analysis.tree import ADJUSTMENTS, ROOT_REASONS

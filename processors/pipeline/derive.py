@@ -12,6 +12,7 @@ import polars as pl
 import pyarrow as pa
 
 from analysis import STAGE_COLUMNS, STAGES, TraceAnalysis, stage_breakdown_wide
+from analysis.critical_path import own_critical_ns
 from analysis.genai import TOKEN_COLUMNS
 from analysis.model_calls import model_calls
 from analysis.request_window import request_quality
@@ -67,8 +68,10 @@ def derive_rows(
     tree = analysis.tree
     spans = tree.spans
     sections = analysis.sections
-    # Sections as analysis.span_attributions sums them, without that function's wall-clock view (not stored).
-    critical_ns = np.bincount(sections.span, weights=sections.end_ns - sections.start_ns, minlength=tree.size)
+    # Durations and sections as analysis.span_attributions takes them (each span's own interval), without that
+    # function's wall-clock view (not stored).
+    own_start, own_end = analysis.own_intervals
+    critical_ns = own_critical_ns(sections, own_start, own_end)
     wide = stage_breakdown_wide(analysis)
     request_tenant = wide["tenant"].fill_null("").to_numpy()
     node, parent_node = span_nodes(analysis)
@@ -102,10 +105,10 @@ def derive_rows(
             "SpanName": spans["name"].to_arrow(),
             "SpanKind": spans["kind"].to_arrow(),
             "Stage": pa.array(np.asarray(STAGES, dtype=object)[span_stages(analysis)], pa.string()),
-            "DurationNs": pa.array((tree.end_ns - tree.start_ns).astype(np.uint64)),
+            "DurationNs": pa.array((own_end - own_start).astype(np.uint64)),
             "SelfTimeNs": pa.array(analysis.self_time_ns.astype(np.uint64)),
             "OnCriticalPath": pa.array(sections.on_path),
-            "CriticalPathNs": pa.array(np.rint(critical_ns).astype(np.uint64)),
+            "CriticalPathNs": pa.array(critical_ns.astype(np.uint64)),
             "Depth": pa.array(tree.depth.astype(np.uint32)),
             "FlameNode": pa.array(node),
             "FlameParent": pa.array(parent_node),
