@@ -117,14 +117,14 @@ def envelop_requests(tree: SpanTree, envelope: BoolArray) -> SpanTree:
     return adjusted_tree(tree, tree.parent, changed, ENVELOPED, end_ns=end, start_ns=start)
 
 
-def enveloped(unwindowed: SpanTree) -> BoolArray:
+def enveloped(unwindowed: SpanTree, unended: BoolArray) -> BoolArray:
     """Per trace, whether its window is the envelope of its spans (rule 2: its root missing or never ended), judged
     on the tree :func:`envelop_requests` reads (``TraceAnalysis._unwindowed``: server spans already moved against
     clock skew, so a skewed clock makes no root look unended); the one judgement :func:`envelop_requests`,
-    :func:`own_intervals` and :func:`request_quality` take. By the root's reason and interval, the trace's spans
-    without a reported parent, and its envelope."""
+    :func:`own_intervals` and :func:`request_quality` take. By the root's reason, the trace's spans without a
+    reported parent, and ``unended`` (:func:`unended_roots` of ``unwindowed``)."""
     missing = (_parentless(unwindowed) > 1) | (unwindowed.root_reason[unwindowed.primary_root] != _ROOT)
-    return missing | _unended(unwindowed, *_envelope(unwindowed))
+    return missing | unended
 
 
 def _envelope(tree: SpanTree) -> tuple[IntArray, IntArray]:
@@ -140,9 +140,11 @@ def _parentless(tree: SpanTree) -> IntArray:
     return np.bincount(tree.trace[reported < 0], minlength=tree.trace_count)
 
 
-def _unended(tree: SpanTree, low: IntArray, high: IntArray) -> BoolArray:
-    """Per trace, whether its root never ended (module docstring), by its interval, the trace's envelope and the
-    work of the root's own tree after the root's end (:func:`_work_after_root`)."""
+def unended_roots(tree: SpanTree) -> BoolArray:
+    """Per trace, whether its root never ended (rule 2 of the module docstring), by its interval, the trace's
+    envelope and the work of the root's own tree after the root's end (:func:`_work_after_root`); judged once on the
+    tree :func:`enveloped` reads and passed to it and to :func:`own_intervals`."""
+    low, high = _envelope(tree)
     root = tree.primary_root
     duration = tree.end_ns[root] - tree.start_ns[root]
     others_last = (high - low > 0) & (np.bincount(tree.trace, minlength=tree.trace_count) > 1)
@@ -156,15 +158,16 @@ def _work_after_root(tree: SpanTree) -> IntArray:
     it: an idle gap before a late background job is no work, and a second root or an orphan whose parent was lost
     is not the root's work, so neither says that the root never ended (a root's own time then stays in its own
     interval, and the envelope's time no span covers is untraced)."""
-    reported = tree.parent if tree.reported_parent is None else tree.reported_parent
-    _, reported_root = ancestry.depths_and_roots(reported)
+    reported_root = tree.root if tree.reported_parent is None else ancestry.depths_and_roots(tree.reported_parent)[1]
     root = tree.primary_root[tree.trace]
     start = np.maximum(tree.start_ns, tree.end_ns[root])
     late = np.flatnonzero((reported_root == root) & (tree.end_ns > start))
     return union_lengths(tree.trace[late], tree.trace[late], (start[late], tree.end_ns[late]), tree.trace_count)
 
 
-def own_intervals(unwindowed: SpanTree, analysed: SpanTree, envelope: BoolArray) -> tuple[IntArray, IntArray]:
+def own_intervals(
+    unwindowed: SpanTree, analysed: SpanTree, envelope: BoolArray, unended: BoolArray
+) -> tuple[IntArray, IntArray]:
     """Per span, the interval its own time lies in (``(start_ns, end_ns)``, ns since the epoch), for
     :func:`analysis.stages.pieces`: the span's interval in ``analysed``, but for the root of a trace whose window
     is an envelope (rule 2), its interval in ``unwindowed`` (the tree :func:`envelop_requests` read), run on to the
@@ -178,12 +181,12 @@ def own_intervals(unwindowed: SpanTree, analysed: SpanTree, envelope: BoolArray)
         unwindowed: the analysis tree before :func:`envelop_requests`.
         analysed: the analysis tree (``TraceAnalysis.tree``), the same spans in the same order.
         envelope: per trace, :func:`enveloped` of ``unwindowed``.
+        unended: per trace, :func:`unended_roots` of ``unwindowed``.
     """
     start, end = analysed.start_ns.copy(), analysed.end_ns.copy()
-    low, high = _envelope(unwindowed)
     root = unwindowed.primary_root[envelope]
     genuine = unwindowed.root_reason[root] == _ROOT
-    open_ended = _unended(unwindowed, low, high)[envelope] & (genuine | (_parentless(unwindowed)[envelope] == 1))
+    open_ended = unended[envelope] & (genuine | (_parentless(unwindowed)[envelope] == 1))
     start[root] = np.maximum(unwindowed.start_ns[root], start[root])
     end[root] = np.where(open_ended, end[root], np.minimum(unwindowed.end_ns[root], end[root]))
     return start, np.maximum(start, end)

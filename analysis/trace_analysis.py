@@ -16,7 +16,7 @@ from analysis.ancestry import BoolArray, IntArray
 from analysis.critical_path import Sections, critical_path_sections
 from analysis.early_actions import adjust_early_actions
 from analysis.remote_spans import adjust_remote_spans
-from analysis.request_window import attach_parentless, envelop_requests, enveloped, own_intervals
+from analysis.request_window import attach_parentless, envelop_requests, enveloped, own_intervals, unended_roots
 from analysis.self_time import self_times
 from analysis.spawned_tasks import extend_to_outliving_work
 from analysis.stage_rules import StageRules, load_stage_rules
@@ -76,16 +76,22 @@ class TraceAnalysis:
         return adjust_remote_spans(streamed, self.matched)
 
     @cached_property
+    def unended(self) -> BoolArray:
+        """Per trace in trace order, whether its root never ended (:func:`analysis.request_window.unended_roots`, on
+        the tree the window is read from)."""
+        return unended_roots(self._unwindowed)
+
+    @cached_property
     def enveloped(self) -> BoolArray:
         """Per trace in trace order, whether its window is the envelope of its spans, its root missing or never
         ended (:func:`analysis.request_window.enveloped`, on the tree the window is read from)."""
-        return enveloped(self._unwindowed)
+        return enveloped(self._unwindowed, self.unended)
 
     @cached_property
     def own_intervals(self) -> tuple[IntArray, IntArray]:
         """Per span, the interval its own time lies in, ns since the epoch (:func:`analysis.request_window.
         own_intervals`): its interval in :attr:`tree`, but for a trace's root that the window's envelope widened."""
-        return own_intervals(self._unwindowed, self.tree, self.enveloped)
+        return own_intervals(self._unwindowed, self.tree, self.enveloped, self.unended)
 
     @cached_property
     def self_time_ns(self) -> IntArray:
