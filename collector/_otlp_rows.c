@@ -44,6 +44,7 @@
 #include <string.h>
 
 #define MAX_TIME_NS INT64_MAX
+#define EARLIEST_PLAUSIBLE_NS 946684800000000000ULL /* collector.batch.EARLIEST_PLAUSIBLE_NS: 2000-01-01 */
 #define TRUNCATED_KEY "hotspan.truncated"
 #define SERVICE_NAME_KEY "service.name"
 
@@ -1179,6 +1180,8 @@ static int convert_span(Ctx *ctx, const uint8_t *data, size_t len) {
         TRY(check_id(ctx, span.parent, span.parent_len, 8));
     if (span.start == 0 || span.end < span.start || span.end > (uint64_t)MAX_TIME_NS)
         FAIL(ctx, "invalid span times");
+    if (span.start < EARLIEST_PLAUSIBLE_NS) /* valid, but Python warns: times sent in µs, ms or s? */
+        FAIL(ctx, "a span starting before 2000");
     if (span.kind > 5 || span.status_code > 2)
         FAIL(ctx, "kind or status code out of range");
     if (span.events > (size_t)ctx->max_events || span.links > (size_t)ctx->max_links)

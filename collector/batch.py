@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -23,7 +24,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.attributes import value_to_string
 from collector.limits import TRUNCATED_KEY, SpanLimits, truncation_marker
-from collector.rejections import Position, Rejection, SpanError, duplicate_reason
+from collector.rejections import Position, Rejection, SpanError, duplicate_reason, span_path
 from collector.results import ExportResult, export_result
 from storage.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, check_id_bytes
 from storage.schema import SPAN_KINDS, SPAN_SCHEMA, STATUS_CODES
@@ -33,6 +34,11 @@ UNKNOWN_SERVICE = "unknown_service"
 
 MAX_TIME_NS = 2**63 - 1
 """Latest time a ``DateTime64(9)`` column holds (2262-04-11); later times are rejected, not wrapped."""
+
+EARLIEST_PLAUSIBLE_NS = 946_684_800 * 10**9
+"""2000-01-01T00:00:00Z in ns. OTLP times are ns since the Unix epoch; a span starting earlier was almost surely
+sent in µs, ms or s (a common exporter mistake): it is stored as sent, and the answer warns
+(:func:`early_start_warning`). The compiled scanner leaves such requests to this module (``_otlp_rows.c``)."""
 
 DEFAULT_LIMITS = SpanLimits()
 
@@ -106,6 +112,7 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
     skip = {r.position for r in given if r.position is not None}
     found: list[Rejection] = []
     unnamed: list[int] = []
+    early: list[tuple[Position, int]] = []
     copies: dict[tuple[bytes, bytes, int, str, int], list[Position]] = {}
     for r_index, resource_spans in enumerate(request.resource_spans):
         if not _service_name(resource_spans.resource):
@@ -120,6 +127,8 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
                 except SpanError as exc:
                     found.append(Rejection.at(position, str(exc)))
                     continue
+                if span.start_time_unix_nano < EARLIEST_PLAUSIBLE_NS:
+                    early.append((position, span.start_time_unix_nano))
                 trace_id = span.trace_id if len(span.trace_id) == TRACE_ID_BYTES else bytes(8) + span.trace_id
                 key = (trace_id, span.span_id, span.kind, span.name, span.start_time_unix_nano)
                 copies.setdefault(key, []).append(position)
@@ -128,7 +137,11 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
         kept.add(group[-1])
         found.extend(Rejection.at(position, duplicate_reason(group[-1])) for position in group[:-1])
     rejected = sorted(given + found, key=lambda r: r.position or (-1, -1, -1))
-    return Verdict(frozenset(kept), rejected, [unnamed_service_warning(unnamed)] if unnamed else [])
+    warnings = [unnamed_service_warning(unnamed)] if unnamed else []
+    early = [(position, start) for position, start in early if position in kept]
+    if early:
+        warnings.append(early_start_warning(len(early), *early[0]))
+    return Verdict(frozenset(kept), rejected, warnings)
 
 
 def to_batch(
@@ -189,6 +202,29 @@ def unnamed_service_warning(r_indexes: Sequence[int]) -> str:
     more = len(r_indexes) - WARNED_RESOURCES
     verb = "has" if len(r_indexes) == 1 else "have"
     return f"{named}{f' and {more} more' if more > 0 else ''} {verb} no 'service.name'; stored as '{UNKNOWN_SERVICE}'"
+
+
+_UNIT_GUESSES = ((10**3, "microseconds"), (10**6, "milliseconds"), (10**9, "seconds"))
+
+
+def early_start_warning(count: int, first: Position, start_ns: int) -> str:
+    """The one warning for ``count`` (≥ 1) valid spans starting before :data:`EARLIEST_PLAUSIBLE_NS`, naming the first
+    at ``first`` with its ``startTimeUnixNano`` (``start_ns``, > 0), and the unit whose reading of it falls between
+    2000 and 2262, if one does."""
+    day = datetime.fromtimestamp(start_ns // 10**9, UTC).date()
+    guess = next(
+        (
+            f", which read as {unit} is {datetime.fromtimestamp(start_ns * scale // 10**9, UTC).date()}"
+            for scale, unit in _UNIT_GUESSES
+            if EARLIEST_PLAUSIBLE_NS <= start_ns * scale <= MAX_TIME_NS
+        ),
+        "",
+    )
+    spans = "1 span starts" if count == 1 else f"{count} spans start"
+    return (
+        f"{spans} before 2000-01-01: {span_path(first)} at startTimeUnixNano {start_ns} ({day}){guess}; "
+        "OTLP times are nanoseconds since the Unix epoch; stored as sent"
+    )
 
 
 def check_span(span: Span) -> None:

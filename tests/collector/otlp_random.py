@@ -18,6 +18,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from collector.batch import EARLIEST_PLAUSIBLE_NS
+
 
 def kv(key: str, value: AnyValue) -> common_pb2.KeyValue:
     """One attribute."""
@@ -159,7 +161,7 @@ requests = st.builds(
 # rejection, warning or truncation, so the paths that handle only such requests are exercised too.
 _nonzero_ids16 = st.one_of(st.binary(min_size=16, max_size=16), st.binary(min_size=8, max_size=8)).filter(any)
 _nonzero_ids8 = st.binary(min_size=8, max_size=8).filter(any)
-_valid_times = st.integers(1, 2**63 - 1)
+_valid_times = st.integers(EARLIEST_PLAUSIBLE_NS, 2**63 - 1)
 _scalars = st.one_of(
     st.builds(lambda s: AnyValue(string_value=s), st.text(max_size=12)),
     st.builds(lambda b: AnyValue(bool_value=b), st.booleans()),
