@@ -1,8 +1,9 @@
 """Versioned, idempotent schema migrations applied at start.
 
 Each migration is a ``.sql`` file under ``storage/sql/`` named ``NNNN_name.sql``; the applied
-versions are recorded in ``hotspan_schema_migrations``. Every statement is written with
-``IF NOT EXISTS`` so re-running one after a crash between apply and record is harmless.
+versions are recorded in ``hotspan_schema_migrations``, those of one run together at its end (also when a statement
+fails: the ones before it). Every statement is written with ``IF NOT EXISTS`` so re-running one after a crash
+between apply and record is harmless.
 
 On a cluster (``storage.layout``) each file is rendered into its ``ON CLUSTER`` statements and the ledger is one
 replicated table that every node shares. A node that is down while a migration runs makes the statement wait
@@ -77,21 +78,30 @@ def apply_migrations(
 
     Raises:
         clickhouse_connect.driver.exceptions.DatabaseError: a statement failed; earlier
-        migrations stay applied and recorded, so a fixed retry resumes where this one stopped.
+        migrations stay applied and are recorded, so a fixed retry resumes where this one stopped.
         storage.layout.UnrenderableMigration: a migration has no rule for the cluster layout.
     """
     done = set() if reapply else applied_versions(ch)
     if reapply or not ch.query_rows(f"EXISTS TABLE {LEDGER}")[0][0]:
         ch.command(ledger_statement(LEDGER_DDL, ch.layout))
-    applied = []
-    for version, name, sql in migration_files():
-        if version in done or (up_to is not None and version > up_to):
-            continue
-        for statement in migration_statements(ch, sql, ttl_days):
-            ch.command(statement)
-        ch.command(
-            f"INSERT INTO {LEDGER} (version, name) VALUES ({{v:UInt32}}, {{n:String}})",
-            {"v": version, "n": name},
-        )
-        applied.append(version)
-    return applied
+    applied: list[tuple[int, str]] = []
+    try:
+        for version, name, sql in migration_files():
+            if version in done or (up_to is not None and version > up_to):
+                continue
+            for statement in migration_statements(ch, sql, ttl_days):
+                ch.command(statement)
+            applied.append((version, name))
+    finally:
+        _record(ch, applied)
+    return [version for version, _ in applied]
+
+
+def _record(ch: ClickHouse, applied: list[tuple[int, str]]) -> None:
+    """Record ``(version, name)`` of each migration applied, in one insert: an insert is a part of its own, about
+    7 ms on the embedded engine, so one per migration was a third of a fresh store's migration time."""
+    if not applied:
+        return
+    values = ", ".join(f"({{v{i}:UInt32}}, {{n{i}:String}})" for i in range(len(applied)))
+    parameters = {f"{key}{i}": value for i, row in enumerate(applied) for key, value in zip("vn", row, strict=True)}
+    ch.command(f"INSERT INTO {LEDGER} (version, name) VALUES {values}", parameters)

@@ -8,10 +8,13 @@ copy sorted by time (issue 34's 0110-0112), which takes the summaries stored bef
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
+from clickhouse_connect.driver.exceptions import DatabaseError
 
 from analysis import STAGES
 from collector.batch import to_batch
 from collector.otlp_json import request_from_json
+from storage import migrations
 from storage.analysis_store import (
     TRACE_SUMMARY_SCHEMA,
     AnalysisFilter,
@@ -19,7 +22,7 @@ from storage.analysis_store import (
     ConversationFilter,
 )
 from storage.clickhouse import ClickHouse
-from storage.migrations import apply_migrations, migration_files
+from storage.migrations import applied_versions, apply_migrations, migration_files
 from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.schema import with_tenant
 from storage.writer import ClickHouseTraceWriter
@@ -206,3 +209,24 @@ def test_conversations_are_read_from_summaries_stored_after_the_upgrade_and_per_
         assert analysis.conversations(ConversationFilter(end_ns=START_NS), "last_seen", 10, tenant="default").is_empty()
     finally:
         old.close()
+
+
+def test_a_failed_migration_records_those_before_it_and_a_retry_resumes(
+    store: ClickHouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.command(f"DROP DATABASE {store.database}")
+    fresh = ClickHouse(store.dsn, store.database)
+    files = migration_files()
+    first = [file for file in files if file[0] < 10]
+    broken = (first[-1][0] + 1, "broken", "CREATE TABLE IF NOT EXISTS broken (x NoSuchType) ENGINE = Memory")
+    try:
+        monkeypatch.setattr(migrations, "migration_files", lambda: [*first, broken, *files[len(first) :]])
+        with pytest.raises(DatabaseError, match="NoSuchType"):
+            apply_migrations(fresh)
+        assert applied_versions(fresh) == {version for version, _, _ in first}
+        monkeypatch.undo()
+        assert apply_migrations(fresh) == [version for version, _, _ in files[len(first) :]]
+        assert applied_versions(fresh) == {version for version, _, _ in files}
+        assert fresh.query_rows(f"SELECT count() FROM {migrations.LEDGER}") == [(len(files),)]
+    finally:
+        fresh.close()
