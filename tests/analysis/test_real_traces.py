@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from cluster_kit import layout_database
 
 from analysis.critical_path import critical_path
 from analysis.decomposition import STAGE_COLUMNS, compare_attributions, stage_breakdown_wide, wall_clock_breakdown
@@ -18,18 +19,22 @@ from analysis.tree import build_tree
 from collector.ingest import Ingestor
 from storage.reader import ClickHouseTraceReader, TraceQuery
 from storage.tenancy import ALL_TENANTS
+from storage.writer import ClickHouseTraceWriter
 from testkit import TRACES, ingest_otlp_json_file
 
 OTELTUI = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 ONE_US = 1_000
 
 
-@pytest.fixture
-def oteltui_spans(ingestor: Ingestor, reader: ClickHouseTraceReader) -> pl.DataFrame:
-    results = ingest_otlp_json_file(ingestor, OTELTUI)
-    assert sum(r.rejected for r in results) == 0
-    trace_ids = reader.search(TraceQuery(limit=10_000), tenant=ALL_TENANTS)["trace_id"].sort()
-    return pl.concat([reader.trace(trace_id, tenant=ALL_TENANTS) for trace_id in trace_ids])
+@pytest.fixture(scope="module")
+def oteltui_spans(chdb_dsn: str, layout: str) -> pl.DataFrame:
+    """Every span of the capture as stored and read back, once per module."""
+    with layout_database(chdb_dsn, layout) as store:
+        results = ingest_otlp_json_file(Ingestor(ClickHouseTraceWriter(store)), OTELTUI)
+        assert sum(r.rejected for r in results) == 0
+        reader = ClickHouseTraceReader(store)
+        trace_ids = reader.search(TraceQuery(limit=10_000), tenant=ALL_TENANTS)["trace_id"].sort()
+        return pl.concat([reader.trace(trace_id, tenant=ALL_TENANTS) for trace_id in trace_ids])
 
 
 def test_every_request_decomposes_to_its_root_duration(oteltui_spans: pl.DataFrame) -> None:

@@ -8,14 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from cluster_kit import layout_database
 from dash_support import mounted_ui, serving
 from playwright.sync_api import Browser, Page
 
 from browser_kit import TIMEOUT_MS, new_page, screenshot, wait_for_count
 from collector.ingest import Ingestor
 from dashboards.pages.search import NO_RESULTS
-from query.service import QueryService
-from testkit import TRACES, ingest_otlp_json_file
+from storage.writer import ClickHouseTraceWriter
+from testkit import TRACES, ingest_otlp_json_file, query_room
 
 pytestmark = pytest.mark.ui
 
@@ -24,12 +25,14 @@ DEMO_TRACES = 20
 ROWS = "#search-results .ag-center-cols-container .ag-row"
 
 
-@pytest.fixture
-def ui_url(ingestor: Ingestor, query: QueryService) -> Iterator[str]:
-    """Base URL of a served FastAPI app with the UI at /ui, holding the demo capture."""
-    ingest_otlp_json_file(ingestor, DEMO)
-    with serving(mounted_ui(query)) as url:
-        yield url
+@pytest.fixture(scope="module")
+def ui_url(chdb_dsn: str, layout: str) -> Iterator[str]:
+    """Base URL of a served FastAPI app with the UI at /ui, holding the demo capture; one per module (the tests
+    only read)."""
+    with layout_database(chdb_dsn, layout) as store:
+        ingest_otlp_json_file(Ingestor(ClickHouseTraceWriter(store)), DEMO)
+        with serving(mounted_ui(query_room(store))) as url:
+            yield url
 
 
 def wait_for_message(page: Page, says: str) -> None:

@@ -1,16 +1,18 @@
-"""Headless Chromium against the analysis UI of a served Hotspan (``hotspan_server``): the OpenTelemetry demo
+"""Headless Chromium against the analysis UI of a served Hotspan (one per module): the OpenTelemetry demo
 capture posted to ``/v1/traces``, the trace pipeline run once, then the trace page's critical path and stage
 bar, and the Stages, Hotspots and Diagnosis pages. Screenshots go to ``test-artifacts/``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
+from cluster_kit import layout_settings
 from playwright.sync_api import Browser
 
 from browser_kit import TIMELINE_ROWS_JS, TIMEOUT_MS, new_page, open_trace, screenshot
-from hotspan.server import RunningServer
-from testkit import TRACES
+from testkit import TRACES, serve_in_process
 
 pytestmark = pytest.mark.ui
 
@@ -27,19 +29,24 @@ id => {
 """Tiles of a figure's icicle (0 when it is not one, e.g. the "nothing to draw" figure)."""
 
 
-@pytest.fixture
-def served(hotspan_server: RunningServer) -> str:
-    """Base URL of the server once the capture is stored and analysed."""
-    with httpx.Client(base_url=hotspan_server.base_url, timeout=30) as client:
-        for line in DEMO.read_text().splitlines():
-            if line.strip():
-                answer = client.post("/v1/traces", content=line, headers={"Content-Type": "application/json"})
-                assert answer.status_code == 200, answer.text
-    assert hotspan_server.pipeline.flush()
-    assert hotspan_server.trace_pipeline is not None
-    # Forced: the capture's traces are quiet already, no need to wait trace_idle_s.
-    assert hotspan_server.trace_pipeline.run_once(force=True).analysed > 0
-    return hotspan_server.base_url
+@pytest.fixture(scope="module")
+def served(chdb_dsn: str, layout: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of a served Hotspan once the capture is stored and analysed; one per module (the tests only read)."""
+    with layout_settings(chdb_dsn, layout, "s") as where:
+        running = serve_in_process(chdb_dsn, tmp_path_factory.mktemp("served"), **where)
+        try:
+            with httpx.Client(base_url=running.base_url, timeout=30) as client:
+                for line in DEMO.read_text().splitlines():
+                    if line.strip():
+                        answer = client.post("/v1/traces", content=line, headers={"Content-Type": "application/json"})
+                        assert answer.status_code == 200, answer.text
+            assert running.pipeline is not None and running.pipeline.flush()
+            assert running.trace_pipeline is not None
+            # Forced: the capture's traces are quiet already, no need to wait trace_idle_s.
+            assert running.trace_pipeline.run_once(force=True).analysed > 0
+            yield running.base_url
+        finally:
+            running.stop()
 
 
 def test_analysis_pages_render_from_a_served_hotspan(browser: Browser, served: str) -> None:

@@ -3,8 +3,11 @@ OpenTelemetry demo capture in a real embedded store."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import polars as pl
 import pytest
+from cluster_kit import layout_database
 
 from collector.ingest import Ingestor
 from hotspan.app import Storage, open_trace_pipeline, trace_processors
@@ -20,10 +23,23 @@ from testkit import TRACES, ingest_otlp_json_file, query_room
 DEMO = TRACES / "otlp" / "oteltui__test_data.traces_only.jsonl"
 
 
+@pytest.fixture(scope="module")
+def demo(chdb_dsn: str, layout: str) -> Iterator[tuple[ClickHouseTraceReader, pl.DataFrame]]:
+    """The demo capture stored once per module and layout (the tests only read it): its reader and every trace."""
+    with layout_database(chdb_dsn, layout) as ch:
+        ingest_otlp_json_file(Ingestor(ClickHouseTraceWriter(ch)), DEMO)
+        reader = ClickHouseTraceReader(ch)
+        yield reader, reader.search(TraceQuery(limit=1_000), tenant=ALL_TENANTS)
+
+
 @pytest.fixture
-def everything(ingestor: Ingestor, reader: ClickHouseTraceReader) -> pl.DataFrame:
-    ingest_otlp_json_file(ingestor, DEMO)
-    return reader.search(TraceQuery(limit=1_000), tenant=ALL_TENANTS)
+def reader(demo: tuple[ClickHouseTraceReader, pl.DataFrame]) -> ClickHouseTraceReader:
+    return demo[0]
+
+
+@pytest.fixture
+def everything(demo: tuple[ClickHouseTraceReader, pl.DataFrame]) -> pl.DataFrame:
+    return demo[1]
 
 
 @pytest.mark.both_layouts
