@@ -10,7 +10,8 @@ unless the root is missing or never ended (issue 27, as real exporters, framewor
    whose filtered parent ran inside a tool (an MCP server sampling the client's model, a tool running a sub-agent)
    is where that tool waited for it, not a sibling the critical path walks past. A parentless span may attach
    under the root's tree or under the tree of a longer parentless span (then earlier, then first in span order),
-   so attachments never make a cycle.
+   so attachments never make a cycle; never under the tree of an orphan that names the same lost parent: those
+   are siblings (concurrent queries of a lost server span), side by side as Jaeger UI and Zipkin show them.
 2. **Envelope.** The root's window becomes the envelope of the trace's spans, earliest start to latest end
    (adjustment ``enveloped``), when the root is **missing**: the trace arrived with several parentless spans, or
    its one parentless span names a parent that is not there; or **never ended**: it lasts 0 ns while other spans
@@ -86,6 +87,9 @@ def attach_parentless(tree: SpanTree) -> SpanTree:
     rank = np.full(tree.size, -1, dtype=np.int64)
     rank[orphans[np.lexsort((orphans, start[orphans], -duration[orphans]))]] = np.arange(1, orphans.size + 1)
     tree_rank = rank[tree.root]
+    # The parent each orphan names and lost: orphans naming the same one are siblings, never held by each other's trees.
+    lost = np.full(tree.size, "", dtype=object)
+    lost[orphans] = tree.spans["parent_span_id"].gather(orphans).to_numpy()
     first = np.searchsorted(tree.trace, tree.trace[orphans], side="left")
     last = np.searchsorted(tree.trace, tree.trace[orphans], side="right")
     # The search costs a trace its orphans times its spans: past the bound its orphans stay the root's children.
@@ -94,6 +98,8 @@ def attach_parentless(tree: SpanTree) -> SpanTree:
     for orphan, low, high in zip(orphans[within].tolist(), first[within].tolist(), last[within].tolist(), strict=True):
         span = np.arange(low, high)
         holds = (tree_rank[span] < rank[orphan]) & (start[span] <= start[orphan]) & (end[span] >= end[orphan])
+        if lost[orphan]:
+            holds &= lost[tree.root[span]] != lost[orphan]
         if holds.any():
             held = span[holds]
             parent[orphan] = held[np.lexsort((-start[held], duration[held]))[0]]
