@@ -223,7 +223,8 @@ def early_start_warning(count: int, first: Position, start_ns: int) -> str:
     spans = "1 span starts" if count == 1 else f"{count} spans start"
     return (
         f"{spans} before 2000-01-01: {span_path(first)} at startTimeUnixNano {start_ns} ({day}){guess}; "
-        "OTLP times are nanoseconds since the Unix epoch; stored as sent"
+        "OTLP times are nanoseconds since the Unix epoch; stored as sent (and, with a retention period, "
+        "deleted as expired)"
     )
 
 
