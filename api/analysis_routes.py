@@ -123,9 +123,9 @@ class TraceStagesResponse(BaseModel):
     )
     ttft_ns: int | None = Field(description="Time to first token of the first LLM call reporting one, ns.")
     tpot_ns: float | None = Field(description="Time per output token over the LLM calls, ns per token.")
-    wall_clock_stages_ns: dict[str, float] = Field(
+    wall_clock_stages_ns: dict[str, int] = Field(
         description="Wall-clock attribution: each instant split among the deepest active spans (a sampling "
-        "profiler's view), ns per stage; sums to total_ns up to float rounding."
+        "profiler's view), whole ns per stage (shares rounded by the largest remainder method); sums to total_ns."
     )
     disagreements: list[str] = Field(
         description="Stages whose two attributions differ by at least 5 % of total_ns (e.g. a wrapper sibling "
@@ -135,7 +135,8 @@ class TraceStagesResponse(BaseModel):
         description="How far to trust the numbers, one sentence per concern: the window is the envelope of the "
         "spans (root missing or never ended), the root lasts far longer than everything under it, work outlived "
         "the span that started it (kept whole, the spans above it analysed as ending with it, and how far the "
-        "window runs past the root's end), or spans were analysed under another parent than they name. Empty "
+        "window runs past the root's end), a server's spans were moved into their caller's span against clock "
+        "skew (and by how much), or spans were analysed under another parent than they name. Empty "
         "when none."
     )
 

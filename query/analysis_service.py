@@ -17,9 +17,11 @@ otherwise. Blocking: call from a worker thread in async code.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import polars as pl
 
 from analysis import (
@@ -59,22 +61,22 @@ class TraceStages:
             spans where the root is missing or never ended, ``analysis.request_window``).
         stages_ns: critical-path view: ns per stage of ``analysis.STAGES`` (every stage, 0 where absent),
             summing exactly to ``total_ns``.
-        wall_clock_stages_ns: wall-clock view (each instant split among the deepest active spans): ns per
-            stage (Float64), summing to ``total_ns`` up to float rounding.
+        wall_clock_stages_ns: wall-clock view (each instant split among the deepest active spans): whole ns per
+            stage, summing exactly to ``total_ns`` (the largest remainder method rounds the view's shares).
         disagreements: stages where the two views differ by at least 5 % of ``total_ns``
             (``analysis.compare_attributions``).
         ttft_ns: time to first token of the request's first LLM call reporting one; None without.
         tpot_ns: time per output token over its LLM calls (ns per token); None without.
         data_quality: the data-quality line, one sentence per concern (``analysis.data_quality``): the window is
-            the envelope of the spans, the root is implausible, work outlived the span that started it, spans were
-            re-attached; empty when none.
+            the envelope of the spans, the root is implausible, work outlived the span that started it, a server's
+            spans were moved against clock skew, spans were re-attached; empty when none.
     """
 
     trace_id: str
     root_span_id: str
     total_ns: int
     stages_ns: dict[str, int]
-    wall_clock_stages_ns: dict[str, float]
+    wall_clock_stages_ns: dict[str, int]
     disagreements: list[str]
     ttft_ns: int | None
     tpot_ns: float | None
@@ -269,12 +271,23 @@ def trace_stages_of(analysis: TraceAnalysis) -> TraceStages:
         root_span_id=wide["root_span_id"],
         total_ns=int(wide["duration_ns"]),
         stages_ns={stage: int(wide[f"{stage}_ns"]) for stage in STAGES},
-        wall_clock_stages_ns={stage: float(wall.get(stage, 0.0)) for stage in STAGES},
+        wall_clock_stages_ns=whole_ns([wall.get(stage, 0.0) for stage in STAGES], int(wide["duration_ns"])),
         disagreements=disagree,
         ttft_ns=wide["ttft_ns"],
         tpot_ns=wide["tpot_ns"],
         data_quality=data_quality(analysis)["notes"][0].to_list(),
     )
+
+
+def whole_ns(shares: Sequence[float], total_ns: int) -> dict[str, int]:
+    """``shares`` (ns per stage of ``analysis.STAGES``, in its order, summing to ``total_ns`` up to float rounding)
+    as whole ns summing exactly to ``total_ns``, by the largest remainder method (Hamilton's apportionment): each
+    share floored, the ns left over given one each to the largest fractional parts."""
+    values = np.asarray(shares, dtype=np.float64)
+    whole = np.floor(values).astype(np.int64)
+    left = min(max(total_ns - int(whole.sum()), 0), whole.size)
+    whole[np.argsort(whole - values, kind="stable")[:left]] += 1
+    return {stage: int(ns) for stage, ns in zip(STAGES, whole.tolist(), strict=True)}
 
 
 def critical_path_of(analysis: TraceAnalysis) -> pl.DataFrame:
