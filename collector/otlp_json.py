@@ -181,19 +181,19 @@ def _fill_resource(rs: ResourceSpans, rs_json: dict[str, Any], path: str) -> Non
         )
     except SpanError as exc:
         raise JsonPayloadError(str(exc)) from exc
-    rs.schema_url = _str(rs_json.get("schemaUrl"))
+    rs.schema_url = _resource_str(rs_json.get("schemaUrl"), f"{path}.schemaUrl")
 
 
 def _fill_scope(ss: ScopeSpans, ss_json: dict[str, Any], path: str) -> None:
     scope = ss_json.get("scope") or {}
     _require_object(scope, f"{path}.scope")
-    ss.scope.name = _str(scope.get("name"))
-    ss.scope.version = _str(scope.get("version"))
+    ss.scope.name = _resource_str(scope.get("name"), f"{path}.scope.name")
+    ss.scope.version = _resource_str(scope.get("version"), f"{path}.scope.version")
     try:
         _fill_attributes(ss.scope.attributes, scope.get("attributes"), f"{path}.scope.attributes", SCOPE_VALUE_LEVEL)
     except SpanError as exc:
         raise JsonPayloadError(str(exc)) from exc
-    ss.schema_url = _str(ss_json.get("schemaUrl"))
+    ss.schema_url = _resource_str(ss_json.get("schemaUrl"), f"{path}.schemaUrl")
 
 
 def _span(span_json: Any) -> Span:
@@ -203,8 +203,8 @@ def _span(span_json: Any) -> Span:
     span.trace_id = _id(span_json.get("traceId"), TRACE_ID_BYTES, "traceId", required=True)
     span.span_id = _id(span_json.get("spanId"), SPAN_ID_BYTES, "spanId", required=True)
     span.parent_span_id = _id(span_json.get("parentSpanId"), SPAN_ID_BYTES, "parentSpanId", required=False)
-    span.trace_state = _str(span_json.get("traceState"))
-    span.name = _str(span_json.get("name"))
+    span.trace_state = _str(span_json.get("traceState"), "traceState")
+    span.name = _str(span_json.get("name"), "name")
     span.kind = _enum(span_json.get("kind"), Span.SpanKind, "kind")
     span.start_time_unix_nano = _uint64(span_json.get("startTimeUnixNano"), "startTimeUnixNano")
     span.end_time_unix_nano = _uint64(span_json.get("endTimeUnixNano"), "endTimeUnixNano")
@@ -216,7 +216,7 @@ def _span(span_json: Any) -> Span:
             raise SpanError(f"{where} must be an object")
         event = span.events.add()
         event.time_unix_nano = _uint64(event_json.get("timeUnixNano"), f"{where}.timeUnixNano")
-        event.name = _str(event_json.get("name"))
+        event.name = _str(event_json.get("name"), f"{where}.name")
         _fill_attributes(event.attributes, event_json.get("attributes"), f"{where}.attributes", EVENT_VALUE_LEVEL)
     for l_index, link_json in enumerate(_list(span_json.get("links"), "links")):
         where = f"links[{l_index}]"
@@ -225,13 +225,13 @@ def _span(span_json: Any) -> Span:
         link = span.links.add()
         link.trace_id = _id(link_json.get("traceId"), TRACE_ID_BYTES, f"{where}.traceId", required=True)
         link.span_id = _id(link_json.get("spanId"), SPAN_ID_BYTES, f"{where}.spanId", required=True)
-        link.trace_state = _str(link_json.get("traceState"))
+        link.trace_state = _str(link_json.get("traceState"), f"{where}.traceState")
         _fill_attributes(link.attributes, link_json.get("attributes"), f"{where}.attributes", EVENT_VALUE_LEVEL)
     status_json = span_json.get("status") or {}
     if not isinstance(status_json, dict):
         raise SpanError("status must be an object")
     span.status.code = _enum(status_json.get("code"), Status.StatusCode, "status.code")
-    span.status.message = _str(status_json.get("message"))
+    span.status.message = _str(status_json.get("message"), "status.message")
     return span
 
 
@@ -289,8 +289,22 @@ def _int(value: Any, field: str) -> int:
     raise SpanError(f"{field} must be an integer (number or decimal string), got {value!r}")
 
 
-def _str(value: Any) -> str:
-    return _text(value) if isinstance(value, str) else ""
+def _str(value: Any, field: str) -> str:
+    """A string field: absent (None) is ``""``; any other type is refused, as protobuf's JSON parser refuses it,
+    rather than stored as ``""`` (the value lost behind a 200)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise SpanError(f"{field} must be a string, got {type(value).__name__}")
+    return _text(value)
+
+
+def _resource_str(value: Any, field: str) -> str:
+    """:func:`_str` of a resource's or scope's field, which every span of it shares: a wrong type fails the request."""
+    try:
+        return _str(value, field)
+    except SpanError as exc:
+        raise JsonPayloadError(str(exc)) from exc
 
 
 def _text(value: str) -> str:
@@ -323,8 +337,10 @@ def _fill_value(target: AnyValue, value: Any, field: str, level: int) -> None:
     """Fill one ``AnyValue`` at message level ``level`` (:data:`PROTOBUF_DEPTH_LIMIT`)."""
     if level > PROTOBUF_DEPTH_LIMIT:
         raise SpanError(f"{field} nests deeper than protobuf's {PROTOBUF_DEPTH_LIMIT} message levels")
-    if not isinstance(value, dict) or not value:
+    if value is None:
         return
+    if not isinstance(value, dict):
+        raise SpanError(f"{field} must be an AnyValue object, got {type(value).__name__}")
     setters: dict[str, Callable[[Any], None]] = {
         "stringValue": lambda v: setattr(target, "string_value", _text(_typed(v, str, field))),
         "boolValue": lambda v: setattr(target, "bool_value", _typed(v, bool, field)),
