@@ -52,7 +52,7 @@ from analysis import ancestry
 from analysis.ancestry import BoolArray, IntArray
 from analysis.ordering import union_lengths
 from analysis.spawned_tasks import MIN_OVERHANG_NS
-from analysis.tree import ATTACHED, ENVELOPED, EXTENDED, ROOT_REASONS, SPAWNED, SpanTree, adjusted_tree
+from analysis.tree import ATTACHED, ENVELOPED, EXTENDED, ROOT_REASONS, SHIFTED, SPAWNED, SpanTree, adjusted_tree
 from units import NS_PER_MS, NS_PER_S
 
 IMPLAUSIBLE_FACTOR = 10
@@ -175,13 +175,15 @@ def own_intervals(
     unwindowed: SpanTree, analysed: SpanTree, envelope: BoolArray, unended: BoolArray
 ) -> tuple[IntArray, IntArray]:
     """Per span, the interval its own time lies in (``(start_ns, end_ns)``, ns since the epoch), for
-    :func:`analysis.stages.pieces`: the span's interval in ``analysed``, but for the root of a trace whose window
-    is an envelope (rule 2), its interval in ``unwindowed`` (the tree :func:`envelop_requests` read), run on to the
-    window's end where the root never ended and is the trace's own: a genuine root, or its one parentless span. A
-    span promoted to be the root from among several parentless spans (the longest model call, when the request's
-    root was dropped) did end: the envelope's time outside it that no other span covers is no one's, never that
-    span's (the invariant ``tests/analysis/test_request_window.py`` checks). Each cut to the span's interval in
-    ``analysed``.
+    :func:`analysis.stages.pieces`: the span's interval in ``unwindowed`` (the tree :func:`envelop_requests` read) cut
+    to its interval in ``analysed``. So a span the later adjusters widened owns none of the widening: an ancestor
+    :mod:`analysis.spawned_tasks` ends with work that outlived it or started after it returned (the idle gap before a
+    task queued past its parent's end is no one's, ``other``, as Jaeger UI leaves it out), a root the window's
+    envelope widened (rule 2). One exception: the root of an envelope window that never ended and is the trace's own
+    (a genuine root, or its one parentless span) was open to the window's end, so its own time runs there. A span
+    promoted to be the root from among several parentless spans (the longest model call, when the request's root
+    was dropped) did end: the envelope's time outside it that no other span covers is no one's, never that span's
+    (the invariant ``tests/analysis/test_request_window.py`` checks).
 
     Args:
         unwindowed: the analysis tree before :func:`envelop_requests`.
@@ -189,12 +191,12 @@ def own_intervals(
         envelope: per trace, :func:`enveloped` of ``unwindowed``.
         unended: per trace, :func:`unended_roots` of ``unwindowed``.
     """
-    start, end = analysed.start_ns.copy(), analysed.end_ns.copy()
+    start = np.maximum(unwindowed.start_ns, analysed.start_ns)
+    end = np.minimum(unwindowed.end_ns, analysed.end_ns)
     root = unwindowed.primary_root[envelope]
     genuine = unwindowed.root_reason[root] == _ROOT
     open_ended = unended[envelope] & (genuine | (_parentless(unwindowed)[envelope] == 1))
-    start[root] = np.maximum(unwindowed.start_ns[root], start[root])
-    end[root] = np.where(open_ended, end[root], np.minimum(unwindowed.end_ns[root], end[root]))
+    end[root] = np.where(open_ended, analysed.end_ns[root], end[root])
     return start, np.maximum(start, end)
 
 
@@ -216,6 +218,8 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
         parent than they name); outliving_spans (UInt32, work kept whole
         that outlives the span that started it or starts after it returned: adjustment ``spawned``);
         extended_spans (UInt32, spans analysed as ending later to hold such work: adjustment ``extended``);
+        shifted_spans (UInt32, spans of a server span's subtree moved into the client span that called it against
+        clock skew: adjustment ``shifted``); shift_ns (Int64 ns, the largest such move, 0 when none);
         extended_ns (Int64 ns, how far the window runs past the root's reported end for such work; 0 for an
         envelope window, which holds it already); implausible_root (Boolean, :data:`IMPLAUSIBLE_FACTOR`);
         root_ns, below_root_ns (Int64 ns: the root's reported duration, and the envelope of the spans under it,
@@ -231,6 +235,9 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
     root_ns = reported.end_ns[root] - reported.start_ns[root]
     moved = analysed.parent != reported.parent
     adjustment = np.zeros(analysed.size, dtype=np.int8) if analysed.adjustment is None else analysed.adjustment
+    shifted = adjustment == SHIFTED
+    shift_ns = np.zeros(analysed.trace_count, dtype=np.int64)
+    np.maximum.at(shift_ns, analysed.trace[shifted], np.abs(analysed.start_ns - reported.start_ns)[shifted])
     return pl.DataFrame(
         {
             "trace_id": reported.spans["trace_id"].gather(root),
@@ -241,6 +248,8 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
             "outliving_spans": np.bincount(analysed.trace[adjustment == SPAWNED], minlength=analysed.trace_count),
             "extended_spans": np.bincount(analysed.trace[adjustment == EXTENDED], minlength=analysed.trace_count),
             "extended_ns": np.where(envelope, 0, np.maximum(analysed.end_ns[root] - reported.end_ns[root], 0)),
+            "shifted_spans": np.bincount(analysed.trace[shifted], minlength=analysed.trace_count),
+            "shift_ns": shift_ns,
             "implausible_root": (root_ns > IMPLAUSIBLE_FACTOR * below) & (root_ns - below > IMPLAUSIBLE_MIN_NS),
             "root_ns": root_ns,
             "below_root_ns": below,
@@ -251,13 +260,16 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
             "outliving_spans": pl.UInt32,
             "extended_spans": pl.UInt32,
             "extended_ns": pl.Int64,
+            "shifted_spans": pl.UInt32,
+            "shift_ns": pl.Int64,
         },
     )
 
 
 def quality_notes(quality: Mapping[str, Any]) -> list[str]:
     """The data-quality line of one request (a :func:`request_quality` row), one sentence per concern; empty when
-    the window is the root's own, no span was re-attached and no work outlived the span that started it."""
+    the window is the root's own, no span was re-attached or moved against clock skew and no work outlived the span
+    that started it."""
     notes = []
     if quality["envelope"]:
         notes.append(
@@ -287,6 +299,12 @@ def quality_notes(quality: Mapping[str, Any]) -> list[str]:
         notes.append(
             "Work ran on after the span that started it had ended, or started after it returned (a stream or task "
             f"left running, a span ended early): {kept}{past_root}."
+        )
+    if quality["shifted_spans"]:
+        notes.append(
+            f"{int(quality['shifted_spans']):,} span(s) of a server whose clock disagrees with its caller's are "
+            f"analysed moved into the client span that called them, by up to {quality['shift_ns'] / NS_PER_MS:,.1f} "
+            "ms (clock skew, as Jaeger adjusts it); the spans are stored with the times they were sent with."
         )
     if quality["reattached_spans"]:
         notes.append(

@@ -21,19 +21,23 @@ from analysis.ordering import union_lengths
 from analysis.tree import SpanTree, as_tree
 
 
-def covered_by_children(tree: SpanTree) -> IntArray:
-    """Per span, ns of its interval covered by the union of its CHILD_OF children (Int64)."""
+def covered_by_children(tree: SpanTree, own: tuple[IntArray, IntArray] | None = None) -> IntArray:
+    """Per span, ns of its interval (``own``: per span ``(start_ns, end_ns)`` to use instead of its interval in
+    ``tree``) covered by the union of its CHILD_OF children's intervals in ``tree`` (Int64)."""
+    low, high = own if own is not None else (tree.start_ns, tree.end_ns)
     child = np.flatnonzero((tree.parent >= 0) & ~tree.follows_from)
     parent = tree.parent[child]
-    start = np.maximum(tree.start_ns[child], tree.start_ns[parent])
-    end = np.minimum(tree.end_ns[child], tree.end_ns[parent])
+    start = np.maximum(tree.start_ns[child], low[parent])
+    end = np.minimum(tree.end_ns[child], high[parent])
     inside = end > start
     return union_lengths(parent[inside], tree.trace[parent[inside]], (start[inside], end[inside]), tree.size)
 
 
-def self_times(tree: SpanTree) -> IntArray:
-    """Per span, self time in ns (Int64), aligned with ``tree.spans``."""
-    return (tree.end_ns - tree.start_ns) - covered_by_children(tree)
+def self_times(tree: SpanTree, own: tuple[IntArray, IntArray] | None = None) -> IntArray:
+    """Per span, self time in ns (Int64), aligned with ``tree.spans``: its interval (or ``own``, per span
+    ``(start_ns, end_ns)``, an interval inside it) less what its children's intervals in ``tree`` cover."""
+    low, high = own if own is not None else (tree.start_ns, tree.end_ns)
+    return (high - low) - covered_by_children(tree, own)
 
 
 def self_time(spans: pl.DataFrame | SpanTree) -> pl.DataFrame:

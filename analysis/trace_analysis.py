@@ -7,7 +7,6 @@ spans (the trace pipeline, the benchmark) build one :class:`TraceAnalysis` and p
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import cached_property
 
 import polars as pl
@@ -95,10 +94,11 @@ class TraceAnalysis:
 
     @cached_property
     def self_time_ns(self) -> IntArray:
-        """Per span, self time in ns (:mod:`analysis.self_time`) inside its own interval (:attr:`own_intervals`):
-        a root whose window is its trace's envelope but which ended owns none of the window's untraced time."""
-        start, end = self.own_intervals
-        return self_times(replace(self.tree, start_ns=start, end_ns=end))
+        """Per span, self time in ns (:mod:`analysis.self_time`): its own interval (:attr:`own_intervals`) less
+        what its children's intervals in :attr:`tree` cover. A root whose window is its trace's envelope but which
+        ended owns none of the window's untraced time, an ancestor analysed as ending with outliving work none of
+        its widening."""
+        return self_times(self.tree, self.own_intervals)
 
     @cached_property
     def sections(self) -> Sections:
