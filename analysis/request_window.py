@@ -219,7 +219,9 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
         that outlives the span that started it or starts after it returned: adjustment ``spawned``);
         extended_spans (UInt32, spans analysed as ending later to hold such work: adjustment ``extended``);
         shifted_spans (UInt32, spans of a server span's subtree moved into the client span that called it against
-        clock skew: adjustment ``shifted``); shift_ns (Int64 ns, the largest such move, 0 when none);
+        clock skew: adjustment ``shifted``); shift_ns (Int64 ns, the largest such move, 0 when none); late_spans
+        (UInt32, spans that start at or after the window's end and end after it: work the request did not wait for,
+        left out of its breakdown as Jaeger UI leaves it out);
         extended_ns (Int64 ns, how far the window runs past the root's reported end for such work; 0 for an
         envelope window, which holds it already); implausible_root (Boolean, :data:`IMPLAUSIBLE_FACTOR`);
         root_ns, below_root_ns (Int64 ns: the root's reported duration, and the envelope of the spans under it,
@@ -236,6 +238,8 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
     moved = analysed.parent != reported.parent
     adjustment = np.zeros(analysed.size, dtype=np.int8) if analysed.adjustment is None else analysed.adjustment
     shifted = adjustment == SHIFTED
+    window_end = analysed.end_ns[analysed.primary_root][analysed.trace]
+    late = (analysed.start_ns >= window_end) & (analysed.end_ns > window_end)
     shift_ns = np.zeros(analysed.trace_count, dtype=np.int64)
     np.maximum.at(shift_ns, analysed.trace[shifted], np.abs(analysed.start_ns - reported.start_ns)[shifted])
     return pl.DataFrame(
@@ -249,6 +253,7 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
             "extended_spans": np.bincount(analysed.trace[adjustment == EXTENDED], minlength=analysed.trace_count),
             "extended_ns": np.where(envelope, 0, np.maximum(analysed.end_ns[root] - reported.end_ns[root], 0)),
             "shifted_spans": np.bincount(analysed.trace[shifted], minlength=analysed.trace_count),
+            "late_spans": np.bincount(analysed.trace[late], minlength=analysed.trace_count),
             "shift_ns": shift_ns,
             "implausible_root": (root_ns > IMPLAUSIBLE_FACTOR * below) & (root_ns - below > IMPLAUSIBLE_MIN_NS),
             "root_ns": root_ns,
@@ -261,6 +266,7 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
             "extended_spans": pl.UInt32,
             "extended_ns": pl.Int64,
             "shifted_spans": pl.UInt32,
+            "late_spans": pl.UInt32,
             "shift_ns": pl.Int64,
         },
     )
@@ -268,8 +274,8 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
 
 def quality_notes(quality: Mapping[str, Any]) -> list[str]:
     """The data-quality line of one request (a :func:`request_quality` row), one sentence per concern; empty when
-    the window is the root's own, no span was re-attached or moved against clock skew and no work outlived the span
-    that started it."""
+    the window is the root's own, no span was re-attached, moved against clock skew or left out after the window, and
+    no work outlived the span that started it."""
     notes = []
     if quality["envelope"]:
         notes.append(
@@ -305,6 +311,12 @@ def quality_notes(quality: Mapping[str, Any]) -> list[str]:
             f"{int(quality['shifted_spans']):,} span(s) of a server whose clock disagrees with its caller's are "
             f"analysed moved into the client span that called them, by up to {quality['shift_ns'] / NS_PER_MS:,.1f} "
             "ms (clock skew, as Jaeger adjusts it); the spans are stored with the times they were sent with."
+        )
+    if quality["late_spans"]:
+        notes.append(
+            f"{int(quality['late_spans']):,} span(s) started after the request's window ended (work it did not wait "
+            "for: a flush, a background job, a task queued past the answer): left out of its breakdown, as Jaeger UI "
+            "leaves them out; they are on the trace page."
         )
     if quality["reattached_spans"]:
         notes.append(

@@ -107,9 +107,12 @@ def test_work_started_after_its_parent_returned_is_kept_where_the_request_waits_
     remote = [replace(span, service="worker", kind="Server") if span.span_id == "task" else span for span in spans]
     assert stages_ms(remote) == {"agent": 5, "llm.call": 1860, "other": 35, "tool": 100}
     assert adjusted(remote) == {"task": "lifted"}
-    # Work that starts after the request's window ended is what the request did not wait for: still cut.
+    # Work that starts after the request's window ended is what the request did not wait for: still cut, and said.
     after = [*agent_run(), S("flush", "agent", 2100 * MS, 2200 * MS, "flush")]
     assert stages_ms(after) == stages_ms(agent_run())
+    quality = data_quality(frame(after)).row(0, named=True)
+    assert quality["late_spans"] == 1 and any("1 span(s) started after" in note for note in quality["notes"])
+    assert data_quality(frame(agent_run()))["late_spans"].to_list() == [0]
 
 
 def test_servers_answering_one_caller_after_it_returned_over_the_same_interval_are_each_lifted() -> None:
