@@ -119,12 +119,18 @@ def agent_graph(
     model_index = calls["index"].to_numpy()
     target_kind[model_index] = "model"
     target[model_index] = np.array(calls["model"].fill_null(UNKNOWN_MODEL).to_list(), dtype=object)
+    reported = analysis.reported_tree
+    moved = reported.parent != parent
     for kind in ("tool", "retrieval"):
         flagged = analysis.assignment.stage == STAGES.index(kind)
         enclosing = np.where(roots, -1, ancestry.nearest_flagged(parent, depth, flagged)[above])
         # Outermost below its agent: a tool's own HTTP call is part of it, a tool of an agent run inside a tool
         # (an agent used as a tool) is that agent's.
         outermost = flagged & ((enclosing < 0) | (depth[np.maximum(enclosing, 0)] < depth[caller]))
+        # A span the analysis moved (a tool server's span that outlived its client, lifted beside it) is still part
+        # of the call that reports it: one tool call, not two.
+        held = ancestry.nearest_flagged(reported.parent, reported.depth, flagged)[np.maximum(reported.parent, 0)]
+        outermost &= ~(moved & (reported.parent >= 0) & (held >= 0))
         target_kind[outermost & (target_kind == "")] = kind
     nested = agent & ~roots
     target_kind[nested] = "agent"
