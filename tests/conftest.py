@@ -71,13 +71,18 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         or not collection_path.name.startswith("test_")
     ):
         return None
-    return not collection_path.relative_to(config.rootpath).as_posix().startswith(ALONE) or None
+    return not _is_alone(collection_path, config) or None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.relative_to(config.rootpath).as_posix().startswith(ALONE):
+        if _is_alone(item.path, config):
             item.add_marker(pytest.mark.alone)
+
+
+def _is_alone(path: Path, config: pytest.Config) -> bool:
+    """Whether the test file ``path`` is one of :data:`ALONE`'s."""
+    return path.relative_to(config.rootpath).as_posix().startswith(ALONE)
 
 
 @pytest.fixture(scope="session")
