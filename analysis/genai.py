@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analysis.spans import attribute
+from analysis.spans import attribute, integer_attribute, whole_number
 
 MODEL_KEYS = (
     "gen_ai.response.model",
@@ -193,13 +193,13 @@ def _claude_code_usage() -> dict[str, pl.Expr]:
 
 
 def _first_int(keys: tuple[str, ...]) -> pl.Expr:
-    return pl.coalesce(*(attribute(key).cast(pl.Float64, strict=False).round().cast(pl.Int64) for key in keys))
+    return pl.coalesce(*(integer_attribute(key) for key in keys))
 
 
 def _usage_detail(fields: tuple[str, ...]) -> pl.Expr:
     return pl.coalesce(
         *(
-            attribute(key).str.json_path_match(f"$.{field}").cast(pl.Float64, strict=False).cast(pl.Int64)
+            whole_number(attribute(key).str.json_path_match(f"$.{field}").cast(pl.Float64, strict=False))
             for key in USAGE_DETAILS_KEYS
             for field in fields
         )
@@ -263,11 +263,11 @@ def first_token_ns(frame: pl.DataFrame) -> pl.Series:
     ``event_times_unix_nano``). Instants outside the span are clipped to it."""
     start, end = pl.col("start_time_unix_nano"), pl.col("end_time_unix_nano")
     delays = [
-        *(attribute(key).cast(pl.Float64, strict=False) * 1e9 for key in FIRST_TOKEN_SECONDS_KEYS),
-        *(attribute(key).cast(pl.Float64, strict=False) * 1e6 for key in FIRST_TOKEN_MS_KEYS),
+        *(whole_number(attribute(key).cast(pl.Float64, strict=False), 1e9) for key in FIRST_TOKEN_SECONDS_KEYS),
+        *(whole_number(attribute(key).cast(pl.Float64, strict=False), 1e6) for key in FIRST_TOKEN_MS_KEYS),
     ]
     candidates = [
-        *(pl.when(delay.is_finite() & (delay >= 0)).then(start + delay.round().cast(pl.Int64)) for delay in delays),
+        *(start + delay for delay in delays),
         *(
             attribute(key)
             .str.strip_chars('"')

@@ -88,14 +88,28 @@ def attribute(key: str, column: str = "attributes") -> pl.Expr:
     return pl.col(column).map.get(key)
 
 
+LARGEST_WHOLE = 2**53
+"""The largest count or duration (ns) an attribute may give: past 2^53 a double no longer holds every integer, and
+nothing real reaches it (2^53 ns is 104 days; a model call of 2^53 tokens does not exist). Larger values come from
+broken exporters, such as the NaN or infinite token usage some SDKs report (vercel/ai issues 2543, 4929)."""
+
+
+def whole_number(value: pl.Expr, scale: float = 1.0) -> pl.Expr:
+    """``value`` (Float64) times ``scale``, rounded, as Int64; null where it is null, NaN, infinite, negative or
+    over :data:`LARGEST_WHOLE`, so one broken attribute leaves its number unknown instead of failing the trace's
+    analysis (a strict cast raises on the whole column)."""
+    scaled = (value * scale).round()
+    usable = scaled.is_finite() & (scaled >= 0) & (scaled <= LARGEST_WHOLE)
+    return pl.when(usable).then(scaled).cast(pl.Int64)
+
+
 def seconds_attribute_ns(key: str) -> pl.Expr:
     """A seconds-valued attribute (vLLM's ``gen_ai.latency.*``) as Int64 **ns**, rounded; null where absent,
-    unparseable, negative or not finite."""
-    seconds = attribute(key).cast(pl.Float64, strict=False)
-    usable = seconds.is_finite() & (seconds >= 0)
-    return pl.when(usable).then((seconds * 1e9).round()).cast(pl.Int64)
+    unparseable or out of :func:`whole_number`'s range."""
+    return whole_number(attribute(key).cast(pl.Float64, strict=False), 1e9)
 
 
 def integer_attribute(key: str) -> pl.Expr:
-    """An integer-valued attribute (token counts) as Int64; null where absent or unparseable."""
-    return attribute(key).cast(pl.Int64, strict=False)
+    """An integer-valued attribute (token counts) as Int64; null where absent, unparseable or out of
+    :func:`whole_number`'s range."""
+    return whole_number(attribute(key).cast(pl.Float64, strict=False))
