@@ -76,9 +76,7 @@ def request_from_json(body: Any) -> tuple[ExportTraceServiceRequest, list[Reject
     """
     if not isinstance(body, dict):
         raise JsonPayloadError("body must be a JSON object with a 'resourceSpans' array")
-    resource_spans = body.get("resourceSpans", [])
-    if not isinstance(resource_spans, list):
-        raise JsonPayloadError("'resourceSpans' must be an array")
+    resource_spans = _array(body, "resourceSpans", "'resourceSpans'")
     request = ExportTraceServiceRequest()
     rejections: list[Rejection] = []
     for r_index, rs_json in enumerate(resource_spans):
@@ -86,17 +84,13 @@ def request_from_json(body: Any) -> tuple[ExportTraceServiceRequest, list[Reject
         _require_object(rs_json, r_path)
         rs = request.resource_spans.add()
         _fill_resource(rs, rs_json, r_path)
-        scope_spans = rs_json.get("scopeSpans", [])
-        if not isinstance(scope_spans, list):
-            raise JsonPayloadError(f"{r_path}.scopeSpans must be an array")
+        scope_spans = _array(rs_json, "scopeSpans", f"{r_path}.scopeSpans")
         for s_index, ss_json in enumerate(scope_spans):
             s_path = f"{r_path}.scopeSpans[{s_index}]"
             _require_object(ss_json, s_path)
             ss = rs.scope_spans.add()
             _fill_scope(ss, ss_json, s_path)
-            spans = ss_json.get("spans", [])
-            if not isinstance(spans, list):
-                raise JsonPayloadError(f"{s_path}.spans must be an array")
+            spans = _array(ss_json, "spans", f"{s_path}.spans")
             for p_index, span_json in enumerate(spans):
                 try:
                     span = _span(span_json)
@@ -165,6 +159,17 @@ def parse_json_bytes(raw: bytes) -> Any:
         raise JsonPayloadError(f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     except RecursionError as exc:
         raise JsonPayloadError("body nests too deeply") from exc
+
+
+def _array(container: dict[str, Any], name: str, path: str) -> list[Any]:
+    """The list field ``name`` of a request-level object: empty when absent or ``null`` (proto3's JSON mapping reads
+    ``null`` as the field's default, and OpenTelemetry JS writes it), a 400 for anything else but a list."""
+    value = container.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise JsonPayloadError(f"{path} must be an array")
+    return value
 
 
 def _require_object(value: Any, path: str) -> None:
@@ -350,8 +355,10 @@ def _fill_value(target: AnyValue, value: Any, field: str, level: int) -> None:
         "arrayValue": lambda v: _fill_array(target, v, field, level),
         "kvlistValue": lambda v: _fill_kvlist(target, v, field, level),
     }
+    # A member set to null is not set (proto3's JSON mapping): OpenTelemetry JS writes a NaN double so, as
+    # JSON.stringify(NaN) is null. The value is then empty, as an AnyValue with no member is.
     for key, setter in setters.items():
-        if key in value:
+        if value.get(key) is not None:
             setter(value[key])
             return
 

@@ -174,7 +174,7 @@ def _serve(args: argparse.Namespace) -> int:
     if server.admin is not None:
         print(f"Admin health: http://{server.settings.host}:{server.admin.port}/healthz", flush=True)
     if server.pipeline is not None:
-        grpc = f"{server.settings.host}:{server.grpc_port}"
+        grpc = f"{server.settings.host}:{server.grpc_port}" if server.settings.grpc_port >= 0 else "off"
         print(f"OTLP/HTTP: {server.base_url}/v1/traces   OTLP/gRPC: {grpc}", flush=True)
     if server.trace_pipeline is not None:
         print(f"Analysing quiet traces, share {server.settings.pipeline_shard}", flush=True)

@@ -70,11 +70,12 @@ class ImportSummary:
         """A human summary, with at most 20 problem lines."""
         lines = [
             f"files: {self.files}  spans: {self.spans}  traces: {len(self.traces)}  "
-            f"services: {len(self.services)}  rejected: {self.rejected}"
+            f"services: {len(self.services)}  rejected spans: {self.rejected}"
         ]
         if self.redacted:
             lines.append("redacted: " + ", ".join(f"{rule} {count}" for rule, count in sorted(self.redacted.items())))
-        lines += [f"  rejected: {p}" for p in self.problems[:20]]
+        # A problem is a rejected span, or a line or file read as no span at all (not in the count above).
+        lines += [f"  problem: {p}" for p in self.problems[:20]]
         if len(self.problems) > 20:
             lines.append(f"  ... and {len(self.problems) - 20} more")
         lines += [f"  warning: {w}" for w in dict.fromkeys(self.warnings)]

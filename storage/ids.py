@@ -39,7 +39,13 @@ def id_bytes_from_text(text: str, size: int, *, allow_short_trace: bool = True) 
             raw = None
     if raw is None:
         raise IdError(f"{text!r} is neither hex nor base64")
-    return check_id_bytes(raw, size, allow_short_trace=allow_short_trace)
+    try:
+        return check_id_bytes(raw, size, allow_short_trace=allow_short_trace)
+    except IdError as exc:
+        if _HEX.match(text):
+            raise
+        # Not hex, so read as base64: say so, or a 32-character ID "of 24 bytes" reads as nonsense.
+        raise IdError(f"{text!r} is not hex, and read as base64 it {exc}") from exc
 
 
 def check_id_bytes(raw: bytes, size: int, *, allow_short_trace: bool = True) -> bytes:

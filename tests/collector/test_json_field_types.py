@@ -96,3 +96,38 @@ def test_the_served_receiver_answers_the_rejection_and_stores_the_rest(hotspan_s
     scoped = body(span("00000000000000a3"), scope={"name": 3})
     refused = httpx.post(f"{base}/v1/traces", content=json.dumps(scoped), headers={"content-type": "application/json"})
     assert refused.status_code == 400 and "scope.name must be a string" in refused.text
+
+
+def test_null_is_the_fields_default_and_loses_nothing_beside_it(hotspan_server: RunningServer) -> None:
+    """proto3's JSON mapping reads ``null`` as a field's default: a value member set to null is an empty value (what
+    OpenTelemetry JS writes for a NaN double, as ``JSON.stringify(NaN)`` is ``null``), and a null list is an empty
+    one. Found by a fresh user's sweep: the span with ``"doubleValue": null`` (a model call's token count) was
+    rejected, and a scope's ``"spans": null`` failed the whole request with its valid neighbours."""
+    base = hotspan_server.base_url
+    trace = "6f0c7b6c3a3e4f0d9a1b2c3d4e5f6a7b"
+    usage = [
+        {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "12"}},
+        {"key": "gen_ai.usage.output_tokens", "value": {"doubleValue": None}},
+    ]
+    payload = body(span("00000000000000b1", traceId=trace, name="chat", attributes=usage))
+    payload["resourceSpans"][0]["scopeSpans"].append({"scope": {"name": "b"}, "spans": None})
+    payload["resourceSpans"].append(
+        {
+            "resource": None,
+            "scopeSpans": [{"spans": [span("00000000000000b2", traceId=trace, parentSpanId="00000000000000b1")]}],
+        }
+    )
+    payload["resourceSpans"].append({"resource": {}, "scopeSpans": None})
+
+    answer = httpx.post(f"{base}/v1/traces", content=json.dumps(payload), headers={"content-type": "application/json"})
+
+    assert answer.status_code == 200 and not answer.json().get("partialSuccess", {}).get("rejectedSpans"), answer.text
+    assert hotspan_server.pipeline is not None and hotspan_server.pipeline.flush(30)
+    spans = {s["span_id"]: s for s in httpx.get(f"{base}/api/v1/traces/{trace}").json()["spans"]}
+    assert sorted(spans) == ["00000000000000b1", "00000000000000b2"]
+    assert spans["00000000000000b1"]["attributes"]["gen_ai.usage.input_tokens"] == "12"
+    assert spans["00000000000000b1"]["attributes"]["gen_ai.usage.output_tokens"] == ""
+    nothing = httpx.post(
+        f"{base}/v1/traces", content=json.dumps({"resourceSpans": None}), headers={"content-type": "application/json"}
+    )
+    assert nothing.status_code == 200

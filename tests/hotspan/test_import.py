@@ -138,7 +138,7 @@ def test_cli_import_prints_a_summary_and_fails_on_a_broken_file(tmp_path: Path) 
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    assert "files: 2  spans: 6  traces: 1  services: 3  rejected: 0" in run.stdout
+    assert "files: 2  spans: 6  traces: 1  services: 3  rejected spans: 0" in run.stdout
     assert "broken.json" in run.stdout
 
 
@@ -221,5 +221,5 @@ def test_cli_imports_every_saved_format_and_refuses_by_name(tmp_path: Path) -> N
     spans = sum(spans for spans, _, _ in SAVED_EXPECTED.values())
     # The two Tempo files hold the same trace (both derived from jaeger's example): six distinct traces, and the
     # services checkout, langfuse, example-service-1 to -3, frontend, backend and support-agent.
-    assert f"files: 8  spans: {spans}  traces: 6  services: 8  rejected: 0" in run.stdout
+    assert f"files: 8  spans: {spans}  traces: 6  services: 8  rejected spans: 0" in run.stdout
     assert "signoz.json: it looks like SigNoz's flamegraph answer" in run.stdout
