@@ -62,12 +62,13 @@ from processors.pipeline.service_graph import ServiceGraphProcessor
 from processors.pipeline.tail_sampling import TailSampler, TailSamplingMetrics
 from processors.pipeline.tail_sampling_policies import load_tail_sampling
 from processors.pipeline.trace_metrics import TraceMetrics, TraceMetricsProcessor
-from processors.pipeline.trace_pipeline import TracePipeline
+from processors.pipeline.trace_pipeline import TracePipeline, TracePipelineMetrics
 from query.anomaly import AnomalySettings
 from query.capacity import CapacityService
 from query.service import QueryService
 from storage.analysis_store import ClickHouseAnalysisStore
 from storage.clickhouse import ClickHouse
+from storage.dependency_rollup import DependencyRollup
 from storage.engine_metrics import PrometheusEngineMetrics
 from storage.engine_reader import ClickHouseEngineReader
 from storage.faults import FaultInjectingClickHouse, FaultPlan
@@ -150,6 +151,8 @@ def trace_pipeline_config(settings: Settings) -> TracePipelineConfig:
         prices=load_price_table(settings.prices_path),
         max_trace_spans=settings.max_trace_spans,
         tail_sampling=load_tail_sampling(settings.tail_sampling_path),
+        visibility_margin_s=settings.visibility_margin_s,
+        dependency_refresh_s=settings.dependency_refresh_s,
     )
 
 
@@ -290,18 +293,23 @@ def open_trace_pipeline(
     processors: Sequence[TraceProcessor] = (),
     sampling_metrics: TailSamplingMetrics | None = None,
     split: tuple[int, int] = (0, 1),
+    metrics: TracePipelineMetrics | None = None,
 ) -> TracePipeline:
     """The trace pipeline (``processors.pipeline``) over ``storage``, running ``processors`` on its ``split``
     (i, N) of the traces (``Settings.pipeline_split``; every trace by default) and, when ``config`` has policies,
-    tail sampling (its decisions counted in ``sampling_metrics``); not started."""
+    tail sampling (its decisions counted in ``sampling_metrics``); its first shard keeps the dependency rollup
+    (``storage.dependency_rollup``); skipped traces count in ``metrics``; not started."""
     shard, shards = split
     sampler = TailSampler(config.tail_sampling, sampling_metrics) if config.tail_sampling is not None else None
+    rollup = DependencyRollup(storage.clickhouse, margin_s=config.visibility_margin_s) if shard == 0 else None
     return TracePipeline(
         ClickHouseAnalysisStore(storage.clickhouse, STAGES),
         storage.reader,
         config,
         processors,
         sampler=sampler,
+        dependency_rollup=rollup,
+        metrics=metrics,
         shard=shard,
         shards=shards,
     )
@@ -343,6 +351,7 @@ def create_app(settings: Settings, storage: Storage, auth: Auth | None = None) -
     # The trace pipeline (started by server.py) runs these on every batch.
     app.state.trace_processors = trace_processors(storage, trace_metrics) if trace_metrics is not None else []
     app.state.tail_sampling_metrics = TailSamplingMetrics(app.state.metrics_registry) if parts.pipeline else None
+    app.state.trace_pipeline_metrics = TracePipelineMetrics(app.state.metrics_registry) if parts.pipeline else None
     if settings.prometheus_url and parts.query:
         # The same scores the REST API and the Services page read.
         app.state.metrics_registry.register(CapacityCollector(app.state.query.capacity))

@@ -253,7 +253,12 @@ def _start_parts(
         # The query room's configuration when there is one: the API analyses traces with the same rule tables.
         rules = app.state.query.analysis.config if app.state.query else trace_pipeline_config(settings)
         trace_pipeline = open_trace_pipeline(
-            storage, rules, app.state.trace_processors, app.state.tail_sampling_metrics, settings.pipeline_split
+            storage,
+            rules,
+            app.state.trace_processors,
+            app.state.tail_sampling_metrics,
+            settings.pipeline_split,
+            app.state.trace_pipeline_metrics,
         )
         trace_pipeline.start()
     if slo_evaluator is not None:

@@ -182,6 +182,8 @@ ENVIRONMENT = {
     "redaction": "HOTSPAN_REDACTION",
     "fault_injection": "HOTSPAN_FAULT_INJECTION",
     "trace_idle_s": "HOTSPAN_TRACE_IDLE_S",
+    "visibility_margin_s": "HOTSPAN_VISIBILITY_MARGIN_S",
+    "dependency_refresh_s": "HOTSPAN_DEPENDENCY_REFRESH_S",
     "stage_rules_path": "HOTSPAN_STAGE_RULES",
     "hotspot_rules_path": "HOTSPAN_HOTSPOT_RULES",
     "hotspot_window_s": "HOTSPAN_HOTSPOT_WINDOW_S",
@@ -277,6 +279,8 @@ class Settings(BaseModel):
     session_secret: SecretStr | None = Field(None, min_length=32)
     token: SecretStr | None = None
     trace_idle_s: float = Field(TracePipelineConfig.trace_idle_s, ge=0)
+    visibility_margin_s: float = Field(TracePipelineConfig.visibility_margin_s, ge=0)
+    dependency_refresh_s: float = Field(TracePipelineConfig.dependency_refresh_s, ge=0)
     stage_rules_path: Path | None = None
     hotspot_rules_path: Path | None = None
     hotspot_window_s: float = Field(TracePipelineConfig.hotspot_window_s, gt=0)

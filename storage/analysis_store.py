@@ -27,7 +27,7 @@ from typing import Literal, Protocol
 import polars as pl
 import pyarrow as pa
 
-from storage import analysis_sql, conversation_sql
+from storage import analysis_sql, conversation_sql, dependency_rollup
 from storage.clickhouse import ClickHouse
 from storage.conversation_sql import ConversationOrder
 from storage.layout import mutation_statement
@@ -302,8 +302,8 @@ class AnalysisStore(Protocol):
     def drop_traces(self, owner: str, trace_ids: Sequence[str], start_ns: int, end_ns: int) -> None:
         """Delete the raw spans of ``trace_ids`` of owner tenant ``owner`` starting in ``[start_ns, end_ns]`` (ns since
         the epoch; the caller's bound on where they lie) from ``otel_traces``, and their lookup rows: what tail
-        sampling does to a dropped trace. Derived tables keep what they counted. Durable on return; deleting again
-        is a no-op."""
+        sampling does to a dropped trace. Derived tables keep what they counted, but the dependency rollup's minutes
+        there are marked stale (the dependencies count stored spans). Durable on return; deleting again is a no-op."""
         ...
 
     def refresh_summaries(self, owner: str, arrived: Mapping[str, int], version: int) -> None:
@@ -473,6 +473,7 @@ class ClickHouseAnalysisStore:
         layout = self._ch.layout
         self._ch.command(mutation_statement(analysis_sql.DELETE_TRACE_SPANS, layout), parameters)
         self._ch.command(mutation_statement(analysis_sql.DELETE_TRACE_INDEX, layout), {"trace_ids": list(trace_ids)})
+        dependency_rollup.uncover(self._ch, start_ns, end_ns)
 
     def refresh_summaries(self, owner: str, arrived: Mapping[str, int], version: int) -> None:
         if not arrived:

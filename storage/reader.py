@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 
 import polars as pl
 
-from storage import analysis_sql, trace_sql
+from storage import analysis_sql, dependency_rollup, trace_sql
 from storage.clickhouse import ClickHouse
 from storage.rollup_reader import ClickHouseRollupReader
 from storage.tenancy import tenant_condition, tenant_parameters
@@ -449,12 +449,7 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
         return frame
 
     def dependencies(self, start_ns: int, end_ns: int, *, tenant: str | None) -> list[tuple[str, str, int]]:
-        parameters = {"start_ns": start_ns, "end_ns": end_ns, **tenant_parameters(tenant)}
-        calls = self._ch.layout.on_every_shard(
-            trace_sql.DEPENDENCY_CALLS, self._ch.database, trace_sql.DEPENDENCY_TABLES, trace_sql.DEPENDENCY_LOOKUPS
-        )
-        rows = self._ch.query_rows(trace_sql.DEPENDENCIES.replace("{calls}", calls), parameters)
-        return [(row[0], row[1], int(row[2])) for row in rows]
+        return dependency_rollup.dependencies(self._ch, start_ns, end_ns, tenant=tenant)
 
 
 def build_search(query: TraceQuery, template: str = trace_sql.SEARCH, **fields: str) -> tuple[str, dict[str, object]]:

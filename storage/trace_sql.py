@@ -548,36 +548,45 @@ IN_OVERLAPPING_TRACES = """toDateTime(Timestamp) >= (SELECT first FROM overlappi
 DEPENDENCY_CALLS = f"""
 WITH children AS (
     SELECT
-        cityHash64(any(TraceId), argMax(ParentSpanId, Version)) AS parent_key,
+        any({TENANT}) AS tenant,
+        toStartOfMinute(any(Timestamp)) AS minute,
+        cityHash64(any({TENANT}), any(TraceId), argMax(ParentSpanId, Version)) AS parent_key,
         argMax(ParentSpanId, Version) AS parent_span_id,
         argMax(ServiceName, Version) AS service
     FROM otel_traces
     WHERE Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
       AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
+      AND {{minute_filter}}
       AND {TENANT_FILTER}
     GROUP BY cityHash64({IDENTITY})
     HAVING parent_span_id != ''
 ),
 {OVERLAPPING_TRACES}
-SELECT p.ServiceName AS parent, c.service AS child, count() AS call_count
+SELECT c.tenant AS tenant, c.minute AS minute, p.ServiceName AS parent, c.service AS child, count() AS call_count
 FROM children AS c
 INNER JOIN (
-    SELECT DISTINCT cityHash64(TraceId, SpanId) AS span_key, ServiceName
+    SELECT DISTINCT cityHash64({TENANT}, TraceId, SpanId) AS span_key, ServiceName
     FROM otel_traces
     WHERE {TENANT_FILTER}
       AND {IN_OVERLAPPING_TRACES}
 ) AS p ON c.parent_key = p.span_key
 WHERE p.ServiceName != c.service
-GROUP BY parent, child
+GROUP BY tenant, minute, parent, child
 """
-"""Service-to-service calls: parent→child span pairs whose services differ, counted per (parent, child) service
-(unordered), for child spans starting inside the window (Jaeger's dependency rule), each child span counted once
-(its latest copy); the parent may start before it. Parents are read from the time range of the traces overlapping
-the window (``otel_traces_trace_id_ts``: every span of a trace lies between its ``Start`` and ``End``), not by trace
-ID over the whole table: a sorting-key range instead of a full scan. Spans are grouped and joined by 64-bit hashes
-of their identity and of (trace ID, span ID): ClickHouse groups one UInt64 several times faster than six columns of
+"""Service-to-service calls: parent→child span pairs whose services differ, counted per (owner tenant, minute of the
+child's start, parent service, child service), for child spans starting inside the window (Jaeger's dependency rule),
+each child span counted once (its latest copy); the parent, a span of the same tenant and trace, may start before it.
+``{minute_filter}`` (filled by ``str.replace``) narrows the children to some minutes of the window
+(:data:`CHILD_MINUTES`) or is ``1``. Parents are read from the time range of the traces overlapping the window
+(``otel_traces_trace_id_ts``: every span of a trace lies between its ``Start`` and ``End``), not by trace ID over the
+whole table: a sorting-key range instead of a full scan. Spans are grouped and joined by 64-bit hashes of their
+identity and of (tenant, trace ID, span ID): ClickHouse groups one UInt64 several times faster than six columns of
 which three are LowCardinality, and two spans of a window share a hash with odds under 1e-6 at 4M spans a window
 (as :data:`TRACE_SIZE` counts spans). Over 1 h of a 10M-span day, benchmarks/README.md."""
+
+CHILD_MINUTES = "toUInt32(toStartOfMinute(Timestamp)) IN {minutes:Array(UInt32)}"
+"""The ``{minute_filter}`` of :data:`DEPENDENCY_CALLS` that keeps children starting in the minutes ``minutes``
+(Unix seconds of each minute's start)."""
 
 DEPENDENCY_TABLES = ("otel_traces",)
 """The table :data:`DEPENDENCY_CALLS` reads on each shard (its spans)."""
@@ -598,6 +607,14 @@ and its parent are spans of one trace, so on a cluster each shard joins its own 
 child, count) rows reach the initiator, summed here; through the ``Distributed`` tables every child and parent of
 the window would travel to the initiator and be joined there (``EXPLAIN``: ``MergingAggregated`` and ``Distinct``
 over both shards, then the join). A template: ``{calls}`` filled by ``str.replace`` (the calls hold braces)."""
+
+DEPENDENCY_MINUTE_CALLS = """
+SELECT tenant, toUInt32(minute) AS minute, parent, child, sum(call_count) AS call_count
+FROM {calls}
+GROUP BY tenant, minute, parent, child
+"""
+""":data:`DEPENDENCIES` per owner tenant and minute (Unix s of its start): what the dependency rollup stores
+(:mod:`storage.dependency_rollup`)."""
 
 MATCHED_SPANS = f"""
 SELECT trace_id, span_id, name, start_time_unix_nano, duration_ns, matched, service, status, kind, span_attributes,

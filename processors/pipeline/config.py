@@ -39,6 +39,8 @@ class TracePipelineConfig:
             is stamped when it starts and becomes visible when it commits, so a slow insert can show up
             stamped in the past; seconds.
         tail_sampling: the tail-sampling policies (``tail_sampling_policies``); None keeps every trace.
+        dependency_refresh_s: how often the first pipeline shard refreshes the dependency rollup
+            (``storage.dependency_rollup``), after a poll; seconds, >= 0 (0: after every poll).
 
     Raises:
         ValueError: on construction, listing every out-of-range field.
@@ -55,6 +57,7 @@ class TracePipelineConfig:
     max_trace_spans: int = MAX_TRACE_SPANS
     visibility_margin_s: float = 300.0
     tail_sampling: TailSamplingConfig | None = None
+    dependency_refresh_s: float = 30.0
 
     def __post_init__(self) -> None:
         problems = [
@@ -67,6 +70,7 @@ class TracePipelineConfig:
                 ("batch_spans", ">= 1", self.batch_spans >= 1),
                 ("max_trace_spans", ">= 1", self.max_trace_spans >= 1),
                 ("visibility_margin_s", ">= 0", self.visibility_margin_s >= 0),
+                ("dependency_refresh_s", ">= 0", self.dependency_refresh_s >= 0),
             )
             if not ok
         ]

@@ -52,6 +52,7 @@ from itertools import groupby
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+from prometheus_client import CollectorRegistry, Counter
 
 from analysis import TraceAnalysis, analyze
 from analysis.periodic import PeriodicWorker
@@ -61,6 +62,7 @@ from processors.pipeline.derive import DerivedRows, derive_rows
 from processors.pipeline.hotspots import hotspot_flags
 from processors.pipeline.tail_sampling import TailSampler
 from storage.analysis_store import AnalysisStore, PendingTrace
+from storage.dependency_rollup import DependencyRollup
 from storage.reader import TraceReader
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,19 @@ _NEVER_MS = 2**62
 _MAX_SKIPPED = 10_000
 DROP_CHUNK = 5_000
 """Most traces one ``DELETE`` names: their IDs travel as one query parameter (in the URL, to a ClickHouse server)."""
+
+
+class TracePipelineMetrics:
+    """The trace pipeline's counters, registered in ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.skipped = Counter(
+            "hotspan_trace_pipeline_skipped_traces",
+            "Traces the trace pipeline gave up on (no summary, no derived rows) by reason: too_large (more arrived "
+            "spans than HOTSPAN_MAX_TRACE_SPANS), unreadable (no span readable), analysis_failed (the log holds why).",
+            ["reason"],
+            registry=registry,
+        )
 
 
 @dataclass
@@ -105,6 +120,9 @@ class TracePipeline:
         processors: extensions run on every batch after the built-in analysis (:mod:`.base`), in order.
         sampler: tail sampling of newly analysed traces; None keeps every trace (still following decisions
             stored earlier for late spans).
+        dependency_rollup: refreshed after a poll at most every ``config.dependency_refresh_s`` (not in a forced
+            run); None (every shard but the first) leaves it to another instance.
+        metrics: where skipped traces are counted; None counts them in :class:`PollResult` only.
         clock: seconds since the epoch; None judges idleness on the ClickHouse clock.
         shard, shards: this instance's share of the traces (``0 <= shard < shards``).
 
@@ -119,6 +137,8 @@ class TracePipeline:
         processors: Sequence[TraceProcessor] = (),
         *,
         sampler: TailSampler | None = None,
+        dependency_rollup: DependencyRollup | None = None,
+        metrics: TracePipelineMetrics | None = None,
         clock: Callable[[], float] | None = None,
         shard: int = 0,
         shards: int = 1,
@@ -130,6 +150,9 @@ class TracePipeline:
         self.config = config
         self._processors = list(processors)
         self._sampler = sampler
+        self._rollup = dependency_rollup
+        self._metrics = metrics
+        self._rollup_due = 0.0
         # Per owner tenant: the trace IDs to delete at the end of the poll and the bounds of their span starts (ns).
         self._drops: dict[str, tuple[set[str], int, int]] = {}
         self._clock = clock
@@ -193,11 +216,24 @@ class TracePipeline:
                     batch = self._take(pending)
                     self._process(batch, result)
                     done.update((p.tenant, p.trace_id, p.arrived_spans) for p in batch)
+                if not force:
+                    self._refresh_rollup()
             finally:
                 # Batches recorded before a failure still lose their dropped traces' spans.
                 for owner in list(self._drops):
                     self._flush_drops(owner)
             return result
+
+    def _refresh_rollup(self) -> None:
+        """Refresh the dependency rollup when one is due; a failure is logged: reads fall back to the raw spans for
+        the minutes it would have recomputed, and the next refresh takes them."""
+        if self._rollup is None or time.monotonic() < self._rollup_due:
+            return
+        self._rollup_due = time.monotonic() + self.config.dependency_refresh_s
+        try:
+            self._rollup.refresh()
+        except Exception:
+            log.exception("dependency rollup refresh failed; retrying in %.0f s", self.config.dependency_refresh_s)
 
     def _drop_too_large(self, pending: list[PendingTrace], result: PollResult) -> list[PendingTrace]:
         """``pending`` without the traces over ``config.max_trace_spans``, which are skipped (bounded memory)."""
@@ -211,7 +247,7 @@ class TracePipeline:
             limit,
         )
         result.too_large += len(large)
-        self._skip(large, result)
+        self._skip(large, result, "too_large")
         return [p for p in pending if p.trace_id not in large]
 
     def _take(self, pending: list[PendingTrace]) -> list[PendingTrace]:
@@ -240,7 +276,7 @@ class TracePipeline:
             if unread:
                 # Arrived but gone (TTL) or unreadable: retrying every poll would never succeed.
                 log.warning("trace pipeline: no spans readable for %d trace(s), skipping them", len(unread))
-                self._skip(unread, result)
+                self._skip(unread, result, "unreadable")
             if not spans.height:
                 continue
             rolling = self._rolling_thresholds(spans, owner)
@@ -354,7 +390,7 @@ class TracePipeline:
                 good.append(trace_id)
             except Exception:
                 log.exception("trace pipeline: trace %s cannot be analysed; skipping it", trace_id)
-                self._skip({trace_id}, result)
+                self._skip({trace_id}, result, "analysis_failed")
         if not good:
             return None
         kept = spans.filter(pl.col("trace_id").is_in(good))
@@ -387,8 +423,10 @@ class TracePipeline:
             tenant=owner,
         )
 
-    def _skip(self, trace_ids: set[str], result: PollResult) -> None:
+    def _skip(self, trace_ids: set[str], result: PollResult, reason: str) -> None:
         result.skipped += len(trace_ids)
+        if self._metrics is not None:
+            self._metrics.skipped.labels(reason).inc(len(trace_ids))
         self._skipped.update(dict.fromkeys(sorted(trace_ids)))
         # Bounded, so the skip list stays a small query parameter; the oldest entries are retried.
         while len(self._skipped) > _MAX_SKIPPED:

@@ -171,3 +171,5 @@ def test_a_huge_trace_is_read_in_pages_in_bounded_memory(server: ServedHotspan, 
     while "not analysed" not in (tmp_path / "server.log").read_text() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert "have more than 10000 spans (HOTSPAN_MAX_TRACE_SPANS); not analysed" in (tmp_path / "server.log").read_text()
+    skipped = httpx.get(f"{server.base_url}/metrics").text
+    assert 'hotspan_trace_pipeline_skipped_traces_total{reason="too_large"} 1.0' in skipped

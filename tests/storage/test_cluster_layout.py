@@ -76,7 +76,14 @@ def test_replicated_cluster_ddl_parses_and_places_every_table(store: ClickHouse)
         re.findall(rf"Distributed\('{REPLICATED.cluster}', '{DATABASE}', '(\w+)', (.+)\)", "\n".join(ddl))
     )
     assert distributed["otel_traces_local"] == TRACE_SHARDING_KEY
-    untraced = ("hotspan_red_minutes_local", "hotspan_service_graph_minutes_local", "hotspan_incidents_local")
+    untraced = (
+        "hotspan_red_minutes_local",
+        "hotspan_service_graph_minutes_local",
+        "hotspan_incidents_local",
+        "hotspan_dependency_minutes_local",
+        "hotspan_dependency_coverage_local",
+        "hotspan_dependency_refreshes_local",
+    )
     assert all(distributed[table] == TRACE_SHARDING_KEY for table in distributed if table not in untraced)
     # Tables holding no trace are sharded at random; readers of incidents take each one's newest version across
     # shards (storage.incident_sql.INCIDENTS).
