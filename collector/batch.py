@@ -24,7 +24,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.attributes import value_to_string
 from collector.limits import TRUNCATED_KEY, SpanLimits, truncation_marker
-from collector.rejections import Position, Rejection, SpanError, duplicate_reason, span_path
+from collector.rejections import Position, Rejection, SpanError, duplicate_warning, span_path
 from collector.results import ExportResult, export_result
 from storage.ids import SPAN_ID_BYTES, TRACE_ID_BYTES, IdError, check_id_bytes
 from storage.schema import SPAN_KINDS, SPAN_SCHEMA, STATUS_CODES
@@ -81,7 +81,8 @@ class Verdict:
 
     Attributes:
         kept: positions of the spans to store.
-        rejections: one per span not stored, in request order (a decoder's own first).
+        rejections: one per span refused, in request order (a decoder's own first). A span's earlier copies in
+            its request are neither kept nor refused: a warning says they are stored once, as the last copy.
         warnings: request-level notes that cost no span.
     """
 
@@ -98,11 +99,12 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
     """Apply :func:`check_span` to every span and resolve duplicates, without converting anything.
 
     Of valid spans sharing ``(traceId, spanId, kind, name, startTimeUnixNano)`` (a 64-bit trace ID
-    counts as its padded form) the last one in the request is kept, the others are rejected as
-    duplicates of it: a span sent twice (a retry, or a later and more complete write of it) is
-    stored once. Kind, name and start are part of the identity because real data reuses span IDs
-    for different spans: Zipkin's shared RPC spans give the client and the server side one ID,
-    Zipkin messaging data gives one ID to several receives, and Jaeger test data renames spans.
+    counts as its padded form) the last one in the request is kept and the others are dropped with a
+    warning, not rejected: a span sent twice (a retry, or a later and more complete write of it) is
+    stored once, as when the copies come in two requests. Kind, name and start are part of the identity
+    because real data reuses span IDs for different spans: Zipkin's shared RPC spans give the client and
+    the server side one ID, Zipkin messaging data gives one ID to several receives, and Jaeger test data
+    renames spans.
 
     Args:
         request: the decoded request.
@@ -132,12 +134,13 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
                 trace_id = span.trace_id if len(span.trace_id) == TRACE_ID_BYTES else bytes(8) + span.trace_id
                 key = (trace_id, span.span_id, span.kind, span.name, span.start_time_unix_nano)
                 copies.setdefault(key, []).append(position)
-    kept = set()
-    for group in copies.values():
-        kept.add(group[-1])
-        found.extend(Rejection.at(position, duplicate_reason(group[-1])) for position in group[:-1])
+    kept = {group[-1] for group in copies.values()}
+    repeated = sorted((group[0], group[-1]) for group in copies.values() if len(group) > 1)
     rejected = sorted(given + found, key=lambda r: r.position or (-1, -1, -1))
     warnings = [unnamed_service_warning(unnamed)] if unnamed else []
+    if repeated:
+        dropped = sum(len(group) - 1 for group in copies.values())
+        warnings.append(duplicate_warning(dropped, *repeated[0]))
     early = [(position, start) for position, start in early if position in kept]
     if early:
         warnings.append(early_start_warning(len(early), *early[0]))

@@ -14,7 +14,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from collector.rejections import Rejection
 
 REASONS = (
-    ("duplicate of ", "duplicate"),
     ("traceId ", "trace_id"),
     ("spanId ", "span_id"),
     ("parentSpanId ", "parent_span_id"),

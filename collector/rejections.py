@@ -52,7 +52,12 @@ def summarize(rejections: Sequence[Rejection], limit: int = 5) -> str:
     return f"{len(rejections)} span(s) rejected: {head}" + (f"; and {more} more" if more > 0 else "")
 
 
-def duplicate_reason(kept: Position) -> str:
-    """Why an earlier span with the same ``(traceId, spanId, kind, name, startTimeUnixNano)`` as a later one
-    in its request was dropped."""
-    return f"duplicate of {span_path(kept)} (same traceId, spanId, kind, name and start); the later span was kept"
+def duplicate_warning(copies: int, first: Position, kept: Position) -> str:
+    """The one note for ``copies`` (≥ 1) earlier copies of spans sent again later in their request (same
+    ``(traceId, spanId, kind, name, startTimeUnixNano)``), naming the first and the copy kept for it. A note, not a
+    rejection: the span is stored, once, as its last copy, as when it is sent again in a later request. OTLP reads
+    ``rejected_spans`` as spans not accepted, and exporters report them as lost."""
+    return (
+        f"{copies} span(s) sent again later in this request (same traceId, spanId, kind, name and start) are stored "
+        f"once, as their last copy: {span_path(first)} as {span_path(kept)}"
+    )
