@@ -123,3 +123,15 @@ def union_lengths(group: IntArray, trace: IntArray, intervals: tuple[IntArray, I
         first = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
         covered[owner[first]] = np.add.reduceat(length, first)
     return covered
+
+
+def whole_sums(group: IntArray, values: IntArray, groups: int) -> IntArray:
+    """Per group, the sum of its ``values`` (Int64, ``groups`` long; ``0 <= group < groups``): ``np.bincount``'s
+    float sums where they are exact (all below 2^53), else int64 sums (``np.add.at``, unbuffered, slower): a span
+    from 1970 to 2262 lasts about 2^63 ns, which as a float does not cast back."""
+    sums = np.bincount(group, weights=values, minlength=groups)
+    if not sums.size or np.abs(sums).max() < 2**53:
+        return sums.astype(np.int64)
+    exact = np.zeros(groups, dtype=np.int64)
+    np.add.at(exact, group, values)
+    return exact

@@ -16,6 +16,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import dash
+
+# Imported whole here, before any thread serves a page: Plotly reads pandas (an optional import) from sys.modules
+# when it is there, and took a half-imported one while the trace pipeline's first insert (clickhouse-connect's
+# Arrow insert) was importing it on its own thread, so the first page load answered 500 (seen in CI).
+import pandas  # noqa: F401
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.development.base_component import Component
 

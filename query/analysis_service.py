@@ -17,11 +17,11 @@ otherwise. Blocking: call from a worker thread in async code.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import polars as pl
 
 from analysis import (
@@ -283,11 +283,14 @@ def whole_ns(shares: Sequence[float], total_ns: int) -> dict[str, int]:
     """``shares`` (ns per stage of ``analysis.STAGES``, in its order, summing to ``total_ns`` up to float rounding)
     as whole ns summing exactly to ``total_ns``, by the largest remainder method (Hamilton's apportionment): each
     share floored, the ns left over given one each to the largest fractional parts."""
-    values = np.asarray(shares, dtype=np.float64)
-    whole = np.floor(values).astype(np.int64)
-    left = min(max(total_ns - int(whole.sum()), 0), whole.size)
-    whole[np.argsort(whole - values, kind="stable")[:left]] += 1
-    return {stage: int(ns) for stage, ns in zip(STAGES, whole.tolist(), strict=True)}
+    # Python ints, not int64: a share of a span from 1970 to 2262 rounds to 2^63 ns as a float, past int64.
+    whole = [math.floor(share) for share in shares]
+    left = min(max(total_ns - sum(whole), 0), len(whole))
+    for index in sorted(range(len(whole)), key=lambda i: whole[i] - shares[i])[:left]:
+        whole[index] += 1
+    if (excess := sum(whole) - total_ns) > 0:
+        whole[whole.index(max(whole))] -= excess
+    return dict(zip(STAGES, whole, strict=True))
 
 
 def critical_path_of(analysis: TraceAnalysis) -> pl.DataFrame:

@@ -44,6 +44,7 @@ from analysis.agent_graph import agent_graph
 from analysis.ancestry import BoolArray, IntArray, reduce_subtrees, reduce_to_root
 from analysis.critical_path import Sections, critical_path_sections, own_critical_ns
 from analysis.model_calls import model_calls
+from analysis.ordering import whole_sums
 from analysis.stage_rules import StageRules
 from analysis.tree import ADJUSTMENTS, ROOT_REASONS
 
@@ -373,7 +374,7 @@ class TraceView:
         end = np.full(count, np.iinfo(np.int64).min, dtype=np.int64)
         np.minimum.at(start, group, self.span_start_ns)
         np.maximum.at(end, group, self.span_end_ns)
-        total = np.bincount(group, weights=self.duration, minlength=count).astype(np.int64)
+        total = whole_sums(group, self.duration, count)
         errors = np.bincount(group, weights=self.error, minlength=count).astype(np.int64)
         members = np.argsort(group, kind="stable")
         offsets = np.searchsorted(group[members], np.arange(count + 1))
@@ -415,7 +416,7 @@ class TraceView:
         lasting = end > start
         stage, start, end = stage[lasting], start[lasting], end[lasting]
         traced = stage >= 0
-        totals = np.bincount(stage[traced], weights=(end - start)[traced], minlength=len(STAGES)).astype(np.int64)
+        totals = whole_sums(stage[traced], (end - start)[traced], len(STAGES))
         order = np.argsort(start, kind="stable")
         stage, start, end = stage[order], start[order], end[order]
         overlapping = start.size > 1 and bool((start[1:] < np.maximum.accumulate(end)[:-1]).any())
