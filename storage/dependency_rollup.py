@@ -86,6 +86,13 @@ from its first span's start to its last one's (``otel_traces_trace_id_ts``). ``G
 every shard are looked up on every shard (one trace, one shard, so a local ``IN`` would do; a ``Distributed`` read
 refuses it)."""
 
+ANY_TRACE = """
+SELECT count() > 0
+FROM otel_traces_trace_id_ts
+WHERE End >= toDateTime({first:UInt32}) AND Start <= toDateTime({last:UInt32}) + 59
+"""
+"""Whether any stored trace has a span starting in ``[first, last + 59 s]`` (Unix s)."""
+
 LIVE_KEYS = """
 SELECT Tenant, toUInt32(Timestamp) AS minute, Parent, Child
 FROM hotspan_dependency_minutes
@@ -260,12 +267,15 @@ class DependencyRollup:
         return len(minutes)
 
     def _recompute(self, minutes: list[int], version: int) -> None:
-        """Rewrite the rows of ``minutes`` (sorted, within an hour of each other) from the raw spans."""
-        start_ns, end_ns = minutes[0] * _NS, (minutes[-1] + MINUTE_S) * _NS - 1
-        sql = trace_sql.DEPENDENCY_MINUTE_CALLS.replace("{calls}", _calls(self._ch, minutes))
-        parameters = {"start_ns": start_ns, "end_ns": end_ns, "minutes": minutes, **tenant_parameters(None)}
-        rows = self._ch.query_rows(sql, parameters)
-        found = {(row[0], int(row[1]), row[2], row[3]): int(row[4]) for row in rows}
+        """Rewrite the rows of ``minutes`` (sorted, within an hour of each other) from the raw spans; without the
+        raw join when no trace lies there (most of a new store's horizon)."""
+        found: dict[tuple[str, int, str, str], int] = {}
+        if self._ch.query_rows(ANY_TRACE, {"first": minutes[0], "last": minutes[-1]})[0][0]:
+            start_ns, end_ns = minutes[0] * _NS, (minutes[-1] + MINUTE_S) * _NS - 1
+            sql = trace_sql.DEPENDENCY_MINUTE_CALLS.replace("{calls}", _calls(self._ch, minutes))
+            parameters = {"start_ns": start_ns, "end_ns": end_ns, "minutes": minutes, **tenant_parameters(None)}
+            rows = self._ch.query_rows(sql, parameters)
+            found = {(row[0], int(row[1]), row[2], row[3]): int(row[4]) for row in rows}
         for key in self._ch.query_rows(LIVE_KEYS, {"minutes": minutes}):
             found.setdefault((key[0], int(key[1]), key[2], key[3]), 0)
         if not found:
