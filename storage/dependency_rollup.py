@@ -61,6 +61,18 @@ CLOCK = "SELECT toUnixTimestamp64Nano(now64(9))"
 WATERMARK = "SELECT count(), toUnixTimestamp64Milli(max(Watermark)) FROM hotspan_dependency_refreshes"
 """Refreshes so far, and the latest watermark (ms since the epoch)."""
 
+OLDEST_COVERED = "SELECT toUInt32(min(Timestamp)) FROM hotspan_dependency_coverage WHERE Covered = 1"
+"""The oldest minute ever covered (Unix s; 0 when none)."""
+
+COVERAGE = """
+SELECT toUInt32(Timestamp) AS minute, argMax(Covered, Version) AS covered
+FROM hotspan_dependency_coverage
+WHERE Timestamp >= toDateTime({first:UInt32}) AND Timestamp <= toDateTime({last:UInt32})
+GROUP BY Timestamp
+"""
+"""Each recorded minute of ``[first, last]`` (Unix s) and whether it is covered now (1) or was uncovered (0): a
+minute older than the horizon that a backfill covered and a later arrival made stale is recomputed from this."""
+
 COVERED = """
 SELECT toUInt32(Timestamp) AS minute
 FROM hotspan_dependency_coverage
@@ -217,9 +229,9 @@ class DependencyRollup:
 
     def refresh(self) -> RefreshResult:
         """Recompute, newest first and at most ``max_minutes``, the minutes of the horizon that are not covered and
-        the minutes (up to a day ahead) that traces arriving since the last watermark touch; mark the stale ones it
-        leaves uncovered; then record the new watermark (the commit: a refresh that fails before it is redone whole
-        by the next).
+        the minutes (up to a day ahead, and older covered ones) that traces arriving since the last watermark touch;
+        mark the stale ones it leaves uncovered; then record the new watermark (the commit: a refresh that fails
+        before it is redone whole by the next).
 
         Raises:
             Exception: what storage raises.
@@ -227,10 +239,15 @@ class DependencyRollup:
         version = int(self._ch.query_rows(CLOCK)[0][0])
         now = version // _NS // MINUTE_S * MINUTE_S
         first, last = now - self._horizon_s // MINUTE_S * MINUTE_S, now + 86_400
-        covered = {row[0] for row in self._ch.query_rows(COVERED, {"first": first, "last": last})}
+        # Minutes older than the horizon are kept fresh too where they are covered (a backfill's).
+        oldest = min(first, int(self._ch.query_rows(OLDEST_COVERED)[0][0] or first))
+        states = dict(self._ch.query_rows(COVERAGE, {"first": oldest, "last": last}))
+        covered = {minute for minute, state in states.items() if state}
         refreshes, watermark_ms = self._ch.query_rows(WATERMARK)[0]
-        stale = _stale(self._ch, int(watermark_ms), first, last) if refreshes else set()
+        stale = _stale(self._ch, int(watermark_ms), oldest, last) if refreshes else set()
+        stale = {minute for minute in stale if minute >= first or minute in covered}
         uncovered = set(range(first, now + MINUTE_S, MINUTE_S)) - covered
+        uncovered |= {minute for minute, state in states.items() if minute < first and not state}
         ordered = sorted(stale | uncovered, reverse=True)
         taken = sorted(ordered[: self._max_minutes])
         for run in _runs(taken):

@@ -202,6 +202,41 @@ def test_outside_the_horizon_every_read_is_raw(store: ClickHouse, scratch: Click
     )
 
 
+def test_a_backfilled_day_older_than_the_horizon_stays_fresh(store: ClickHouse, scratch: ClickHouse) -> None:
+    """A backfill covers minutes the refreshes would not (zipkin yelp's 2019 trace); spans of that trace arriving
+    later make them stale at once, and refreshes recompute them although they lie outside their horizon (after the
+    horizon's newer minutes: newest first)."""
+    scratch.command("TRUNCATE TABLE otel_traces")
+    capture = TRACES / "zipkin" / "zipkin__yelp.json"
+    assert import_paths([capture], StoreSink(ClickHouseTraceWriter(scratch)), progress=False).rejected == 0
+    (caller,) = scratch.query_rows(
+        """SELECT p.ServiceName FROM otel_traces AS p INNER JOIN otel_traces AS c
+        ON c.TraceId = p.TraceId AND c.ParentSpanId = p.SpanId WHERE c.ServiceName != p.ServiceName
+        ORDER BY p.ServiceName LIMIT 1"""
+    )[0]
+    first = int(scratch.query_rows("SELECT toUnixTimestamp64Nano(min(Timestamp)) FROM otel_traces")[0][0])
+    _copy_moved(store, scratch, first, where=f"ServiceName != '{caller}'")
+    window = (first - 20 * MINUTE_NS, first + 20 * MINUTE_NS)
+    rollup = DependencyRollup(store, margin_s=0, horizon_s=HORIZON_S)
+    rollup.refresh()
+    assert rollup.backfill(*window) == 41
+    before = dependency_rollup.dependencies(store, *window, tenant="default")
+    assert len(rolled_minutes(store, *window)) >= 39
+
+    _copy_moved(store, scratch, first, where=f"ServiceName = '{caller}'")
+
+    assert (
+        dependency_rollup.dependencies(store, *window, tenant="default")
+        == raw_calls(store, *window, tenant="default")
+        != before
+    )
+    _refresh_all(rollup)
+    assert len(rolled_minutes(store, *window)) >= 39
+    assert dependency_rollup.dependencies(store, *window, tenant="default") == raw_calls(
+        store, *window, tenant="default"
+    )
+
+
 def test_served_dependencies_read_the_rollup_the_pipeline_keeps(chdb_dsn: str, tmp_path: Path) -> None:
     """Production's path: OTLP/HTTP into a served Hotspan whose trace pipeline refreshes after every poll; the Jaeger
     route answers what the raw spans say, before and after the refresh covers the spans' minutes."""
