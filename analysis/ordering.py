@@ -115,14 +115,7 @@ def union_lengths(group: IntArray, trace: IntArray, intervals: tuple[IntArray, I
     order = stable_order(events * bound + comparable)
     events, time, active = events[order], time[order], np.cumsum(step[order]) > 0
     covering = active[:-1] & (events[1:] == events[:-1])
-    owner, length = events[:-1][covering], (time[1:] - time[:-1])[covering]
-    covered = np.zeros(groups, dtype=np.int64)
-    if owner.size:
-        # Whole-ns sums: float weights (bincount's) lose ns past 2^53 ns (104 days) and overflow the cast back
-        # near 2^63. ``owner`` is sorted (events are ordered by group), so each group's lengths are one run.
-        first = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
-        covered[owner[first]] = np.add.reduceat(length, first)
-    return covered
+    return whole_sums(events[:-1][covering], (time[1:] - time[:-1])[covering], groups)
 
 
 def whole_sums(group: IntArray, values: IntArray, groups: int) -> IntArray:

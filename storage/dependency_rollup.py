@@ -70,17 +70,9 @@ FROM hotspan_dependency_coverage
 WHERE Timestamp >= toDateTime({first:UInt32}) AND Timestamp <= toDateTime({last:UInt32})
 GROUP BY Timestamp
 """
-"""Each recorded minute of ``[first, last]`` (Unix s) and whether it is covered now (1) or was uncovered (0): a
-minute older than the horizon that a backfill covered and a later arrival made stale is recomputed from this."""
-
-COVERED = """
-SELECT toUInt32(Timestamp) AS minute
-FROM hotspan_dependency_coverage
-WHERE Timestamp >= toDateTime({first:UInt32}) AND Timestamp <= toDateTime({last:UInt32})
-GROUP BY Timestamp
-HAVING argMax(Covered, Version) = 1
-"""
-"""The covered minutes in ``[first, last]`` (Unix s)."""
+"""Each recorded minute of ``[first, last]`` (Unix s) and whether it is covered now (1) or was uncovered since (0):
+reads take the covered ones; a refresh also retakes the uncovered ones older than its horizon (a backfill's, made
+stale by a later arrival)."""
 
 STALE = """
 SELECT DISTINCT arrayJoin(range(
@@ -171,8 +163,7 @@ def rolled_minutes(ch: ClickHouse, start_ns: int, end_ns: int) -> list[int]:
     refreshes, watermark_ms = ch.query_rows(WATERMARK)[0]
     if not refreshes:
         return []
-    window = {"first": first, "last": last}
-    covered = {row[0] for row in ch.query_rows(COVERED, window)}
+    covered = _covered(ch, first, last)
     if covered:
         covered -= _stale(ch, int(watermark_ms), first, last)
     return sorted(covered)
@@ -241,7 +232,7 @@ class DependencyRollup:
         first, last = now - self._horizon_s // MINUTE_S * MINUTE_S, now + 86_400
         # Minutes older than the horizon are kept fresh too where they are covered (a backfill's).
         oldest = min(first, int(self._ch.query_rows(OLDEST_COVERED)[0][0] or first))
-        states = dict(self._ch.query_rows(COVERAGE, {"first": oldest, "last": last}))
+        states = _coverage(self._ch, oldest, last)
         covered = {minute for minute, state in states.items() if state}
         refreshes, watermark_ms = self._ch.query_rows(WATERMARK)[0]
         stale = _stale(self._ch, int(watermark_ms), oldest, last) if refreshes else set()
@@ -322,7 +313,7 @@ def uncover(ch: ClickHouse, start_ns: int, end_ns: int) -> None:
     first, last = start_ns // _NS // MINUTE_S * MINUTE_S, min(end_ns // _NS, _LAST_MINUTE)
     now = version // _NS // MINUTE_S * MINUTE_S
     reachable = range(max(first, now - HORIZON_S - MINUTE_S), min(last, now + 2 * 86_400) + 1, MINUTE_S)
-    covered = {row[0] for row in ch.query_rows(COVERED, {"first": first, "last": last})}
+    covered = _covered(ch, first, last)
     cover(ch, sorted(covered.union(reachable)), 0, version)
 
 
@@ -339,6 +330,16 @@ def cover(ch: ClickHouse, minutes: Sequence[int], covered: int, version: int) ->
         schema=COVERAGE_SCHEMA,
     )
     ch.insert_arrow("hotspan_dependency_coverage", rows)
+
+
+def _coverage(ch: ClickHouse, first: int, last: int) -> dict[int, int]:
+    """Each recorded minute of ``[first, last]`` (Unix s): 1 when covered now, 0 when uncovered since."""
+    return dict(ch.query_rows(COVERAGE, {"first": first, "last": last}))
+
+
+def _covered(ch: ClickHouse, first: int, last: int) -> set[int]:
+    """The covered minutes of ``[first, last]`` (Unix s)."""
+    return {minute for minute, state in _coverage(ch, first, last).items() if state}
 
 
 def _stale(ch: ClickHouse, watermark_ms: int, first: int, last: int) -> set[int]:
