@@ -24,20 +24,27 @@ Codex CLI marks the HTTP request that carries a model call INTERNAL, and a trace
 trace under it, ``tests/realworld/captures/codex``), that C covers less than :data:`FIT_SHARE` of, and that does
 not start inside C with :data:`TRAILING_SHARE` of it there:
 
-1. **lift**: S is analysed as the child of the span that waited for it: a childless wrapper among C's other
+1. **shift** at once when C is a CLIENT span and S starts before C started or after C ended: on one clock a server
+   receives a request after its client sent it and before the client has the answer, whatever the answer's
+   streaming does afterwards, so only skew places S there (Zipkin's ``ascend.json``: the auth service's half of a
+   shared span starts 5.1 ms after the gateway's half ended). When S is no longer than C and runs in another
+   service, S and its subtree are moved by the offset that centres S in C, as Jaeger's clock-skew adjuster does
+   (``jaeger`` ``model/adjuster/clockskew.go``: the child is placed in the middle of its parent, the latency split
+   evenly between both ends);
+2. else **lift**: S is analysed as the child of the span that waited for it: a childless wrapper among C's other
    children (:func:`analysis.wrappers.wrapper_kinds`: a GraphQL ``graphql.execution`` beside the resolver's call)
    covering at least :data:`FIT_SHARE` of S, which would have adopted S had S fit in C (:mod:`analysis.wrappers`),
    else the nearest ancestor of C that covers that much of it: the work happened while the caller's enclosing
-   operation waited (streaming; a caller that returned before the server started its work);
-2. else **shift**: when S is no longer than C and runs in another service, S and its subtree are moved by the
-   offset that centres S in C, as Jaeger's clock-skew adjuster does (``jaeger`` ``model/adjuster/clockskew.go``:
-   the child is placed in the middle of its parent, the latency split evenly between both ends);
-3. else S stays where it is: work that outlives C, which :mod:`analysis.spawned_tasks` keeps whole, C and the
+   operation waited (streaming: S starts inside C and outlives it; a caller other than a CLIENT span that returned
+   before the server started its work);
+3. else **shift** as in 1 when S is no longer than C and runs in another service;
+4. else S stays where it is: work that outlives C, which :mod:`analysis.spawned_tasks` keeps whole, C and the
    spans above it ending with it (Jaeger UI's critical path would cut it to C).
 
-Lifting first keeps a streamed response's work where it happened; the price is that a *small* skew whose server
-span still falls inside the caller's enclosing span is lifted rather than shifted, which moves the work in time
-but keeps it credited to the right spans.
+A skew small enough to leave S inside C's own interval but not :data:`FIT_SHARE` of it (S starting in C and running
+past it) still reads as streaming and is lifted: that moves the work in time but keeps it credited to the spans
+that waited for it. A skew of any size that puts S's start outside its CLIENT span is shifted, so the answer does
+not depend on how large the skew is.
 """
 
 from __future__ import annotations
@@ -69,29 +76,34 @@ def adjust_remote_spans(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     keep = (kind[client] == "Client") | (service[client] != service[child])
     child, client = child[keep], client[keep]
     start, end = tree.start_ns, tree.end_ns
-    covered, length = _covered(start, end, child, client), end[child] - start[child]
+    span_length = end - start
+    covered, length = _covered(start, end, child, client), span_length[child]
     trailing = (start[child] >= start[client]) & (start[child] < end[client]) & (covered >= TRAILING_SHARE * length)
     misfit = (covered < FIT_SHARE * length) & ~trailing
     child, client = child[misfit], client[misfit]
     if not child.size:
         return tree
 
-    lift_to = _containing_wrapper(tree, child, client, wrapper_kinds(tree, matched))
-    lift_to = np.where(lift_to >= 0, lift_to, _containing_ancestor(tree, child, client))
+    fits = (span_length[child] <= span_length[client]) & (service[child] != service[client])
+    outside = (kind[client] == "Client") & ((start[child] < start[client]) | (start[child] > end[client]))
+    may_lift = ~(outside & fits)
+    lift_to = np.full(child.size, -1, dtype=np.int64)
+    lift_to[may_lift] = _containing_wrapper(tree, child[may_lift], client[may_lift], wrapper_kinds(tree, matched))
+    unwrapped = may_lift & (lift_to < 0)
+    lift_to[unwrapped] = _containing_ancestor(tree, child[unwrapped], client[unwrapped])
     lifted = lift_to >= 0
     parent = tree.parent.copy()
     parent[child[lifted]] = lift_to[lifted]
     changed = np.zeros(tree.size, dtype=bool)
     changed[child[lifted]] = True
-
-    rest, rest_client = child[~lifted], client[~lifted]
-    fits = (end[rest] - start[rest] <= end[rest_client] - start[rest_client]) & (service[rest] != service[rest_client])
-    shifted, shifted_client = rest[fits], rest_client[fits]
-    if not shifted.size:
-        return adjusted_tree(tree, parent, changed, LIFTED) if changed.any() else tree
-    slack = (end[shifted_client] - start[shifted_client]) - (end[shifted] - start[shifted])
-    offset = start[shifted_client] + slack // 2 - start[shifted]
     lifted_tree = adjusted_tree(tree, parent, changed, LIFTED) if changed.any() else tree
+
+    shift = ~lifted & fits
+    shifted, shifted_client = child[shift], client[shift]
+    if not shifted.size:
+        return lifted_tree
+    slack = span_length[shifted_client] - span_length[shifted]
+    offset = start[shifted_client] + slack // 2 - start[shifted]
     return adjusted_tree(lifted_tree, parent, _subtrees(tree, shifted), SHIFTED, _spread(tree, shifted, offset))
 
 

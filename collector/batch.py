@@ -115,6 +115,7 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
     found: list[Rejection] = []
     unnamed: list[int] = []
     early: list[tuple[Position, int]] = []
+    unended: list[Position] = []
     copies: dict[tuple[bytes, bytes, int, str, int], list[Position]] = {}
     for r_index, resource_spans in enumerate(request.resource_spans):
         if not _service_name(resource_spans.resource):
@@ -131,6 +132,8 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
                     continue
                 if span.start_time_unix_nano < EARLIEST_PLAUSIBLE_NS:
                     early.append((position, span.start_time_unix_nano))
+                if not span.end_time_unix_nano:
+                    unended.append(position)
                 trace_id = span.trace_id if len(span.trace_id) == TRACE_ID_BYTES else bytes(8) + span.trace_id
                 key = (trace_id, span.span_id, span.kind, span.name, span.start_time_unix_nano)
                 copies.setdefault(key, []).append(position)
@@ -144,6 +147,9 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
     early = [(position, start) for position, start in early if position in kept]
     if early:
         warnings.append(early_start_warning(len(early), *early[0]))
+    unended = [position for position in unended if position in kept]
+    if unended:
+        warnings.append(unended_warning(len(unended), unended[0]))
     return Verdict(frozenset(kept), rejected, warnings)
 
 
@@ -207,6 +213,19 @@ def unnamed_service_warning(r_indexes: Sequence[int]) -> str:
     return f"{named}{f' and {more} more' if more > 0 else ''} {verb} no 'service.name'; stored as '{UNKNOWN_SERVICE}'"
 
 
+def unended_warning(count: int, first: Position) -> str:
+    """The one warning for ``count`` (≥ 1) kept spans without an end (``endTimeUnixNano`` 0 or absent), naming the
+    first at ``first``. OTLP calls the field required, but an exporter flushing a span that never ended (a crashed or
+    still running operation) sends it unset; losing the span would lose its name, attributes and its children's
+    parent, so it is stored with duration 0, as a span sent when it started, and the analysis reads it so
+    (:mod:`analysis.request_window`). A later copy with an end replaces it (same identity, later version)."""
+    spans = "1 span has" if count == 1 else f"{count} spans have"
+    return (
+        f"{spans} no endTimeUnixNano (0: the span had not ended when sent), first {span_path(first)}; "
+        "stored with duration 0, as sent when it started"
+    )
+
+
 _UNIT_GUESSES = ((10**3, "microseconds"), (10**6, "milliseconds"), (10**9, "seconds"))
 
 
@@ -235,7 +254,9 @@ def check_span(span: Span) -> None:
     """Apply the per-span validity rules, in order; the first broken one raises.
 
     Rules: trace, span and parent IDs of the right length and not all zeros (a 64-bit trace ID is
-    padded); a start time, no end before the start, no end (so no start) past :data:`MAX_TIME_NS`; kind and
+    padded); a start time, no end before the start but 0 (unset: a span exported before it ended, stored with
+    duration 0 as one sent when it started, :func:`unended_warning`), no start or end past :data:`MAX_TIME_NS`;
+    kind and
     status code within their enums; event times not past :data:`MAX_TIME_NS`; link IDs as span IDs.
 
     Raises:
@@ -248,10 +269,11 @@ def check_span(span: Span) -> None:
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
     if start == 0:
         raise SpanError("startTimeUnixNano is missing or 0")
-    if end < start:
+    if 0 < end < start:
         raise SpanError(f"endTimeUnixNano {end} is before startTimeUnixNano {start}")
-    if end > MAX_TIME_NS:
-        raise SpanError(f"endTimeUnixNano {end} is beyond the year 2262 (the store's DateTime64(9) range)")
+    for field_name, value in (("endTimeUnixNano", end), ("startTimeUnixNano", start)):
+        if value > MAX_TIME_NS:
+            raise SpanError(f"{field_name} {value} is beyond the year 2262 (the store's DateTime64(9) range)")
     if not 0 <= span.kind < len(SPAN_KINDS):
         raise SpanError(f"kind {span.kind} is not a SpanKind value (0-5)")
     if not 0 <= span.status.code < len(STATUS_CODES):
@@ -302,7 +324,7 @@ def _row(span: Span, resource: _Resource, limits: SpanLimits) -> dict[str, objec
         "SpanName": span.name,
         "SpanKind": SPAN_KINDS[span.kind],
         "SpanAttributes": attributes,
-        "Duration": span.end_time_unix_nano - start,
+        "Duration": span.end_time_unix_nano - start if span.end_time_unix_nano else 0,
         "StatusCode": STATUS_CODES[span.status.code],
         "StatusMessage": span.status.message,
         "Events.Timestamp": [event.time_unix_nano for event in events],

@@ -390,3 +390,29 @@ def test_a_tool_servers_span_lifted_beside_its_call_is_still_that_call() -> None
     assert adjustments(spans)["srv"] == ("lifted", "r")
     tools = agent_graph(analyze(frame(spans))).filter(pl.col("target_kind") == "tool")
     assert tools.select("target", "calls").rows() == [("execute_tool x", 1)]
+
+
+def test_a_server_span_starting_after_its_client_ended_is_shifted_however_small_the_skew() -> None:
+    # Zipkin's ascend.json: the auth service's half of a shared span starts 5.1 ms after the gateway's half ended,
+    # while the gateway's next call (to the content service) runs. No clock places a server's start after its
+    # client had the answer, so it is skew. Lifted to the root, the auth service's 4 ms overlapped the content
+    # call and left the critical path: the gateway's first 14 ms read as network only.
+    http = {"http.request.method": "GET"}
+    spans = [
+        S("r", "", 0, 40 * MS, "get", "gateway", "Server"),
+        S("cli", "r", 1 * MS, 15 * MS, "get", "gateway", "Client", http),
+        S("srv", "cli", 20 * MS, 24 * MS, "auth", "auth-service", "Server"),
+        S("db", "srv", 20 * MS, 22 * MS, "SELECT", "auth-service", "Client", {"db.system": "postgresql"}),
+        S("cli2", "r", 16 * MS, 39 * MS, "get", "gateway", "Client", http),
+        S("srv2", "cli2", 18 * MS, 37 * MS, "content", "content-service", "Server"),
+    ]
+    assert adjustments(spans) == {"srv": ("shifted", "cli"), "db": ("shifted", "srv")}
+    # r [0,1] [15,16] [39,40]; cli [1,6] [10,15] and cli2 [16,18] [37,39] the hops; srv [6,8] the auth service,
+    # db [8,10] its database; srv2 [18,37] the content service.
+    stages = breakdown(spans)
+    assert stages == {"network": 14, "other": 21, "tool": 2, "gateway": 3}
+    later = [
+        S("srv", "cli", 5_020 * MS, 5_024 * MS, "auth", "auth-service", "Server"),
+        S("db", "srv", 5_020 * MS, 5_022 * MS, "SELECT", "auth-service", "Client", {"db.system": "postgresql"}),
+    ]
+    assert breakdown([*spans[:2], *later, *spans[4:]]) == stages

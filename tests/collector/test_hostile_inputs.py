@@ -66,6 +66,44 @@ def test_end_before_start_is_rejected_not_wrapped(hotspan_server: RunningServer)
     assert stored(hotspan_server) == []
 
 
+def test_a_span_without_an_end_is_kept_as_sent_when_it_started(hotspan_server: RunningServer) -> None:
+    """An exporter flushing a root that never ended sends ``endTimeUnixNano`` 0 or leaves it out (proto3's default);
+    rejected, the root's name, attributes and its children's parent were lost and the trace read as rootless. It is
+    stored with duration 0 (over protobuf too, where the compiled scanner leaves it to Python), noted, and a later
+    copy that ended replaces it."""
+    root = span(endTimeUnixNano="0", name="agent run")
+    child = span("2222222222222222", parentSpanId="1111111111111111", endTimeUnixNano=str(START + 900))
+    unset = {key: value for key, value in span("3333333333333333").items() if key != "endTimeUnixNano"}
+    answer = export(hotspan_server, body(root, child, unset))
+    assert int(answer["partialSuccess"].get("rejectedSpans", 0)) == 0
+    assert answer["partialSuccess"]["errorMessage"] == (
+        "2 spans have no endTimeUnixNano (0: the span had not ended when sent), first "
+        "resourceSpans[0].scopeSpans[0].spans[0]; stored with duration 0, as sent when it started"
+    )
+    assert [(r["SpanId"], r["SpanName"], r["Duration"]) for r in stored(hotspan_server)] == [
+        ("1111111111111111", "agent run", 0),
+        ("2222222222222222", "op", 900),
+        ("3333333333333333", "op", 0),
+    ]
+    request = ExportTraceServiceRequest()
+    one = request.resource_spans.add().scope_spans.add().spans.add()
+    one.trace_id, one.span_id, one.name, one.start_time_unix_nano = bytes.fromhex(TRACE), b"\x44" * 8, "pb", START
+    answer = httpx.post(
+        f"{hotspan_server.base_url}/v1/traces",
+        content=request.SerializeToString(),
+        headers={"content-type": "application/x-protobuf"},
+    )
+    assert ExportTraceServiceResponse.FromString(answer.content).partial_success.rejected_spans == 0
+    export(hotspan_server, body(span(endTimeUnixNano=str(START + 1000), name="agent run")))
+    found = httpx.get(f"{hotspan_server.base_url}/api/v1/traces/{TRACE}", timeout=10).json()["spans"]
+    assert {s["span_id"]: s["duration_ns"] for s in found} == {
+        "1111111111111111": 1000,
+        "2222222222222222": 900,
+        "3333333333333333": 0,
+        "4444444444444444": 0,
+    }
+
+
 def test_64_bit_trace_ids_are_left_padded(hotspan_server: RunningServer) -> None:
     """openzipkin/b3-propagation#6: 64- and 128-bit trace IDs of one system must meet."""
     export(hotspan_server, body(span(traceId="d269b633813fc60c")))
