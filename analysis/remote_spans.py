@@ -1,6 +1,6 @@
 """An adjuster for server spans that do not fit inside the client span that called them.
 
-A SERVER span answering a CLIENT span normally lies inside it. Two real causes break that, and Jaeger UI's
+A SERVER span answering a CLIENT span normally lies inside it. Three real causes break that, and Jaeger UI's
 critical path (which cuts a child to its parent and drops a child lying wholly outside it) then loses the
 server's work:
 
@@ -9,50 +9,57 @@ server's work:
   engine) answers a streamed chat with headers first, so vLLM's ``llm_request`` starts when the client's
   ``POST`` span is ending and runs long after it; the caller's LLM span (``chat``) lasts until the last chunk.
   Observed with ``opentelemetry-instrumentation-httpx`` under the OpenAI SDK (``tests/realworld``).
-- **Clock skew.** The server's host clock is off, so its span sits before or after its client span.
+- **Trailing work.** A server's instrumentation ends its span after the last byte is sent (ASGI/WSGI middleware, a
+  log flush), and the caller, which already holds the answer, may end C and the spans above it first (the stack's
+  tool server: a 4 ms span 0.4 ms past its client on a quiet host, 2 ms on a busy one).
+- **Clock skew.** The server's host clock is off, so its span sits before, after or across an end of its client
+  span (jaeger-ui's HotROD capture with the route service's clock 5 ms either way: every route call crosses an end
+  of its client).
 
-A server span that starts inside C and ends a little after it is neither: a server's instrumentation ends its
-span after the last byte is sent (ASGI/WSGI middleware, a log flush), and the caller, which already holds the
-answer, may end C and the spans above it first (by milliseconds on a busy host). Lifted, such a span left the tool
-call that made it (``execute_tool`` ended before it too) for the agent above, and read as a call of its own (the
-stack's tool server: a 4 ms span 0.4 ms past its client, on a quiet host). So a span that starts inside C with at
-least :data:`TRAILING_SHARE` of it inside C is C's work and stays; :mod:`analysis.spawned_tasks` cuts its tail to C
-when that is a clock tick, else ends C and its callers with it.
+Only the span's start tells them apart on one clock: a server receives a request after its client sent it and
+before the client has the answer, so S starting before C started or after C ended is skew, whatever the answer's
+streaming or trailing does afterwards. S crossing C's end from inside is streaming or trailing on one clock and
+skew across two, and only the hosts can say which: S and C whose resources name one host (:data:`CLOCK_KEYS`, the
+first present) read one clock; otherwise, as Jaeger's adjuster does (``jaeger`` ``model/adjuster/clockskew.go``:
+spans of other or unknown hosts), a server span no longer than its client is skew when it does not lie inside it.
 
 Rule, for a SERVER span S whose parent C is its caller's span (a CLIENT span, or any span of another service: the
 Codex CLI marks the HTTP request that carries a model call INTERNAL, and a traced vLLM's ``llm_request`` joins its
-trace under it, ``tests/realworld/captures/codex``), that C covers less than :data:`FIT_SHARE` of, and that does
-not start inside C with :data:`TRAILING_SHARE` of it there:
+trace under it, ``tests/realworld/captures/codex``):
 
-1. **shift** at once when C is a CLIENT span and S starts before C started or after C ended: on one clock a server
-   receives a request after its client sent it and before the client has the answer, whatever the answer's
-   streaming does afterwards, so only skew places S there (Zipkin's ``ascend.json``: the auth service's half of a
-   shared span starts 5.1 ms after the gateway's half ended). When S is no longer than C and runs in another
-   service, S and its subtree are moved by the offset that centres S in C, as Jaeger's clock-skew adjuster does
-   (``jaeger`` ``model/adjuster/clockskew.go``: the child is placed in the middle of its parent, the latency split
-   evenly between both ends);
-2. else **lift**: S is analysed as the child of the span that waited for it: a childless wrapper among C's other
+1. **shift** when C is a CLIENT span of another service and S is skewed by the tests above: S and its subtree are
+   moved by the offset that centres S in C when S is no longer than C (Jaeger's adjuster: the latency split evenly
+   between both ends), else that starts S with C (Jaeger's placement of a child longer than its parent; its tail
+   then outlives C, which :mod:`analysis.spawned_tasks` extends to hold it). A server below a moved one is moved
+   with it, and then by its own skew relative to its moved client;
+2. else nothing when C covers :data:`FIT_SHARE` of S, or S starts inside C with :data:`TRAILING_SHARE` of it there
+   (trailing work: :mod:`analysis.spawned_tasks` cuts its tail to C when that is a clock tick, else ends C and its
+   callers with it; lifted, such a span left the tool call that made it for the agent above, and read as a call of
+   its own);
+3. else **lift**: S is analysed as the child of the span that waited for it: a childless wrapper among C's other
    children (:func:`analysis.wrappers.wrapper_kinds`: a GraphQL ``graphql.execution`` beside the resolver's call)
    covering at least :data:`FIT_SHARE` of S, which would have adopted S had S fit in C (:mod:`analysis.wrappers`),
    else the nearest ancestor of C that covers that much of it: the work happened while the caller's enclosing
-   operation waited (streaming: S starts inside C and outlives it; a caller other than a CLIENT span that returned
-   before the server started its work);
-3. else **shift** as in 1 when S is no longer than C and runs in another service;
-4. else S stays where it is: work that outlives C, which :mod:`analysis.spawned_tasks` keeps whole, C and the
+   operation waited (a stream; a caller other than a CLIENT span that returned before the server started);
+4. else **shift** as in 1 when S is no longer than C and runs in another service;
+5. else S stays where it is: work that outlives C, which :mod:`analysis.spawned_tasks` keeps whole, C and the
    spans above it ending with it (Jaeger UI's critical path would cut it to C).
 
-A skew small enough to leave S inside C's own interval but not :data:`FIT_SHARE` of it (S starting in C and running
-past it) still reads as streaming and is lifted: that moves the work in time but keeps it credited to the spans
-that waited for it. A skew of any size that puts S's start outside its CLIENT span is shifted, so the answer does
-not depend on how large the skew is.
+So a skew's answer does not depend on its size: ascend.json's 5.1 ms and the same trace 5 s off give one critical
+path (``tests/realworld/test_clock_skew.py``). What one host's spans cannot show, a few ms of skew on a host that
+reports no identity crossing C's end, reads as skew when S is no longer than C (the stack's tool server, on one
+host without ``host.name``, is centred in its call: its work moves by the overhang, ms) and as a stream when
+longer.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
 from analysis import ancestry
 from analysis.ancestry import BoolArray, IntArray
+from analysis.spans import attribute
 from analysis.stages import RuleMatch
 from analysis.tree import LIFTED, SHIFTED, SpanTree, adjusted_tree
 from analysis.wrappers import wrapper_kinds
@@ -64,6 +71,10 @@ TRAILING_SHARE = 0.5
 work trailing its answer (a streamed response's engine span starts as its client ends: little of it is inside)."""
 MAX_LEVELS = 64
 """Ancestors of the client tried for a lift."""
+CLOCK_KEYS = ("host.id", "host.name", "k8s.node.name", "ip")
+"""Resource attributes naming the host whose clock a span read, the first present taken: OpenTelemetry's host and
+Kubernetes semantic conventions, and the ``ip`` process tag of Jaeger's clients (kept by the Jaeger import), the
+host key of Jaeger's clock-skew adjuster."""
 
 
 def adjust_remote_spans(tree: SpanTree, matched: RuleMatch) -> SpanTree:
@@ -78,33 +89,46 @@ def adjust_remote_spans(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     start, end = tree.start_ns, tree.end_ns
     span_length = end - start
     covered, length = _covered(start, end, child, client), span_length[child]
+    remote = service[child] != service[client]
+    shorter = length <= span_length[client]
+    inside = (start[child] >= start[client]) & (end[child] <= end[client])
+    starts_outside = (start[child] < start[client]) | (start[child] > end[client])
+    clock = _clock_keys(tree)
+    one_clock = (clock[child] != "") & (clock[child] == clock[client])
+    skewed = (kind[client] == "Client") & remote & ~inside & (starts_outside | (shorter & ~one_clock))
     trailing = (start[child] >= start[client]) & (start[child] < end[client]) & (covered >= TRAILING_SHARE * length)
-    misfit = (covered < FIT_SHARE * length) & ~trailing
-    child, client = child[misfit], client[misfit]
-    if not child.size:
+    misfit = ~skewed & (covered < FIT_SHARE * length) & ~trailing
+    if not (skewed.any() or misfit.any()):
         return tree
 
-    fits = (span_length[child] <= span_length[client]) & (service[child] != service[client])
-    outside = (kind[client] == "Client") & ((start[child] < start[client]) | (start[child] > end[client]))
-    may_lift = ~(outside & fits)
-    lift_to = np.full(child.size, -1, dtype=np.int64)
-    lift_to[may_lift] = _containing_wrapper(tree, child[may_lift], client[may_lift], wrapper_kinds(tree, matched))
-    unwrapped = may_lift & (lift_to < 0)
-    lift_to[unwrapped] = _containing_ancestor(tree, child[unwrapped], client[unwrapped])
+    lift_from, lift_client = child[misfit], client[misfit]
+    lift_to = _containing_wrapper(tree, lift_from, lift_client, wrapper_kinds(tree, matched))
+    unwrapped = lift_to < 0
+    lift_to[unwrapped] = _containing_ancestor(tree, lift_from[unwrapped], lift_client[unwrapped])
     lifted = lift_to >= 0
     parent = tree.parent.copy()
-    parent[child[lifted]] = lift_to[lifted]
+    parent[lift_from[lifted]] = lift_to[lifted]
     changed = np.zeros(tree.size, dtype=bool)
-    changed[child[lifted]] = True
+    changed[lift_from[lifted]] = True
     lifted_tree = adjusted_tree(tree, parent, changed, LIFTED) if changed.any() else tree
 
-    shift = ~lifted & fits
+    unlifted = np.zeros(child.size, dtype=bool)
+    unlifted[np.flatnonzero(misfit)[~lifted]] = True
+    shift = skewed | (unlifted & remote & shorter)
     shifted, shifted_client = child[shift], client[shift]
     if not shifted.size:
         return lifted_tree
-    slack = span_length[shifted_client] - span_length[shifted]
+    slack = np.maximum(span_length[shifted_client] - span_length[shifted], 0)
     offset = start[shifted_client] + slack // 2 - start[shifted]
     return adjusted_tree(lifted_tree, parent, _subtrees(tree, shifted), SHIFTED, _spread(tree, shifted, offset))
+
+
+def _clock_keys(tree: SpanTree) -> np.ndarray:
+    """Per span, the host its resource names (:data:`CLOCK_KEYS`), ``""`` where none or without resources."""
+    if "resource_attributes" not in tree.spans.columns:
+        return np.full(tree.size, "", dtype=object)
+    keys = (attribute(key, "resource_attributes").replace("", None) for key in CLOCK_KEYS)
+    return tree.spans.select(pl.coalesce(*keys).fill_null("")).to_series().to_numpy()
 
 
 def _covered(start: IntArray, end: IntArray, span: IntArray, by: IntArray) -> IntArray:
@@ -159,9 +183,15 @@ def _subtrees(tree: SpanTree, heads: IntArray) -> np.ndarray:
 
 
 def _spread(tree: SpanTree, heads: IntArray, offset: IntArray) -> IntArray:
-    """Per span, the offset (ns) of the nearest head above or at it, 0 outside every head's subtree."""
+    """Per span, the offset (ns) of the nearest head above or at it, 0 outside every head's subtree. A head below
+    another is first moved with it: its own ``offset`` (measured on the unmoved spans) is added to the offset of
+    the nearest head above it, so it lands where its skew puts it relative to its moved client."""
     flags = np.isin(np.arange(tree.size), heads)
     nearest = ancestry.nearest_flagged(tree.parent, tree.depth, flags)
-    by_head = np.zeros(tree.size, dtype=np.int64)
-    by_head[heads] = offset
-    return np.where(nearest >= 0, by_head[np.maximum(nearest, 0)], 0)
+    total = np.zeros(tree.size, dtype=np.int64)
+    total[heads] = offset
+    above = np.where(tree.parent[heads] >= 0, nearest[np.maximum(tree.parent[heads], 0)], -1)
+    for level in np.unique(tree.depth[heads]):
+        at = (tree.depth[heads] == level) & (above >= 0)
+        total[heads[at]] += total[above[at]]
+    return np.where(nearest >= 0, total[np.maximum(nearest, 0)], 0)

@@ -34,6 +34,7 @@ class S:
     attributes: Mapping[str, str] = field(default_factory=dict)
     links: tuple[tuple[str, Mapping[str, str]], ...] = ()
     trace_id: str = "t1"
+    resource: Mapping[str, str] = field(default_factory=dict)
 
 
 def frame(spans: Iterable[S]) -> pl.DataFrame:
@@ -50,6 +51,7 @@ def frame(spans: Iterable[S]) -> pl.DataFrame:
             "start_time_unix_nano": [T0 + s.start for s in rows],
             "end_time_unix_nano": [T0 + s.end for s in rows],
             "attributes": pl.Series([dict(s.attributes) for s in rows], dtype=ATTRIBUTES),
+            "resource_attributes": pl.Series([dict(s.resource) for s in rows], dtype=ATTRIBUTES),
             "link_trace_ids": [[s.trace_id for _ in s.links] for s in rows],
             "link_span_ids": [[span for span, _ in s.links] for s in rows],
             "link_attributes": pl.Series(

@@ -121,23 +121,40 @@ def test_a_detached_llm_call_adopts_the_request_that_carries_it() -> None:
     assert stages == {"agent": 15, "llm.queue": 10, "llm.prefill": 20, "llm.decode": 50, "llm.call": 5}
 
 
-def test_a_streamed_engine_span_is_lifted_out_of_the_http_span_that_ended_at_the_headers() -> None:
-    # The HTTP client span ends when the headers arrive (12 ms); vLLM's llm_request starts as it ends and runs
-    # to 88 ms; the caller's chat span lasts until the last chunk.
+def streamed_call(engine_start: int) -> list[S]:
+    """A streamed chat: the HTTP client span ends when the headers arrive (12 ms), vLLM's 76 ms ``llm_request``
+    starts at ``engine_start`` (ns), and the caller's chat span lasts until the last chunk (90 ms)."""
     engine = {
         "gen_ai.latency.time_in_queue": "0.005",
         "gen_ai.latency.time_in_model_prefill": "0.015",
         "gen_ai.latency.time_in_model_decode": "0.056",
         "gen_ai.latency.time_to_first_token": "0.02",
     }
-    spans = [
+    return [
         S("chat", "", 0, 90 * MS, "chat m", "app", "Client", {"gen_ai.operation.name": "chat"}),
         S("post", "chat", 2 * MS, 12 * MS, "POST", "app", "Client", {"url.full": "http://m/v1/chat/completions"}),
-        S("eng", "post", 12 * MS, 88 * MS, "llm_request", "vllm", "Server", engine),
+        S("eng", "post", engine_start, engine_start + 76 * MS, "llm_request", "vllm", "Server", engine),
     ]
+
+
+STREAMED_STAGES = {"agent": 2, "llm.call": 12, "llm.queue": 5, "llm.prefill": 15, "llm.decode": 56}
+
+
+def test_a_streamed_engine_span_is_lifted_out_of_the_http_span_that_ended_at_the_headers() -> None:
+    # vLLM's llm_request starts as the POST ends and runs to 88 ms.
+    spans = streamed_call(12 * MS)
     assert adjustments(spans) == {"eng": ("lifted", "chat")}
     # Jaeger UI's rule would drop eng (it starts at its parent's end) and show no phase at all.
-    assert breakdown(spans) == {"agent": 2, "llm.call": 12, "llm.queue": 5, "llm.prefill": 15, "llm.decode": 56}
+    assert breakdown(spans) == STREAMED_STAGES
+
+
+def test_a_streamed_engine_span_off_by_seconds_starts_with_its_http_span() -> None:
+    # The same call with vLLM's clock 5 s ahead: no span of the caller holds the engine's 76 ms, and it is longer
+    # than the POST, so it cannot be centred there. Started with the POST (Jaeger's placement of a child longer
+    # than its parent), its phases are the call's again; left where it was, the request ran 5 s.
+    spans = streamed_call(5_012 * MS)
+    assert adjustments(spans)["eng"] == ("shifted", "post")
+    assert breakdown(spans) == STREAMED_STAGES
 
 
 def test_a_logfire_stream_log_ends_its_call_where_the_stream_ended() -> None:
@@ -361,12 +378,42 @@ def test_the_request_carrying_a_streamed_call_takes_its_first_token_split() -> N
 def test_a_server_span_trailing_its_callers_answer_stays_the_tool_calls_work() -> None:
     # The stack's tool server on a busy host: its 4.5 ms span starts inside the agent's POST and ends 2 ms after
     # it, 1.5 ms after execute_tool (the agent had its answer). Lifted, it would be a sibling of the tool call:
-    # a call of its own in the agent graph.
+    # a call of its own in the agent graph. Its resource names the agent's host: one clock, so no skew.
+    host = {"host.name": "box-1"}
     spans = [
-        S("r", "", 0, 100 * MS, "invoke_agent a", "agent", "Server", {"gen_ai.operation.name": "invoke_agent"}),
-        S("t", "r", 40 * MS, 46 * MS, "execute_tool x", "agent", attributes={"gen_ai.operation.name": "execute_tool"}),
-        S("cli", "t", 41 * MS, 45 * MS + 500_000, "POST", "agent", "Client", {"http.request.method": "POST"}),
-        S("srv", "cli", 43 * MS, 47 * MS + 500_000, "POST /v1/tools/{name}", "tools", "Server"),
+        S(
+            "r",
+            "",
+            0,
+            100 * MS,
+            "invoke_agent a",
+            "agent",
+            "Server",
+            {"gen_ai.operation.name": "invoke_agent"},
+            resource=host,
+        ),
+        S(
+            "t",
+            "r",
+            40 * MS,
+            46 * MS,
+            "execute_tool x",
+            "agent",
+            attributes={"gen_ai.operation.name": "execute_tool"},
+            resource=host,
+        ),
+        S(
+            "cli",
+            "t",
+            41 * MS,
+            45 * MS + 500_000,
+            "POST",
+            "agent",
+            "Client",
+            {"http.request.method": "POST"},
+            resource=host,
+        ),
+        S("srv", "cli", 43 * MS, 47 * MS + 500_000, "POST /v1/tools/{name}", "tools", "Server", resource=host),
     ]
     assert adjustments(spans) == {"srv": ("spawned", "cli"), "cli": ("extended", "t"), "t": ("extended", "r")}
     # The POST's 2 ms before the server started are the network's. Lifted, the server's 4.5 ms were the tool stage
@@ -374,6 +421,24 @@ def test_a_server_span_trailing_its_callers_answer_stays_the_tool_calls_work() -
     assert breakdown_ns(spans) == {"network": 2 * MS, "agent": 92_500_000, "tool": 5_500_000}
     tools = agent_graph(analyze(frame(spans))).filter(pl.col("target_kind") == "tool")
     assert tools.select("target", "calls", "critical_ns").rows() == [("execute_tool x", 1, 7_500_000)]
+    # On another host (or one not named) the same span is skew, as Jaeger reads it: centred in its client, it is
+    # still the tool call's work, and nothing above it is extended.
+    elsewhere = [
+        *spans[:3],
+        S(
+            "srv",
+            "cli",
+            43 * MS,
+            47 * MS + 500_000,
+            "POST /v1/tools/{name}",
+            "tools",
+            "Server",
+            resource={"host.name": "box-2"},
+        ),
+    ]
+    assert adjustments(elsewhere) == {"srv": ("shifted", "cli")}
+    tools = agent_graph(analyze(frame(elsewhere))).filter(pl.col("target_kind") == "tool")
+    assert tools.select("target", "calls").rows() == [("execute_tool x", 1)]
 
 
 def test_a_tool_servers_span_lifted_beside_its_call_is_still_that_call() -> None:

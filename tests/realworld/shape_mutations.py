@@ -18,6 +18,8 @@ sampler would have sent instead. The work the spans describe is unchanged, so th
   after their children, a streamed answer read after the HTTP request's headers, no other span would describe)
   ends in the middle of its last-starting child, which runs on after it: a handler that returned the stream it
   did not read, a task not awaited, a span ended early by its instrumentation.
+- ``skewed_servers``: every service but the root's that answers a CLIENT span of another service (a vLLM engine, a
+  tool server, an A2A agent) has its host clock 5 s ahead: all its spans and their events in the trace move by 5 s.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Callable, Collection
 
 import polars as pl
 
-from units import NS_PER_MS
+from units import NS_PER_MS, NS_PER_S
 
 Mutation = Callable[[pl.DataFrame, Collection[str]], pl.DataFrame]
 """``mutation(spans, kept)``: ``kept`` are the span IDs a filtering framework would keep (model calls, tools)."""
@@ -149,6 +151,41 @@ def early_parents(spans: pl.DataFrame, kept: Collection[str]) -> pl.DataFrame:
     return _with_duration(joined.with_columns(ended.alias(END.meta.output_name())).drop("middle_ns"))
 
 
+def skewed_servers(spans: pl.DataFrame, kept: Collection[str]) -> pl.DataFrame:
+    callers = spans.select(
+        "trace_id",
+        pl.col("span_id").alias("parent_span_id"),
+        pl.col("kind").alias("parent_kind"),
+        pl.col("service_name").alias("parent_service"),
+    )
+    answering = spans.join(callers, on=["trace_id", "parent_span_id"]).filter(
+        (pl.col("kind") == "Server")
+        & (pl.col("parent_kind") == "Client")
+        & (pl.col("service_name") != pl.col("parent_service"))
+    )
+    skewed = (
+        answering.select("trace_id", "service_name")
+        .unique()
+        .join(spans.filter(IS_ROOT).select("trace_id", "service_name"), on=["trace_id", "service_name"], how="anti")
+    )
+    joined = spans.join(
+        skewed.with_columns(pl.lit(True).alias("skewed")),
+        on=["trace_id", "service_name"],
+        how="left",
+        maintain_order="left",
+    )
+    ahead = pl.col("skewed").fill_null(False)
+    events = pl.col("event_times_unix_nano")
+    return joined.with_columns(
+        pl.when(ahead).then(START + 5 * NS_PER_S).otherwise(START).alias(START.meta.output_name()),
+        pl.when(ahead).then(END + 5 * NS_PER_S).otherwise(END).alias(END.meta.output_name()),
+        pl.when(ahead)
+        .then(events.list.eval(pl.element() + 5 * NS_PER_S))
+        .otherwise(events)
+        .alias("event_times_unix_nano"),
+    ).drop("skewed")
+
+
 MUTATIONS: dict[str, Mutation] = {
     mutation.__name__: mutation
     for mutation in (
@@ -161,5 +198,6 @@ MUTATIONS: dict[str, Mutation] = {
         linked_orphans,
         start_copies,
         early_parents,
+        skewed_servers,
     )
 }

@@ -38,6 +38,9 @@ ROOT_OWN_TIME = frozenset(
 handling before and after the agent): when the root is dropped that time is gone from the trace, so the envelope
 of what is left reads LLM-heavier than the wire by 5-7 points. Held to the unbroken analysis instead, and so when the
 root ends before its work does (``early_parents``: the time after its last child is gone too)."""
+ENGINE_COLUMNS = [
+    f"{stage}_ns" for stage in ("llm.tokenize", "llm.queue", "llm.prefill", "llm.decode", "llm.detokenize")
+]
 ROOT_DROPPING = frozenset({"drop_root", "linked_orphans"})
 ROOT_OWN_TIME_LOST = ROOT_DROPPING | {"early_parents"}
 
@@ -63,6 +66,11 @@ class Corpus:
             .agg(pl.sum_horizontal(f"{stage}_ns" for stage in LLM_STAGES).sum() / pl.col("duration_ns").sum())
             .iter_rows()
         )
+
+    def engine_ns(self, spans: Spans) -> dict[str, int]:
+        """Per capture, the critical-path ns of the engine's phases (vLLM's ``llm_request``) over its requests."""
+        wide = stage_breakdown_wide(spans).join(self.owner, on="trace_id")
+        return dict(wide.group_by("capture").agg(pl.sum_horizontal(ENGINE_COLUMNS).sum()).iter_rows())
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +118,7 @@ def test_a_broken_capture_keeps_its_llm_share(corpus: Corpus, mutation: str) -> 
         # Every request's work outlives the spans above it: kept whole, and said (or the root never ended at all).
         assert ((quality["extended_spans"] > 0) | quality["envelope"]).all()
         assert quality["notes"].list.len().min() > 0
+    if mutation == "skewed_servers":
+        # An engine 5 s ahead moves none of its work: its phases are the unbroken capture's (before, a streamed call's
+        # engine span, longer than the HTTP span it answers and held by no span of the caller, left the window).
+        assert corpus.engine_ns(analysis) == pytest.approx(corpus.engine_ns(corpus.spans), rel=0.01)
