@@ -221,11 +221,14 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
         shifted_spans (UInt32, spans of a server span's subtree moved into the client span that called it against
         clock skew: adjustment ``shifted``); shift_ns (Int64 ns, the largest such move, 0 when none); late_spans
         (UInt32, spans that start at or after the window's end and end after it: work the request did not wait for,
-        left out of its breakdown as Jaeger UI leaves it out);
+        left out of its breakdown as Jaeger UI leaves it out); early_spans (UInt32, spans that end at or before the
+        window's start and start before it: a clock off, left out the same way);
         extended_ns (Int64 ns, how far the window runs past the root's reported end for such work; 0 for an
         envelope window, which holds it already); implausible_root (Boolean, :data:`IMPLAUSIBLE_FACTOR`);
         root_ns, below_root_ns (Int64 ns: the root's reported duration, and the envelope of the spans under it,
-        0 when none).
+        0 when none); window_ns (Int64 ns, the request's window as analysed); duplicate_ids (UInt32, span IDs the
+        trace holds more than one span under, other start, kind or name: the analysis reads the copy that ends last,
+        :attr:`analysis.tree.SpanTree.duplicates`).
     """
     root = reported.primary_root
     others = np.arange(reported.size) != root[reported.trace]
@@ -240,11 +243,20 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
     shifted = adjustment == SHIFTED
     window_end = analysed.end_ns[analysed.primary_root][analysed.trace]
     late = (analysed.start_ns >= window_end) & (analysed.end_ns > window_end)
+    window_start = analysed.start_ns[analysed.primary_root][analysed.trace]
+    early = (analysed.end_ns <= window_start) & (analysed.start_ns < window_start)
     shift_ns = np.zeros(analysed.trace_count, dtype=np.int64)
     np.maximum.at(shift_ns, analysed.trace[shifted], np.abs(analysed.start_ns - reported.start_ns)[shifted])
+    trace_ids = reported.spans["trace_id"].gather(root)
+    duplicate_ids = (
+        pl.DataFrame({"trace_id": trace_ids})
+        .join(reported.duplicates.group_by("trace_id").len("ids"), on="trace_id", how="left", maintain_order="left")
+        .get_column("ids")
+        .fill_null(0)
+    )
     return pl.DataFrame(
         {
-            "trace_id": reported.spans["trace_id"].gather(root),
+            "trace_id": trace_ids,
             "envelope": envelope,
             "root_reason": pl.Series(ROOT_REASONS, dtype=pl.String).gather(reported.root_reason[root]),
             "parentless_spans": np.bincount(reported.trace[reported.parent < 0], minlength=reported.trace_count),
@@ -254,10 +266,13 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
             "extended_ns": np.where(envelope, 0, np.maximum(analysed.end_ns[root] - reported.end_ns[root], 0)),
             "shifted_spans": np.bincount(analysed.trace[shifted], minlength=analysed.trace_count),
             "late_spans": np.bincount(analysed.trace[late], minlength=analysed.trace_count),
+            "early_spans": np.bincount(analysed.trace[early], minlength=analysed.trace_count),
             "shift_ns": shift_ns,
             "implausible_root": (root_ns > IMPLAUSIBLE_FACTOR * below) & (root_ns - below > IMPLAUSIBLE_MIN_NS),
             "root_ns": root_ns,
             "below_root_ns": below,
+            "window_ns": analysed.end_ns[analysed.primary_root] - analysed.start_ns[analysed.primary_root],
+            "duplicate_ids": duplicate_ids,
         },
         schema_overrides={
             "parentless_spans": pl.UInt32,
@@ -267,7 +282,9 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
             "extended_ns": pl.Int64,
             "shifted_spans": pl.UInt32,
             "late_spans": pl.UInt32,
+            "early_spans": pl.UInt32,
             "shift_ns": pl.Int64,
+            "duplicate_ids": pl.UInt32,
         },
     )
 
@@ -278,11 +295,17 @@ def quality_notes(quality: Mapping[str, Any]) -> list[str]:
     no work outlived the span that started it."""
     notes = []
     if quality["envelope"]:
+        # Orphans inside a root that ended: the envelope is the root's own interval, which a caller did measure.
+        held = quality["root_reason"] == "root" and 0 < quality["root_ns"] == quality["window_ns"]
+        latency = (
+            "; the root span, which ended, holds them all, so its latency is the root's, what a caller measured"
+            if held
+            else ", so its latency is the traced work's, not what a caller measured"
+        )
         notes.append(
             f"The request's window is the envelope of its spans (earliest start to latest end): "
             f"{_envelope_reason(quality['root_reason'], int(quality['parentless_spans']), int(quality['root_ns']))}"
-            ", so its latency is the "
-            "traced work's, not what a caller measured."
+            f"{latency}."
         )
     if quality["implausible_root"]:
         notes.append(
@@ -317,6 +340,18 @@ def quality_notes(quality: Mapping[str, Any]) -> list[str]:
             f"{int(quality['late_spans']):,} span(s) started after the request's window ended (work it did not wait "
             "for: a flush, a background job, a task queued past the answer): left out of its breakdown, as Jaeger UI "
             "leaves them out; they are on the trace page."
+        )
+    if quality["early_spans"]:
+        notes.append(
+            f"{int(quality['early_spans']):,} span(s) ended before the request's window began (a clock that is off "
+            "where no client/server pair shows by how much): left out of its breakdown, as Jaeger UI leaves them out; "
+            "they are on the trace page."
+        )
+    if quality["duplicate_ids"]:
+        notes.append(
+            f"{int(quality['duplicate_ids']):,} span ID(s) came with more than one span (another start, kind or name: "
+            "a re-export with corrected times, or one ID given to two spans): the analysis reads the copy that ends "
+            "last; the trace page shows each."
         )
     if quality["reattached_spans"]:
         notes.append(

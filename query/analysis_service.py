@@ -282,14 +282,17 @@ def trace_stages_of(analysis: TraceAnalysis) -> TraceStages:
 def whole_ns(shares: Sequence[float], total_ns: int) -> dict[str, int]:
     """``shares`` (ns per stage of ``analysis.STAGES``, in its order, summing to ``total_ns`` up to float rounding)
     as whole ns summing exactly to ``total_ns``, by the largest remainder method (Hamilton's apportionment): each
-    share floored, the ns left over given one each to the largest fractional parts."""
+    share floored, the ns left over given one each to the largest fractional parts among the stages that have time,
+    and what float rounding leaves beyond that (past 2^53 ns a share is a multiple of its ulp) to the largest share.
+    A stage without time stays 0."""
     # Python ints, not int64: a share of a span from 1970 to 2262 rounds to 2^63 ns as a float, past int64.
     whole = [math.floor(share) for share in shares]
-    left = min(max(total_ns - sum(whole), 0), len(whole))
-    for index in sorted(range(len(whole)), key=lambda i: whole[i] - shares[i])[:left]:
+    timed = [index for index, share in enumerate(shares) if share > 0]
+    left = max(total_ns - sum(whole), 0)
+    for index in sorted(timed, key=lambda i: whole[i] - shares[i])[:left]:
         whole[index] += 1
-    if (excess := sum(whole) - total_ns) > 0:
-        whole[whole.index(max(whole))] -= excess
+    if timed and (off := total_ns - sum(whole)):
+        whole[max(timed, key=lambda i: shares[i])] += off
     return dict(zip(STAGES, whole, strict=True))
 
 

@@ -113,6 +113,13 @@ def test_work_started_after_its_parent_returned_is_kept_where_the_request_waits_
     quality = data_quality(frame(after)).row(0, named=True)
     assert quality["late_spans"] == 1 and any("1 span(s) started after" in note for note in quality["notes"])
     assert data_quality(frame(agent_run()))["late_spans"].to_list() == [0]
+    # Its mirror, a span that ended before the window began (a device clock off by days, found by a fresh user's
+    # sweep with a 200-day-old child under a 1 ms root), is left out the same way and said too.
+    before = [*agent_run(), S("query", "agent", -200 * 86_400_000 * MS, -200 * 86_400_000 * MS + MS, "db query")]
+    assert stages_ms(before) == stages_ms(agent_run())
+    quality = data_quality(frame(before)).row(0, named=True)
+    assert quality["early_spans"] == 1 and any("1 span(s) ended before" in note for note in quality["notes"])
+    assert data_quality(frame(agent_run()))["early_spans"].to_list() == [0]
 
 
 def test_servers_answering_one_caller_after_it_returned_over_the_same_interval_are_each_lifted() -> None:
@@ -199,6 +206,11 @@ def test_a_span_sent_at_start_and_at_end_keeps_its_ended_copy() -> None:
     spans = agent_run()
     started = [replace(span, end=span.start) for span in spans]
     assert stages_ms(spans + started) == stages_ms(started + spans) == stages_ms(spans)
+    # Said, with how many IDs came twice (a fresh user's sweep: two copies of one ID were read silently).
+    quality = data_quality(frame(spans + started)).row(0, named=True)
+    assert quality["duplicate_ids"] == len(spans)
+    assert any(f"{len(spans)} span ID(s) came with more than one span" in note for note in quality["notes"])
+    assert data_quality(frame(spans))["duplicate_ids"].to_list() == [0]
 
 
 def test_a_late_task_after_the_root_ended_leaves_the_request_the_roots_whatever_the_gap() -> None:
@@ -496,6 +508,10 @@ def test_orphans_of_one_lost_parent_are_siblings(ingestor: Ingestor, reader: Cli
     path = critical_path_of(analysis)
     assert path.filter(pl.col("span_id").is_in(queries["span_id"].implode())).height == 1
     assert path["duration_ns"].sum() == 3_720_000
+    # The root ended and holds every orphan: the window is its own, which a caller measured, and the note says so
+    # (it said the latency was not what a caller measured: a fresh user's sweep, HotROD with its driver span lost).
+    (notes,) = data_quality(analysis)["notes"].to_list()
+    assert "the root span, which ended, holds them all, so its latency is the root's" in notes[0]
 
 
 def test_a_parent_ended_before_its_late_child_owns_none_of_the_gap() -> None:

@@ -252,6 +252,8 @@ def test_an_adjusted_genai_trace_marks_the_moved_span(browser: Browser, served: 
     page, errors = new_page(browser, height=1200)
     open_trace(page, f"{served.url}/ui/trace/{GENAI_TRACE}")
     assert "analysed under another parent" in page.inner_text("#trace-header")
+    # The agent graph loads after the header (it read "Loading…" once on a loaded host).
+    page.wait_for_selector("#trace-agent-graph:has-text('on the critical path')", timeout=TIMEOUT_MS)
     graph = page.inner_text("#trace-agent-graph")
     assert "agent triage-agent" in graph and "→ model" in graph and "on the critical path" in graph, graph
     assert page.locator("#trace-agent-graph .hs-agent-critical").count() >= 1

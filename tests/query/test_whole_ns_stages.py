@@ -48,3 +48,14 @@ def test_a_real_trace_with_concurrent_spans_gets_whole_ns_summing_to_its_duratio
 def test_largest_remainders_get_the_ns_left_over(shares: list[float], total: int, expected: list[int]) -> None:
     padded = shares + [0.0] * (len(STAGES) - len(shares))
     assert list(whole_ns(padded, total).values())[: len(expected)] == expected
+
+
+def test_stages_without_time_stay_zero_past_2_to_53_ns() -> None:
+    # Two orphans 6.3 years apart (a fresh user's sweep): the window is 1.98e17 ns, where a float share's ulp is 32 ns.
+    # Flooring left ns over, and the largest remainders went to stages without time (1 ns each).
+    total = 198_410_805_196_325_000
+    shares = [0.0] * len(STAGES)
+    shares[STAGES.index("other")] = float(total)
+    wall = whole_ns(shares, total)
+    assert wall["other"] == total and sum(wall.values()) == total
+    assert {stage for stage, ns in wall.items() if ns} == {"other"}
