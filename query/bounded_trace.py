@@ -1,11 +1,13 @@
 """One trace read by ID, bounded: a page of at most ``limit`` spans by start and, when that page is not the whole
 trace, how many spans the trace holds. The REST, Jaeger and Tempo routes answer a trace from it (each says "not
 found" and "truncated" in its own format), and the trace page's views are built from its first page
-(:mod:`query.trace_view_cache`), so every by-ID read is this one.
+(:mod:`query.trace_view_cache`), so every by-ID read is this one; :func:`read_bounded_traces` is it for many IDs
+at once (Jaeger's ``/api/traces?traceID=...``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -51,3 +53,30 @@ def read_bounded_trace(
     else:
         total = span_count if span_count is not None else reader.trace_size(trace_id, tenant=tenant)
     return BoundedTrace(page.spans, page.next, total, partial)
+
+
+def read_bounded_traces(
+    reader: TraceReader, trace_ids: Sequence[str], *, tenant: str | None, limit: int
+) -> dict[str, BoundedTrace]:
+    """:func:`read_bounded_trace` from the first span of each of ``trace_ids`` (canonical 32 hex), in a few reads
+    whatever their number: one counts every trace, one reads the traces that fit ``limit`` together (in groups of at
+    most ``limit`` spans, so memory stays as for one trace), and each larger trace is paged alone. Unknown IDs are
+    absent. Blocking. One read per ID took 13 s for Jaeger's 141-trace demo capture on chDB, 0.1 s each."""
+    sizes = reader.trace_sizes(trace_ids, tenant=tenant)
+    found: dict[str, BoundedTrace] = {}
+    group: list[str] = []
+    group_spans = 0
+    fitting = [trace_id for trace_id in dict.fromkeys(trace_ids) if 0 < sizes.get(trace_id, 0) <= limit]
+    for trace_id in [*fitting, ""]:
+        if group and (not trace_id or group_spans + sizes[trace_id] > limit):
+            spans = reader.traces(group, tenant=tenant).drop("tenant")
+            for (key,), frame in spans.partition_by("trace_id", as_dict=True, maintain_order=True).items():
+                found[str(key)] = BoundedTrace(frame, None, frame.height, False)
+            group, group_spans = [], 0
+        if trace_id:
+            group.append(trace_id)
+            group_spans += sizes[trace_id]
+    for trace_id, size in sizes.items():
+        if size > limit:
+            found[trace_id] = read_bounded_trace(reader, trace_id, tenant=tenant, limit=limit, span_count=size)
+    return found

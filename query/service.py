@@ -15,7 +15,7 @@ from diagnosis import DiagnosisSettings
 from processors.pipeline.config import TracePipelineConfig
 from query.agents import WindowAgentGraph, window_agent_graph
 from query.analysis_service import AnalysisService
-from query.bounded_trace import BoundedTrace, read_bounded_trace
+from query.bounded_trace import BoundedTrace, read_bounded_trace, read_bounded_traces
 from query.capacity import CapacityService
 from query.conversations import ConversationService
 from query.diagnosis import DiagnosisService
@@ -128,6 +128,11 @@ class QueryService:
         """Trace ``trace_id`` (canonical 32 hex) read by ID, at most ``limit`` spans after ``after``, with the
         trace's span count when that is not all of it (:func:`query.bounded_trace.read_bounded_trace`). Blocking."""
         return read_bounded_trace(self.store, trace_id, tenant=tenant, limit=limit, after=after)
+
+    def trace_pages(self, trace_ids: Sequence[str], *, tenant: str | None, limit: int) -> dict[str, BoundedTrace]:
+        """:meth:`trace_page` from the first span of each of ``trace_ids`` (canonical 32 hex) in a few reads
+        (:func:`query.bounded_trace.read_bounded_traces`); unknown IDs are absent. Blocking."""
+        return read_bounded_traces(self.store, trace_ids, tenant=tenant, limit=limit)
 
     def agent_graph(self, query: TraceQuery, *, tenant: str | None) -> WindowAgentGraph:
         """The agent graph summed over the traces ``query`` finds (:func:`query.agents.window_agent_graph`).

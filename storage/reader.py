@@ -244,6 +244,10 @@ class TraceReader(Protocol):
         """
         ...
 
+    def trace_sizes(self, trace_ids: Sequence[str], *, tenant: str | None) -> dict[str, int]:
+        """:meth:`trace_size` of each of ``trace_ids`` in one read; unknown IDs are absent."""
+        ...
+
     def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int, int]:
         """``(spans, rows, version)``: :meth:`trace_size`, the rows stored for the trace (every copy of every
         span) and the newest data version of the parts holding them, a triple that changes with any write to the
@@ -381,6 +385,10 @@ class ClickHouseTraceReader(ClickHouseRollupReader):
     def trace_size(self, trace_id: str, *, tenant: str | None) -> int:
         parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}
         return int(self._ch.query_rows(trace_sql.TRACE_SIZE, parameters)[0][0])
+
+    def trace_sizes(self, trace_ids: Sequence[str], *, tenant: str | None) -> dict[str, int]:
+        parameters = {"trace_ids": list(trace_ids), **tenant_parameters(tenant)}
+        return {trace_id: int(count) for trace_id, count in self._ch.query_rows(trace_sql.TRACE_SIZES, parameters)}
 
     def trace_state(self, trace_id: str, *, tenant: str | None) -> tuple[int, int, int]:
         parameters = {"trace_id": trace_id, **tenant_parameters(tenant)}

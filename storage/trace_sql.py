@@ -316,6 +316,12 @@ ORDER BY TraceId
 TRACE_SIZE = f"SELECT uniqExact(cityHash64({IDENTITY})) FROM otel_traces WHERE {TRACE_WHERE}"
 """How many spans one trace has (each counted once; 8 bytes of memory per span)."""
 
+TRACE_SIZES = (
+    f"SELECT TraceId, uniqExact(cityHash64({IDENTITY})) FROM otel_traces WHERE {TRACES_WHERE} GROUP BY TraceId"
+)
+"""How many spans each of many traces (``trace_ids``) has, each span counted once: :data:`TRACE_SIZE` in one read;
+unknown IDs give no row."""
+
 TRACE_STATE = (
     f"SELECT uniqExact(cityHash64({IDENTITY})), count(), max(_part_data_version) FROM otel_traces WHERE {TRACE_WHERE}"
 )

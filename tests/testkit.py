@@ -140,8 +140,9 @@ def dash_update_body(dependency: dict[str, Any], values: dict[str, object], ids:
 
 
 class CountingTraceReader(ClickHouseTraceReader):
-    """The ClickHouse trace reader, counting the reads of a trace's spans (:meth:`trace`, :meth:`trace_page`) in
-    :attr:`span_reads`: what a trace page load costs the store, seen from the store's side. Thread-safe."""
+    """The ClickHouse trace reader, counting the reads of traces' spans (:meth:`trace`, :meth:`trace_page`,
+    :meth:`traces`) in :attr:`span_reads`: what a trace page load costs the store, seen from the store's side.
+    Thread-safe."""
 
     def __init__(self, ch: ClickHouse) -> None:
         super().__init__(ch)
@@ -161,6 +162,10 @@ class CountingTraceReader(ClickHouseTraceReader):
     ) -> TracePage:
         self._count()
         return super().trace_page(trace_id, tenant=tenant, after=after, limit=limit)
+
+    def traces(self, trace_ids: Sequence[str], *, tenant: str | None) -> pl.DataFrame:
+        self._count()
+        return super().traces(trace_ids, tenant=tenant)
 
 
 def query_room(ch: ClickHouse) -> QueryService:

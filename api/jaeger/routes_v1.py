@@ -21,10 +21,10 @@ from api.read_pool import ReadPool, spliced
 from api.tenancy import Tenant
 from api.trace_limits import TraceReadLimits
 from api.traces import parse_trace_id
-from query.service import QueryService
+from query.service import BoundedTrace, QueryService
 
 MAX_TRACE_IDS = 1_000
-"""Most ``traceID`` values one search may ask for (each is one lookup)."""
+"""Most ``traceID`` values one search may ask for (read together, :func:`query.bounded_trace.read_bounded_traces`)."""
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": JaegerEnvelope[None], "description": "Bad parameter: `data` null, the reason in `errors`."},
@@ -204,12 +204,12 @@ async def _by_ids(
     canonical = [parse_trace_id(text) for text in dict.fromkeys(trace_ids)]
 
     def answer() -> JaegerEnvelope[list[JaegerTrace]]:
+        pages = query.trace_pages(canonical, tenant=tenant, limit=limits.max_spans)
         traces: list[JaegerTrace] = []
         missing: list[JaegerStructuredError] = []
         for trace_id in canonical:
-            trace = _bounded_trace(query, trace_id, tenant, limits)
-            if trace is not None:
-                traces.append(trace)
+            if trace_id in pages:
+                traces.append(_jaeger_trace(pages[trace_id], trace_id, limits))
             else:
                 missing.append(JaegerStructuredError(code=404, msg="trace not found", traceID=trace_id))
         return JaegerEnvelope[list[JaegerTrace]](data=traces, total=len(traces), errors=missing or None)
@@ -223,8 +223,12 @@ def _bounded_trace(
     """Trace ``trace_id`` in Jaeger's model, at most ``limits.max_spans`` spans (the first by start; the trace's
     ``warnings`` say how many it has), or None when ``tenant`` has no such trace. Blocking."""
     page = query.trace_page(trace_id, tenant=tenant, limit=limits.max_spans)
-    if page.span_count == 0:
-        return None
+    return _jaeger_trace(page, trace_id, limits) if page.span_count else None
+
+
+def _jaeger_trace(page: BoundedTrace, trace_id: str, limits: TraceReadLimits) -> JaegerTrace:
+    """A bounded read of trace ``trace_id`` (at least one span) in Jaeger's model, ``warnings`` saying how many spans
+    it has when the page is not all of them."""
     trace = model.traces_from_frame(page.spans)[0]
     if page.partial:
         limits.count_truncated("jaeger_v1")
