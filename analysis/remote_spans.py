@@ -93,8 +93,11 @@ def adjust_remote_spans(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     shorter = length <= span_length[client]
     inside = (start[child] >= start[client]) & (end[child] <= end[client])
     starts_outside = (start[child] < start[client]) | (start[child] > end[client])
-    clock = _clock_keys(tree)
-    one_clock = (clock[child] != "") & (clock[child] == clock[client])
+    crossing = (kind[client] == "Client") & remote & ~inside & shorter & ~starts_outside
+    one_clock = np.zeros(child.size, dtype=bool)
+    if crossing.any():  # the hosts decide only these; most traces have none, and reading resources costs
+        clock = _clock_keys(tree)
+        one_clock = (clock[child] != "") & (clock[child] == clock[client])
     skewed = (kind[client] == "Client") & remote & ~inside & (starts_outside | (shorter & ~one_clock))
     trailing = (start[child] >= start[client]) & (start[child] < end[client]) & (covered >= TRAILING_SHARE * length)
     misfit = ~skewed & (covered < FIT_SHARE * length) & ~trailing
