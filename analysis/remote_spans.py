@@ -19,9 +19,9 @@ server's work:
 Only the span's start tells them apart on one clock: a server receives a request after its client sent it and
 before the client has the answer, so S starting before C started or after C ended is skew, whatever the answer's
 streaming or trailing does afterwards. S crossing C's end from inside is streaming or trailing on one clock and
-skew across two, and only the hosts can say which: S and C whose resources name one host (:data:`CLOCK_KEYS`, the
-first present) read one clock; otherwise, as Jaeger's adjuster does (``jaeger`` ``model/adjuster/clockskew.go``:
-spans of other or unknown hosts), a server span no longer than its client is skew when it does not lie inside it.
+skew across two, and only the hosts can say which: S and C whose resources name two hosts (:data:`CLOCK_KEYS`, the
+first present) read two clocks, and then, as Jaeger's adjuster does (``jaeger`` ``model/adjuster/clockskew.go``:
+spans of other hosts), a server span no longer than its client is skew when it does not lie inside it.
 
 Rule, for a SERVER span S whose parent C is its caller's span (a CLIENT span, or any span of another service: the
 Codex CLI marks the HTTP request that carries a model call INTERNAL, and a traced vLLM's ``llm_request`` joins its
@@ -46,10 +46,9 @@ trace under it, ``tests/realworld/captures/codex``):
    spans above it ending with it (Jaeger UI's critical path would cut it to C).
 
 So a skew's answer does not depend on its size: ascend.json's 5.1 ms and the same trace 5 s off give one critical
-path (``tests/realworld/test_clock_skew.py``). What one host's spans cannot show, a few ms of skew on a host that
-reports no identity crossing C's end, reads as skew when S is no longer than C (the stack's tool server, on one
-host without ``host.name``, is centred in its call: its work moves by the overhang, ms) and as a stream when
-longer.
+path (``tests/realworld/test_clock_skew.py``). What the spans cannot show: a few ms of skew crossing C's end where a
+resource names no host reads as trailing work (Jaeger would move it; Hotspan's own stack names no host, and its tool
+server's trailing spans, moved, changed what the event-loop diagnosis saw of its calls' ends).
 """
 
 from __future__ import annotations
@@ -94,11 +93,11 @@ def adjust_remote_spans(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     inside = (start[child] >= start[client]) & (end[child] <= end[client])
     starts_outside = (start[child] < start[client]) | (start[child] > end[client])
     crossing = (kind[client] == "Client") & remote & ~inside & shorter & ~starts_outside
-    one_clock = np.zeros(child.size, dtype=bool)
+    two_clocks = np.zeros(child.size, dtype=bool)
     if crossing.any():  # the hosts decide only these; most traces have none, and reading resources costs
         clock = _clock_keys(tree)
-        one_clock = (clock[child] != "") & (clock[child] == clock[client])
-    skewed = (kind[client] == "Client") & remote & ~inside & (starts_outside | (shorter & ~one_clock))
+        two_clocks = (clock[child] != "") & (clock[client] != "") & (clock[child] != clock[client])
+    skewed = (kind[client] == "Client") & remote & ~inside & (starts_outside | (shorter & two_clocks))
     trailing = (start[child] >= start[client]) & (start[child] < end[client]) & (covered >= TRAILING_SHARE * length)
     misfit = ~skewed & (covered < FIT_SHARE * length) & ~trailing
     if not (skewed.any() or misfit.any()):

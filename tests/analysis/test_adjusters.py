@@ -421,8 +421,11 @@ def test_a_server_span_trailing_its_callers_answer_stays_the_tool_calls_work() -
     assert breakdown_ns(spans) == {"network": 2 * MS, "agent": 92_500_000, "tool": 5_500_000}
     tools = agent_graph(analyze(frame(spans))).filter(pl.col("target_kind") == "tool")
     assert tools.select("target", "calls", "critical_ns").rows() == [("execute_tool x", 1, 7_500_000)]
-    # On another host (or one not named) the same span is skew, as Jaeger reads it: centred in its client, it is
-    # still the tool call's work, and nothing above it is extended.
+    # Where no host is named it reads the same (the stack's own spans name none).
+    unnamed = [replace(span, resource={}) for span in spans]
+    assert adjustments(unnamed) == adjustments(spans) and breakdown_ns(unnamed) == breakdown_ns(spans)
+    # On another host the same span is skew, as Jaeger reads it: centred in its client, it is still the tool call's
+    # work, and nothing above it is extended.
     elsewhere = [
         *spans[:3],
         S(
