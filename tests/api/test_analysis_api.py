@@ -27,6 +27,7 @@ from cluster_kit import layout_settings
 from pipeline.pipeline_support import MS, T0, otlp_request, vllm_agent_trace
 
 from analysis import STAGES, analyze, data_quality
+from analysis.spans import ATTRIBUTES
 from hotspan.server import RunningServer, start_server
 from hotspan.settings import Settings, load_settings
 from storage.reader import ClickHouseTraceReader
@@ -385,10 +386,15 @@ def _demo_frame() -> pl.DataFrame:
                         "start_time_unix_nano": int(s["startTimeUnixNano"]),
                         "end_time_unix_nano": int(s["endTimeUnixNano"]),
                         "attributes": [{"key": "", "value": ""}],
+                        # The hosts the resources name: the skew adjuster reads them (analysis.remote_spans).
+                        "resource_attributes": attributes,
                     }
                     for s in scope["spans"]
                 ]
-    return pl.DataFrame(rows)
+    frame = pl.DataFrame([{k: v for k, v in row.items() if k != "resource_attributes"} for row in rows])
+    return frame.with_columns(
+        pl.Series("resource_attributes", [row["resource_attributes"] for row in rows], ATTRIBUTES)
+    )
 
 
 OTLP_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
