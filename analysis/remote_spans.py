@@ -92,12 +92,12 @@ def adjust_remote_spans(tree: SpanTree, matched: RuleMatch) -> SpanTree:
     shorter = length <= span_length[client]
     inside = (start[child] >= start[client]) & (end[child] <= end[client])
     starts_outside = (start[child] < start[client]) | (start[child] > end[client])
-    crossing = (kind[client] == "Client") & remote & ~inside & shorter & ~starts_outside
+    unheld_call = (kind[client] == "Client") & remote & ~inside
     two_clocks = np.zeros(child.size, dtype=bool)
-    if crossing.any():  # the hosts decide only these; most traces have none, and reading resources costs
+    if (unheld_call & shorter & ~starts_outside).any():  # the hosts decide only these; most traces have none
         clock = _clock_keys(tree)
         two_clocks = (clock[child] != "") & (clock[client] != "") & (clock[child] != clock[client])
-    skewed = (kind[client] == "Client") & remote & ~inside & (starts_outside | (shorter & two_clocks))
+    skewed = unheld_call & (starts_outside | (shorter & two_clocks))
     trailing = (start[child] >= start[client]) & (start[child] < end[client]) & (covered >= TRAILING_SHARE * length)
     misfit = ~skewed & (covered < FIT_SHARE * length) & ~trailing
     if not (skewed.any() or misfit.any()):

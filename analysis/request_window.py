@@ -241,10 +241,9 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
     moved = analysed.parent != reported.parent
     adjustment = np.zeros(analysed.size, dtype=np.int8) if analysed.adjustment is None else analysed.adjustment
     shifted = adjustment == SHIFTED
-    window_end = analysed.end_ns[analysed.primary_root][analysed.trace]
-    late = (analysed.start_ns >= window_end) & (analysed.end_ns > window_end)
-    window_start = analysed.start_ns[analysed.primary_root][analysed.trace]
-    early = (analysed.end_ns <= window_start) & (analysed.start_ns < window_start)
+    window_start, window_end = analysed.start_ns[analysed.primary_root], analysed.end_ns[analysed.primary_root]
+    late = (analysed.start_ns >= window_end[analysed.trace]) & (analysed.end_ns > window_end[analysed.trace])
+    early = (analysed.end_ns <= window_start[analysed.trace]) & (analysed.start_ns < window_start[analysed.trace])
     shift_ns = np.zeros(analysed.trace_count, dtype=np.int64)
     np.maximum.at(shift_ns, analysed.trace[shifted], np.abs(analysed.start_ns - reported.start_ns)[shifted])
     trace_ids = reported.spans["trace_id"].gather(root)
@@ -271,7 +270,7 @@ def request_quality(reported: SpanTree, analysed: SpanTree, envelope: BoolArray)
             "implausible_root": (root_ns > IMPLAUSIBLE_FACTOR * below) & (root_ns - below > IMPLAUSIBLE_MIN_NS),
             "root_ns": root_ns,
             "below_root_ns": below,
-            "window_ns": analysed.end_ns[analysed.primary_root] - analysed.start_ns[analysed.primary_root],
+            "window_ns": window_end - window_start,
             "duplicate_ids": duplicate_ids,
         },
         schema_overrides={
