@@ -22,6 +22,8 @@ from units import NS_PER_MS, NS_PER_S
 MINUTE_NS = 60 * NS_PER_S
 SERVER, CLIENT, INTERNAL = 2, 3, 1
 """OTLP span kinds."""
+HTTP_TIMEOUT_S = 30.0
+"""httpx's default 5 s read timeout was passed by one topology read (0.2 s here) in a CI run on a loaded host."""
 
 Edges = dict[tuple[str, str], int]
 """(caller service, called service) → calls."""
@@ -44,7 +46,7 @@ def _post(server: RunningServer, service: str, *spans: dict[str, object]) -> Non
     """POST ``spans`` of ``service`` as one OTLP/JSON request, asserting it is accepted."""
     resource = {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]}
     body = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": list(spans)}]}]}
-    answer = httpx.post(f"{server.base_url}/v1/traces", json=body)
+    answer = httpx.post(f"{server.base_url}/v1/traces", json=body, timeout=HTTP_TIMEOUT_S)
     assert answer.status_code == 200, answer.text
 
 
@@ -58,13 +60,19 @@ def _analyse(server: RunningServer) -> None:
 def _dependencies(server: RunningServer, start_ns: int, end_ns: int) -> Edges:
     """Jaeger's ``/api/dependencies`` over ``[start_ns, end_ns]`` (whole ms)."""
     end_ms, start_ms = end_ns // NS_PER_MS, start_ns // NS_PER_MS
-    answer = httpx.get(f"{server.base_url}/api/dependencies", params={"endTs": end_ms, "lookback": end_ms - start_ms})
+    answer = httpx.get(
+        f"{server.base_url}/api/dependencies",
+        params={"endTs": end_ms, "lookback": end_ms - start_ms},
+        timeout=HTTP_TIMEOUT_S,
+    )
     return {(link["parent"], link["child"]): link["callCount"] for link in answer.json()["data"]}
 
 
 def _service_graph(server: RunningServer, start_ns: int, end_ns: int) -> Edges:
     """The topology route's calls between two services that sent spans (no virtual peer, no "user")."""
-    answer = httpx.get(f"{server.base_url}/api/v1/topology", params={"start_ns": start_ns, "end_ns": end_ns})
+    answer = httpx.get(
+        f"{server.base_url}/api/v1/topology", params={"start_ns": start_ns, "end_ns": end_ns}, timeout=HTTP_TIMEOUT_S
+    )
     edges = answer.json()["edges"]
     return {(e["source"], e["target"]): e["calls"] for e in edges if e["connection_type"] in ("plain", "messaging")}
 
