@@ -21,8 +21,9 @@
  * repr for the rest (PyOS_double_to_string, David Gay's algorithm). So the GIL is held throughout,
  * which also guards the buffers kept between calls (shared).
  *
- * check() runs the same walk writing and formatting nothing, with no limits: the receivers' answer
- * for clean requests without a protobuf parse (collector.decode.check_body).
+ * check() runs the same walk writing and formatting nothing, with the same limits: the receivers' answer
+ * for clean requests without a protobuf parse (collector.otlp_body.check_body); a request a limit cuts is
+ * answered by the reference, which warns.
  *
  * convert() is also the redaction's prefilter (collector.redaction): given the literal starts of the
  * table's key and event-name patterns, a span or event attribute key or an event name that begins
@@ -779,7 +780,40 @@ static int put_json_item(Ctx *ctx, Buf *b, const Value *v) {
 }
 
 /* What check() needs of an AnyValue: a shape convert() handles, valid UTF-8 (no formatting). */
+/* The longest text put_value() may store for v: exact for strings (by bytes: never fewer than their characters)
+   and bytes (base64), the longest decimal of a bool, int or double, and for an array the bytes of its JSON
+   text at most (a string item's byte escaped as \u00XX, quotes and commas within each item's own framing). */
+static size_t stored_chars_bound(const Value *v) {
+    switch (v->kind) {
+    case V_STRING:
+        return v->len;
+    case V_BOOL:
+        return 5;
+    case V_INT:
+        return 20;
+    case V_DOUBLE:
+        return 24;
+    case V_BYTES:
+        return v->len > SIZE_MAX / 2 ? SIZE_MAX : (v->len + 2) / 3 * 4;
+    case V_ARRAY:
+        return v->len > SIZE_MAX / 8 ? SIZE_MAX : 6 * v->len + 2;
+    default:
+        return 0;
+    }
+}
+
+/* check(): a value whose stored text may pass max_value_chars is an anomaly (exact for strings), so the
+   reference measures and reports it; past the limit, arrays, bytes and numbers are rare. */
 static int check_value(Ctx *ctx, const Value *v) {
+    if (stored_chars_bound(v) > (size_t)ctx->max_value_chars) {
+        if (v->kind != V_STRING)
+            FAIL(ctx, "attribute value may be over the length limit");
+        int64_t count = utf8_length(v->data, v->len);
+        if (count < 0)
+            FAIL(ctx, "string field is not valid UTF-8");
+        if (count > ctx->max_value_chars)
+            FAIL(ctx, "attribute value over the length limit");
+    }
     if (v->kind == V_STRING)
         return check_utf8(ctx, v->data, v->len);
     if (v->kind == V_KVLIST)
@@ -1604,19 +1638,24 @@ static PyObject *convert(PyObject *self, PyObject *args) {
 }
 
 PyDoc_STRVAR(check_doc,
-             "check(body, /)\n--\n\n"
+             "check(body, max_attributes, max_value_chars, max_events, max_links, /)\n--\n\n"
              "The spans of a serialized ExportTraceServiceRequest if collector.batch.check_request would\n"
-             "accept them all without a warning and convert() handles their shapes (limits aside: this\n"
-             "writes and formats nothing), else a str naming the first anomaly. Never raises for any bytes\n"
-             "(MemoryError aside).");
+             "accept them all without a warning (a limit's cut included) and convert() handles their shapes,\n"
+             "else a str naming the first anomaly; writes and formats nothing, so an array, bytes or number\n"
+             "value that may pass max_value_chars is an anomaly too. Never raises for any bytes (MemoryError\n"
+             "aside).");
 
-static PyObject *check(PyObject *self, PyObject *arg) {
+static PyObject *check(PyObject *self, PyObject *args) {
     Py_buffer body;
+    long max_attributes, max_value_chars, max_events, max_links;
     (void)self;
-    if (PyObject_GetBuffer(arg, &body, PyBUF_SIMPLE) < 0)
+    if (!PyArg_ParseTuple(args, "y*llll:check", &body, &max_attributes, &max_value_chars, &max_events, &max_links))
         return NULL;
     Ctx *ctx = ctx_start(1);
-    ctx->max_attributes = ctx->max_value_chars = ctx->max_events = ctx->max_links = LONG_MAX;
+    ctx->max_attributes = max_attributes;
+    ctx->max_value_chars = max_value_chars;
+    ctx->max_events = max_events;
+    ctx->max_links = max_links;
     ctx->tenant = "";
     ctx->tenant_len = 0;
     PyObject *result = NULL;
@@ -1693,7 +1732,7 @@ static PyObject *go_float(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"convert", convert, METH_VARARGS, convert_doc},
-    {"check", check, METH_O, check_doc},
+    {"check", check, METH_VARARGS, check_doc},
     {"shape", shape, METH_O, shape_doc},
     {"go_float", go_float, METH_O, go_float_doc},
     {NULL, NULL, 0, NULL},

@@ -95,8 +95,13 @@ class Verdict:
         return export_result(len(self.kept), self.rejections, self.warnings)
 
 
-def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejection] | None = None) -> Verdict:
-    """Apply :func:`check_span` to every span and resolve duplicates, without converting anything.
+def check_request(
+    request: ExportTraceServiceRequest,
+    rejections: Sequence[Rejection] | None = None,
+    limits: SpanLimits = DEFAULT_LIMITS,
+) -> Verdict:
+    """Apply :func:`check_span` to every span, resolve duplicates and find what ``limits`` cut, converting only
+    what a limit may cut.
 
     Of valid spans sharing ``(traceId, spanId, kind, name, startTimeUnixNano)`` (a 64-bit trace ID
     counts as its padded form) the last one in the request is kept and the others are dropped with a
@@ -106,9 +111,13 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
     the server side one ID, Zipkin messaging data gives one ID to several receives, and Jaeger test data
     renames spans.
 
+    A kept span that ``limits`` cut (:func:`to_batch` stores it cut and marked) costs no span but a warning
+    (:func:`truncated_warning`): the sender learns of the loss, as OTLP's partial success allows.
+
     Args:
         request: the decoded request.
         rejections: spans a decoder already refused; those with a ``position`` are placeholders.
+        limits: the span limits :func:`to_batch` applies.
     """
     given = list(rejections or [])
     skip = {r.position for r in given if r.position is not None}
@@ -116,10 +125,12 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
     unnamed: list[int] = []
     early: list[tuple[Position, int]] = []
     unended: list[Position] = []
+    cut: list[Position] = []
     copies: dict[tuple[bytes, bytes, int, str, int], list[Position]] = {}
     for r_index, resource_spans in enumerate(request.resource_spans):
         if not _service_name(resource_spans.resource):
             unnamed.append(r_index)
+        resource_cut: bool | None = None
         for s_index, scope_spans in enumerate(resource_spans.scope_spans):
             for p_index, span in enumerate(scope_spans.spans):
                 position = (r_index, s_index, p_index)
@@ -134,6 +145,11 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
                     early.append((position, span.start_time_unix_nano))
                 if not span.end_time_unix_nano:
                     unended.append(position)
+                if resource_cut is None:
+                    resource = _resource(resource_spans.resource, limits)
+                    resource_cut = bool(resource.dropped or resource.shortened)
+                if resource_cut or _over_limits(span, limits):
+                    cut.append(position)
                 trace_id = span.trace_id if len(span.trace_id) == TRACE_ID_BYTES else bytes(8) + span.trace_id
                 key = (trace_id, span.span_id, span.kind, span.name, span.start_time_unix_nano)
                 copies.setdefault(key, []).append(position)
@@ -150,7 +166,34 @@ def check_request(request: ExportTraceServiceRequest, rejections: Sequence[Rejec
     unended = [position for position in unended if position in kept]
     if unended:
         warnings.append(unended_warning(len(unended), unended[0]))
+    cut = [position for position in cut if position in kept]
+    if cut:
+        r_index, s_index, p_index = cut[0]
+        resource_spans = request.resource_spans[r_index]
+        span = resource_spans.scope_spans[s_index].spans[p_index]
+        marker = _row(span, _resource(resource_spans.resource, limits), limits)["SpanAttributes"][-1][1]
+        warnings.append(truncated_warning(len(cut), cut[0], str(marker)))
     return Verdict(frozenset(kept), rejected, warnings)
+
+
+STORED_GROWTH = 6
+"""Most characters an attribute value's stored text holds per byte of its span's protobuf encoding: a byte of a
+string inside an array or key-value list is JSON-escaped to at most 6 (``\\u00XX``); every other form is
+shorter than its bytes times 6 (a double's 9 bytes give at most 24 characters, an int's at least 2 give 20)."""
+
+
+def _over_limits(span: Span, limits: SpanLimits) -> bool:
+    """Whether :func:`_row` cuts anything of ``span`` (its resource aside). Counts first; values are stringified
+    only when the span's encoding is long enough that one may pass ``limits.max_value_chars``
+    (:data:`STORED_GROWTH`), so a span of usual size costs a few length reads."""
+    if len(span.events) > limits.max_events or len(span.links) > limits.max_links:
+        return True
+    lists = [span.attributes, *(event.attributes for event in span.events), *(link.attributes for link in span.links)]
+    if any(len(attributes) > limits.max_attributes for attributes in lists):
+        return True
+    if span.ByteSize() * STORED_GROWTH <= limits.max_value_chars:
+        return False
+    return any(len(value_to_string(kv.value)) > limits.max_value_chars for attributes in lists for kv in attributes)
 
 
 def to_batch(
@@ -169,7 +212,7 @@ def to_batch(
     Returns:
         A :class:`SpanBatch`; never raises for a bad span.
     """
-    verdict = check_request(request, rejections)
+    verdict = check_request(request, rejections, limits)
     columns: dict[str, list] = {name: [] for name in SPAN_SCHEMA.names}
     truncated = 0
     for r_index, resource_spans in enumerate(request.resource_spans):
@@ -223,6 +266,17 @@ def unended_warning(count: int, first: Position) -> str:
     return (
         f"{spans} no endTimeUnixNano (0: the span had not ended when sent), first {span_path(first)}; "
         "stored with duration 0, as sent when it started"
+    )
+
+
+def truncated_warning(count: int, first: Position, marker: str) -> str:
+    """The one warning for ``count`` (≥ 1) kept spans that span limits cut, naming the first at ``first`` and what
+    was cut of it (``marker``, the :data:`~collector.limits.TRUNCATED_KEY` value it is stored with)."""
+    spans = "1 span was" if count == 1 else f"{count} spans were"
+    return (
+        f"{spans} over the span limits, first {span_path(first)} (cut: {marker}); stored cut, marked "
+        f"'{TRUNCATED_KEY}' (HOTSPAN_MAX_ATTRIBUTES, HOTSPAN_MAX_EVENTS, HOTSPAN_MAX_LINKS, "
+        "HOTSPAN_MAX_ATTRIBUTE_VALUE_CHARS)"
     )
 
 

@@ -318,7 +318,7 @@ class IngestPipeline:
             Whatever the error, the reservation is released.
         """
         try:
-            checked = check_body(raw, media, max_request_spans)
+            checked = check_body(raw, media, max_request_spans, self._config.limits)
             self.resize(ticket, len(checked.body), checked.spans)
         except BaseException:
             self.release(ticket)

@@ -33,6 +33,7 @@ except ImportError as exc:  # a checkout used without `pip install -e .`
     raise ImportError(
         "collector._otlp_rows is not built: run `pip install -e .` (or `make venv`) with gcc and the Python headers"
     ) from exc
+from collector.batch import DEFAULT_LIMITS
 from collector.batchwriter import PreparedBatch, UnreadableRequestError, python_request
 from collector.limits import SpanLimits
 from collector.redaction import Redactor
@@ -72,15 +73,16 @@ def native_rows(
     )
 
 
-def native_check(body: bytes) -> int | str:
+def native_check(body: bytes, limits: SpanLimits = DEFAULT_LIMITS) -> int | str:
     """The scanner's check of one serialized ``ExportTraceServiceRequest``, writing nothing.
 
     Returns:
         The span count when :func:`collector.batch.check_request` would accept every span without a
-        rejection or warning and the scanner handles the request's shapes (limits aside: they cut,
-        never reject); otherwise a ``str`` naming the anomaly. Never raises for any bytes.
+        rejection or warning (none cut by ``limits`` either) and the scanner handles the request's shapes;
+        otherwise a ``str`` naming the anomaly (also for an array, bytes or number value that may pass
+        ``limits.max_value_chars``: the reference measures it). Never raises for any bytes.
     """
-    return _otlp_rows.check(body)
+    return _otlp_rows.check(body, limits.max_attributes, limits.max_value_chars, limits.max_events, limits.max_links)
 
 
 def native_shape(body: bytes) -> tuple[int, int, int] | None:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.batch import check_request
+from collector.batch import DEFAULT_LIMITS, check_request
+from collector.limits import SpanLimits
 from collector.native_writer import native_check, native_shape
 from collector.otlp_json import JsonPayloadError, parse_json_bytes, request_from_json
 from collector.rejections import Rejection
@@ -186,13 +187,16 @@ class CheckedRequest:
     result: ExportResult
 
 
-def check_body(raw: bytes, media: str, max_spans: int = DEFAULT_MAX_REQUEST_SPANS) -> CheckedRequest:
+def check_body(
+    raw: bytes, media: str, max_spans: int = DEFAULT_MAX_REQUEST_SPANS, limits: SpanLimits = DEFAULT_LIMITS
+) -> CheckedRequest:
     """Decode an uncompressed body and apply the per-span rules (:func:`collector.batch.check_request`).
 
     A protobuf body the compiled scanner finds clean (:func:`collector.native_writer.native_check`:
-    every span valid and unique, every resource named) is answered by it, without a protobuf parse;
-    any other body is first sized (:func:`check_shape`), then costs one protobuf parse (or JSON decode) and a
-    pass over the spans' IDs and times. Attribute values are not converted here (that happens at the insert).
+    every span valid and unique, every resource named, nothing over ``limits``) is answered by it, without a
+    protobuf parse; any other body is first sized (:func:`check_shape`), then costs one protobuf parse (or JSON
+    decode) and a pass over the spans' IDs, times and attribute counts. Attribute values are not converted here
+    (that happens at the insert) but for a span large enough that one may pass ``limits.max_value_chars``.
     Blocking, CPU-bound; bounded by ``max_spans`` whatever the body holds.
 
     Raises:
@@ -200,7 +204,7 @@ def check_body(raw: bytes, media: str, max_spans: int = DEFAULT_MAX_REQUEST_SPAN
             spans (or ``resourceSpans`` + ``scopeSpans`` entries).
     """
     if media == PROTOBUF:
-        spans = native_check(raw)
+        spans = native_check(raw, limits)
         if isinstance(spans, int):
             check_shape(0, spans, max_spans)
             return CheckedRequest(raw, spans, export_result(spans, [], []))
@@ -211,4 +215,4 @@ def check_body(raw: bytes, media: str, max_spans: int = DEFAULT_MAX_REQUEST_SPAN
         for scope_spans in resource_spans.scope_spans
     )
     body = raw if media == PROTOBUF else request.SerializeToString()
-    return CheckedRequest(body, spans, check_request(request, rejections).result())
+    return CheckedRequest(body, spans, check_request(request, rejections, limits).result())

@@ -90,7 +90,13 @@ def test_limits_cut_and_mark_and_an_unnamed_resource_is_warned_about() -> None:
     )
     batch = to_batch(request, [], SMALL)
     assert (batch.accepted, batch.rejections, batch.truncated) == (1, [], 1)
-    assert batch.warnings == ["resourceSpans[0].resource has no 'service.name'; stored as 'unknown_service'"]
+    marker = "attributes=3,events=2,links=2,resource_attributes=3,values=3"
+    assert batch.warnings == [
+        "resourceSpans[0].resource has no 'service.name'; stored as 'unknown_service'",
+        f"1 span was over the span limits, first resourceSpans[0].scopeSpans[0].spans[0] (cut: {marker}); stored "
+        "cut, marked 'hotspan.truncated' (HOTSPAN_MAX_ATTRIBUTES, HOTSPAN_MAX_EVENTS, HOTSPAN_MAX_LINKS, "
+        "HOTSPAN_MAX_ATTRIBUTE_VALUE_CHARS)",
+    ]
     (row,) = batch.table.to_pylist()
     assert row["ServiceName"] == "unknown_service"
     assert row["ResourceAttributes"] == [("host", "h"), ("r0", "0"), ("r1", "1")]
@@ -98,7 +104,7 @@ def test_limits_cut_and_mark_and_an_unnamed_resource_is_warned_about() -> None:
         ("a0", "12345"),
         ("a1", "12345"),
         ("a2", "12345"),
-        ("hotspan.truncated", "attributes=3,events=2,links=2,resource_attributes=3,values=3"),
+        ("hotspan.truncated", marker),
     ]
     assert (len(row["Events.Name"]), len(row["Links.SpanId"])) == (2, 1)
 

@@ -146,21 +146,59 @@ def test_int64_as_strings_and_as_numbers(hotspan_server: RunningServer) -> None:
 def test_a_1_mb_attribute_value_is_truncated_and_marked(hotspan_server: RunningServer) -> None:
     """grafana/tempo#3985 (queriers out of memory on huge attribute values; Tempo#4335 truncates and
     marks them) and highlight/highlight#8155 (values over 10 MB failing ClickHouse writes)."""
-    export(hotspan_server, body(span(attributes=[{"key": "prompt", "value": {"stringValue": "é" * 1_000_000}}])))
-    (row,) = stored(hotspan_server)
-    attributes = dict(row["SpanAttributes"])
+    prompt = {"key": "prompt", "value": {"stringValue": "é" * 1_000_000}}
+    answer = export(hotspan_server, body(span("2222222222222222"), span(attributes=[prompt])))
+    assert int(answer["partialSuccess"].get("rejectedSpans", 0)) == 0
+    assert answer["partialSuccess"]["errorMessage"].startswith(
+        "1 span was over the span limits, first resourceSpans[0].scopeSpans[0].spans[1] (cut: values=1); stored cut"
+    )
+    rows = stored(hotspan_server)
+    attributes = dict(rows[0]["SpanAttributes"])
     limit = hotspan_server.settings.max_attribute_value_chars
     assert attributes["prompt"] == "é" * limit
     assert attributes["hotspan.truncated"] == "values=1"
+    assert "hotspan.truncated" not in dict(rows[1]["SpanAttributes"])
+
+
+def test_protobuf_spans_over_a_limit_are_warned_about_like_json_ones(hotspan_server: RunningServer) -> None:
+    """The compiled scanner answers clean protobuf requests itself; one a limit cuts is answered by the reference,
+    which warns, as for JSON (never a plain 200 for a span stored cut)."""
+    request = ExportTraceServiceRequest()
+    resource = request.resource_spans.add()
+    resource.resource.attributes.add(key="service.name").value.string_value = "hostile"
+    spans = resource.scope_spans.add().spans
+    for index, (values, chars) in enumerate([(1, 10), (300, 10), (1, 70_000), (1, 10)]):
+        one = spans.add(trace_id=bytes.fromhex(TRACE), span_id=bytes([index + 1]) * 8, name="pb", kind=2)
+        one.start_time_unix_nano, one.end_time_unix_nano = START, START + 1000
+        for key in range(values):
+            one.attributes.add(key=f"k{key}").value.string_value = "x" * chars
+    answer = httpx.post(
+        f"{hotspan_server.base_url}/v1/traces",
+        content=request.SerializeToString(),
+        headers={"content-type": "application/x-protobuf"},
+    )
+    partial = ExportTraceServiceResponse.FromString(answer.content).partial_success
+    assert (answer.status_code, partial.rejected_spans) == (200, 0)
+    assert partial.error_message.startswith(
+        "2 spans were over the span limits, first resourceSpans[0].scopeSpans[0].spans[1] (cut: attributes=44)"
+    )
+    marks = {row["SpanId"]: dict(row["SpanAttributes"]).get("hotspan.truncated") for row in stored(hotspan_server)}
+    assert marks == {
+        "0101010101010101": None,
+        "0202020202020202": "attributes=44",
+        "0303030303030303": "values=1",
+        "0404040404040404": None,
+    }
 
 
 def test_10k_attributes_are_cut_to_the_limit_and_marked(hotspan_server: RunningServer) -> None:
     """Arize-ai/openinference#2042 raises SDK attribute limits to 10000; grafana/tempo#3985: such spans
     exhaust memory downstream."""
     many = [{"key": f"k{i}", "value": {"intValue": i}} for i in range(10_000)]
-    export(hotspan_server, body(span(attributes=many)))
-    (row,) = stored(hotspan_server)
+    answer = export(hotspan_server, body(span(attributes=many)))
     keep = hotspan_server.settings.max_attributes
+    assert f"(cut: attributes={10_000 - keep})" in answer["partialSuccess"]["errorMessage"]
+    (row,) = stored(hotspan_server)
     attributes = dict(row["SpanAttributes"])
     assert len(attributes) == keep + 1
     assert attributes[f"k{keep - 1}"] == str(keep - 1)
@@ -220,7 +258,8 @@ def test_duplicate_spans_in_one_request_keep_the_last_and_are_noted_not_rejected
 def test_events_and_links_beyond_their_limits_are_cut_and_marked(hotspan_server: RunningServer) -> None:
     events = [{"timeUnixNano": str(START + i), "name": f"e{i}"} for i in range(300)]
     links = [{"traceId": TRACE, "spanId": f"{i + 1:016x}"} for i in range(200)]
-    export(hotspan_server, body(span(events=events, links=links)))
+    answer = export(hotspan_server, body(span(events=events, links=links)))
+    assert "(cut: events=44,links=72)" in answer["partialSuccess"]["errorMessage"]
     counts = hotspan_server.storage.clickhouse.query_rows(
         "SELECT length(Events.Name), length(Links.SpanId), SpanAttributes['hotspan.truncated'] FROM otel_traces"
     )
