@@ -219,11 +219,19 @@ def _import_payload(payload: Payload, sink: Sink, summary: ImportSummary, redact
     sink.send(CheckedPayload(payload, request, rejections, batch))
     summary.spans += batch.accepted
     summary.rejected += len(batch.rejections)
-    summary.problems += [f"{payload.source}: {r}" for r in batch.rejections]
+    summary.problems += [_problem(payload, rejection) for rejection in batch.rejections]
     summary.warnings += [f"{payload.source}: {w}" for w in batch.warnings]
     summary.traces.update(pc.unique(batch.table.column("TraceId")).to_pylist())
     summary.services.update(pc.unique(batch.table.column("ServiceName")).to_pylist())
     return batch.accepted
+
+
+def _problem(payload: Payload, rejection: Rejection) -> str:
+    """A rejected span's line: its place in the file when the payload was converted from another format (Jaeger,
+    Zipkin, ...: the request's path names a span of a request the file never held), else the payload's source
+    and the request's path."""
+    where = payload.span_sources.get(rejection.position) if rejection.position is not None else None
+    return f"{where}: {rejection.reason}" if where else f"{payload.source}: {rejection}"
 
 
 def analyse_stored(storage: Storage, settings: Settings) -> PollResult:

@@ -20,6 +20,7 @@ was set) names the service. A span without a start or an end time cannot be plac
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from collector.formats.otlp import (
@@ -70,10 +71,11 @@ def convert(document: object, source: str) -> Iterator[ConvertedSpan | Rejected]
         return
     pointer, items = found
     for index, raw in enumerate(items):
+        where = f"{source}#{pointer}/{index}"
         try:
-            yield _converted(raw)
+            yield replace(_converted(raw), where=where)
         except SpanError as error:
-            yield Rejected(f"{source}#{pointer}/{index}", str(error), 1)
+            yield Rejected(where, str(error), 1)
 
 
 def _converted(raw: object) -> ConvertedSpan:

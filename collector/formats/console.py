@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from collector.formats.ids import SPAN_ID_HEX_DIGITS, TRACE_ID_HEX_DIGITS, hex_id
@@ -108,7 +109,7 @@ def convert(text: str, source: str) -> Iterator[ConvertedSpan | Rejected]:
             yield Rejected(where, "printed only before it ended (end_time is null) and never again", 1)
     for where, raw in printed.values():
         try:
-            yield _converted(raw)
+            yield replace(_converted(raw), where=where)
         except SpanError as error:
             yield Rejected(where, str(error), 1)
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from collector.formats.ids import SPAN_ID_HEX_DIGITS, TRACE_ID_HEX_DIGITS, hex_id, jaeger_model_id
@@ -99,10 +100,11 @@ def convert(document: object, source: str) -> Iterator[ConvertedSpan | Rejected]
         processes = processes if isinstance(processes, dict) else {}
         batch_process = trace.get("process")
         for index, raw in enumerate(spans):
+            where = f"{source}#{pointer}/spans/{index}"
             try:
-                yield _convert_span(raw, processes, batch_process)
+                yield replace(_convert_span(raw, processes, batch_process), where=where)
             except SpanError as exc:
-                yield Rejected(f"{source}#{pointer}/spans/{index}", str(exc), 1)
+                yield Rejected(where, str(exc), 1)
 
 
 def _traces(document: object) -> list[tuple[str, Any]] | None:

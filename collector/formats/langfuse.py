@@ -28,6 +28,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from collector.formats.otlp import (
@@ -82,10 +83,11 @@ def convert(document: object, source: str) -> Iterator[ConvertedSpan | Rejected]
     pointer, items = found
     trace_of_document = document.get("id") if pointer == "/observations" and isinstance(document, dict) else None
     for index, raw in enumerate(items):
+        where = f"{source}#{pointer}/{index}"
         try:
-            yield _converted(raw, trace_of_document)
+            yield replace(_converted(raw, trace_of_document), where=where)
         except SpanError as error:
-            yield Rejected(f"{source}#{pointer}/{index}", str(error), 1)
+            yield Rejected(where, str(error), 1)
 
 
 def _converted(raw: object, trace_of_document: object) -> ConvertedSpan:

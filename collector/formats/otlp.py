@@ -154,12 +154,14 @@ class ConvertedSpan:
     """One span converted to OTLP-JSON, with the resource and instrumentation scope it belongs to.
 
     `resource` is an OTLP-JSON Resource (`{"attributes": [...]}`), `scope` an InstrumentationScope
-    (`{"name": ..., "version": ...}`, empty when unknown), `span` an OTLP-JSON Span.
+    (`{"name": ..., "version": ...}`, empty when unknown), `span` an OTLP-JSON Span, `where` the span's place in
+    its file for messages (`<source>#/data/0/spans/3`, a Rejected's source form; empty when unknown).
     """
 
     resource: dict
     scope: dict
     span: dict
+    where: str = ""
 
 
 def group_converted(spans: Iterable[ConvertedSpan]) -> list[tuple[dict, dict, dict]]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
+
+from collector.rejections import Position
 
 Format = Literal[
     "otlp-json",
@@ -51,6 +54,9 @@ class Payload:
     source: str
     """Where the payload came from, for messages: `file.json`, `file.jsonl:17` (line 17), and with
     ` (spans 5001-10000 of 12000)` appended when a file was split."""
+    span_sources: Mapping[Position, str] = field(default_factory=dict)
+    """For a payload converted from another format: each span's place in its file (`file.json#/data/0/spans/3`)
+    by its position in `body`, so that a message about a span names the file's place, not the request's."""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from collector.formats import anyagent, console, jaeger, langfuse, signoz, zipkin
@@ -18,6 +19,7 @@ from collector.formats.otlp import (
     traces_request,
 )
 from collector.formats.payload import FORMAT_NAMES, ContentType, Format, Payload, Rejected
+from collector.rejections import Position
 
 DEFAULT_MAX_SPANS_PER_PAYLOAD = 5000
 
@@ -138,7 +140,21 @@ def _converted(
     if rejected and not spans:
         yield Rejected(source, f"read as {FORMAT_NAMES[read_as]}, and none of its spans could be converted", 0)
     triples = group_converted(spans)
-    yield from _labelled(chunk_requests(triples, max_spans), _JSON, source, len(triples))
+    where = {id(converted.span): converted.where for converted in spans}
+    for payload in _labelled(chunk_requests(triples, max_spans), _JSON, source, len(triples)):
+        body = payload.body
+        yield replace(payload, span_sources=_span_sources(body, where)) if isinstance(body, dict) else payload
+
+
+def _span_sources(request: dict, where: dict[int, str]) -> dict[Position, str]:
+    """Each span's place in its file (``where``, by the identity of its OTLP-JSON dict) by its position in the
+    OTLP-JSON ``request`` built of those dicts."""
+    return {
+        (r_index, s_index, p_index): where[id(span)]
+        for r_index, resource_spans in enumerate(request["resourceSpans"])
+        for s_index, scope_spans in enumerate(resource_spans["scopeSpans"])
+        for p_index, span in enumerate(scope_spans["spans"])
+    }
 
 
 def _labelled(

@@ -47,7 +47,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from collector.formats.ids import SPAN_ID_HEX_DIGITS, TRACE_ID_HEX_DIGITS, hex_id
@@ -167,14 +167,15 @@ def convert(document: object, source: str) -> Iterator[ConvertedSpan | Rejected]
         return
     keys, records = shape
     for pointer, raw in records:
+        where = f"{source}#{pointer}"
         try:
             if not isinstance(raw, dict):
                 raise SpanError(f"{raw!r} is not a span object")
             if _is_placeholder(raw, keys):
                 continue
-            yield _converted(raw, keys)
+            yield replace(_converted(raw, keys), where=where)
         except SpanError as error:
-            yield Rejected(f"{source}#{pointer}", str(error), 1)
+            yield Rejected(where, str(error), 1)
 
 
 def _shape(document: object) -> tuple[_Keys, list[tuple[str, object]]] | None:

@@ -48,6 +48,7 @@ Differences, on purpose:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from collector.formats.ids import SPAN_ID_HEX_DIGITS, TRACE_ID_HEX_DIGITS, hex_id
@@ -128,7 +129,7 @@ def convert(document: object, source: str) -> Iterator[ConvertedSpan | Rejected]
         if span.start_ns is None:
             yield Rejected(span.sources[0].pointer, _no_timestamp(span), 1)
         else:
-            yield _converted(span)
+            yield replace(_converted(span), where=span.sources[0].pointer)
 
 
 def _first_span(document: object) -> dict | None:

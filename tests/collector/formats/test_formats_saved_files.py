@@ -439,6 +439,37 @@ def test_refusal_names_the_format_it_saw(tmp_path: Path, document: object, says:
     assert "Hotspan reads OTLP JSON" in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "break_span", "pointer"),
+    [
+        (
+            "jaeger/tracecompass__opentracing_multiple_services.json",
+            lambda d: d["data"][0]["spans"][3],
+            "/data/0/spans/3",
+        ),
+        ("zipkin/zipkin__yelp.json", lambda d: d[11], "/11"),
+    ],
+    ids=["jaeger", "zipkin"],
+)
+def test_a_span_the_store_refuses_is_named_by_its_place_in_the_file(
+    store: ClickHouse, tmp_path: Path, name: str, break_span: Callable[[Any], dict], pointer: str
+) -> None:
+    """A converted file's span that converts but breaks a store rule (a start past 2262, DateTime64(9)'s end) is
+    reported at its place in the file, not at its path in a regrouped OTLP request the file never held."""
+    document = json.loads((TRACES / name).read_text())
+    key = "startTime" if name.startswith("jaeger") else "timestamp"
+    break_span(document)[key] = 9_300_000_000_000_000
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps(document))
+
+    summary = import_paths([path], StoreSink(ClickHouseTraceWriter(store)), progress=False)
+
+    assert summary.rejected == 1
+    (problem,) = summary.problems
+    assert problem.startswith(f"{path}#{pointer}: endTimeUnixNano "), problem
+    assert problem.endswith("is beyond the year 2262 (the store's DateTime64(9) range)"), problem
+
+
 def test_langfuse_generations_are_llm_calls_with_their_first_token(store: ClickHouse) -> None:
     import_paths([LANGFUSE], StoreSink(ClickHouseTraceWriter(store)), progress=False)
     stored = ClickHouseTraceReader(store).trace("5b1d0a7e3c9f4e2a8b6c4d2e1f0a9b8c", tenant=ALL_TENANTS)
