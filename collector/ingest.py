@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.batch import DEFAULT_LIMITS
@@ -51,12 +53,27 @@ class Ingestor:
                 (nesting past protobuf's limit; :class:`collector.batchwriter.UnreadableRequestError`).
             Exception: whatever the writer raises when storage fails; nothing was stored then.
         """
-        prepared = self._converter.convert([(request.SerializeToString(), tenant)], [rejections or []])
-        result = prepared.results[0]
-        if isinstance(result, UnreadableRequestError):
-            raise result
+        return self.export_all([(request, rejections or [])], tenant)[0]
+
+    def export_all(
+        self, requests: Sequence[tuple[ExportTraceServiceRequest, Sequence[Rejection]]], tenant: str = DEFAULT_TENANT
+    ) -> list[ExportResult]:
+        """:meth:`export` for several requests (each with its decoder's rejections), stored in one batch as the
+        served pipeline stores the requests of one spool group: the answers, in order, are each request's own.
+
+        Raises:
+            As :meth:`export`; nothing is stored when one request cannot be read back.
+        """
+        prepared = self._converter.convert(
+            [(request.SerializeToString(), tenant) for request, _ in requests], [list(pre) for _, pre in requests]
+        )
+        results: list[ExportResult] = []
+        for result in prepared.results:
+            if isinstance(result, UnreadableRequestError):
+                raise result
+            results.append(result)
         self._writer.write_rows(prepared.native_rows, COLUMNS, prepared.python_tables)
-        return result
+        return results
 
 
 __all__ = ["ExportResult", "Ingestor", "export_result"]

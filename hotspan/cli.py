@@ -240,7 +240,7 @@ def _import_files(args: argparse.Namespace) -> int:
         if busy is not None:
             raise StorageError(busy)
         storage = open_storage(settings)
-        sink = StoreSink(storage.writer, args.tenant or DEFAULT_TENANT)
+        sink = StoreSink(storage.writer, args.tenant or DEFAULT_TENANT, settings.batch_max_spans)
         # With --endpoint the server redacts by its own HOTSPAN_REDACTION; into the local store, this process does.
         table = load_redaction(settings.redaction)
         redactor = Redactor(table) if table is not None else None

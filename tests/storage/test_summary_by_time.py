@@ -151,6 +151,9 @@ class _RootsLast:
         self._roots.append(roots)
         assert self._ingestor.export(children, checked.rejections).rejected == len(checked.rejections)
 
+    def flush(self) -> None:
+        """Nothing is held but the roots, sent by :meth:`send_roots`."""
+
     def send_roots(self) -> None:
         for request in self._roots:
             assert self._ingestor.export(request).rejected == 0
