@@ -211,7 +211,7 @@ def check_cli_capture(
     tokens. Returns the shares for the caller's tolerance."""
     assert all(result.rejected == 0 for result in ingest_otlp_json_file(ingestor, path))
     ids = [request["trace_id"] for request in truth["requests"]]
-    analysis = analyze(pl.concat([reader.trace(trace_id, tenant=ALL_TENANTS) for trace_id in ids]))
+    analysis = analyze(reader.traces(ids, tenant=ALL_TENANTS).drop("tenant"))
     wide = {row["trace_id"]: row for row in stage_breakdown_wide(analysis).iter_rows(named=True)}
     wall = wall_clock_breakdown(analysis).filter(pl.col("stage").cast(pl.String).is_in(LLM_STAGES))
     wall_llm = wall.group_by("trace_id").agg(pl.col("duration_ns").sum()).rows_by_key("trace_id", unique=True)
