@@ -779,7 +779,6 @@ static int put_json_item(Ctx *ctx, Buf *b, const Value *v) {
     }
 }
 
-/* What check() needs of an AnyValue: a shape convert() handles, valid UTF-8 (no formatting). */
 /* The longest text put_value() may store for v: exact for strings (by bytes: never fewer than their characters)
    and bytes (base64), the longest decimal of a bool, int or double, and for an array the bytes of its JSON
    text at most (a string item's byte escaped as \u00XX, quotes and commas within each item's own framing). */
@@ -802,8 +801,9 @@ static size_t stored_chars_bound(const Value *v) {
     }
 }
 
-/* check(): a value whose stored text may pass max_value_chars is an anomaly (exact for strings), so the
-   reference measures and reports it; past the limit, arrays, bytes and numbers are rare. */
+/* What check() needs of an AnyValue: a shape convert() handles, valid UTF-8 (no formatting), and a stored text
+   within max_value_chars. A value whose text may pass it is an anomaly (exact for strings), so the reference
+   measures and reports it; past the limit, arrays, bytes and numbers are rare. */
 static int check_value(Ctx *ctx, const Value *v) {
     if (stored_chars_bound(v) > (size_t)ctx->max_value_chars) {
         if (v->kind != V_STRING)
@@ -813,6 +813,7 @@ static int check_value(Ctx *ctx, const Value *v) {
             FAIL(ctx, "string field is not valid UTF-8");
         if (count > ctx->max_value_chars)
             FAIL(ctx, "attribute value over the length limit");
+        return 0; /* its UTF-8 was read whole by the count */
     }
     if (v->kind == V_STRING)
         return check_utf8(ctx, v->data, v->len);
