@@ -31,6 +31,7 @@ Run: ``python benchmarks/collector.py [--spans 200000] [--senders 8] [--profile 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import shutil
@@ -234,6 +235,7 @@ def main() -> None:
     )
     server = start_server(settings)
     assert server.pipeline is not None
+    gc.freeze()  # as `hotspan serve` does once its server is up (hotspan/cli.py)
     print(f"load average before: {os.getloadavg()[0]:.1f} (2 vCPUs shared)")
     rates: dict[str, float] = {}
     try:

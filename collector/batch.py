@@ -235,6 +235,26 @@ def to_batch(
     return SpanBatch(pa.table(columns, schema=SPAN_SCHEMA), verdict.rejections, verdict.warnings, truncated)
 
 
+def stored_names(
+    request: ExportTraceServiceRequest, kept: frozenset[Position], limits: SpanLimits = DEFAULT_LIMITS
+) -> tuple[set[str], set[str]]:
+    """``(trace IDs, service names)`` of the spans at ``kept`` (a :class:`Verdict`'s) as :func:`to_batch` stores
+    them (lowercase hex, a 64-bit trace ID left-padded; ``service.name`` cut to ``limits`` or
+    :data:`UNKNOWN_SERVICE`), without converting the spans: what an import's summary counts."""
+    traces: set[str] = set()
+    services: set[str] = set()
+    for r_index, resource_spans in enumerate(request.resource_spans):
+        stored = False
+        for s_index, scope_spans in enumerate(resource_spans.scope_spans):
+            for p_index, span in enumerate(scope_spans.spans):
+                if (r_index, s_index, p_index) in kept:
+                    traces.add(_hex_id(span.trace_id, TRACE_ID_BYTES))
+                    stored = True
+        if stored:
+            services.add(_cut(_service_name(resource_spans.resource), limits.max_value_chars) or UNKNOWN_SERVICE)
+    return traces, services
+
+
 def _service_name(resource: Resource) -> str:
     """The stored ``service.name`` of a resource before the length limit (last one given), or ''."""
     for kv in reversed(resource.attributes):

@@ -2,11 +2,11 @@
 arrays and lines of it, protobuf, Tempo answers, ConsoleSpanExporter output, Jaeger, Zipkin v2, Langfuse).
 
 Every payload goes through the collector's own decoder, validation and redaction (``collector.redaction``), so a
-file imports exactly as the same spans sent over OTLP would. The check (``collector.batch.to_batch``, the reference
-conversion) counts what the summary reports and stores nothing. Without an endpoint the request is then converted and
-stored once by the server's own ingest step (``collector.ingest.Ingestor``: ``collector.native_writer``'s
-``RequestConverter``, then ``TraceWriter.write_rows``) in the local store (the embedded engine admits one process per
-data dir); with one it is sent over OTLP/HTTP to a running Hotspan.
+file imports exactly as the same spans sent over OTLP would. The check (``collector.batch.check_request``, the
+receivers' verdict) counts what the summary reports and converts nothing. Without an endpoint the request is then
+converted and stored once by the server's own ingest step (``collector.ingest.Ingestor``:
+``collector.native_writer``'s ``RequestConverter``, then ``TraceWriter.write_rows``) in the local store (the
+embedded engine admits one process per data dir); with one it is sent over OTLP/HTTP to a running Hotspan.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import httpx
-import pyarrow.compute as pc
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -27,7 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from tqdm import tqdm
 
-from collector.batch import SpanBatch, to_batch
+from collector.batch import Verdict, check_request, stored_names
 from collector.formats import FormatError, Payload, Rejected, read_payloads
 from collector.ingest import Ingestor
 from collector.ingest_pipeline import IngestConfig
@@ -91,13 +90,13 @@ class CheckedPayload:
         payload: the payload as read (its bytes or JSON, content type and source).
         request: the decoded request, redacted when the import redacts.
         rejections: the decoder's placeholders: OTLP/JSON spans it could not read (empty for protobuf).
-        batch: the check of every span (:func:`collector.batch.to_batch`): what the summary counts; never stored.
+        verdict: the check of every span (:func:`collector.batch.check_request`): what the summary counts.
     """
 
     payload: Payload
     request: ExportTraceServiceRequest
     rejections: list[Rejection]
-    batch: SpanBatch
+    verdict: Verdict
 
 
 class Sink(Protocol):
@@ -134,7 +133,7 @@ class StoreSink:
 
     def send(self, checked: CheckedPayload) -> None:
         self._held.append(checked)
-        self._held_spans += checked.batch.accepted + len(checked.batch.rejections)
+        self._held_spans += len(checked.verdict.kept) + len(checked.verdict.rejections)
         if self._held_spans >= self._batch_spans:
             self.flush()
 
@@ -144,10 +143,10 @@ class StoreSink:
             return
         results = self._ingestor.export_all([(c.request, c.rejections) for c in held], self._tenant)
         for checked, result in zip(held, results, strict=True):
-            if result.rejected != len(checked.batch.rejections):
+            if result.rejected != len(checked.verdict.rejections):
                 raise SinkError(
                     f"the store's conversion rejected {result.rejected} spans of {checked.payload.source} where the "
-                    f"check rejected {len(checked.batch.rejections)}: {result.error_message}"
+                    f"check rejected {len(checked.verdict.rejections)}: {result.error_message}"
                 )
 
 
@@ -178,7 +177,7 @@ class OtlpHttpSink:
         """Nothing is held: :meth:`send` sent each payload."""
 
     def send(self, checked: CheckedPayload) -> None:
-        payload, batch = checked.payload, checked.batch
+        payload, verdict = checked.payload, checked.verdict
         body = payload.body if isinstance(payload.body, bytes) else json.dumps(payload.body).encode()
         try:
             answer = self._client.post(self._url, content=body, headers={"content-type": payload.content_type})
@@ -191,10 +190,10 @@ class OtlpHttpSink:
             json_format.Parse(answer.content or b"{}", response, ignore_unknown_fields=True)
         else:
             response.ParseFromString(answer.content)
-        if response.partial_success.rejected_spans != len(batch.rejections):
+        if response.partial_success.rejected_spans != len(verdict.rejections):
             raise SinkError(
                 f"server rejected {response.partial_success.rejected_spans} spans where local validation "
-                f"rejected {len(batch.rejections)}: {response.partial_success.error_message}"
+                f"rejected {len(verdict.rejections)}: {response.partial_success.error_message}"
             )
 
 
@@ -240,15 +239,16 @@ def _import_payload(payload: Payload, sink: Sink, summary: ImportSummary, redact
         return 0
     if redactor is not None:
         summary.redacted += redactor.redact_request(request)
-    batch = to_batch(request, rejections)
-    sink.send(CheckedPayload(payload, request, rejections, batch))
-    summary.spans += batch.accepted
-    summary.rejected += len(batch.rejections)
-    summary.problems += [_problem(payload, rejection) for rejection in batch.rejections]
-    summary.warnings += [f"{payload.source}: {w}" for w in batch.warnings]
-    summary.traces.update(pc.unique(batch.table.column("TraceId")).to_pylist())
-    summary.services.update(pc.unique(batch.table.column("ServiceName")).to_pylist())
-    return batch.accepted
+    verdict = check_request(request, rejections)
+    sink.send(CheckedPayload(payload, request, rejections, verdict))
+    summary.spans += len(verdict.kept)
+    summary.rejected += len(verdict.rejections)
+    summary.problems += [_problem(payload, rejection) for rejection in verdict.rejections]
+    summary.warnings += [f"{payload.source}: {w}" for w in verdict.warnings]
+    traces, services = stored_names(request, verdict.kept)
+    summary.traces.update(traces)
+    summary.services.update(services)
+    return len(verdict.kept)
 
 
 def _problem(payload: Payload, rejection: Rejection) -> str:

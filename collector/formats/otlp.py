@@ -15,7 +15,7 @@ from typing import TypeVar
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.formats.payload import SpanError
-from collector.otlp_json import camel_case_keys
+from collector.otlp_json import camel_case_keys, has_snake_case_key
 
 SPAN_KIND_UNSPECIFIED = 0
 SPAN_KIND_INTERNAL = 1
@@ -269,7 +269,7 @@ _REQUEST_KEYS = frozenset({"resourceSpans", "resource_spans", "batches"})
 """Top-level keys of a trace request: OTLP/JSON's, the proto's own field name, Tempo's."""
 
 
-def traces_request(document: object) -> dict | None:
+def traces_request(document: object, text: str | bytes | None = None) -> dict | None:
     """The OTLP-JSON ExportTraceServiceRequest in a parsed JSON document, or None.
 
     Read as such: an object with `resourceSpans`; Grafana Tempo's trace (`/api/traces/{id}` of Tempo 1.x and
@@ -281,17 +281,19 @@ def traces_request(document: object) -> dict | None:
     `scope`; fields named as in the proto (`resource_spans`, `trace_id`: protobuf's JSON printers preserving field
     names) are renamed to their lowerCamelCase names (:func:`collector.otlp_json.camel_case_keys`, as the OTLP
     receivers read them); the other fields are untouched. The document itself is returned when nothing needed
-    renaming.
+    renaming. ``text``: the JSON ``document`` was parsed from, when at hand: without a key with an underscore in it
+    (:func:`collector.otlp_json.has_snake_case_key`) the renaming walk is left out.
     """
     if not isinstance(document, dict):
         return None
     for envelope in ("result", "trace"):
         inner = document.get(envelope)
         if isinstance(inner, dict) and not _REQUEST_KEYS.isdisjoint(inner):
-            return traces_request(inner)
+            return traces_request(inner, text)
     if _REQUEST_KEYS.isdisjoint(document):
         return None
-    document = camel_case_keys(document)
+    if text is None or has_snake_case_key(text):
+        document = camel_case_keys(document)
     if "resourceSpans" in document:
         resource_spans = document["resourceSpans"]
     elif isinstance(document.get("batches"), list):

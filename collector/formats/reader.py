@@ -64,9 +64,9 @@ def _payloads(sniffed: Sniffed, source: str, max_spans: int) -> Iterator[Payload
             else:
                 yield from _labelled(chunk_protobuf(sniffed.document, max_spans), _PROTOBUF, source, total)
         case "otlp-json":
-            yield from _request_payloads(traces_request(sniffed.document) or {}, source, max_spans)
+            yield from _request_payloads(traces_request(sniffed.document, sniffed.raw) or {}, source, max_spans)
         case "otlp-json-array":
-            yield from _request_array(sniffed.document, source, max_spans)
+            yield from _request_array(sniffed.document, sniffed.raw, source, max_spans)
         case "otlp-jsonl":
             yield from _json_lines(sniffed.document, source, max_spans)
         case "otel-console":
@@ -92,10 +92,10 @@ def _request_payloads(request: dict, source: str, max_spans: int) -> Iterator[Pa
         yield from _labelled(chunk_requests(triples, max_spans), _JSON, source, len(triples))
 
 
-def _request_array(requests: list, source: str, max_spans: int) -> Iterator[Payload | Rejected]:
+def _request_array(requests: list, text: bytes, source: str, max_spans: int) -> Iterator[Payload | Rejected]:
     for index, element in enumerate(requests):
         element_source = f"{source}#/{index}"
-        request = traces_request(element)
+        request = traces_request(element, text)
         if request is None:
             yield Rejected(element_source, "not an OTLP trace export request (no 'resourceSpans')", None)
             continue
@@ -116,7 +116,7 @@ def _json_lines(text: str, source: str, max_spans: int) -> Iterator[Payload | Re
         except RecursionError:
             yield Rejected(line_source, "JSON nested too deeply to read", None)
             continue
-        request = traces_request(record)
+        request = traces_request(record, line)
         if request is None:
             yield Rejected(line_source, "not an OTLP trace export request (no 'resourceSpans')", None)
             continue

@@ -5,10 +5,14 @@ the compiled scanner to this reference; these tests pin the reference itself."""
 from __future__ import annotations
 
 import otlp_random as otlp
+import pyarrow.compute as pc
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from collector.batch import to_batch
+from collector.batch import DEFAULT_LIMITS, check_request, stored_names, to_batch
 from collector.limits import SpanLimits
 from collector.rejections import Rejection
 
@@ -116,3 +120,18 @@ def test_decoder_placeholders_keep_their_reason_and_are_skipped() -> None:
         "resourceSpans[0].scopeSpans[0].spans[1]: spanId 'zz' is neither hex nor base64"
     ]
     assert batch.table.column("SpanId").to_pylist() == ["0000000000000001", "0000000000000003"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    request=st.one_of(otlp.requests, otlp.valid_requests),
+    limits=st.sampled_from([DEFAULT_LIMITS, SpanLimits(max_value_chars=1)]),
+)
+def test_stored_names_are_the_converted_trace_ids_and_services(
+    request: ExportTraceServiceRequest, limits: SpanLimits
+) -> None:
+    """``hotspan import`` counts traces and services from the verdict alone (``stored_names``): the same as the
+    converted columns, for 64-bit trace IDs, repeated and missing ``service.name`` and names the limits cut."""
+    table = to_batch(request, [], limits).table
+    converted = (set(pc.unique(table["TraceId"]).to_pylist()), set(pc.unique(table["ServiceName"]).to_pylist()))
+    assert stored_names(request, check_request(request, [], limits).kept, limits) == converted
