@@ -251,7 +251,7 @@ def stored_names(
                     traces.add(_hex_id(span.trace_id, TRACE_ID_BYTES))
                     stored = True
         if stored:
-            services.add(_cut(_service_name(resource_spans.resource), limits.max_value_chars) or UNKNOWN_SERVICE)
+            services.add(_resource(resource_spans.resource, limits).service or UNKNOWN_SERVICE)
     return traces, services
 
 

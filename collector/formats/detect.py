@@ -112,7 +112,7 @@ def _sniff_json(path: Path, raw: bytes) -> Sniffed:
         raise FormatError(_describe_json_error(path, text, exc)) from None
     except RecursionError:
         raise FormatError(f"{path}: JSON nested too deeply to read") from None
-    found = _classify(path, document)
+    found = _classify(path, document, text)
     return Sniffed(found, text if found == "otel-console" else document, raw)
 
 
@@ -132,7 +132,7 @@ def _looks_like_json_lines(path: Path, text: str) -> bool:
             continue
         if not isinstance(record, dict):
             continue
-        if traces_request(record) is None:
+        if traces_request(record, line) is None:
             raise FormatError(
                 f"{path}: JSON lines, but line {number} is not an OTLP trace export request ({_describe_value(record)})"
             )
@@ -147,14 +147,14 @@ def _describe_json_error(path: Path, text: str, exc: json.JSONDecodeError) -> st
     return message
 
 
-def _classify(path: Path, document: object) -> Format:
-    if traces_request(document) is not None:
+def _classify(path: Path, document: object, text: str) -> Format:
+    if traces_request(document, text) is not None:
         return "otlp-json"
     if isinstance(document, dict):
         for key, signal in _OTLP_OTHER_SIGNALS.items():
             if key in document:
                 raise FormatError(f"{path}: OTLP {signal}, not traces ('{key}' instead of 'resourceSpans')")
-    if isinstance(document, list) and document and traces_request(document[0]) is not None:
+    if isinstance(document, list) and document and traces_request(document[0], text) is not None:
         return "otlp-json-array"
     if console.is_console_span(document) or (
         isinstance(document, list) and document and console.is_console_span(document[0])
