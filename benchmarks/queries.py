@@ -127,7 +127,7 @@ def dependencies_before() -> str:
     """The dependencies as Hotspan read them before issue 34, timed beside the reader's in the same run: children
     and their parents from ``otel_traces`` (through the ``Distributed`` tables on a cluster, joined on the
     initiator), grouped and joined by their string columns, not by hashes of them. A copy kept as the baseline."""
-    from storage.trace_sql import IDENTITY, IN_OVERLAPPING_TRACES, OVERLAPPING_TRACES, TENANT_FILTER
+    from storage.trace_sql import IDENTITY, TENANT_FILTER
 
     return f"""
 WITH children AS (
@@ -139,14 +139,20 @@ WITH children AS (
     GROUP BY {IDENTITY}
     HAVING ParentSpanId != ''
 ),
-{OVERLAPPING_TRACES}
+overlapping AS (
+    SELECT min(Start) AS first, max(End) AS last
+    FROM otel_traces_trace_id_ts
+    WHERE End >= toDateTime(fromUnixTimestamp64Nano({{start_ns:Int64}}))
+      AND Start <= toDateTime(fromUnixTimestamp64Nano({{end_ns:Int64}}))
+)
 SELECT p.ServiceName AS parent, c.ServiceName AS child, count() AS call_count
 FROM children AS c
 INNER JOIN (
     SELECT DISTINCT TraceId, SpanId, ServiceName
     FROM otel_traces
     WHERE {TENANT_FILTER}
-      AND {IN_OVERLAPPING_TRACES}
+      AND toDateTime(Timestamp) >= (SELECT first FROM overlapping)
+      AND toDateTime(Timestamp) <= (SELECT last FROM overlapping)
 ) AS p ON c.TraceId = p.TraceId AND c.ParentSpanId = p.SpanId
 WHERE p.ServiceName != c.ServiceName
 GROUP BY parent, child

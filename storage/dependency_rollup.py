@@ -16,9 +16,9 @@ only where the rows may be stale, so the answer is the raw one at every moment:
   watermark is its start less ``margin_s`` (an insert stamped before it may become visible after it: the trace
   pipeline's ``visibility_margin_s``).
 - **A read** (:func:`dependencies`) takes from the rows the whole minutes of its window that are covered and that no
-  trace arriving after the watermark touches, and runs the raw query over the rest (the partial minutes at both
-  ends, stale and uncovered minutes), one read a stretch between rolled minutes. Each child span starts in one
-  minute (its start is part of its identity), so the parts add up to the raw answer.
+  trace arriving after the watermark touches, and runs the raw query once over the rest (the partial minutes at both
+  ends, stale and uncovered minutes: the stretches between rolled minutes). Each child span starts in one minute
+  (its start is part of its identity), so the parts add up to the raw answer.
 - **Deletions** (tail sampling's drops, :meth:`uncover`) mark their minutes uncovered; TTL drops rows, coverage and
   spans by the same day.
 
@@ -52,9 +52,11 @@ minutes does: the spans are sorted by service and span name before time, so any 
 "Dependencies from the rollup"); below this many minutes the window is read raw whole."""
 HORIZON_S = 8 * 86_400
 """How far back a refresh keeps minutes covered by default: Jaeger UI's dependency page offers up to 7 days."""
-MAX_RAW_READS = 8
-"""Most raw reads of one :func:`dependencies` call; a window whose rolled minutes leave more stretches between them
-is read raw whole."""
+MAX_STRETCHES = 8
+"""Most stretches between rolled minutes one :func:`dependencies` call reads raw (one read, a range of spans each); a
+window whose rolled minutes leave more is read raw whole."""
+_LAST_SECOND = 2**32 - 1
+"""The last second a ``DateTime`` holds."""
 
 CLOCK = "SELECT toUnixTimestamp64Nano(now64(9))"
 
@@ -89,13 +91,6 @@ WHERE TraceId GLOBAL IN (
 from its first span's start to its last one's (``otel_traces_trace_id_ts``). ``GLOBAL``: on a cluster the arrivals of
 every shard are looked up on every shard (one trace, one shard, so a local ``IN`` would do; a ``Distributed`` read
 refuses it)."""
-
-ANY_TRACE = """
-SELECT count() > 0
-FROM otel_traces_trace_id_ts
-WHERE End >= toDateTime({first:UInt32}) AND Start <= toDateTime({last:UInt32}) + 59
-"""
-"""Whether any stored trace has a span starting in ``[first, last + 59 s]`` (Unix s)."""
 
 LIVE_KEYS = """
 SELECT Tenant, toUInt32(Timestamp) AS minute, Parent, Child
@@ -136,20 +131,19 @@ COVERAGE_SCHEMA = pa.schema([("Timestamp", pa.timestamp("s")), ("Covered", pa.ui
 def dependencies(ch: ClickHouse, start_ns: int, end_ns: int, *, tenant: str | None) -> list[tuple[str, str, int]]:
     """``(parent service, child service, call count)`` for child spans starting in ``[start_ns, end_ns]`` (ns since
     the Unix epoch), sorted by parent, child: the raw query's answer (module docstring), from the rollup's rows where
-    they hold it and from the raw spans over each stretch between them (the partial minutes at both ends, stale or
-    uncovered minutes), one read a stretch. A window of fewer than :data:`MIN_ROLLED` rolled minutes, or more than
-    :data:`MAX_RAW_READS` stretches, is read raw whole."""
+    they hold it and from the raw spans over the stretches between them (the partial minutes at both ends, stale or
+    uncovered minutes), all in one read. A window of fewer than :data:`MIN_ROLLED` rolled minutes, or more than
+    :data:`MAX_STRETCHES` stretches, is read raw whole."""
     rolled = rolled_minutes(ch, start_ns, end_ns)
     stretches = _between(rolled, start_ns, end_ns)
-    if len(rolled) < MIN_ROLLED or len(stretches) > MAX_RAW_READS:
+    if len(rolled) < MIN_ROLLED or len(stretches) > MAX_STRETCHES:
         return raw_calls(ch, start_ns, end_ns, tenant=tenant)
     calls: Counter[tuple[str, str]] = Counter()
     parameters = {"first": rolled[0], "last": rolled[-1], "minutes": rolled, **tenant_parameters(tenant)}
     for parent, child, count in ch.query_rows(ROLLED_CALLS, parameters):
         calls[(parent, child)] += int(count)
-    for stretch_start, stretch_end in stretches:
-        for parent, child, count in raw_calls(ch, stretch_start, stretch_end, tenant=tenant):
-            calls[(parent, child)] += count
+    for parent, child, count in _raw_rows(ch, trace_sql.DEPENDENCIES, stretches, tenant=tenant):
+        calls[(parent, child)] += int(count)
     return sorted((parent, child, count) for (parent, child), count in calls.items() if count)
 
 
@@ -172,9 +166,8 @@ def rolled_minutes(ch: ClickHouse, start_ns: int, end_ns: int) -> list[int]:
 def raw_calls(ch: ClickHouse, start_ns: int, end_ns: int, *, tenant: str | None) -> list[tuple[str, str, int]]:
     """The raw query's ``(parent, child, calls)`` for child spans starting in ``[start_ns, end_ns]`` (ns); sorted by
     parent, child."""
-    sql = trace_sql.DEPENDENCIES.replace("{calls}", _calls(ch, None))
-    parameters = {"start_ns": start_ns, "end_ns": end_ns, **tenant_parameters(tenant)}
-    return [(row[0], row[1], int(row[2])) for row in ch.query_rows(sql, parameters)]
+    rows = _raw_rows(ch, trace_sql.DEPENDENCIES, [(start_ns, end_ns)], tenant=tenant)
+    return [(row[0], row[1], int(row[2])) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -276,14 +269,11 @@ class DependencyRollup:
 
     def _recompute(self, minutes: list[int], version: int) -> None:
         """Rewrite the rows of ``minutes`` (sorted, within an hour of each other) from the raw spans; without the
-        raw join when no trace lies there (most of a new store's horizon)."""
-        found: dict[tuple[str, int, str, str], int] = {}
-        if self._ch.query_rows(ANY_TRACE, {"first": minutes[0], "last": minutes[-1]})[0][0]:
-            start_ns, end_ns = minutes[0] * _NS, (minutes[-1] + MINUTE_S) * _NS - 1
-            sql = trace_sql.DEPENDENCY_MINUTE_CALLS.replace("{calls}", _calls(self._ch, minutes))
-            parameters = {"start_ns": start_ns, "end_ns": end_ns, "minutes": minutes, **tenant_parameters(None)}
-            rows = self._ch.query_rows(sql, parameters)
-            found = {(row[0], int(row[1]), row[2], row[3]): int(row[4]) for row in rows}
+        raw read when no trace lies there (most of a new store's horizon)."""
+        windows = [(run[0] * _NS, (run[-1] + MINUTE_S) * _NS - 1) for run in _runs(minutes, gap_s=MINUTE_S)]
+        bound = [(windows[0][0], windows[-1][1])]
+        rows = _raw_rows(self._ch, trace_sql.DEPENDENCY_MINUTE_CALLS, windows, tenant=None, bounds=bound)
+        found = {(row[0], int(row[1]), row[2], row[3]): int(row[4]) for row in rows}
         for key in self._ch.query_rows(LIVE_KEYS, {"minutes": minutes}):
             found.setdefault((key[0], int(key[1]), key[2], key[3]), 0)
         if not found:
@@ -348,10 +338,47 @@ def _stale(ch: ClickHouse, watermark_ms: int, first: int, last: int) -> set[int]
     return {int(row[0]) for row in ch.query_rows(STALE, parameters)}
 
 
-def _calls(ch: ClickHouse, minutes: Sequence[int] | None) -> str:
-    """The per-shard calls of :data:`storage.trace_sql.DEPENDENCY_CALLS`, over ``minutes`` only when given."""
-    sql = trace_sql.DEPENDENCY_CALLS.replace("{minute_filter}", "1" if minutes is None else trace_sql.CHILD_MINUTES)
-    return ch.layout.on_every_shard(sql, ch.database, trace_sql.DEPENDENCY_TABLES, trace_sql.DEPENDENCY_LOOKUPS)
+def _raw_rows(
+    ch: ClickHouse,
+    template: str,
+    windows: Sequence[tuple[int, int]],
+    *,
+    tenant: str | None,
+    bounds: Sequence[tuple[int, int]] | None = None,
+) -> list[tuple]:
+    """The rows of ``template`` (:data:`storage.trace_sql.DEPENDENCIES` or ``DEPENDENCY_MINUTE_CALLS``) over the
+    calls of child spans starting in ``windows`` ([start, end] ns, inclusive, disjoint), in one read of the spans of
+    the traces overlapping ``bounds`` (default ``windows``). Wider bounds read more spans, never a different answer,
+    and fewer cost the lookup less (three aggregates a bound): a refresh passes one for its scattered minutes. No
+    rows, without the read, when no stored trace overlaps them."""
+    if not windows:
+        return []
+    bounds = bounds or windows
+    seconds = {}
+    for at, (start_ns, end_ns) in enumerate(bounds):
+        seconds[f"from_{at}"] = min(max(start_ns // _NS, 0), _LAST_SECOND)
+        seconds[f"to_{at}"] = min(max(end_ns // _NS, 0), _LAST_SECOND)
+    found = ch.query_rows(trace_sql.overlapping_traces(len(bounds)), seconds)[0]
+    ranges = _merged(sorted((int(first), int(last)) for first, last, rows in found if rows))
+    if not ranges:
+        return []
+    calls = trace_sql.DEPENDENCY_CALLS.replace("{span_ranges}", trace_sql.starting_in(len(ranges)))
+    sql = template.replace("{calls}", ch.layout.on_every_shard(calls, ch.database, trace_sql.DEPENDENCY_TABLES))
+    parameters = {"windows": [tuple(window) for window in windows], **tenant_parameters(tenant)}
+    for at, (first, last) in enumerate(ranges):
+        parameters |= {f"first_{at}": first, f"last_{at}": last}
+    return ch.query_rows(sql, parameters)
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` (sorted closed ranges of whole seconds) with those that overlap or touch joined."""
+    merged: list[tuple[int, int]] = []
+    for first, last in ranges:
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
 
 
 def _between(rolled: list[int], start_ns: int, end_ns: int) -> list[tuple[int, int]]:
@@ -367,8 +394,9 @@ def _between(rolled: list[int], start_ns: int, end_ns: int) -> list[tuple[int, i
 
 
 def _runs(minutes: list[int], gap_s: int = 3600) -> list[list[int]]:
-    """``minutes`` (sorted) split where two lie more than ``gap_s`` apart: one raw read each, so none reads the
-    parents of a week to recompute two minutes a week apart."""
+    """``minutes`` (sorted) split where two lie more than ``gap_s`` apart: a refresh recomputes each run of an hour
+    in one raw read, so none reads the parents of a week to recompute two minutes a week apart; a run of
+    consecutive minutes (``gap_s`` 60) is one window of that read."""
     runs: list[list[int]] = []
     for minute in minutes:
         if runs and minute - runs[-1][-1] <= gap_s:

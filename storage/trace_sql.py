@@ -538,72 +538,92 @@ LIMIT 1 BY {IDENTITY}
 """Every span of the traces a search finds (the Jaeger APIs answer a search with whole traces), each once: its
 latest copy, first of its copies in the sort, as in :data:`TRACE_SPANS`."""
 
-OVERLAPPING_TRACES = """overlapping AS (
-    SELECT min(Start) AS first, max(End) AS last
-    FROM otel_traces_trace_id_ts
-    WHERE End >= toDateTime(fromUnixTimestamp64Nano({start_ns:Int64}))
-      AND Start <= toDateTime(fromUnixTimestamp64Nano({end_ns:Int64}))
-)"""
-"""The ``overlapping`` CTE of the dependencies: the time range (``first``, ``last``) of the traces overlapping the
-window, from ``otel_traces_trace_id_ts``; every span of a trace lies between its ``Start`` and ``End``."""
 
-IN_OVERLAPPING_TRACES = """toDateTime(Timestamp) >= (SELECT first FROM overlapping)
-      AND toDateTime(Timestamp) <= (SELECT last FROM overlapping)"""
-"""A span condition of the dependencies' parent side: the span lies in :data:`OVERLAPPING_TRACES`' range."""
+def overlapping_traces(windows: int) -> str:
+    """A query of one row holding, for each of ``windows`` windows ``[{from_<i>:UInt32}, {to_<i>:UInt32}]`` (Unix s,
+    ``i`` from 0), a tuple (first, last, rows): the earliest and the latest span start (Unix s) of the traces with a
+    span starting in the window, from ``otel_traces_trace_id_ts`` (every span of a trace lies between its ``Start``
+    and ``End``), and how many lookup rows say so (0: no stored trace there). One read for every window, through the
+    lookup's ``by_end`` projection (migration 0131): the traces ending at or after the earliest window's start, where
+    the lookup itself, sorted by trace ID, is read whole (75 ms for the 10M traces of a 100M-span day). On a cluster
+    it reads the ``Distributed`` table: the range must hold the traces of every shard."""
+    overlaps = [
+        f"(End >= toDateTime({{from_{i}:UInt32}}) AND Start <= toDateTime({{to_{i}:UInt32}}))" for i in range(windows)
+    ]
+    ranges = ", ".join(f"(toUInt32(minIf(Start, {o})), toUInt32(maxIf(End, {o})), countIf({o}))" for o in overlaps)
+    return f"SELECT {ranges} FROM otel_traces_trace_id_ts WHERE {' OR '.join(overlaps)}"
+
+
+def starting_in(ranges: int) -> str:
+    """A condition on ``otel_traces`` rows: the span starts in one of ``ranges`` ranges
+    ``[{first_<i>:UInt32}, {last_<i>:UInt32}]`` (Unix s, whole seconds, ``i`` from 0). It compares
+    ``toDateTime(Timestamp)``, the sorting key's own expression, so ClickHouse reads the granules of those seconds
+    only (:func:`in_time_range_of` says why ``Timestamp`` itself would not do)."""
+    return " OR ".join(
+        f"(toDateTime(Timestamp) >= toDateTime({{first_{i}:UInt32}}) "
+        f"AND toDateTime(Timestamp) <= toDateTime({{last_{i}:UInt32}}))"
+        for i in range(ranges)
+    )
+
 
 DEPENDENCY_CALLS = f"""
-WITH children AS (
+WITH spans AS (
     SELECT
         any({TENANT}) AS tenant,
-        toStartOfMinute(any(Timestamp)) AS minute,
-        cityHash64(any({TENANT}), any(TraceId), argMax(ParentSpanId, Version)) AS parent_key,
+        any(TraceId) AS trace_id,
+        any(SpanId) AS span_id,
+        any(Timestamp) AS start,
         argMax(ParentSpanId, Version) AS parent_span_id,
         argMax(ServiceName, Version) AS service
     FROM otel_traces
-    WHERE Timestamp >= fromUnixTimestamp64Nano({{start_ns:Int64}})
-      AND Timestamp <= fromUnixTimestamp64Nano({{end_ns:Int64}})
-      AND {{minute_filter}}
-      AND {TENANT_FILTER}
+    WHERE ({{span_ranges}}) AND {TENANT_FILTER}
     GROUP BY cityHash64({IDENTITY})
-    HAVING parent_span_id != ''
 ),
-{OVERLAPPING_TRACES}
-SELECT c.tenant AS tenant, c.minute AS minute, p.ServiceName AS parent, c.service AS child, count() AS call_count
-FROM children AS c
-INNER JOIN (
-    SELECT DISTINCT cityHash64({TENANT}, TraceId, SpanId) AS span_key, ServiceName
-    FROM otel_traces
-    WHERE {TENANT_FILTER}
-      AND {IN_OVERLAPPING_TRACES}
-) AS p ON c.parent_key = p.span_key
-WHERE p.ServiceName != c.service
-GROUP BY tenant, minute, parent, child
+ends AS (
+    SELECT tenant, key, role, service, toStartOfMinute(start) AS minute
+    FROM spans
+    ARRAY JOIN
+        [cityHash64(tenant, trace_id, span_id), cityHash64(tenant, trace_id, parent_span_id)] AS key,
+        [0, 1] AS role
+    WHERE role = 0 OR (parent_span_id != '' AND arrayExists(
+        window -> toUnixTimestamp64Nano(start) BETWEEN window.1 AND window.2, {{windows:Array(Tuple(Int64, Int64))}}))
+),
+pairs AS (
+    SELECT
+        any(tenant) AS tenant,
+        arrayDistinct(groupArrayIf(service, role = 0)) AS parents,
+        groupArrayIf((minute, service), role = 1) AS children
+    FROM ends
+    GROUP BY key
+    HAVING notEmpty(parents) AND notEmpty(children)
+)
+SELECT tenant, child.1 AS minute, parent, child.2 AS child_service, count() AS call_count
+FROM pairs
+ARRAY JOIN parents AS parent
+ARRAY JOIN children AS child
+WHERE parent != child_service
+GROUP BY tenant, minute, parent, child_service
 """
 """Service-to-service calls: parent→child span pairs whose services differ, counted per (owner tenant, minute of the
-child's start, parent service, child service), for child spans starting inside the window (Jaeger's dependency rule),
-each child span counted once (its latest copy); the parent, a span of the same tenant and trace, may start before it.
-``{minute_filter}`` (filled by ``str.replace``) narrows the children to some minutes of the window
-(:data:`CHILD_MINUTES`) or is ``1``. Parents are read from the time range of the traces overlapping the window
-(``otel_traces_trace_id_ts``: every span of a trace lies between its ``Start`` and ``End``), not by trace ID over the
-whole table: a sorting-key range instead of a full scan. Spans are grouped and joined by 64-bit hashes of their
-identity and of (tenant, trace ID, span ID): ClickHouse groups one UInt64 several times faster than six columns of
-which three are LowCardinality, and two spans of a window share a hash with odds under 1e-6 at 4M spans a window
-(as :data:`TRACE_SIZE` counts spans). Over 1 h of a 10M-span day, benchmarks/README.md."""
-
-CHILD_MINUTES = "toUInt32(toStartOfMinute(Timestamp)) IN {minutes:Array(UInt32)}"
-"""The ``{minute_filter}`` of :data:`DEPENDENCY_CALLS` that keeps children starting in the minutes ``minutes``
-(Unix seconds of each minute's start)."""
+child's start, parent, child service) as columns tenant, minute, parent, child_service, call_count, for child spans
+starting in the windows ``windows`` ([start, end] ns, inclusive; Jaeger's dependency rule), each span counted once
+(its latest copy); the parent, a span of the same tenant and trace, may start before the window. ``{span_ranges}``
+(filled by ``str.replace`` with :func:`starting_in`) bounds the spans read: the ranges of the traces overlapping the
+windows (:func:`overlapping_traces`), which hold every child and its parent. One read of them serves both sides:
+each span is one parent end (keyed by its own span ID) and, when it starts in a window and has a parent ID, one child
+end (keyed by its parent's ID); ends are grouped by key, and each child counts once per distinct service of the spans
+with its parent's ID (Zipkin's client and server halves share one). A join of children to parents read the same
+granules twice: ``otel_traces`` is sorted by (service, span name, second), so any range reads a granule of every
+(service, span name) pair. Spans are grouped by 64-bit hashes of their identity and of (tenant, trace ID, span ID):
+ClickHouse groups one UInt64 several times faster than six columns of which three are LowCardinality, and two spans
+of a window share a hash with odds under 1e-6 at 4M spans a window (as :data:`TRACE_SIZE` counts spans).
+benchmarks/README.md, "Dependencies from the rollup"."""
 
 DEPENDENCY_TABLES = ("otel_traces",)
 """The table :data:`DEPENDENCY_CALLS` reads on each shard (its spans)."""
 
-DEPENDENCY_LOOKUPS = ("otel_traces_trace_id_ts",)
-"""The table :data:`DEPENDENCY_CALLS` reads whole (every shard's rows): the ``overlapping`` range is one scalar,
-answered once and sent to every shard, so it must span the overlapping traces of every shard; from one shard's
-rows it left out the parents of the other shards' traces outside that shard's range."""
-
 DEPENDENCIES = """
-SELECT parent, child, sum(call_count) AS call_count
+SELECT parent, child_service AS child, sum(call_count) AS call_count
 FROM {calls}
 GROUP BY parent, child
 ORDER BY parent, child
@@ -615,7 +635,7 @@ the window would travel to the initiator and be joined there (``EXPLAIN``: ``Mer
 over both shards, then the join). A template: ``{calls}`` filled by ``str.replace`` (the calls hold braces)."""
 
 DEPENDENCY_MINUTE_CALLS = """
-SELECT tenant, toUInt32(minute) AS minute, parent, child, sum(call_count) AS call_count
+SELECT tenant, toUInt32(minute) AS minute, parent, child_service AS child, sum(call_count) AS call_count
 FROM {calls}
 GROUP BY tenant, minute, parent, child
 """

@@ -86,6 +86,19 @@ def migrated_database(dsn: str, prefix: str) -> Iterator[ClickHouse]:
         ch.close()
 
 
+@contextmanager
+def store_before(store: ClickHouse, version: int) -> Iterator[ClickHouse]:
+    """``store``'s database made again with the migrations up to ``version`` only: a store written before the later
+    ones, which the test then applies (``apply_migrations``). Closed when the block ends."""
+    store.command(f"DROP DATABASE {store.database}")
+    old = ClickHouse(store.dsn, store.database)
+    try:
+        apply_migrations(old, up_to=version)
+        yield old
+    finally:
+        old.close()
+
+
 def serve_in_process(chdb_dsn: str, data_dir: Path, prefix: str = "s", **settings: Any) -> RunningServer:
     """A started in-process Hotspan (OTLP/HTTP + REST + UI and OTLP/gRPC) on free loopback ports, on the session's
     embedded engine with a database of its own (named ``<prefix>_<random>`` unless ``settings`` name one),

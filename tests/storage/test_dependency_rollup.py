@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import polars as pl
 import pytest
 
 from hotspan.importer import StoreSink, import_paths
@@ -31,6 +32,7 @@ from units import NS_PER_MS, NS_PER_S
 MINUTE_NS = 60 * NS_PER_S
 HORIZON_S = 3 * 3600
 """The rollups' horizon here: a first refresh covers every minute of it, 60 a refresh."""
+TENANCIES = ("default", ALL_TENANTS)
 CAPTURES = sorted(path for folder in ("jaeger", "zipkin", "otlp") for path in (TRACES / folder).glob("*.json*"))
 
 
@@ -83,7 +85,7 @@ def _windows(base_ns: int) -> list[tuple[int, int]]:
 
 def _assert_raw_answer(store: ClickHouse, base_ns: int) -> None:
     for start_ns, end_ns in _windows(base_ns):
-        for tenant in ("default", ALL_TENANTS):
+        for tenant in TENANCIES:
             expected = raw_calls(store, start_ns, end_ns, tenant=tenant)
             assert dependency_rollup.dependencies(store, start_ns, end_ns, tenant=tenant) == expected, (
                 start_ns,
@@ -107,6 +109,63 @@ def test_real_captures_read_from_the_rollup_as_from_the_raw_spans(store: ClickHo
     assert sum(count for _, _, count in whole) >= 20 and len({edge[:2] for edge in whole}) >= 10, whole
     assert len(rolled_minutes(store, base_ns - MINUTE_NS, base_ns + 60 * MINUTE_NS)) == 61
     _assert_raw_answer(store, base_ns)
+
+
+def _jaegers_rule(store: ClickHouse, start_ns: int, end_ns: int, tenant: str) -> list[tuple[str, str, int]]:
+    """The dependencies computed apart from the store's query, over every stored row: each span once (its copy with
+    the highest ``Version``); a child starts in ``[start_ns, end_ns]`` and names a parent, a span of its tenant and
+    trace; a call counts once per distinct service of its parent span ID that differs from the child's."""
+    rows = store.query_rows(
+        """SELECT if(Tenant = '', 'default', Tenant), TraceId, SpanId, ParentSpanId, ServiceName, SpanKind, SpanName,
+            toUnixTimestamp64Nano(Timestamp), Version FROM otel_traces"""
+    )
+    columns = ["tenant", "trace", "span", "parent", "service", "kind", "name", "start", "version"]
+    spans = pl.DataFrame(rows, schema=columns, orient="row")
+    if tenant != ALL_TENANTS:
+        spans = spans.filter(pl.col("tenant") == tenant)
+    spans = spans.sort("version", descending=True).unique(
+        ["tenant", "trace", "span", "kind", "name", "start"], keep="first"
+    )
+    children = spans.filter(pl.col("start").is_between(start_ns, end_ns) & (pl.col("parent") != ""))
+    parents = spans.select("tenant", "trace", "span", pl.col("service").alias("caller")).unique()
+    calls = (
+        children.join(parents, left_on=["tenant", "trace", "parent"], right_on=["tenant", "trace", "span"])
+        .filter(pl.col("caller") != pl.col("service"))
+        .group_by("caller", "service")
+        .len()
+    )
+    return sorted((caller, service, count) for caller, service, count in calls.iter_rows())
+
+
+@pytest.mark.both_layouts
+def test_the_raw_answer_is_jaegers_rule_over_rootless_and_resent_captures(
+    store: ClickHouse, scratch: ClickHouse
+) -> None:
+    """Every capture, with the root span of about half its traces dropped and a third of its spans sent again later
+    under another service name (a re-export after a rename: the latest copy counts, as a child and as a parent),
+    answers as :func:`_jaegers_rule` computes from the stored rows, over windows cut inside minutes, for one tenant
+    and all; the rollup answers the same after a refresh."""
+    base_ns = _now_minute_ns(store) - 70 * MINUTE_NS
+    for index, path in enumerate(CAPTURES):
+        scratch.command("TRUNCATE TABLE otel_traces")
+        if import_paths([path], StoreSink(ClickHouseTraceWriter(scratch)), progress=False).spans:
+            rootless = "NOT (ParentSpanId = '' AND cityHash64(TraceId) % 2 = 0)"
+            _copy_moved(store, scratch, base_ns + index * 37 * NS_PER_S + 500 * NS_PER_MS, where=rootless)
+    store.command(
+        f"""INSERT INTO {store.database}.otel_traces
+        SELECT * REPLACE (Version + 1 AS Version, concat(ServiceName, '-renamed') AS ServiceName)
+        FROM {store.database}.otel_traces WHERE cityHash64(SpanId) % 3 = 0"""
+    )
+    windows = _windows(base_ns)
+    expected = {(window, tenant): _jaegers_rule(store, *window, tenant) for window in windows for tenant in TENANCIES}
+    whole = expected[(windows[0], "default")]
+    assert sum(count for _, _, count in whole) >= 20 and any(child.endswith("-renamed") for _, child, _ in whole)
+
+    for (window, tenant), calls in expected.items():
+        assert raw_calls(store, *window, tenant=tenant) == calls, (window, tenant)
+    _refresh_all(DependencyRollup(store, margin_s=0, horizon_s=HORIZON_S))
+    for (window, tenant), calls in expected.items():
+        assert dependency_rollup.dependencies(store, *window, tenant=tenant) == calls, (window, tenant)
 
 
 def test_a_parent_arriving_after_its_children_were_counted_is_counted_at_once(

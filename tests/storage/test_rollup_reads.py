@@ -8,15 +8,16 @@ minute, a quantile state of that minute's durations), 200 operations x 1,440 min
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
+from prometheus_support import wait_until
 
 from storage import rollup_sql
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
 from storage.reader import ClickHouseTraceReader
 from storage.rollup_reader import RedQuery
+from testkit import store_before
 
 DAY_START_S = 1_767_225_600
 """2026-01-01 00:00:00 UTC."""
@@ -112,19 +113,15 @@ def test_a_day_of_one_operation_still_reads_by_operation(store: ClickHouse) -> N
 def test_a_day_stored_before_the_projection_reads_the_hours_granules_once_upgraded(store: ClickHouse) -> None:
     # Migration 0102 builds the projection of the parts stored before it as a background mutation: until it is
     # built a part is read from the table itself, so the rows read the same all along.
-    store.command(f"DROP DATABASE {store.database}")
-    old = ClickHouse(store.dsn, store.database)
-    try:
-        apply_migrations(old, up_to=99)
+    with store_before(store, 99) as old:
         _fill_red(old)
         assert _granules(old, "hotspan_red_minutes", "ServiceName")[0] != "by_time"
         hour = ClickHouseTraceReader(old).red(RedQuery("service", **HOUR), tenant="default").totals
 
         assert apply_migrations(old, up_to=105) == [100, 101, 102, 103, 104, 105]
-        deadline = time.monotonic() + 60
-        while _granules(old, "hotspan_red_minutes", "ServiceName")[0] != "by_time":
-            assert time.monotonic() < deadline, "the projection of the stored part was not built in 60 s"
-            time.sleep(0.2)
+        wait_until(
+            lambda: _granules(old, "hotspan_red_minutes", "ServiceName")[0] == "by_time",
+            60,
+            "the projection of the stored part",
+        )
         assert ClickHouseTraceReader(old).red(RedQuery("service", **HOUR), tenant="default").totals.equals(hour)
-    finally:
-        old.close()
