@@ -570,10 +570,10 @@ DEPENDENCY_CALLS = f"""
 WITH spans AS (
     SELECT
         any({TENANT}) AS tenant,
-        any(TraceId) AS trace_id,
-        any(SpanId) AS span_id,
         any(Timestamp) AS start,
-        argMax(ParentSpanId, Version) AS parent_span_id,
+        any(cityHash64({TENANT}, TraceId, SpanId)) AS span_key,
+        argMax(cityHash64({TENANT}, TraceId, ParentSpanId), Version) AS parent_key,
+        argMax(ParentSpanId != '', Version) AS has_parent,
         argMax(ServiceName, Version) AS service
     FROM otel_traces
     WHERE ({{span_ranges}}) AND {TENANT_FILTER}
@@ -582,10 +582,8 @@ WITH spans AS (
 ends AS (
     SELECT tenant, key, role, service, toStartOfMinute(start) AS minute
     FROM spans
-    ARRAY JOIN
-        [cityHash64(tenant, trace_id, span_id), cityHash64(tenant, trace_id, parent_span_id)] AS key,
-        [0, 1] AS role
-    WHERE role = 0 OR (parent_span_id != '' AND arrayExists(
+    ARRAY JOIN [span_key, parent_key] AS key, [0, 1] AS role
+    WHERE role = 0 OR (has_parent AND arrayExists(
         window -> toUnixTimestamp64Nano(start) BETWEEN window.1 AND window.2, {{windows:Array(Tuple(Int64, Int64))}}))
 ),
 pairs AS (
@@ -614,10 +612,12 @@ each span is one parent end (keyed by its own span ID) and, when it starts in a 
 end (keyed by its parent's ID); ends are grouped by key, and each child counts once per distinct service of the spans
 with its parent's ID (Zipkin's client and server halves share one). A join of children to parents read the same
 granules twice: ``otel_traces`` is sorted by (service, span name, second), so any range reads a granule of every
-(service, span name) pair. Spans are grouped by 64-bit hashes of their identity and of (tenant, trace ID, span ID):
-ClickHouse groups one UInt64 several times faster than six columns of which three are LowCardinality, and two spans
-of a window share a hash with odds under 1e-6 at 4M spans a window (as :data:`TRACE_SIZE` counts spans).
-benchmarks/README.md, "Dependencies from the rollup"."""
+(service, span name) pair. Spans are grouped by 64-bit hashes of their identity and of (tenant, trace ID, span ID),
+and a span keeps its two keys as hashes, not its ID strings: ClickHouse groups one UInt64 several times faster than
+six columns of which three are LowCardinality, a raw hour of 100M spans a day fits in the memory the join took
+(0.8-1.0 GiB, where keeping the strings took 1.0-1.25), and two spans of a window share a hash with odds under 1e-6
+at 4M spans a window (as :data:`TRACE_SIZE` counts spans). benchmarks/README.md, "Dependencies in one read, and the
+lookup by end"."""
 
 DEPENDENCY_TABLES = ("otel_traces",)
 """The table :data:`DEPENDENCY_CALLS` reads on each shard (its spans)."""

@@ -7,6 +7,7 @@ A plain module (not ``conftest``) so tests can import it by a name no other fold
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -97,6 +98,18 @@ def store_before(store: ClickHouse, version: int) -> Iterator[ClickHouse]:
         yield old
     finally:
         old.close()
+
+
+def read_plan(store: ClickHouse, sql: str, parameters: dict[str, Any]) -> tuple[str, int, int]:
+    """What ClickHouse plans to read for ``sql`` (a ``SELECT`` with bound ``parameters``), from ``EXPLAIN indexes =
+    1``: the part it reads from (the table or a projection's name) and its last index step's granules, selected and
+    of all."""
+    plan = "\n".join(row[0] for row in store.query_rows(f"EXPLAIN indexes = 1 {sql}", parameters))
+    source = re.search(r"ReadFromMergeTree \(([\w.]+)\)", plan)
+    granules = re.findall(r"Granules: (\d+)/(\d+)", plan)
+    assert source and granules, plan
+    selected, total = granules[-1]
+    return source[1], int(selected), int(total)
 
 
 def serve_in_process(chdb_dsn: str, data_dir: Path, prefix: str = "s", **settings: Any) -> RunningServer:

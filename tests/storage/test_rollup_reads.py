@@ -7,8 +7,6 @@ minute, a quantile state of that minute's durations), 200 operations x 1,440 min
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from prometheus_support import wait_until
 
@@ -17,7 +15,7 @@ from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
 from storage.reader import ClickHouseTraceReader
 from storage.rollup_reader import RedQuery
-from testkit import store_before
+from testkit import read_plan, store_before
 
 DAY_START_S = 1_767_225_600
 """2026-01-01 00:00:00 UTC."""
@@ -56,16 +54,10 @@ def _granules(store: ClickHouse, table: str, keys: str) -> tuple[str, int, int]:
     """What a window read of every group of ``table`` (grouped by ``keys``) reads: the part it reads from (the
     table or a projection) and its granules, selected and of all, from ``EXPLAIN indexes = 1``."""
     sql = f"""
-EXPLAIN indexes = 1
 SELECT {keys}, sum(Calls) FROM {table}
 WHERE {rollup_sql.MINUTES.replace("{{", "{").replace("}}", "}")} AND Tenant = 'default'
 GROUP BY {keys}"""
-    plan = "\n".join(row[0] for row in store.query_rows(sql, HOUR))
-    source = re.search(r"ReadFromMergeTree \(([\w.]+)\)", plan)
-    granules = re.findall(r"Granules: (\d+)/(\d+)", plan)
-    assert source and granules, plan
-    selected, total = granules[-1]
-    return source[1], int(selected), int(total)
+    return read_plan(store, sql, HOUR)
 
 
 @pytest.mark.both_layouts

@@ -7,15 +7,13 @@ lookup row's (Start, End) sorted by End. The week here is written as the lookup'
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from prometheus_support import wait_until
 
 from storage import trace_sql
 from storage.clickhouse import ClickHouse
 from storage.migrations import apply_migrations
-from testkit import store_before
+from testkit import read_plan, store_before
 
 WEEK_START_S = 1_767_225_600
 """2026-01-01 00:00:00 UTC."""
@@ -58,13 +56,7 @@ def _ranges(store: ClickHouse, projections: int = 1) -> list[tuple[int, ...]]:
 
 def _plan(store: ClickHouse) -> tuple[str, int, int]:
     """The part the overlap question reads (the table or a projection) and its granules, selected and of all."""
-    sql = "EXPLAIN indexes = 1 " + trace_sql.overlapping_traces(len(WINDOWS))
-    plan = "\n".join(row[0] for row in store.query_rows(sql, PARAMETERS))
-    source = re.search(r"ReadFromMergeTree \(([\w.]+)\)", plan)
-    granules = re.findall(r"Granules: (\d+)/(\d+)", plan)
-    assert source and granules, plan
-    selected, total = granules[-1]
-    return source[1], int(selected), int(total)
+    return read_plan(store, trace_sql.overlapping_traces(len(WINDOWS)), PARAMETERS)
 
 
 def test_the_last_hours_overlaps_read_the_last_hours_traces(store: ClickHouse) -> None:
